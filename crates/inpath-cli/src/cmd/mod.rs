@@ -1,0 +1,3 @@
+//! One module per engine command.
+pub mod demo;
+pub mod sketch;

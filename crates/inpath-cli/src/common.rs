@@ -1,0 +1,138 @@
+//! Pieces every command shares: error reporting and exit codes, progress bars, output helpers.
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::io::{IsTerminal, Write};
+use std::time::Duration;
+
+/// Prints an error with its whole cause chain and exits non-zero; exits quietly with 0 when the
+/// reader of our output went away (`inpath ... | head`).
+pub fn exit_with(result: anyhow::Result<()>) -> ! {
+    match result {
+        Ok(()) => std::process::exit(0),
+        Err(err) => {
+            if is_broken_pipe(&err) {
+                std::process::exit(0);
+            }
+            let mut message = format!("error: {err}");
+            for cause in err.chain().skip(1) {
+                let cause = cause.to_string();
+                if !message.contains(&cause) {
+                    message.push_str(&format!("\n  caused by: {cause}"));
+                }
+            }
+            eprintln!("{message}");
+            std::process::exit(1);
+        }
+    }
+}
+
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// Writes `text` to standard output, returning broken-pipe errors so they exit quietly.
+pub fn print_out(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()?;
+    Ok(())
+}
+
+/// A progress bar on standard error, shown only when standard error is a terminal and the work
+/// is large enough to be worth watching.
+pub struct Progress {
+    bar: Option<ProgressBar>,
+    base: u64,
+}
+
+impl Progress {
+    /// A bar for `total` bytes (unknown for pipes) labelled `label`. Hidden when `quiet`, when
+    /// standard error is not a terminal, or when the known total is under 64 MiB.
+    pub fn new(total: Option<u64>, label: &str, quiet: bool) -> Progress {
+        let visible = !quiet
+            && std::io::stderr().is_terminal()
+            && total.is_none_or(|t| t >= 64 << 20);
+        if !visible {
+            return Progress { bar: None, base: 0 };
+        }
+        let bar = match total {
+            Some(total) => {
+                let bar = ProgressBar::new(total);
+                bar.set_style(
+                    ProgressStyle::with_template(
+                        "{msg} [{bar:30}] {bytes}/{total_bytes} {binary_bytes_per_sec} eta {eta}",
+                    )
+                    .expect("valid template")
+                    .progress_chars("=> "),
+                );
+                bar
+            }
+            None => {
+                let bar = ProgressBar::new_spinner();
+                bar.set_style(
+                    ProgressStyle::with_template("{msg} {spinner} {bytes} {binary_bytes_per_sec}")
+                        .expect("valid template"),
+                );
+                bar
+            }
+        };
+        bar.set_draw_target(ProgressDrawTarget::stderr_with_hz(8));
+        bar.enable_steady_tick(Duration::from_millis(250));
+        bar.set_message(label.to_string());
+        Progress { bar: Some(bar), base: 0 }
+    }
+
+    /// Starts counting a new input whose bytes add to the ones before.
+    pub fn next_input(&mut self) {
+        if let Some(bar) = &self.bar {
+            self.base = bar.position();
+        }
+    }
+
+    /// Sets the bytes read of the current input.
+    pub fn set(&self, bytes: u64) {
+        if let Some(bar) = &self.bar {
+            bar.set_position(self.base + bytes);
+        }
+    }
+
+    /// Removes the bar.
+    pub fn done(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// Formats a count with thousands separators: 1234567 -> "1,234,567".
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Formats a byte count with a binary unit: 1536 -> "1.5 KiB".
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut value = n as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}

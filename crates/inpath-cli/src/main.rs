@@ -1,0 +1,33 @@
+//! `inpath`: compute on data while it moves. This binary only parses arguments and wires the
+//! engine crates together; each engine's command lives in its own module under `cmd/`.
+#![forbid(unsafe_code)]
+
+mod cmd;
+mod common;
+
+use clap::{Parser, Subcommand};
+
+/// inpath: one-pass analytics and transforms on data as it streams by.
+#[derive(Parser)]
+#[command(name = "inpath", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run every engine on built-in generated data and print a report.
+    Demo(cmd::demo::DemoArgs),
+    /// One-pass HyperLogLog + Fast-AGMS + Count-Min sketch of a stream (SKT).
+    Sketch(cmd::sketch::SketchArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Demo(args) => cmd::demo::run(args),
+        Command::Sketch(args) => cmd::sketch::run(args),
+    };
+    common::exit_with(result);
+}
