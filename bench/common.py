@@ -1,0 +1,126 @@
+"""Shared plumbing for the per-engine benchmark scripts in bench/.
+
+Conventions (every engine's script follows them):
+- one entry point per engine: `python3 bench/<engine>.py` (run `bench/setup.sh` once first);
+- the script generates its data, then runs inpath (through `inpath-bench`, timed in-process) and
+  the peer tools on the *same* data in the *same* run;
+- one line per measurement with our figure, the peer's figure and the ratio;
+- all measurements are also written to `bench/out/<engine>.json`;
+- timings are medians of several repetitions; never run two benchmarks or a build at once.
+"""
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT = os.path.join(ROOT, "bench", "out")
+
+
+def build():
+    """Builds the release binaries the benchmarks drive."""
+    subprocess.run(
+        ["cargo", "build", "--release", "--quiet", "-p", "inpath-bench", "-p", "inpath-cli"],
+        cwd=ROOT,
+        check=True,
+    )
+
+
+def bench_bin():
+    return os.path.join(ROOT, "target", "release", "inpath-bench")
+
+
+def run_ours(args):
+    """Runs `inpath-bench ARGS...` and returns its list of measurements (dicts)."""
+    result = subprocess.run([bench_bin(), *args], cwd=ROOT, check=True, capture_output=True, text=True)
+    return json.loads(result.stdout)
+
+
+def time_median(fn, reps=5, warmup=1):
+    """Median wall seconds of `fn()` over `reps` runs after `warmup` runs; also returns the last result."""
+    result = None
+    for _ in range(warmup):
+        result = fn()
+    samples = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        result = fn()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples), samples, result
+
+
+class Report:
+    """Collects side-by-side measurements, prints one line each, saves JSON."""
+
+    def __init__(self, engine, setup):
+        self.engine = engine
+        self.rows = []
+        self.setup = dict(setup)
+        self.setup.update(
+            {
+                "cpu": _cpu_model(),
+                "cores": os.cpu_count(),
+                "python": platform.python_version(),
+                "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+            }
+        )
+        print(f"# {engine} benchmark on {self.setup['cpu']} ({self.setup['cores']} cores)")
+
+    def add(self, name, bytes_, ours_s, peer, peer_s, extra=None):
+        """One line: our median seconds against a peer's on the same `bytes_` of input.
+        ratio = peer time / our time (above 1 means inpath is faster)."""
+        ours_gbs = bytes_ / ours_s / 1e9
+        peer_gbs = bytes_ / peer_s / 1e9 if peer_s else None
+        ratio = peer_s / ours_s if peer_s else None
+        row = {
+            "measurement": name,
+            "bytes": bytes_,
+            "inpath_s": ours_s,
+            "inpath_gb_s": ours_gbs,
+            "peer": peer,
+            "peer_s": peer_s,
+            "peer_gb_s": peer_gbs,
+            "ratio": ratio,
+            "extra": extra or {},
+        }
+        self.rows.append(row)
+        peer_text = f"{peer} {peer_gbs:7.3f} GB/s ({peer_s * 1e3:9.1f} ms)" if peer_s else f"{peer} -"
+        ratio_text = f"{ratio:7.2f}x" if ratio else "      -"
+        print(
+            f"{name:<44} inpath {ours_gbs:7.3f} GB/s ({ours_s * 1e3:8.1f} ms) | {peer_text} | {ratio_text}",
+            flush=True,
+        )
+        return row
+
+    def note(self, text):
+        print(f"  {text}", flush=True)
+        self.rows.append({"note": text})
+
+    def save(self):
+        os.makedirs(OUT, exist_ok=True)
+        path = os.path.join(OUT, f"{self.engine}.json")
+        with open(path, "w") as f:
+            json.dump({"engine": self.engine, "setup": self.setup, "rows": self.rows}, f, indent=2)
+        print(f"# wrote {os.path.relpath(path, ROOT)}")
+
+
+def _cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def need(module, hint="run bench/setup.sh first"):
+    try:
+        return __import__(module)
+    except ImportError:
+        sys.exit(f"bench: Python module {module!r} is missing ({hint})")

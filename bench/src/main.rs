@@ -1,0 +1,30 @@
+//! `inpath-bench`: times inpath engines in-process (no process start-up or file I/O in the
+//! timed region) and prints JSON. The per-engine scripts in `bench/` (`bench/sketch.py`...)
+//! run this next to the peer tools on the same data and print the side-by-side ratios.
+
+mod sketch;
+mod timing;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "inpath-bench", about = "In-process timings of inpath engines (JSON on stdout)")]
+struct Cli {
+    #[command(subcommand)]
+    engine: Engine,
+}
+
+#[derive(Subcommand)]
+enum Engine {
+    /// Time the sketch engine.
+    Sketch(sketch::Args),
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let measurements = match cli.engine {
+        Engine::Sketch(args) => sketch::run(args)?,
+    };
+    println!("{}", serde_json::to_string_pretty(&measurements)?);
+    Ok(())
+}

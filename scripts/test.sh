@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The whole test suite: the README's test command and what .ci/run calls.
+# Installs what it needs (Rust toolchain check, Debian packages, a Python venv), then runs
+# formatting and lint gates, the Rust tests (release mode: the accuracy tests hash 10^8 items)
+# and the Python tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "test.sh: cargo not found; install Rust (https://rustup.rs) first" >&2
+  exit 1
+fi
+
+# Debian packages (e.g. tools used as interoperability peers).
+missing=()
+while read -r pkg; do
+  case "$pkg" in ''|'#'*) continue ;; esac
+  dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+done < scripts/apt-packages.txt
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "test.sh: installing Debian packages: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+bash scripts/venv.sh
+export INPATH_PYTHON="$PWD/.venv/bin/python"
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy"
+cargo clippy --release --workspace --all-targets --quiet -- -D warnings
+echo "== cargo test"
+cargo test --release --workspace
+if ls tests/python/test_*.py >/dev/null 2>&1; then
+  echo "== pytest"
+  cargo build --release --quiet -p inpath-cli
+  .venv/bin/python -m pytest -q tests/python
+fi
