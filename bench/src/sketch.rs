@@ -1,11 +1,133 @@
-//! Sketch engine timings (being written).
-use crate::timing::Measurement;
+//! Sketch engine timings: u32 items in memory, all three sketches and each alone, 1..N lanes.
+
+use crate::timing::{measure, Measurement};
+use anyhow::Context;
+use inpath_core::run_slice;
+use inpath_sketch::{Estimator, HashMode, ItemKind, Params, Parts, Sketch, SketchEngine};
 
 /// Arguments of `inpath-bench sketch`.
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Little-endian u32 items to sketch (as written by numpy's `tofile`); without it, `--items`
+    /// uniform random items are generated.
+    #[arg(long)]
+    data: Option<std::path::PathBuf>,
+    /// Items to generate when no `--data` is given.
+    #[arg(long, default_value_t = 100_000_000)]
+    items: usize,
+    /// Lane counts to time all three sketches with.
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    threads: Vec<usize>,
+    /// Repetitions per measurement (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    reps: usize,
+    /// Skip the per-sketch and compat measurements.
+    #[arg(long)]
+    quick: bool,
+}
 
 /// Runs the sketch timings.
-pub fn run(_args: Args) -> anyhow::Result<Vec<Measurement>> {
-    Ok(Vec::new())
+pub fn run(args: Args) -> anyhow::Result<Vec<Measurement>> {
+    let bytes = match &args.data {
+        Some(path) => std::fs::read(path).with_context(|| format!("reading {}", path.display()))?,
+        None => generate(args.items),
+    };
+    anyhow::ensure!(bytes.len() % 4 == 0, "data length is not a multiple of 4");
+    let items: Vec<u32> =
+        bytes.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes"))).collect();
+    let n = items.len() as u64;
+    let size = bytes.len() as u64;
+    let exact = exact_distinct(&items);
+    let mut out = Vec::new();
+
+    for &threads in &args.threads {
+        let params = Params::default();
+        let mut result = None;
+        let mut m = measure(&format!("all three, fast, {threads} thread(s)"), size, n, args.reps, || {
+            let mut engine = SketchEngine::u32(params).expect("valid parameters");
+            run_slice(&mut engine, &bytes, threads).expect("whole items");
+            result = Some(engine.into_sketch().expect("closed"));
+        });
+        let sketch = result.expect("ran at least once");
+        m.extra = accuracy(&sketch, exact, params, threads);
+        out.push(m);
+    }
+    if args.quick {
+        return Ok(out);
+    }
+    {
+        let params = Params::with_hash(HashMode::Compat);
+        let mut result = None;
+        let mut m = measure("all three, compat, 1 thread(s)", size, n, args.reps, || {
+            let mut engine = SketchEngine::u32(params).expect("valid parameters");
+            run_slice(&mut engine, &bytes, 1).expect("whole items");
+            result = Some(engine.into_sketch().expect("closed"));
+        });
+        m.extra = accuracy(&result.expect("ran"), exact, params, 1);
+        out.push(m);
+    }
+    let alone = [
+        ("hash only", Parts { hll: false, cm: false, agms: false }),
+        ("HLL alone", Parts { hll: true, cm: false, agms: false }),
+        ("Count-Min alone", Parts { hll: false, cm: true, agms: false }),
+        ("Fast-AGMS alone", Parts { hll: false, cm: false, agms: true }),
+    ];
+    for (name, parts) in alone {
+        let params = Params::default();
+        let mut sketch = Sketch::new(params, ItemKind::U32)?;
+        let mut m = measure(&format!("{name}, fast, 1 thread(s)"), size, n, args.reps, || {
+            sketch.clear();
+            sketch.bench_update_u32_parts(&bytes, parts);
+        });
+        if parts.hll {
+            let estimate = sketch.cardinality(Estimator::Ertl);
+            m.extra = serde_json::json!({
+                "exact_distinct": exact,
+                "hll_estimate": estimate,
+                "hll_relative_error": (estimate - exact as f64) / exact as f64,
+                "state_bytes": params.hll_registers(),
+            });
+        }
+        out.push(m);
+    }
+    Ok(out)
+}
+
+fn accuracy(sketch: &Sketch, exact: u64, params: Params, threads: usize) -> serde_json::Value {
+    let estimate = sketch.cardinality(Estimator::Ertl);
+    serde_json::json!({
+        "threads": threads,
+        "exact_distinct": exact,
+        "hll_estimate": estimate,
+        "hll_relative_error": (estimate - exact as f64) / exact as f64,
+        "f2_estimate": sketch.f2(),
+        "state_bytes_per_lane": params.state_bytes(),
+    })
+}
+
+/// Uniform random u32 items from a fixed-seed SplitMix64.
+fn generate(items: usize) -> Vec<u8> {
+    let mut state = 0x1234_5678_9abc_def0u64;
+    let mut out = Vec::with_capacity(items * 4);
+    for _ in 0..items {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        out.extend_from_slice(&((z ^ (z >> 31)) as u32).to_le_bytes());
+    }
+    out
+}
+
+/// Exact number of distinct u32 values, with a 512 MiB bitmap.
+fn exact_distinct(items: &[u32]) -> u64 {
+    let mut bits = vec![0u64; 1 << 26];
+    let mut distinct = 0;
+    for &x in items {
+        let (word, bit) = ((x >> 6) as usize, x & 63);
+        let before = bits[word];
+        bits[word] = before | (1 << bit);
+        distinct += ((before >> bit) & 1 == 0) as u64;
+    }
+    distinct
 }

@@ -1,0 +1,341 @@
+//! The hot loops: hash a batch of items, then update each sketch row in its own pass.
+//!
+//! The loops are written once, generically, and compiled three times: for the baseline x86-64
+//! target, for x86-64-v3 (AVX2, BMI2: one-micro-op variable shifts, LZCNT) and for x86-64-v4
+//! (AVX-512). [`run`] picks the best version the CPU supports at run time. The baseline version
+//! is the safe scalar twin: the tests feed the same input through every version the machine
+//! supports and require identical states. On other architectures only the baseline exists.
+//!
+//! Within each version, the SKT default layout (P_HLL = 16, 6×13, 6×13) has its own copy with
+//! every shift a constant.
+#![allow(unsafe_code)]
+
+use crate::hash::{self, HashMode};
+use crate::sketch::{Parts, BATCH};
+
+/// The state arrays a kernel updates.
+pub(crate) struct Target<'a> {
+    pub hll: &'a mut [u8],
+    pub cm: &'a mut [i16],
+    pub agms: &'a mut [i16],
+}
+
+/// What to do with the items.
+#[derive(Clone, Copy)]
+pub(crate) struct Job {
+    pub layout: Layout,
+    pub parts: Parts,
+    pub mode: HashMode,
+    pub seed: u64,
+}
+
+/// The items of one call.
+#[derive(Clone, Copy)]
+pub(crate) enum Items<'a> {
+    /// Little-endian u32 items.
+    U32(&'a [u8]),
+    /// Little-endian u64 items.
+    U64(&'a [u8]),
+    /// Hashes already computed (byte values).
+    Hashes(&'a [u64], &'a [u64]),
+}
+
+/// CPU feature levels with their own compiled kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    /// The target's baseline (x86-64: SSE2).
+    Baseline,
+    /// x86-64-v3: AVX2, BMI1/2, LZCNT, FMA.
+    V3,
+    /// x86-64-v4: v3 plus AVX-512 F/BW/CD/DQ/VL.
+    V4,
+}
+
+/// The best level this CPU supports.
+pub fn detected_level() -> Level {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let v3 = is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("bmi1")
+            && is_x86_feature_detected!("bmi2")
+            && is_x86_feature_detected!("lzcnt")
+            && is_x86_feature_detected!("fma");
+        let v4 = v3
+            && is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512cd")
+            && is_x86_feature_detected!("avx512dq")
+            && is_x86_feature_detected!("avx512vl");
+        if v4 {
+            return Level::V4;
+        }
+        if v3 {
+            return Level::V3;
+        }
+    }
+    Level::Baseline
+}
+
+/// Every level this CPU supports (for tests comparing them).
+pub fn supported_levels() -> Vec<Level> {
+    [Level::Baseline, Level::V3, Level::V4].into_iter().filter(|&l| l <= detected_level()).collect()
+}
+
+fn chosen_level() -> Level {
+    use std::sync::OnceLock;
+    static LEVEL: OnceLock<Level> = OnceLock::new();
+    *LEVEL.get_or_init(|| match std::env::var("INPATH_KERNEL").as_deref() {
+        Ok("baseline") => Level::Baseline,
+        Ok("v3") => detected_level().min(Level::V3),
+        _ => detected_level(),
+    })
+}
+
+/// Runs the kernel at the best level (or `INPATH_KERNEL=baseline|v3` to force a lower one).
+/// Returns the min and max of integer items.
+pub(crate) fn run(target: Target<'_>, job: &Job, items: Items<'_>) -> Option<(u64, u64)> {
+    run_at(chosen_level(), target, job, items)
+}
+
+/// Runs the kernel compiled for `level`, which must be supported (else the baseline runs).
+pub(crate) fn run_at(level: Level, target: Target<'_>, job: &Job, items: Items<'_>) -> Option<(u64, u64)> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if level == Level::V4 && detected_level() >= Level::V4 {
+            // SAFETY: the CPU supports every feature `run_v4` is compiled for (checked above).
+            return unsafe { run_v4(target, job, items) };
+        }
+        if level >= Level::V3 && detected_level() >= Level::V3 {
+            // SAFETY: the CPU supports every feature `run_v3` is compiled for (checked above).
+            return unsafe { run_v3(target, job, items) };
+        }
+    }
+    let _ = level;
+    run_generic(target, job, items)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,bmi1,bmi2,lzcnt,fma,popcnt")]
+unsafe fn run_v3(target: Target<'_>, job: &Job, items: Items<'_>) -> Option<(u64, u64)> {
+    run_generic(target, job, items)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,bmi1,bmi2,lzcnt,fma,popcnt,avx512f,avx512bw,avx512cd,avx512dq,avx512vl")]
+unsafe fn run_v4(target: Target<'_>, job: &Job, items: Items<'_>) -> Option<(u64, u64)> {
+    run_generic(target, job, items)
+}
+
+#[inline(always)]
+fn run_generic(target: Target<'_>, job: &Job, items: Items<'_>) -> Option<(u64, u64)> {
+    if job.layout == Layout::DEFAULT {
+        body(target, &Layout::DEFAULT, job, items)
+    } else {
+        body(target, &job.layout, job, items)
+    }
+}
+
+#[inline(always)]
+fn body(mut target: Target<'_>, layout: &Layout, job: &Job, items: Items<'_>) -> Option<(u64, u64)> {
+    let seed = job.seed;
+    match (items, job.mode) {
+        (Items::U32(bytes), HashMode::Fast) => {
+            hash_and_apply(&mut target, layout, job.parts, bytes, 4, |v| hash::xxh3_128_small(v as u32, v as u32, 4, seed))
+        }
+        (Items::U32(bytes), HashMode::Compat) => {
+            hash_and_apply(&mut target, layout, job.parts, bytes, 4, |v| hash::murmur3_x64_128_small(v, 4, seed as u32))
+        }
+        (Items::U64(bytes), HashMode::Fast) => hash_and_apply(&mut target, layout, job.parts, bytes, 8, |v| {
+            hash::xxh3_128_small(v as u32, (v >> 32) as u32, 8, seed)
+        }),
+        (Items::U64(bytes), HashMode::Compat) => {
+            hash_and_apply(&mut target, layout, job.parts, bytes, 8, |v| hash::murmur3_x64_128_small(v, 8, seed as u32))
+        }
+        (Items::Hashes(lo, hi), _) => {
+            for (lo, hi) in lo.chunks(BATCH).zip(hi.chunks(BATCH)) {
+                apply(&mut target, layout, job.parts, lo, hi);
+            }
+            None
+        }
+    }
+}
+
+/// Hashes little-endian items of `width` bytes (4 or 8) batch by batch and applies them.
+#[inline(always)]
+fn hash_and_apply(
+    target: &mut Target<'_>,
+    layout: &Layout,
+    parts: Parts,
+    bytes: &[u8],
+    width: usize,
+    hash: impl Fn(u64) -> (u64, u64),
+) -> Option<(u64, u64)> {
+    let mut lo = [0u64; BATCH];
+    let mut hi = [0u64; BATCH];
+    let (mut min, mut max) = (u64::MAX, 0u64);
+    for batch in bytes.chunks(BATCH * width) {
+        let n = batch.len() / width;
+        for ((item, l), h) in batch.chunks_exact(width).zip(&mut lo).zip(&mut hi) {
+            let v = if width == 4 {
+                u32::from_le_bytes(item.try_into().expect("4 bytes")) as u64
+            } else {
+                u64::from_le_bytes(item.try_into().expect("8 bytes"))
+            };
+            (*l, *h) = hash(v);
+            min = min.min(v);
+            max = max.max(v);
+        }
+        apply(target, layout, parts, &lo[..n], &hi[..n]);
+    }
+    (!bytes.is_empty()).then_some((min, max))
+}
+
+/// Updates the chosen sketches from one batch of hashes.
+#[inline(always)]
+fn apply(target: &mut Target<'_>, layout: &Layout, parts: Parts, lo: &[u64], hi: &[u64]) {
+    let mut windows = Windows::new(lo, hi);
+    if parts.hll {
+        update_hll(target.hll, layout.hll_p, lo, hi);
+    }
+    if parts.cm {
+        let p = layout.cm_p;
+        let width = 1usize << p;
+        let mask = width as u64 - 1;
+        for row in 0..layout.cm_rows {
+            let counters = &mut target.cm[row * width..(row + 1) * width];
+            let block = row as u32 / layout.cm_rows_per_block;
+            let offset = (row as u32 % layout.cm_rows_per_block) * p;
+            let (words, shift) = windows.window(block, offset, p);
+            for &w in words {
+                let c = &mut counters[((w >> shift) & mask) as usize];
+                *c = c.wrapping_add(1);
+            }
+        }
+    }
+    if parts.agms {
+        let p = layout.agms_p;
+        let width = 1usize << p;
+        let mask = width as u64 - 1;
+        for row in 0..layout.agms_rows {
+            let counters = &mut target.agms[row * width..(row + 1) * width];
+            let block = row as u32 / layout.agms_rows_per_block;
+            let offset = (row as u32 % layout.agms_rows_per_block) * (p + 1);
+            let (words, shift) = windows.window(block, offset, p + 1);
+            for &w in words {
+                let v = w >> shift;
+                let c = &mut counters[(v & mask) as usize];
+                // sign bit set: +1, clear: -1
+                *c = c.wrapping_add(((v >> p) & 1) as i16 * 2 - 1);
+            }
+        }
+    }
+}
+
+/// Where each row's bits are, resolved for the kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Layout {
+    hll_p: u32,
+    cm_p: u32,
+    cm_rows: usize,
+    agms_p: u32,
+    agms_rows: usize,
+    cm_rows_per_block: u32,
+    agms_rows_per_block: u32,
+}
+
+impl Layout {
+    /// P_HLL = 16, Count-Min 6×13, Fast-AGMS 6×13: all rows in the first 128 bits.
+    const DEFAULT: Layout = Layout {
+        hll_p: 16,
+        cm_p: 13,
+        cm_rows: 6,
+        agms_p: 13,
+        agms_rows: 6,
+        cm_rows_per_block: 128 / 13,
+        agms_rows_per_block: 128 / 14,
+    };
+
+    pub(crate) fn new(params: &Params, slicing: &Slicing) -> Layout {
+        Layout {
+            hll_p: params.hll_p as u32,
+            cm_p: params.cm_p as u32,
+            cm_rows: params.cm_rows as usize,
+            agms_p: params.agms_p as u32,
+            agms_rows: params.agms_rows as usize,
+            cm_rows_per_block: slicing.cm_rows_per_block,
+            agms_rows_per_block: slicing.agms_rows_per_block,
+        }
+    }
+}
+
+/// A batch of hashes as three overlapping 64-bit windows per 128-bit block: bits 0..63 (`lo`),
+/// 32..95 (`mid`) and 64..127 (`hi`). Any slice of at most 32 bits lies inside one window, so
+/// each row reads one word and takes one shift and one mask.
+struct Windows<'a> {
+    lo: &'a [u64],
+    hi: &'a [u64],
+    mid: [u64; BATCH],
+    /// Blocks 1.. of the hash stream, as (lo, mid, hi), made only when a row needs them.
+    extension: Vec<(Vec<u64>, Vec<u64>, Vec<u64>)>,
+}
+
+impl<'a> Windows<'a> {
+    fn new(lo: &'a [u64], hi: &'a [u64]) -> Self {
+        let mut mid = [0u64; BATCH];
+        for ((m, &l), &h) in mid.iter_mut().zip(lo).zip(hi) {
+            *m = (l >> 32) | (h << 32);
+        }
+        Windows { lo, hi, mid, extension: Vec::new() }
+    }
+
+    /// The window holding bits `offset .. offset + width` of block `block`, and the shift that
+    /// brings them down to bit 0.
+    #[inline(always)]
+    fn window(&mut self, block: u32, offset: u32, width: u32) -> (&[u64], u32) {
+        let n = self.lo.len();
+        let (lo, mid, hi): (&[u64], &[u64], &[u64]) = if block == 0 {
+            (self.lo, &self.mid[..n], self.hi)
+        } else {
+            while self.extension.len() < block as usize {
+                let k = self.extension.len() as u64 + 1;
+                let (elo, ehi): (Vec<u64>, Vec<u64>) =
+                    (0..n).map(|i| hash::extension_block((self.lo[i], self.hi[i]), k)).unzip();
+                let emid = elo.iter().zip(&ehi).map(|(&l, &h)| (l >> 32) | (h << 32)).collect();
+                self.extension.push((elo, emid, ehi));
+            }
+            let (elo, emid, ehi) = &self.extension[block as usize - 1];
+            (elo, emid, ehi)
+        };
+        if offset + width <= 64 {
+            (lo, offset)
+        } else if offset >= 32 && offset + width <= 96 {
+            (mid, offset - 32)
+        } else {
+            (hi, offset - 64)
+        }
+    }
+}
+
+/// HyperLogLog: bucket = top P bits, rank = clz((h << P) | (2^P - 1)) + 1, register = max.
+/// Once the registers fill up a new rank rarely exceeds the old one, so the store is behind a
+/// (well-predicted) branch.
+#[inline(always)]
+fn update_hll(registers: &mut [u8], p: u32, lo: &[u64], hi: &[u64]) {
+    let low_mask = (1u64 << p) - 1;
+    for (&l, &h) in lo.iter().zip(hi) {
+        let bucket = (h >> (64 - p)) as usize;
+        // The top 64 bits of h << P; all zero only with probability 2^-(64-P).
+        let top = (h << p) | (l >> (64 - p));
+        let rank = if top != 0 {
+            top.leading_zeros() + 1
+        } else {
+            65 + ((l << p) | low_mask).leading_zeros()
+        } as u8;
+        let register = &mut registers[bucket];
+        if rank > *register {
+            *register = rank;
+        }
+    }
+}
+
+use crate::params::{Params, Slicing};
