@@ -93,7 +93,9 @@ pub fn run_reader<E: Lane>(
                 }
                 match failure {
                     Some(e) => Err(e),
-                    None => Ok(lane),
+                    // A lane only ever receives whole records, so closing it flushes
+                    // whatever it batched and never finds a partial record.
+                    None => lane.close_input().map(|_| lane),
                 }
             }));
         }
@@ -201,6 +203,7 @@ pub fn run_slice<E: Lane>(engine: &mut E, data: &[u8], threads: usize) -> Result
                 let mut lane = engine.fork();
                 scope.spawn(move || -> Result<E> {
                     lane.update(part)?;
+                    lane.close_input()?;
                     Ok(lane)
                 })
             })

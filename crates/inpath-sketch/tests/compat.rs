@@ -1,0 +1,101 @@
+//! The engine equals the simple model, register for register and counter for counter, in
+//! compat mode (the SKT reference rules) and in fast mode, through every compiled kernel, for
+//! the default and other parameter sets.
+
+mod common;
+use common::{le_bytes, u32_items, Model};
+use inpath_sketch::kernel::supported_levels;
+use inpath_sketch::{HashMode, ItemKind, Params, Sketch, SketchEngine};
+use inpath_core::{Engine, Lane};
+
+fn params(hash: HashMode, hll_p: u8, cm: (u8, u8), agms: (u8, u8), seed: u64) -> Params {
+    Params { hll_p, cm_rows: cm.0, cm_p: cm.1, agms_rows: agms.0, agms_p: agms.1, hash, seed }
+}
+
+fn parameter_sets() -> Vec<Params> {
+    vec![
+        Params::with_hash(HashMode::Compat),
+        params(HashMode::Compat, 4, (1, 4), (1, 4), 42),
+        params(HashMode::Compat, 18, (9, 14), (8, 15), 0xDEADF00D),
+        params(HashMode::Compat, 12, (6, 20), (6, 20), 7),
+        Params::with_hash(HashMode::Fast),
+        params(HashMode::Fast, 14, (16, 16), (16, 17), 99), // 256+ hash bits: extension blocks
+        params(HashMode::Fast, 16, (10, 13), (9, 13), 1),
+    ]
+}
+
+#[test]
+fn u32_items_match_the_model_in_every_kernel() {
+    let items = u32_items(11, 30_000, 5_000);
+    let bytes = le_bytes(&items);
+    for p in parameter_sets() {
+        let mut model = Model::new(p);
+        for x in &items {
+            model.insert(&x.to_le_bytes());
+        }
+        for level in supported_levels() {
+            let mut sketch = Sketch::new(p, ItemKind::U32).unwrap();
+            sketch.update_u32_le_at(&bytes, level).unwrap();
+            model.assert_matches(&sketch, &format!("{p:?} at {level:?}"));
+        }
+        // The default path (the engine, chunked oddly) agrees too.
+        let mut engine = SketchEngine::u32(p).unwrap();
+        for chunk in bytes.chunks(4093) {
+            engine.update(chunk).unwrap();
+        }
+        model.assert_matches(&engine.finish().unwrap(), &format!("{p:?} via engine"));
+    }
+}
+
+#[test]
+fn u64_items_and_text_values_match_the_model() {
+    let mut rng = common::rng(5);
+    let items: Vec<u64> = (0..5_000).map(|_| rand::Rng::gen::<u64>(&mut rng) % 3_000).collect();
+    let words: Vec<String> = (0..5_000).map(|i| format!("word-{}", (i * 7919) % 2_000)).collect();
+    for p in parameter_sets() {
+        let mut model = Model::new(p);
+        for x in &items {
+            model.insert(&x.to_le_bytes());
+        }
+        let mut sketch = Sketch::new(p, ItemKind::U64).unwrap();
+        sketch.update_u64(&items).unwrap();
+        model.assert_matches(&sketch, &format!("u64 {p:?}"));
+
+        let mut model = Model::new(p);
+        for w in &words {
+            model.insert(w.as_bytes());
+        }
+        let mut engine = SketchEngine::lines(p).unwrap();
+        engine.update(words.join("\n").as_bytes()).unwrap();
+        engine.close_input().unwrap();
+        model.assert_matches(engine.sketch(), &format!("lines {p:?}"));
+    }
+}
+
+#[test]
+fn compat_rejects_more_than_128_hash_bits() {
+    let too_wide = params(HashMode::Compat, 16, (10, 13), (6, 13), 1);
+    let err = Sketch::new(too_wide, ItemKind::U32).unwrap_err().to_string();
+    assert!(err.contains("130 hash bits") && err.contains("--hash fast"), "{err}");
+    let too_wide = params(HashMode::Compat, 16, (6, 13), (9, 14), 1); // 9 x 15 = 135 bits
+    assert!(Sketch::new(too_wide, ItemKind::U32).is_err());
+    let big_seed = params(HashMode::Compat, 16, (6, 13), (6, 13), 1 << 40);
+    assert!(Sketch::new(big_seed, ItemKind::U32).unwrap_err().to_string().contains("seed"));
+}
+
+#[test]
+fn parameter_ranges_are_enforced() {
+    let base = Params::default();
+    for bad in [
+        Params { hll_p: 3, ..base },
+        Params { hll_p: 19, ..base },
+        Params { cm_rows: 0, ..base },
+        Params { cm_rows: 17, ..base },
+        Params { cm_p: 3, ..base },
+        Params { agms_p: 21, ..base },
+        Params { agms_rows: 0, ..base },
+    ] {
+        let err = Sketch::new(bad, ItemKind::U32).unwrap_err();
+        assert!(matches!(err, inpath_core::Error::Parameter { .. }), "{err}");
+    }
+}
