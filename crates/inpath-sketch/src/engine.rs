@@ -12,6 +12,8 @@ pub struct SketchEngine {
     sketch: Sketch,
     deframer: Deframer,
     batcher: ValueBatcher,
+    /// The selected CSV column's name, kept when the input closes (which resets the header).
+    column: Option<String>,
 }
 
 impl SketchEngine {
@@ -36,6 +38,7 @@ impl SketchEngine {
             sketch: Sketch::new(params, kind)?,
             deframer: Deframer::new(framing)?,
             batcher: ValueBatcher::new(),
+            column: None,
         })
     }
 
@@ -74,7 +77,7 @@ impl SketchEngine {
 
     /// The name of the selected CSV column, once the header was read.
     pub fn column_name(&self) -> Option<String> {
-        self.deframer.selected_names().and_then(|names| names.into_iter().next())
+        self.deframer.selected_names().and_then(|names| names.into_iter().next()).or_else(|| self.column.clone())
     }
 
     /// Summary shortcut for the current state.
@@ -134,10 +137,14 @@ impl Lane for SketchEngine {
             deframer: Deframer::new(self.deframer.framing().clone())
                 .expect("framing was validated when this engine was made"),
             batcher: ValueBatcher::new(),
+            column: self.column.clone(),
         }
     }
 
     fn close_input(&mut self) -> Result<()> {
+        if let Some(name) = self.deframer.selected_names().and_then(|n| n.into_iter().next()) {
+            self.column = Some(name);
+        }
         let (deframer, mut sink) = self.sink();
         let closed = deframer.close(&mut sink);
         self.batcher.flush(&mut self.sketch)?;
