@@ -8,7 +8,10 @@ mod timing;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "inpath-bench", about = "In-process timings of inpath engines (JSON on stdout)")]
+#[command(
+    name = "inpath-bench",
+    about = "In-process timings of inpath engines (JSON on stdout)"
+)]
 struct Cli {
     #[command(subcommand)]
     engine: Engine,

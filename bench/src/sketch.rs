@@ -33,8 +33,10 @@ pub fn run(args: Args) -> anyhow::Result<Vec<Measurement>> {
         None => generate(args.items),
     };
     anyhow::ensure!(bytes.len() % 4 == 0, "data length is not a multiple of 4");
-    let items: Vec<u32> =
-        bytes.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes"))).collect();
+    let items: Vec<u32> = bytes
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
+        .collect();
     let n = items.len() as u64;
     let size = bytes.len() as u64;
     let exact = exact_distinct(&items);
@@ -43,11 +45,17 @@ pub fn run(args: Args) -> anyhow::Result<Vec<Measurement>> {
     for &threads in &args.threads {
         let params = Params::default();
         let mut result = None;
-        let mut m = measure(&format!("all three, fast, {threads} thread(s)"), size, n, args.reps, || {
-            let mut engine = SketchEngine::u32(params).expect("valid parameters");
-            run_slice(&mut engine, &bytes, threads).expect("whole items");
-            result = Some(engine.into_sketch().expect("closed"));
-        });
+        let mut m = measure(
+            &format!("all three, fast, {threads} thread(s)"),
+            size,
+            n,
+            args.reps,
+            || {
+                let mut engine = SketchEngine::u32(params).expect("valid parameters");
+                run_slice(&mut engine, &bytes, threads).expect("whole items");
+                result = Some(engine.into_sketch().expect("closed"));
+            },
+        );
         let sketch = result.expect("ran at least once");
         m.extra = accuracy(&sketch, exact, params, threads);
         out.push(m);
@@ -67,18 +75,52 @@ pub fn run(args: Args) -> anyhow::Result<Vec<Measurement>> {
         out.push(m);
     }
     let alone = [
-        ("hash only", Parts { hll: false, cm: false, agms: false }),
-        ("HLL alone", Parts { hll: true, cm: false, agms: false }),
-        ("Count-Min alone", Parts { hll: false, cm: true, agms: false }),
-        ("Fast-AGMS alone", Parts { hll: false, cm: false, agms: true }),
+        (
+            "hash only",
+            Parts {
+                hll: false,
+                cm: false,
+                agms: false,
+            },
+        ),
+        (
+            "HLL alone",
+            Parts {
+                hll: true,
+                cm: false,
+                agms: false,
+            },
+        ),
+        (
+            "Count-Min alone",
+            Parts {
+                hll: false,
+                cm: true,
+                agms: false,
+            },
+        ),
+        (
+            "Fast-AGMS alone",
+            Parts {
+                hll: false,
+                cm: false,
+                agms: true,
+            },
+        ),
     ];
     for (name, parts) in alone {
         let params = Params::default();
         let mut sketch = Sketch::new(params, ItemKind::U32)?;
-        let mut m = measure(&format!("{name}, fast, 1 thread(s)"), size, n, args.reps, || {
-            sketch.clear();
-            sketch.bench_update_u32_parts(&bytes, parts);
-        });
+        let mut m = measure(
+            &format!("{name}, fast, 1 thread(s)"),
+            size,
+            n,
+            args.reps,
+            || {
+                sketch.clear();
+                sketch.bench_update_u32_parts(&bytes, parts);
+            },
+        );
         if parts.hll {
             let estimate = sketch.cardinality(Estimator::Ertl);
             m.extra = serde_json::json!({

@@ -20,14 +20,14 @@ enum Command {
     /// Run every engine on built-in generated data and print a report.
     Demo(cmd::demo::DemoArgs),
     /// One-pass HyperLogLog + Fast-AGMS + Count-Min sketch of a stream (SKT).
-    Sketch(cmd::sketch::SketchArgs),
+    Sketch(Box<cmd::sketch::SketchArgs>),
 }
 
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Demo(args) => cmd::demo::run(args),
-        Command::Sketch(args) => cmd::sketch::run(args),
+        Command::Sketch(args) => cmd::sketch::run(*args),
     };
     common::exit_with(result);
 }

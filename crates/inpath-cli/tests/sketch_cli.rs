@@ -14,7 +14,11 @@ fn run(args: &[&str]) -> Output {
 
 fn ok_json(args: &[&str]) -> serde_json::Value {
     let out = run(args);
-    assert!(out.status.success(), "{args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).expect("JSON output")
 }
 
@@ -22,7 +26,10 @@ fn fails(args: &[&str], needle: &str) {
     let out = run(args);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{args:?} should fail");
-    assert!(stderr.contains(needle), "{args:?}: stderr {stderr:?} lacks {needle:?}");
+    assert!(
+        stderr.contains(needle),
+        "{args:?}: stderr {stderr:?} lacks {needle:?}"
+    );
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
@@ -32,7 +39,9 @@ struct Fixture {
 
 impl Fixture {
     fn new() -> Self {
-        Fixture { dir: tempfile::tempdir().unwrap() }
+        Fixture {
+            dir: tempfile::tempdir().unwrap(),
+        }
     }
     fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
@@ -72,15 +81,31 @@ fn summary_json_for_u32_items() {
 #[test]
 fn thread_count_does_not_change_the_saved_sketch() {
     let f = Fixture::new();
-    let data = f.write("a.bin", &u32_file((0..500_000u32).map(|i| i.wrapping_mul(2654435761) % 70_000)));
+    let data = f.write(
+        "a.bin",
+        &u32_file((0..500_000u32).map(|i| i.wrapping_mul(2654435761) % 70_000)),
+    );
     let mut files = Vec::new();
     for threads in ["1", "2", "3", "8"] {
         let out = f.path(&format!("t{threads}.skt"));
-        let result = run(&["sketch", "--format", "u32", &data, "--threads", threads, "--save", s(&out), "-q"]);
+        let result = run(&[
+            "sketch",
+            "--format",
+            "u32",
+            &data,
+            "--threads",
+            threads,
+            "--save",
+            s(&out),
+            "-q",
+        ]);
         assert!(result.status.success());
         files.push(std::fs::read(out).unwrap());
     }
-    assert!(files.windows(2).all(|w| w[0] == w[1]), "sketch files differ across thread counts");
+    assert!(
+        files.windows(2).all(|w| w[0] == w[1]),
+        "sketch files differ across thread counts"
+    );
 }
 
 #[test]
@@ -98,22 +123,44 @@ fn stdin_several_files_merge_and_query() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(format!("{part1}{part2}").as_bytes()).unwrap();
-    let piped: serde_json::Value = serde_json::from_slice(&child.wait_with_output().unwrap().stdout).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(format!("{part1}{part2}").as_bytes())
+        .unwrap();
+    let piped: serde_json::Value =
+        serde_json::from_slice(&child.wait_with_output().unwrap().stdout).unwrap();
     assert_eq!(both["count"], 5);
     assert_eq!(both["cardinality"], piped["cardinality"]);
     assert_eq!(both["f2_rows"], piped["f2_rows"]);
     assert_eq!(both["f2"], 11.0); // 3² + 1² + 1²
 
     // Save two halves, merge, query: merge equals the sketch of both.
-    let (sa, sb, sm, sboth) = (f.path("a.skt"), f.path("b.skt"), f.path("m.skt"), f.path("both.skt"));
+    let (sa, sb, sm, sboth) = (
+        f.path("a.skt"),
+        f.path("b.skt"),
+        f.path("m.skt"),
+        f.path("both.skt"),
+    );
     assert!(run(&["sketch", &a, "--save", s(&sa)]).status.success());
     assert!(run(&["sketch", &b, "--save", s(&sb)]).status.success());
-    assert!(run(&["sketch", &a, &b, "--save", s(&sboth)]).status.success());
+    assert!(run(&["sketch", &a, &b, "--save", s(&sboth)])
+        .status
+        .success());
     let merged = ok_json(&["sketch", "merge", s(&sa), s(&sb), "-o", s(&sm), "--json"]);
     assert_eq!(merged["count"], 5);
     assert_eq!(std::fs::read(&sm).unwrap(), std::fs::read(&sboth).unwrap());
-    let answers = ok_json(&["sketch", "query", s(&sm), "--key", "apple", "--key", "durian", "--json"]);
+    let answers = ok_json(&[
+        "sketch",
+        "query",
+        s(&sm),
+        "--key",
+        "apple",
+        "--key",
+        "durian",
+        "--json",
+    ]);
     assert_eq!(answers["answers"][0]["count_at_most"], 3);
     assert_eq!(answers["answers"][1]["count_at_most"], 0);
     let shown = ok_json(&["sketch", "show", s(&sm), "--json"]);
@@ -132,45 +179,85 @@ fn csv_column_by_name_and_index() {
     assert_eq!(by_name["f2_rows"], by_index["f2_rows"]);
     assert_eq!(by_name["input"]["column"], "user");
     let scores = ok_json(&["sketch", "--column", "score", &csv, "--json"]);
-    assert_eq!((scores["min"].as_f64(), scores["max"].as_f64()), (Some(-1.0), Some(7.0)));
+    assert_eq!(
+        (scores["min"].as_f64(), scores["max"].as_f64()),
+        (Some(-1.0), Some(7.0))
+    );
     let tsv = f.write("e.tsv", b"ann\t1\nbob\t2\n");
-    let headerless = ok_json(&["sketch", "--column", "0", "--no-header", "--delimiter", "\\t", &tsv, "--json"]);
+    let headerless = ok_json(&[
+        "sketch",
+        "--column",
+        "0",
+        "--no-header",
+        "--delimiter",
+        "\\t",
+        &tsv,
+        "--json",
+    ]);
     assert_eq!(headerless["count"], 2);
 }
 
 #[test]
 fn compat_mode_matches_the_library() {
     let f = Fixture::new();
-    let items: Vec<u32> = (0..50_000u32).map(|i| i.wrapping_mul(7919) % 9_000).collect();
+    let items: Vec<u32> = (0..50_000u32)
+        .map(|i| i.wrapping_mul(7919) % 9_000)
+        .collect();
     let data = f.write("c.bin", &u32_file(items.iter().copied()));
     let out = f.path("c.skt");
-    assert!(run(&["sketch", "--format", "u32", "--hash", "compat", &data, "--save", s(&out)]).status.success());
+    assert!(run(&[
+        "sketch",
+        "--format",
+        "u32",
+        "--hash",
+        "compat",
+        &data,
+        "--save",
+        s(&out)
+    ])
+    .status
+    .success());
     let mut library = inpath_sketch::Sketch::new(
         inpath_sketch::Params::with_hash(inpath_sketch::HashMode::Compat),
         inpath_sketch::ItemKind::U32,
     )
     .unwrap();
     library.update_u32(&items).unwrap();
-    assert_eq!(std::fs::read(out).unwrap(), inpath_sketch::format::to_bytes(&library));
+    assert_eq!(
+        std::fs::read(out).unwrap(),
+        inpath_sketch::format::to_bytes(&library)
+    );
 }
 
 #[test]
 fn bad_input_is_a_clear_error() {
     let f = Fixture::new();
     let odd = f.write("odd.bin", &[0u8; 4 * 1000 + 3]);
-    fails(&["sketch", "--format", "u32", &odd], "3 byte(s) that do not make a whole 4-byte item (1000 whole items");
+    fails(
+        &["sketch", "--format", "u32", &odd],
+        "3 byte(s) that do not make a whole 4-byte item (1000 whole items",
+    );
     fails(&["sketch", "--format", "u64", &odd], "8-byte item");
     fails(&["sketch", s(&f.path("missing.txt"))], "cannot read");
     let csv = f.write("e.csv", b"a,b\n1,2\n");
-    fails(&["sketch", "--column", "c", &csv], "CSV column \"c\" not found; the header has 2 column(s): #0 a, #1 b");
+    fails(
+        &["sketch", "--column", "c", &csv],
+        "CSV column \"c\" not found; the header has 2 column(s): #0 a, #1 b",
+    );
     fails(&["sketch", "--column", "5", &csv], "not found");
     let ragged = f.write("r.csv", b"a,b\n1,2\n3\n");
-    fails(&["sketch", "--column", "b", &ragged], "CSV row 3 has 1 field(s) but 2 are needed");
+    fails(
+        &["sketch", "--column", "b", &ragged],
+        "CSV row 3 has 1 field(s) but 2 are needed",
+    );
     fails(&["sketch", "--hll-p", "19", &csv], "4 to 18");
     fails(&["sketch", "--cm", "17x13", &csv], "1 to 16");
     fails(&["sketch", "--agms", "6x21", &csv], "4 to 20");
     fails(&["sketch", "--cm", "six", &csv], "ROWSxP");
-    fails(&["sketch", "--hash", "compat", "--seed", "0x100000000", &csv], "seed");
+    fails(
+        &["sketch", "--hash", "compat", "--seed", "0x100000000", &csv],
+        "seed",
+    );
     fails(&["sketch", "--threads", "0", &csv], "threads");
 
     // Sketch files: not a sketch, truncated, damaged, incompatible.
@@ -182,9 +269,24 @@ fn bad_input_is_a_clear_error() {
     let mut flipped = bytes.clone();
     flipped[1000] ^= 1;
     let damaged = f.write("d.skt", &flipped);
-    fails(&["sketch", "query", &damaged, "--key", "1"], "checksum mismatch");
+    fails(
+        &["sketch", "query", &damaged, "--key", "1"],
+        "checksum mismatch",
+    );
     fails(&["sketch", "show", &csv], "not a sketch file");
     let other = f.path("o.skt");
-    assert!(run(&["sketch", &csv, "--hll-p", "12", "--save", s(&other)]).status.success());
-    fails(&["sketch", "merge", s(&good), s(&other), "-o", s(&f.path("m.skt"))], "HLL precision 16 vs 12");
+    assert!(run(&["sketch", &csv, "--hll-p", "12", "--save", s(&other)])
+        .status
+        .success());
+    fails(
+        &[
+            "sketch",
+            "merge",
+            s(&good),
+            s(&other),
+            "-o",
+            s(&f.path("m.skt")),
+        ],
+        "HLL precision 16 vs 12",
+    );
 }

@@ -108,18 +108,32 @@ pub enum Error {
 
 impl Error {
     /// Shorthand for [`Error::Parameter`].
-    pub fn parameter(name: impl Into<String>, value: impl ToString, valid: impl Into<String>) -> Self {
-        Error::Parameter { name: name.into(), value: value.to_string(), valid: valid.into() }
+    pub fn parameter(
+        name: impl Into<String>,
+        value: impl ToString,
+        valid: impl Into<String>,
+    ) -> Self {
+        Error::Parameter {
+            name: name.into(),
+            value: value.to_string(),
+            valid: valid.into(),
+        }
     }
 
     /// Shorthand for [`Error::Corrupt`].
     pub fn corrupt(what: impl Into<String>, detail: impl Into<String>) -> Self {
-        Error::Corrupt { what: what.into(), detail: detail.into() }
+        Error::Corrupt {
+            what: what.into(),
+            detail: detail.into(),
+        }
     }
 
     /// Shorthand for [`Error::Io`].
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io { path: path.into(), source }
+        Error::Io {
+            path: path.into(),
+            source,
+        }
     }
 }
 

@@ -55,7 +55,11 @@ pub struct CsvSpec {
 
 impl Default for CsvSpec {
     fn default() -> Self {
-        CsvSpec { columns: Vec::new(), delimiter: b',', has_header: true }
+        CsvSpec {
+            columns: Vec::new(),
+            delimiter: b',',
+            has_header: true,
+        }
     }
 }
 
@@ -142,8 +146,10 @@ impl Deframer {
             }
             Framing::Csv(spec) => {
                 if !spec.has_header {
-                    if let Some(ColumnRef::Name(name)) =
-                        spec.columns.iter().find(|c| matches!(c, ColumnRef::Name(_)))
+                    if let Some(ColumnRef::Name(name)) = spec
+                        .columns
+                        .iter()
+                        .find(|c| matches!(c, ColumnRef::Name(_)))
                     {
                         return Err(Error::MissingColumn {
                             column: format!("{name:?}"),
@@ -156,7 +162,12 @@ impl Deframer {
             }
             _ => None,
         };
-        Ok(Deframer { framing, carry: Vec::new(), records: 0, csv })
+        Ok(Deframer {
+            framing,
+            carry: Vec::new(),
+            records: 0,
+            csv,
+        })
     }
 
     /// The framing this deframer applies.
@@ -310,7 +321,9 @@ impl CsvState {
     }
 
     fn needed_selected(&self) -> usize {
-        self.selection.as_ref().map_or(0, |s| s.iter().filter(|p| p.is_some()).count())
+        self.selection
+            .as_ref()
+            .map_or(0, |s| s.iter().filter(|p| p.is_some()).count())
     }
 
     /// Parses `input` (empty = end of input); returns the number of data rows completed.
@@ -321,7 +334,9 @@ impl CsvState {
             if input.is_empty() && !at_end {
                 return Ok(rows);
             }
-            let (result, nin, nout) = self.reader.read_field(input, &mut self.field[self.field_len..]);
+            let (result, nin, nout) = self
+                .reader
+                .read_field(input, &mut self.field[self.field_len..]);
             input = &input[nin..];
             self.field_len += nout;
             match result {
@@ -356,7 +371,8 @@ impl CsvState {
         }
         let value = &self.field[..self.field_len];
         if is_header {
-            self.header_cells.push(String::from_utf8_lossy(value).into_owned());
+            self.header_cells
+                .push(String::from_utf8_lossy(value).into_owned());
         } else {
             if self.selection.is_none() {
                 // No header and every column: the first row fixes the width at its end.
@@ -391,7 +407,11 @@ impl CsvState {
             self.needed = fields;
             self.selection = Some((0..fields).map(Some).collect());
         } else if fields < self.needed || (self.all && fields != self.needed) {
-            return Err(Error::RaggedRow { row, fields, needed: self.needed });
+            return Err(Error::RaggedRow {
+                row,
+                fields,
+                needed: self.needed,
+            });
         }
         sink.end_row()?;
         Ok(true)
@@ -453,8 +473,16 @@ fn describe_header(header: &[String]) -> String {
     if header.is_empty() {
         return "no columns".into();
     }
-    let names: Vec<String> =
-        header.iter().take(12).enumerate().map(|(i, h)| format!("#{i} {}", excerpt(h.as_bytes()))).collect();
-    let more = if header.len() > 12 { format!(" and {} more", header.len() - 12) } else { String::new() };
+    let names: Vec<String> = header
+        .iter()
+        .take(12)
+        .enumerate()
+        .map(|(i, h)| format!("#{i} {}", excerpt(h.as_bytes())))
+        .collect();
+    let more = if header.len() > 12 {
+        format!(" and {} more", header.len() - 12)
+    } else {
+        String::new()
+    };
     format!("{} column(s): {}{more}", header.len(), names.join(", "))
 }

@@ -21,7 +21,10 @@ pub struct LaneOptions {
 
 impl Default for LaneOptions {
     fn default() -> Self {
-        LaneOptions { threads: 1, chunk_size: 1 << 20 }
+        LaneOptions {
+            threads: 1,
+            chunk_size: 1 << 20,
+        }
     }
 }
 
@@ -33,7 +36,11 @@ pub fn check_threads(threads: usize) -> Result<()> {
     if (1..=MAX_THREADS).contains(&threads) {
         Ok(())
     } else {
-        Err(Error::parameter("threads", threads, format!("1 to {MAX_THREADS}")))
+        Err(Error::parameter(
+            "threads",
+            threads,
+            format!("1 to {MAX_THREADS}"),
+        ))
     }
 }
 
@@ -129,7 +136,10 @@ pub fn run_reader<E: Lane>(
             total += n as u64;
             progress(total);
             let filled = start + n;
-            let cut = engine.framing().split_point(&buf[..filled]).unwrap_or(filled);
+            let cut = engine
+                .framing()
+                .split_point(&buf[..filled])
+                .unwrap_or(filled);
             carry.clear();
             carry.extend_from_slice(&buf[cut..filled]);
             let at_end = n < chunk_size;
@@ -168,7 +178,9 @@ pub fn run_reader<E: Lane>(
         // The unfinished tail (an unterminated line, or the leftover bytes of a partial item)
         // goes to the merged engine, whose close_input accepts or reports it.
         engine.update(&carry)?;
-        engine.close_input().map_err(|e| count_whole_records(e, total))
+        engine
+            .close_input()
+            .map_err(|e| count_whole_records(e, total))
     })
 }
 
@@ -187,12 +199,19 @@ pub fn run_slice<E: Lane>(engine: &mut E, data: &[u8], threads: usize) -> Result
         let aim = data.len() * t / threads;
         let prev = *cuts.last().expect("cuts starts non-empty");
         let aim = aim.max(prev);
-        let cut = prev + engine.framing().split_point(&data[prev..aim]).unwrap_or(aim - prev);
+        let cut = prev
+            + engine
+                .framing()
+                .split_point(&data[prev..aim])
+                .unwrap_or(aim - prev);
         cuts.push(cut);
     }
     let whole_end = {
         let last = *cuts.last().expect("cuts starts non-empty");
-        last + engine.framing().split_point(&data[last..]).unwrap_or(data.len() - last)
+        last + engine
+            .framing()
+            .split_point(&data[last..])
+            .unwrap_or(data.len() - last)
     };
     cuts.push(whole_end);
     let lanes: Vec<Result<E>> = std::thread::scope(|scope| {
@@ -210,21 +229,28 @@ pub fn run_slice<E: Lane>(engine: &mut E, data: &[u8], threads: usize) -> Result
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
             .collect()
     });
     for lane in lanes {
         engine.merge(&lane?)?;
     }
     engine.update(&data[whole_end..])?;
-    engine.close_input().map_err(|e| count_whole_records(e, data.len() as u64))
+    engine
+        .close_input()
+        .map_err(|e| count_whole_records(e, data.len() as u64))
 }
 
 /// The merged engine only saw the tail, so its count of whole records before leftover bytes
 /// covers none of the lanes' records: recompute it from the bytes of the whole stream.
 fn count_whole_records(error: Error, total_bytes: u64) -> Error {
     match error {
-        Error::TrailingBytes { trailing, width, .. } => Error::TrailingBytes {
+        Error::TrailingBytes {
+            trailing, width, ..
+        } => Error::TrailingBytes {
             trailing,
             width,
             complete: (total_bytes - trailing as u64) / width as u64,

@@ -28,7 +28,11 @@ pub struct Tiers {
 impl Tiers {
     /// `len` zero counters.
     pub fn new(len: usize) -> Self {
-        Tiers { hot: vec![0; len], mid: vec![0; len], wide: None }
+        Tiers {
+            hot: vec![0; len],
+            mid: vec![0; len],
+            wide: None,
+        }
     }
 
     /// Counters in the table.
@@ -94,9 +98,17 @@ impl Tiers {
     pub fn from_totals(totals: Vec<i64>, items: u64) -> Self {
         let len = totals.len();
         if items <= MID_LIMIT {
-            Tiers { hot: vec![0; len], mid: totals.iter().map(|&t| t as i32).collect(), wide: None }
+            Tiers {
+                hot: vec![0; len],
+                mid: totals.iter().map(|&t| t as i32).collect(),
+                wide: None,
+            }
         } else {
-            Tiers { hot: vec![0; len], mid: vec![0; len], wide: Some(totals) }
+            Tiers {
+                hot: vec![0; len],
+                mid: vec![0; len],
+                wide: Some(totals),
+            }
         }
     }
 

@@ -59,7 +59,11 @@ impl SketchEngine {
 
     /// An engine for one CSV column.
     pub fn csv(params: Params, column: ColumnRef, delimiter: u8, has_header: bool) -> Result<Self> {
-        let spec = CsvSpec { columns: vec![column], delimiter, has_header };
+        let spec = CsvSpec {
+            columns: vec![column],
+            delimiter,
+            has_header,
+        };
         Self::new(params, ItemKind::Bytes, Framing::Csv(spec))
     }
 
@@ -77,7 +81,10 @@ impl SketchEngine {
 
     /// The name of the selected CSV column, once the header was read.
     pub fn column_name(&self) -> Option<String> {
-        self.deframer.selected_names().and_then(|names| names.into_iter().next()).or_else(|| self.column.clone())
+        self.deframer
+            .selected_names()
+            .and_then(|names| names.into_iter().next())
+            .or_else(|| self.column.clone())
     }
 
     /// Summary shortcut for the current state.
@@ -86,7 +93,13 @@ impl SketchEngine {
     }
 
     fn sink(&mut self) -> (&mut Deframer, Sink<'_>) {
-        (&mut self.deframer, Sink { sketch: &mut self.sketch, batcher: &mut self.batcher })
+        (
+            &mut self.deframer,
+            Sink {
+                sketch: &mut self.sketch,
+                batcher: &mut self.batcher,
+            },
+        )
     }
 }
 
@@ -142,7 +155,11 @@ impl Lane for SketchEngine {
     }
 
     fn close_input(&mut self) -> Result<()> {
-        if let Some(name) = self.deframer.selected_names().and_then(|n| n.into_iter().next()) {
+        if let Some(name) = self
+            .deframer
+            .selected_names()
+            .and_then(|n| n.into_iter().next())
+        {
             self.column = Some(name);
         }
         let (deframer, mut sink) = self.sink();
@@ -154,7 +171,8 @@ impl Lane for SketchEngine {
     fn merge(&mut self, other: &Self) -> Result<()> {
         if other.deframer.pending() > 0 || other.batcher.pending() > 0 {
             return Err(Error::State(
-                "cannot merge a sketch lane that holds part of a record; close its input first".into(),
+                "cannot merge a sketch lane that holds part of a record; close its input first"
+                    .into(),
             ));
         }
         self.sketch.merge(&other.sketch)

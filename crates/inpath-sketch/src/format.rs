@@ -59,12 +59,18 @@ pub fn to_bytes(sketch: &Sketch) -> Vec<u8> {
     let (min, max, covered) = match sketch.extremes() {
         Extremes::Int(Some((min, max))) => (min, max, sketch.count()),
         Extremes::Int(None) => (u64::MAX, 0, 0),
-        Extremes::Numeric { range: Some((min, max)), numeric } => {
-            (min.to_bits(), max.to_bits(), numeric)
-        }
-        Extremes::Numeric { range: None, numeric } => {
-            (f64::INFINITY.to_bits(), f64::NEG_INFINITY.to_bits(), numeric)
-        }
+        Extremes::Numeric {
+            range: Some((min, max)),
+            numeric,
+        } => (min.to_bits(), max.to_bits(), numeric),
+        Extremes::Numeric {
+            range: None,
+            numeric,
+        } => (
+            f64::INFINITY.to_bits(),
+            f64::NEG_INFINITY.to_bits(),
+            numeric,
+        ),
     };
     out.extend_from_slice(&min.to_le_bytes());
     out.extend_from_slice(&max.to_le_bytes());
@@ -101,7 +107,9 @@ pub fn from_bytes(bytes: &[u8], what: &str) -> Result<Sketch> {
         )));
     }
     if &bytes[..8] != MAGIC {
-        return Err(bad("it does not start with the sketch magic \"INPSKTCH\" (not a sketch file)".into()));
+        return Err(bad(
+            "it does not start with the sketch magic \"INPSKTCH\" (not a sketch file)".into(),
+        ));
     }
     let version = u16::from_le_bytes([bytes[8], bytes[9]]);
     if version == 0 || version > VERSION {
@@ -118,7 +126,11 @@ pub fn from_bytes(bytes: &[u8], what: &str) -> Result<Sketch> {
         0 => ItemKind::U32,
         1 => ItemKind::U64,
         2 => ItemKind::Bytes,
-        other => return Err(bad(format!("unknown item kind code {other} (expected 0, 1 or 2)"))),
+        other => {
+            return Err(bad(format!(
+                "unknown item kind code {other} (expected 0, 1 or 2)"
+            )))
+        }
     };
     let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
     let params = Params {
@@ -130,7 +142,9 @@ pub fn from_bytes(bytes: &[u8], what: &str) -> Result<Sketch> {
         hash,
         seed: u64_at(24),
     };
-    params.validate().map_err(|e| bad(format!("invalid parameters in header: {e}")))?;
+    params
+        .validate()
+        .map_err(|e| bad(format!("invalid parameters in header: {e}")))?;
     let expected = file_len(&params);
     if bytes.len() != expected {
         return Err(bad(format!(

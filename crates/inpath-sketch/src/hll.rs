@@ -32,7 +32,11 @@ impl std::str::FromStr for Estimator {
         match s {
             "ertl" => Ok(Estimator::Ertl),
             "reference" => Ok(Estimator::Reference),
-            other => Err(crate::Error::parameter("estimator", other, "ertl or reference")),
+            other => Err(crate::Error::parameter(
+                "estimator",
+                other,
+                "ertl or reference",
+            )),
         }
     }
 }

@@ -78,7 +78,10 @@ pub fn detected_level() -> Level {
 
 /// Every level this CPU supports (for tests comparing them).
 pub fn supported_levels() -> Vec<Level> {
-    [Level::Baseline, Level::V3, Level::V4].into_iter().filter(|&l| l <= detected_level()).collect()
+    [Level::Baseline, Level::V3, Level::V4]
+        .into_iter()
+        .filter(|&l| l <= detected_level())
+        .collect()
 }
 
 fn chosen_level() -> Level {
@@ -98,7 +101,12 @@ pub(crate) fn run(target: Target<'_>, job: &Job, items: Items<'_>) -> Option<(u6
 }
 
 /// Runs the kernel compiled for `level`, which must be supported (else the baseline runs).
-pub(crate) fn run_at(level: Level, target: Target<'_>, job: &Job, items: Items<'_>) -> Option<(u64, u64)> {
+pub(crate) fn run_at(
+    level: Level,
+    target: Target<'_>,
+    job: &Job,
+    items: Items<'_>,
+) -> Option<(u64, u64)> {
     #[cfg(target_arch = "x86_64")]
     {
         if level == Level::V4 && detected_level() >= Level::V4 {
@@ -121,7 +129,9 @@ unsafe fn run_v3(target: Target<'_>, job: &Job, items: Items<'_>) -> Option<(u64
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,bmi1,bmi2,lzcnt,fma,popcnt,avx512f,avx512bw,avx512cd,avx512dq,avx512vl")]
+#[target_feature(
+    enable = "avx2,bmi1,bmi2,lzcnt,fma,popcnt,avx512f,avx512bw,avx512cd,avx512dq,avx512vl"
+)]
 unsafe fn run_v4(target: Target<'_>, job: &Job, items: Items<'_>) -> Option<(u64, u64)> {
     run_generic(target, job, items)
 }
@@ -136,20 +146,33 @@ fn run_generic(target: Target<'_>, job: &Job, items: Items<'_>) -> Option<(u64, 
 }
 
 #[inline(always)]
-fn body(mut target: Target<'_>, layout: &Layout, job: &Job, items: Items<'_>) -> Option<(u64, u64)> {
+fn body(
+    mut target: Target<'_>,
+    layout: &Layout,
+    job: &Job,
+    items: Items<'_>,
+) -> Option<(u64, u64)> {
     let seed = job.seed;
     match (items, job.mode) {
         (Items::U32(bytes), HashMode::Fast) => {
-            hash_and_apply(&mut target, layout, job.parts, bytes, 4, |v| hash::xxh3_128_small(v as u32, v as u32, 4, seed))
+            hash_and_apply(&mut target, layout, job.parts, bytes, 4, |v| {
+                hash::xxh3_128_small(v as u32, v as u32, 4, seed)
+            })
         }
         (Items::U32(bytes), HashMode::Compat) => {
-            hash_and_apply(&mut target, layout, job.parts, bytes, 4, |v| hash::murmur3_x64_128_small(v, 4, seed as u32))
+            hash_and_apply(&mut target, layout, job.parts, bytes, 4, |v| {
+                hash::murmur3_x64_128_small(v, 4, seed as u32)
+            })
         }
-        (Items::U64(bytes), HashMode::Fast) => hash_and_apply(&mut target, layout, job.parts, bytes, 8, |v| {
-            hash::xxh3_128_small(v as u32, (v >> 32) as u32, 8, seed)
-        }),
+        (Items::U64(bytes), HashMode::Fast) => {
+            hash_and_apply(&mut target, layout, job.parts, bytes, 8, |v| {
+                hash::xxh3_128_small(v as u32, (v >> 32) as u32, 8, seed)
+            })
+        }
         (Items::U64(bytes), HashMode::Compat) => {
-            hash_and_apply(&mut target, layout, job.parts, bytes, 8, |v| hash::murmur3_x64_128_small(v, 8, seed as u32))
+            hash_and_apply(&mut target, layout, job.parts, bytes, 8, |v| {
+                hash::murmur3_x64_128_small(v, 8, seed as u32)
+            })
         }
         (Items::Hashes(lo, hi), _) => {
             for (lo, hi) in lo.chunks(BATCH).zip(hi.chunks(BATCH)) {
@@ -285,7 +308,12 @@ impl<'a> Windows<'a> {
         for ((m, &l), &h) in mid.iter_mut().zip(lo).zip(hi) {
             *m = (l >> 32) | (h << 32);
         }
-        Windows { lo, hi, mid, extension: Vec::new() }
+        Windows {
+            lo,
+            hi,
+            mid,
+            extension: Vec::new(),
+        }
     }
 
     /// The window holding bits `offset .. offset + width` of block `block`, and the shift that
@@ -298,9 +326,14 @@ impl<'a> Windows<'a> {
         } else {
             while self.extension.len() < block as usize {
                 let k = self.extension.len() as u64 + 1;
-                let (elo, ehi): (Vec<u64>, Vec<u64>) =
-                    (0..n).map(|i| hash::extension_block((self.lo[i], self.hi[i]), k)).unzip();
-                let emid = elo.iter().zip(&ehi).map(|(&l, &h)| (l >> 32) | (h << 32)).collect();
+                let (elo, ehi): (Vec<u64>, Vec<u64>) = (0..n)
+                    .map(|i| hash::extension_block((self.lo[i], self.hi[i]), k))
+                    .unzip();
+                let emid = elo
+                    .iter()
+                    .zip(&ehi)
+                    .map(|(&l, &h)| (l >> 32) | (h << 32))
+                    .collect();
                 self.extension.push((elo, emid, ehi));
             }
             let (elo, emid, ehi) = &self.extension[block as usize - 1];

@@ -39,7 +39,15 @@ impl Params {
     /// The SKT defaults (P_HLL = 16, 6×13 Count-Min and Fast-AGMS) with `hash` and its default
     /// seed.
     pub fn with_hash(hash: HashMode) -> Self {
-        Params { hll_p: 16, cm_rows: 6, cm_p: 13, agms_rows: 6, agms_p: 13, hash, seed: hash.default_seed() }
+        Params {
+            hll_p: 16,
+            cm_rows: 6,
+            cm_p: 13,
+            agms_rows: 6,
+            agms_p: 13,
+            hash,
+            seed: hash.default_seed(),
+        }
     }
 
     /// Checks every value against its range; in compat mode also that all slices fit in the one
@@ -54,7 +62,11 @@ impl Params {
             return Err(Error::parameter(
                 "seed",
                 format!("{:#x}", self.seed),
-                format!("0 to {:#x} in {} mode", self.hash.max_seed(), self.hash.name()),
+                format!(
+                    "0 to {:#x} in {} mode",
+                    self.hash.max_seed(),
+                    self.hash.name()
+                ),
             ));
         }
         if self.hash == HashMode::Compat {
@@ -111,7 +123,11 @@ fn check(name: &str, value: u8, range: std::ops::RangeInclusive<u8>) -> Result<(
     if range.contains(&value) {
         Ok(())
     } else {
-        Err(Error::parameter(name, value, format!("{} to {}", range.start(), range.end())))
+        Err(Error::parameter(
+            name,
+            value,
+            format!("{} to {}", range.start(), range.end()),
+        ))
     }
 }
 
@@ -142,16 +158,26 @@ impl Slicing {
         let agms_rpb = 128 / (params.agms_p as u32 + 1);
         let cm_blocks = (params.cm_rows as u32).div_ceil(cm_rpb);
         let agms_blocks = (params.agms_rows as u32).div_ceil(agms_rpb);
-        Slicing { cm_rows_per_block: cm_rpb, agms_rows_per_block: agms_rpb, blocks: cm_blocks.max(agms_blocks) }
+        Slicing {
+            cm_rows_per_block: cm_rpb,
+            agms_rows_per_block: agms_rpb,
+            blocks: cm_blocks.max(agms_blocks),
+        }
     }
 
     /// (block, bit offset) of Count-Min row `row` with `p` index bits.
     pub fn cm_slice(&self, row: u32, p: u32) -> (u32, u32) {
-        (row / self.cm_rows_per_block, (row % self.cm_rows_per_block) * p)
+        (
+            row / self.cm_rows_per_block,
+            (row % self.cm_rows_per_block) * p,
+        )
     }
 
     /// (block, bit offset) of Fast-AGMS row `row` with `p` index bits (+1 sign bit).
     pub fn agms_slice(&self, row: u32, p: u32) -> (u32, u32) {
-        (row / self.agms_rows_per_block, (row % self.agms_rows_per_block) * (p + 1))
+        (
+            row / self.agms_rows_per_block,
+            (row % self.agms_rows_per_block) * (p + 1),
+        )
     }
 }

@@ -61,7 +61,11 @@ impl Sketch {
         let width = self.params().agms_width();
         self.agms_counters()
             .chunks_exact(width)
-            .map(|row| row.iter().map(|&c| (c as i128 * c as i128) as u128).sum::<u128>() as f64)
+            .map(|row| {
+                row.iter()
+                    .map(|&c| (c as i128 * c as i128) as u128)
+                    .sum::<u128>() as f64
+            })
             .collect()
     }
 
@@ -78,13 +82,21 @@ impl Sketch {
                 let v: [u8; 4] = key.try_into().map_err(|_| {
                     Error::parameter("key length", key.len(), "4 bytes for u32 items")
                 })?;
-                crate::hash::hash_u32(self.params().hash, self.params().seed, u32::from_le_bytes(v))
+                crate::hash::hash_u32(
+                    self.params().hash,
+                    self.params().seed,
+                    u32::from_le_bytes(v),
+                )
             }
             ItemKind::U64 => {
                 let v: [u8; 8] = key.try_into().map_err(|_| {
                     Error::parameter("key length", key.len(), "8 bytes for u64 items")
                 })?;
-                crate::hash::hash_u64(self.params().hash, self.params().seed, u64::from_le_bytes(v))
+                crate::hash::hash_u64(
+                    self.params().hash,
+                    self.params().seed,
+                    u64::from_le_bytes(v),
+                )
             }
             ItemKind::Bytes => self.hash_key(key),
         };
@@ -176,6 +188,10 @@ fn parse_int(text: &str, max: u64, kind: &str) -> Result<u64> {
     };
     match parsed {
         Ok(v) if v <= max => Ok(v),
-        _ => Err(Error::parameter("key", format!("{text:?}"), format!("an integer from 0 to {max} for {kind} items"))),
+        _ => Err(Error::parameter(
+            "key",
+            format!("{text:?}"),
+            format!("an integer from 0 to {max} for {kind} items"),
+        )),
     }
 }

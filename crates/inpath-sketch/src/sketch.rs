@@ -12,15 +12,14 @@
 //! overflow ([`crate::counters`]), so a 6×13 row pass works on 16 KiB that stays in L1. SKT used
 //! 32-bit counters (Table 4.3); the totals here are exact 64-bit values.
 
+use crate::counters::{Tiers, HOT_LIMIT, MID_LIMIT};
 use crate::hash::{self, Hash128};
 use crate::kernel::{self, Items, Job, Layout, Level, Target};
-use crate::counters::{Tiers, HOT_LIMIT, MID_LIMIT};
 use crate::params::{Params, Slicing};
 use crate::{Error, Result};
 
 /// Items hashed per batch before the sketch rows are updated.
 pub const BATCH: usize = 8192;
-
 
 /// What the items are: fixes how they are hashed, how min/max are kept and how keys are read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -267,9 +266,15 @@ impl Sketch {
             let part = match items {
                 Items::U32(bytes) => Items::U32(&bytes[done * 4..(done + take) * 4]),
                 Items::U64(bytes) => Items::U64(&bytes[done * 8..(done + take) * 8]),
-                Items::Hashes(lo, hi) => Items::Hashes(&lo[done..done + take], &hi[done..done + take]),
+                Items::Hashes(lo, hi) => {
+                    Items::Hashes(&lo[done..done + take], &hi[done..done + take])
+                }
             };
-            let target = Target { hll: &mut self.hll, cm: &mut self.cm.hot, agms: &mut self.agms.hot };
+            let target = Target {
+                hll: &mut self.hll,
+                cm: &mut self.cm.hot,
+                agms: &mut self.agms.hot,
+            };
             let range = match level {
                 Some(level) => kernel::run_at(level, target, &job, part),
                 None => kernel::run(target, &job, part),
@@ -322,7 +327,11 @@ impl Sketch {
         let (a, b) = (&self.params, &other.params);
         let mut diffs = Vec::new();
         if self.kind != other.kind {
-            diffs.push(format!("item kind {} vs {}", self.kind.name(), other.kind.name()));
+            diffs.push(format!(
+                "item kind {} vs {}",
+                self.kind.name(),
+                other.kind.name()
+            ));
         }
         if a.hash != b.hash {
             diffs.push(format!("hash {} vs {}", a.hash.name(), b.hash.name()));
@@ -334,7 +343,10 @@ impl Sketch {
             diffs.push(format!("HLL precision {} vs {}", a.hll_p, b.hll_p));
         }
         if (a.cm_rows, a.cm_p) != (b.cm_rows, b.cm_p) {
-            diffs.push(format!("Count-Min {}x{} vs {}x{}", a.cm_rows, a.cm_p, b.cm_rows, b.cm_p));
+            diffs.push(format!(
+                "Count-Min {}x{} vs {}x{}",
+                a.cm_rows, a.cm_p, b.cm_rows, b.cm_p
+            ));
         }
         if (a.agms_rows, a.agms_p) != (b.agms_rows, b.agms_p) {
             diffs.push(format!(
@@ -381,8 +393,14 @@ impl Sketch {
                 (x, None) | (None, x) => x,
             }),
             (
-                Extremes::Numeric { range: a, numeric: na },
-                Extremes::Numeric { range: b, numeric: nb },
+                Extremes::Numeric {
+                    range: a,
+                    numeric: na,
+                },
+                Extremes::Numeric {
+                    range: b,
+                    numeric: nb,
+                },
             ) => Extremes::Numeric {
                 range: match (a, b) {
                     (Some((a0, a1)), Some((b0, b1))) => Some((a0.min(b0), a1.max(b1))),
@@ -437,7 +455,13 @@ impl Sketch {
     /// The hash stream blocks of one hash (block 0 is the hash itself).
     pub(crate) fn blocks_of(&self, h: Hash128) -> Vec<Hash128> {
         (0..self.slicing.blocks as u64)
-            .map(|k| if k == 0 { h } else { hash::extension_block(h, k) })
+            .map(|k| {
+                if k == 0 {
+                    h
+                } else {
+                    hash::extension_block(h, k)
+                }
+            })
             .collect()
     }
 
@@ -463,7 +487,10 @@ impl Default for ValueBatcher {
 impl ValueBatcher {
     /// An empty batcher.
     pub fn new() -> Self {
-        ValueBatcher { lo: Vec::with_capacity(BATCH), hi: Vec::with_capacity(BATCH) }
+        ValueBatcher {
+            lo: Vec::with_capacity(BATCH),
+            hi: Vec::with_capacity(BATCH),
+        }
     }
 
     /// Adds one value; the sketch is updated when a batch is full.
@@ -509,7 +536,10 @@ fn parse_number(value: &[u8]) -> Option<f64> {
 fn empty_extremes(kind: ItemKind) -> Extremes {
     match kind {
         ItemKind::U32 | ItemKind::U64 => Extremes::Int(None),
-        ItemKind::Bytes => Extremes::Numeric { range: None, numeric: 0 },
+        ItemKind::Bytes => Extremes::Numeric {
+            range: None,
+            numeric: 0,
+        },
     }
 }
 
@@ -527,5 +557,9 @@ pub struct Parts {
 
 impl Parts {
     /// All three sketches.
-    pub const ALL: Parts = Parts { hll: true, cm: true, agms: true };
+    pub const ALL: Parts = Parts {
+        hll: true,
+        cm: true,
+        agms: true,
+    };
 }

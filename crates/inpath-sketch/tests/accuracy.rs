@@ -25,9 +25,16 @@ fn median_abs(errors: &[f64]) -> f64 {
 /// HLL error at log-spaced checkpoints from 10^3 to 10^8.
 fn distinct_stream_errors(hash: HashMode, trial: u64, max: u64) -> Vec<(u64, f64)> {
     let params = Params::with_hash(hash);
-    let kind = if hash == HashMode::Compat { ItemKind::U32 } else { ItemKind::U64 };
+    let kind = if hash == HashMode::Compat {
+        ItemKind::U32
+    } else {
+        ItemKind::U64
+    };
     let mut sketch = Sketch::new(params, kind).unwrap();
-    let checkpoints: Vec<u64> = (0..=20).map(|k| (1e3 * 10f64.powf(k as f64 / 4.0)).round() as u64).filter(|&c| c <= max).collect();
+    let checkpoints: Vec<u64> = (0..=20)
+        .map(|k| (1e3 * 10f64.powf(k as f64 / 4.0)).round() as u64)
+        .filter(|&c| c <= max)
+        .collect();
     let mut errors = Vec::new();
     let mut inserted = 0u64;
     let mut buffer32 = Vec::with_capacity(1 << 16);
@@ -39,8 +46,13 @@ fn distinct_stream_errors(hash: HashMode, trial: u64, max: u64) -> Vec<(u64, f64
             buffer64.clear();
             for i in inserted..inserted + take {
                 // Distinct for distinct i: multiplication by an odd constant is a bijection.
-                let x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ trial.wrapping_mul(0xD6E8_FEB8_6659_FD93);
-                buffer32.push((i as u32).wrapping_mul(0x9E37_79B1).wrapping_add(trial as u32 * 0x85EB_CA77));
+                let x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                    ^ trial.wrapping_mul(0xD6E8_FEB8_6659_FD93);
+                buffer32.push(
+                    (i as u32)
+                        .wrapping_mul(0x9E37_79B1)
+                        .wrapping_add(trial as u32 * 0x85EB_CA77),
+                );
                 buffer64.push(x);
             }
             match kind {
@@ -49,7 +61,10 @@ fn distinct_stream_errors(hash: HashMode, trial: u64, max: u64) -> Vec<(u64, f64
             }
             inserted += take;
         }
-        errors.push((checkpoint, relative(sketch.cardinality(Estimator::Ertl), checkpoint as f64)));
+        errors.push((
+            checkpoint,
+            relative(sketch.cardinality(Estimator::Ertl), checkpoint as f64),
+        ));
     }
     errors
 }
@@ -60,20 +75,31 @@ fn hll_p16_distinct_streams_1e3_to_1e8() {
     for trial in 0..4 {
         let errors = distinct_stream_errors(HashMode::Fast, trial, 100_000_000);
         for (n, e) in &errors {
-            eprintln!("hll fast trial {trial}: n = {n:>11}  error {:+.3}%", e * 100.0);
+            eprintln!(
+                "hll fast trial {trial}: n = {n:>11}  error {:+.3}%",
+                e * 100.0
+            );
         }
         all.extend(errors.into_iter().map(|(_, e)| e));
     }
     for trial in 0..2 {
         let errors = distinct_stream_errors(HashMode::Compat, trial, 100_000_000);
         for (n, e) in &errors {
-            eprintln!("hll compat trial {trial}: n = {n:>11}  error {:+.3}%", e * 100.0);
+            eprintln!(
+                "hll compat trial {trial}: n = {n:>11}  error {:+.3}%",
+                e * 100.0
+            );
         }
         all.extend(errors.into_iter().map(|(_, e)| e));
     }
     let worst = all.iter().fold(0f64, |m, e| m.max(e.abs()));
     let median = median_abs(&all);
-    eprintln!("HLL P=16 over {} estimates: median |error| {:.3}%, worst {:.3}%", all.len(), median * 100.0, worst * 100.0);
+    eprintln!(
+        "HLL P=16 over {} estimates: median |error| {:.3}%, worst {:.3}%",
+        all.len(),
+        median * 100.0,
+        worst * 100.0
+    );
     assert!(median <= 0.005, "median {median}");
     assert!(worst <= 0.015, "worst {worst}");
 }
@@ -90,7 +116,11 @@ fn truth_of(items: &[u64]) -> Truth {
         *freq.entry(x).or_insert(0u64) += 1;
     }
     let f2 = freq.values().map(|&f| (f as f64) * (f as f64)).sum();
-    Truth { distinct: freq.len() as u64, f2, freq }
+    Truth {
+        distinct: freq.len() as u64,
+        f2,
+        freq,
+    }
 }
 
 /// Checks one data set; returns (HLL error, F2 error, Count-Min average relative error).
@@ -104,7 +134,10 @@ fn check(name: &str, items: &[u64], hash: HashMode) -> (f64, f64, f64) {
     let mut sum_relative = 0.0;
     for (&key, &f) in &truth.freq {
         let estimate = sketch.frequency_of_bytes(&key.to_le_bytes()).unwrap();
-        assert!(estimate >= f, "{name}: Count-Min {estimate} below the true count {f} of {key}");
+        assert!(
+            estimate >= f,
+            "{name}: Count-Min {estimate} below the true count {f} of {key}"
+        );
         sum_relative += (estimate - f) as f64 / f as f64;
     }
     let cm = sum_relative / truth.freq.len() as f64;
@@ -128,7 +161,9 @@ fn zipf_items(s: f64, n: usize, seed: u64) -> Vec<u64> {
     let zipf = rand_distr::Zipf::new(100_000_000, s).unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     // Scramble the ranks so the item values are not just small integers.
-    (0..n).map(|_| (zipf.sample(&mut rng) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)).collect()
+    (0..n)
+        .map(|_| (zipf.sample(&mut rng) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+        .collect()
 }
 
 /// CLS1-like: `distinct` items, each repeated 1..=20 times, shuffled.
@@ -166,7 +201,12 @@ fn zipf_and_repeated_streams_hll_f2_count_min() {
         }
     }
     let worst = hll_errors.iter().fold(0f64, |m, e| m.max(e.abs()));
-    eprintln!("HLL worst {:.3}%, median {:.3}%; F2 worst {:.3}%", worst * 100.0, median_abs(&hll_errors) * 100.0, f2_worst * 100.0);
+    eprintln!(
+        "HLL worst {:.3}%, median {:.3}%; F2 worst {:.3}%",
+        worst * 100.0,
+        median_abs(&hll_errors) * 100.0,
+        f2_worst * 100.0
+    );
     assert!(worst <= 0.015, "HLL worst {worst}");
     assert!(median_abs(&hll_errors) <= 0.005);
     assert!(f2_worst <= 0.02, "F2 worst {f2_worst}");
@@ -182,7 +222,16 @@ fn count_min_trust_flag_follows_cardinality_and_skew() {
         sketch.update_u64(items).unwrap();
         sketch.count_min_report(Estimator::Ertl).trustworthy
     };
-    assert!(verdict(&few), "500 distinct items in 8192-wide rows are trustworthy");
-    assert!(!verdict(&many), "200,000 flat items in 8192-wide rows are not");
-    assert!(verdict(&skewed), "a Zipf(2) stream is dominated by items Count-Min counts well");
+    assert!(
+        verdict(&few),
+        "500 distinct items in 8192-wide rows are trustworthy"
+    );
+    assert!(
+        !verdict(&many),
+        "200,000 flat items in 8192-wide rows are not"
+    );
+    assert!(
+        verdict(&skewed),
+        "a Zipf(2) stream is dominated by items Count-Min counts well"
+    );
 }

@@ -4,12 +4,20 @@
 
 mod common;
 use common::{le_bytes, u32_items, Model};
+use inpath_core::{Engine, Lane};
 use inpath_sketch::kernel::supported_levels;
 use inpath_sketch::{HashMode, ItemKind, Params, Sketch, SketchEngine};
-use inpath_core::{Engine, Lane};
 
 fn params(hash: HashMode, hll_p: u8, cm: (u8, u8), agms: (u8, u8), seed: u64) -> Params {
-    Params { hll_p, cm_rows: cm.0, cm_p: cm.1, agms_rows: agms.0, agms_p: agms.1, hash, seed }
+    Params {
+        hll_p,
+        cm_rows: cm.0,
+        cm_p: cm.1,
+        agms_rows: agms.0,
+        agms_p: agms.1,
+        hash,
+        seed,
+    }
 }
 
 fn parameter_sets() -> Vec<Params> {
@@ -50,8 +58,12 @@ fn u32_items_match_the_model_in_every_kernel() {
 #[test]
 fn u64_items_and_text_values_match_the_model() {
     let mut rng = common::rng(5);
-    let items: Vec<u64> = (0..5_000).map(|_| rand::Rng::gen::<u64>(&mut rng) % 3_000).collect();
-    let words: Vec<String> = (0..5_000).map(|i| format!("word-{}", (i * 7919) % 2_000)).collect();
+    let items: Vec<u64> = (0..5_000)
+        .map(|_| rand::Rng::gen::<u64>(&mut rng) % 3_000)
+        .collect();
+    let words: Vec<String> = (0..5_000)
+        .map(|i| format!("word-{}", (i * 7919) % 2_000))
+        .collect();
     for p in parameter_sets() {
         let mut model = Model::new(p);
         for x in &items {
@@ -75,12 +87,20 @@ fn u64_items_and_text_values_match_the_model() {
 #[test]
 fn compat_rejects_more_than_128_hash_bits() {
     let too_wide = params(HashMode::Compat, 16, (10, 13), (6, 13), 1);
-    let err = Sketch::new(too_wide, ItemKind::U32).unwrap_err().to_string();
-    assert!(err.contains("130 hash bits") && err.contains("--hash fast"), "{err}");
+    let err = Sketch::new(too_wide, ItemKind::U32)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("130 hash bits") && err.contains("--hash fast"),
+        "{err}"
+    );
     let too_wide = params(HashMode::Compat, 16, (6, 13), (9, 14), 1); // 9 x 15 = 135 bits
     assert!(Sketch::new(too_wide, ItemKind::U32).is_err());
     let big_seed = params(HashMode::Compat, 16, (6, 13), (6, 13), 1 << 40);
-    assert!(Sketch::new(big_seed, ItemKind::U32).unwrap_err().to_string().contains("seed"));
+    assert!(Sketch::new(big_seed, ItemKind::U32)
+        .unwrap_err()
+        .to_string()
+        .contains("seed"));
 }
 
 #[test]
@@ -90,10 +110,16 @@ fn parameter_ranges_are_enforced() {
         Params { hll_p: 3, ..base },
         Params { hll_p: 19, ..base },
         Params { cm_rows: 0, ..base },
-        Params { cm_rows: 17, ..base },
+        Params {
+            cm_rows: 17,
+            ..base
+        },
         Params { cm_p: 3, ..base },
         Params { agms_p: 21, ..base },
-        Params { agms_rows: 0, ..base },
+        Params {
+            agms_rows: 0,
+            ..base
+        },
     ] {
         let err = Sketch::new(bad, ItemKind::U32).unwrap_err();
         assert!(matches!(err, inpath_core::Error::Parameter { .. }), "{err}");

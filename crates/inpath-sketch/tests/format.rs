@@ -39,7 +39,9 @@ fn round_trip_every_kind_and_hash() {
             assert_eq!(to_bytes(&back), bytes);
         }
         let empty = Sketch::new(Params::default(), kind).unwrap();
-        assert!(from_bytes(&to_bytes(&empty), "x").unwrap().same_state(&empty));
+        assert!(from_bytes(&to_bytes(&empty), "x")
+            .unwrap()
+            .same_state(&empty));
     }
 }
 
@@ -60,8 +62,14 @@ fn the_header_layout_is_stable() {
     assert_eq!(&bytes[..8], b"INPSKTCH");
     assert_eq!(u16::from_le_bytes([bytes[8], bytes[9]]), 1);
     assert_eq!(&bytes[10..17], &[1, 0, 16, 6, 13, 6, 13]);
-    assert_eq!(u64::from_le_bytes(bytes[24..32].try_into().unwrap()), 0xDEADF00D);
-    assert_eq!(u64::from_le_bytes(bytes[32..40].try_into().unwrap()), 20_000);
+    assert_eq!(
+        u64::from_le_bytes(bytes[24..32].try_into().unwrap()),
+        0xDEADF00D
+    );
+    assert_eq!(
+        u64::from_le_bytes(bytes[32..40].try_into().unwrap()),
+        20_000
+    );
     assert_eq!(bytes.len(), 64 + (1 << 16) + 2 * 8 * 6 * (1 << 13) + 4);
 }
 
@@ -90,7 +98,10 @@ fn damage_is_reported() {
     for at in [70, 64 + (1 << 16) + 5, good.len() - 10] {
         let mut flipped = good.clone();
         flipped[at] ^= 0x10;
-        assert!(corrupt_detail(&flipped).contains("checksum"), "flip at {at}");
+        assert!(
+            corrupt_detail(&flipped).contains("checksum"),
+            "flip at {at}"
+        );
     }
 }
 

@@ -1,9 +1,7 @@
 //! Known answers for the two hash functions and agreement of the inlined small-item kernels
 //! with the general implementations.
 
-use inpath_sketch::hash::{
-    murmur3_x64_128, murmur3_x64_128_small, xxh3_128, xxh3_128_small,
-};
+use inpath_sketch::hash::{murmur3_x64_128, murmur3_x64_128_small, xxh3_128, xxh3_128_small};
 use rand::{Rng, SeedableRng};
 
 /// MurmurHash3_x64_128 `(data, seed, h1, h2)`. Source: Austin Appleby's MurmurHash3.cpp as
@@ -30,7 +28,11 @@ const MURMUR3_VECTORS: &[(&[u8], u32, u64, u64)] = &[
 #[test]
 fn murmur3_known_answers() {
     for &(data, seed, h1, h2) in MURMUR3_VECTORS {
-        assert_eq!(murmur3_x64_128(data, seed), (h1, h2), "data {data:?} seed {seed:#x}");
+        assert_eq!(
+            murmur3_x64_128(data, seed),
+            (h1, h2),
+            "data {data:?} seed {seed:#x}"
+        );
     }
 }
 
@@ -57,9 +59,15 @@ fn murmur3_small_items_equal_the_general_function() {
     for _ in 0..10_000 {
         let seed: u32 = rng.gen();
         let x: u32 = rng.gen();
-        assert_eq!(murmur3_x64_128_small(x as u64, 4, seed), murmur3_x64_128(&x.to_le_bytes(), seed));
+        assert_eq!(
+            murmur3_x64_128_small(x as u64, 4, seed),
+            murmur3_x64_128(&x.to_le_bytes(), seed)
+        );
         let y: u64 = rng.gen();
-        assert_eq!(murmur3_x64_128_small(y, 8, seed), murmur3_x64_128(&y.to_le_bytes(), seed));
+        assert_eq!(
+            murmur3_x64_128_small(y, 8, seed),
+            murmur3_x64_128(&y.to_le_bytes(), seed)
+        );
     }
 }
 
@@ -69,13 +77,21 @@ const XXH3_VECTORS: &[(&[u8], u64, u128)] = &[
     (b"abcd", 0, 0x8d6b60383dfa90c21be79eecd1b1353d),
     (b"abcdefgh", 7, 0xe2818de7cb015c80ba000497eff26142),
     (b"xxx", 0, 0x8467ca65b94d45f975920d64d617a183),
-    (b"hello world, this is xxh3", 123, 0xc918c4ad52e8140eb8eb8802b0f26260),
+    (
+        b"hello world, this is xxh3",
+        123,
+        0xc918c4ad52e8140eb8eb8802b0f26260,
+    ),
 ];
 
 #[test]
 fn xxh3_known_answers() {
     for &(data, seed, h) in XXH3_VECTORS {
-        assert_eq!(xxh3_128(data, seed), (h as u64, (h >> 64) as u64), "data {data:?}");
+        assert_eq!(
+            xxh3_128(data, seed),
+            (h as u64, (h >> 64) as u64),
+            "data {data:?}"
+        );
     }
 }
 
@@ -86,7 +102,10 @@ fn xxh3_small_items_equal_the_xxhash_crate() {
         let seed: u64 = if i % 3 == 0 { 0 } else { rng.gen() };
         let x: u32 = rng.gen();
         let crate_value = xxhash_rust::xxh3::xxh3_128_with_seed(&x.to_le_bytes(), seed);
-        assert_eq!(xxh3_128_small(x, x, 4, seed), (crate_value as u64, (crate_value >> 64) as u64));
+        assert_eq!(
+            xxh3_128_small(x, x, 4, seed),
+            (crate_value as u64, (crate_value >> 64) as u64)
+        );
         let y: u64 = rng.gen();
         let crate_value = xxhash_rust::xxh3::xxh3_128_with_seed(&y.to_le_bytes(), seed);
         let small = xxh3_128_small(y as u32, (y >> 32) as u32, 8, seed);

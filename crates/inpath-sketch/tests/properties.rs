@@ -34,10 +34,34 @@ fn merge_equals_union() {
 fn merge_refuses_different_settings() {
     let a = Sketch::new(Params::default(), ItemKind::U32).unwrap();
     for (p, kind) in [
-        (Params { hll_p: 14, ..Params::default() }, ItemKind::U32),
-        (Params { cm_rows: 5, ..Params::default() }, ItemKind::U32),
-        (Params { agms_p: 12, ..Params::default() }, ItemKind::U32),
-        (Params { seed: 1, ..Params::default() }, ItemKind::U32),
+        (
+            Params {
+                hll_p: 14,
+                ..Params::default()
+            },
+            ItemKind::U32,
+        ),
+        (
+            Params {
+                cm_rows: 5,
+                ..Params::default()
+            },
+            ItemKind::U32,
+        ),
+        (
+            Params {
+                agms_p: 12,
+                ..Params::default()
+            },
+            ItemKind::U32,
+        ),
+        (
+            Params {
+                seed: 1,
+                ..Params::default()
+            },
+            ItemKind::U32,
+        ),
         (Params::with_hash(HashMode::Compat), ItemKind::U32),
         (Params::default(), ItemKind::U64),
     ] {
@@ -60,7 +84,11 @@ fn any_chunking_and_lane_count_give_identical_state() {
         let mut engine = SketchEngine::u32(p).unwrap();
         let mut at = 0;
         while at < bytes.len() {
-            let step = if trial == 0 { 1 } else { rng.gen_range(0..20_000) };
+            let step = if trial == 0 {
+                1
+            } else {
+                rng.gen_range(0..20_000)
+            };
             let end = (at + step).min(bytes.len());
             engine.update(&bytes[at..end]).unwrap();
             at = end;
@@ -69,23 +97,44 @@ fn any_chunking_and_lane_count_give_identical_state() {
                 at = bytes.len();
             }
         }
-        assert!(engine.finish().unwrap().same_state(&expected), "chunking trial {trial}");
+        assert!(
+            engine.finish().unwrap().same_state(&expected),
+            "chunking trial {trial}"
+        );
     }
     for threads in 1..=6 {
         let mut engine = SketchEngine::u32(p).unwrap();
         run_slice(&mut engine, &bytes, threads).unwrap();
-        assert!(engine.finish().unwrap().same_state(&expected), "run_slice {threads}");
+        assert!(
+            engine.finish().unwrap().same_state(&expected),
+            "run_slice {threads}"
+        );
         let mut engine = SketchEngine::u32(p).unwrap();
-        let options = LaneOptions { threads, chunk_size: 64 * 1024 };
-        run_reader(&mut engine, &mut &bytes[..], "mem".as_ref(), options, &mut |_| {}).unwrap();
-        assert!(engine.finish().unwrap().same_state(&expected), "run_reader {threads}");
+        let options = LaneOptions {
+            threads,
+            chunk_size: 64 * 1024,
+        };
+        run_reader(
+            &mut engine,
+            &mut &bytes[..],
+            "mem".as_ref(),
+            options,
+            &mut |_| {},
+        )
+        .unwrap();
+        assert!(
+            engine.finish().unwrap().same_state(&expected),
+            "run_reader {threads}"
+        );
     }
 }
 
 #[test]
 fn lines_and_csv_lanes_and_chunks_agree() {
     let mut rng = common::rng(4);
-    let values: Vec<String> = (0..30_000).map(|_| format!("user{}", rng.gen_range(0..5_000))).collect();
+    let values: Vec<String> = (0..30_000)
+        .map(|_| format!("user{}", rng.gen_range(0..5_000)))
+        .collect();
     let text = values.join("\n");
     let p = Params::default();
     let mut model = Model::new(p);
@@ -94,12 +143,30 @@ fn lines_and_csv_lanes_and_chunks_agree() {
     }
     for threads in [1, 2, 4] {
         let mut engine = SketchEngine::lines(p).unwrap();
-        let options = LaneOptions { threads, chunk_size: 8192 };
-        run_reader(&mut engine, &mut text.as_bytes(), "mem".as_ref(), options, &mut |_| {}).unwrap();
-        model.assert_matches(&engine.finish().unwrap(), &format!("lines, {threads} lanes"));
+        let options = LaneOptions {
+            threads,
+            chunk_size: 8192,
+        };
+        run_reader(
+            &mut engine,
+            &mut text.as_bytes(),
+            "mem".as_ref(),
+            options,
+            &mut |_| {},
+        )
+        .unwrap();
+        model.assert_matches(
+            &engine.finish().unwrap(),
+            &format!("lines, {threads} lanes"),
+        );
     }
     let csv: String = std::iter::once("id,user,score".to_string())
-        .chain(values.iter().enumerate().map(|(i, v)| format!("{i},\"{v}\",{}", i % 7)))
+        .chain(
+            values
+                .iter()
+                .enumerate()
+                .map(|(i, v)| format!("{i},\"{v}\",{}", i % 7)),
+        )
         .collect::<Vec<_>>()
         .join("\n");
     for column in [ColumnRef::Name("user".into()), ColumnRef::Index(1)] {
@@ -113,14 +180,22 @@ fn lines_and_csv_lanes_and_chunks_agree() {
     let mut engine = SketchEngine::csv(p, ColumnRef::Name("score".into()), b',', true).unwrap();
     engine.update(csv.as_bytes()).unwrap();
     let sketch = engine.finish().unwrap();
-    assert_eq!(sketch.extremes(), Extremes::Numeric { range: Some((0.0, 6.0)), numeric: 30_000 });
+    assert_eq!(
+        sketch.extremes(),
+        Extremes::Numeric {
+            range: Some((0.0, 6.0)),
+            numeric: 30_000
+        }
+    );
 }
 
 #[test]
 fn counters_stay_exact_across_tier_folds() {
     // Heavy repetition drives single counters far past the 16-bit hot tier many times over.
     let p = Params::default();
-    let items: Vec<u32> = (0..300_000u32).map(|i| if i % 3 == 0 { 7 } else { i % 50 }).collect();
+    let items: Vec<u32> = (0..300_000u32)
+        .map(|i| if i % 3 == 0 { 7 } else { i % 50 })
+        .collect();
     let mut model = Model::new(p);
     for x in &items {
         model.insert(&x.to_le_bytes());
@@ -153,7 +228,10 @@ fn count_min_never_underestimates_and_min_max_are_exact() {
     for (x, f) in &truth {
         assert!(sketch.frequency(&x.to_string()).unwrap() >= *f);
     }
-    let (min, max) = (*items.iter().min().unwrap() as u64, *items.iter().max().unwrap() as u64);
+    let (min, max) = (
+        *items.iter().min().unwrap() as u64,
+        *items.iter().max().unwrap() as u64,
+    );
     assert_eq!(sketch.extremes(), Extremes::Int(Some((min, max))));
     assert_eq!(sketch.count(), 100_000);
 }

@@ -191,21 +191,33 @@ fn params_from(args: &ParamArgs) -> Result<Params> {
     };
     let seed = match &args.seed {
         None => hash.default_seed(),
-        Some(text) => parse_u64(text).with_context(|| format!("--seed {text:?} is not a number"))?,
+        Some(text) => {
+            parse_u64(text).with_context(|| format!("--seed {text:?} is not a number"))?
+        }
     };
     let (cm_rows, cm_p) = parse_shape("--cm", &args.cm)?;
     let (agms_rows, agms_p) = parse_shape("--agms", &args.agms)?;
-    let params = Params { hll_p: args.hll_p, cm_rows, cm_p, agms_rows, agms_p, hash, seed };
+    let params = Params {
+        hll_p: args.hll_p,
+        cm_rows,
+        cm_p,
+        agms_rows,
+        agms_p,
+        hash,
+        seed,
+    };
     params.validate()?;
     Ok(params)
 }
 
 fn parse_u64(text: &str) -> Result<u64> {
     let t = text.trim();
-    Ok(match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-        Some(hex) => u64::from_str_radix(hex, 16)?,
-        None => t.parse()?,
-    })
+    Ok(
+        match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+            Some(hex) => u64::from_str_radix(hex, 16)?,
+            None => t.parse()?,
+        },
+    )
 }
 
 fn parse_shape(flag: &str, text: &str) -> Result<(u8, u8)> {
@@ -240,7 +252,12 @@ fn build(args: &BuildArgs) -> Result<(Sketch, u64, Option<String>)> {
         InputFormat::Lines => SketchEngine::lines(params)?,
         InputFormat::Csv => {
             let column = ColumnRef::parse(args.column.as_deref().unwrap_or_default());
-            SketchEngine::csv(params, column, parse_delimiter(&args.delimiter)?, !args.no_header)?
+            SketchEngine::csv(
+                params,
+                column,
+                parse_delimiter(&args.delimiter)?,
+                !args.no_header,
+            )?
         }
     };
     let threads = args.threads.unwrap_or_else(default_threads);
@@ -257,7 +274,10 @@ fn build(args: &BuildArgs) -> Result<(Sketch, u64, Option<String>)> {
     let mut progress = Progress::new(total, "sketching", args.quiet);
     let mut bytes = 0u64;
     for (input, mut reader, _) in opened {
-        let options = LaneOptions { threads, ..LaneOptions::default() };
+        let options = LaneOptions {
+            threads,
+            ..LaneOptions::default()
+        };
         let mut read = 0u64;
         run_reader(&mut engine, &mut reader, input.path(), options, &mut |n| {
             read = n;
@@ -326,14 +346,19 @@ fn run_build(args: BuildArgs) -> Result<()> {
 }
 
 fn save(sketch: &Sketch, path: &Path) -> Result<()> {
-    std::fs::write(path, format::to_bytes(sketch))
-        .map_err(|e| inpath_core::Error::Write { path: path.to_path_buf(), source: e })?;
+    std::fs::write(path, format::to_bytes(sketch)).map_err(|e| inpath_core::Error::Write {
+        path: path.to_path_buf(),
+        source: e,
+    })?;
     Ok(())
 }
 
 fn load(path: &Path) -> Result<Sketch> {
     let bytes = std::fs::read(path).map_err(|e| inpath_core::Error::io(path, e))?;
-    Ok(format::from_bytes(&bytes, &format!("sketch file {}", path.display()))?)
+    Ok(format::from_bytes(
+        &bytes,
+        &format!("sketch file {}", path.display()),
+    )?)
 }
 
 fn run_merge(args: MergeArgs) -> Result<()> {
@@ -343,7 +368,11 @@ fn run_merge(args: MergeArgs) -> Result<()> {
         match &mut merged {
             None => merged = Some(sketch),
             Some(m) => m.merge(&sketch).with_context(|| {
-                format!("{} does not match {}", path.display(), args.inputs[0].display())
+                format!(
+                    "{} does not match {}",
+                    path.display(),
+                    args.inputs[0].display()
+                )
             })?,
         }
     }
@@ -356,7 +385,11 @@ fn run_merge(args: MergeArgs) -> Result<()> {
         value["saved"] = json!(args.output);
         common::print_out(&format!("{}\n", serde_json::to_string_pretty(&value)?))
     } else {
-        let mut text = format!("merged {} sketches into {}\n", args.inputs.len(), args.output.display());
+        let mut text = format!(
+            "merged {} sketches into {}\n",
+            args.inputs.len(),
+            args.output.display()
+        );
         text.push_str(&summary_text(&merged, &summary));
         common::print_out(&text)
     }
@@ -400,7 +433,11 @@ fn run_show(args: ShowArgs) -> Result<()> {
         let value = summary_json(&sketch, &summary);
         common::print_out(&format!("{}\n", serde_json::to_string_pretty(&value)?))
     } else {
-        common::print_out(&format!("{}\n{}", args.sketch.display(), summary_text(&sketch, &summary)))
+        common::print_out(&format!(
+            "{}\n{}",
+            args.sketch.display(),
+            summary_text(&sketch, &summary)
+        ))
     }
 }
 
@@ -408,8 +445,14 @@ fn extremes_json(sketch: &Sketch) -> (serde_json::Value, serde_json::Value, serd
     match sketch.extremes() {
         Extremes::Int(Some((min, max))) => (json!(min), json!(max), json!(sketch.count())),
         Extremes::Int(None) => (json!(null), json!(null), json!(0)),
-        Extremes::Numeric { range: Some((min, max)), numeric } => (json!(min), json!(max), json!(numeric)),
-        Extremes::Numeric { range: None, numeric } => (json!(null), json!(null), json!(numeric)),
+        Extremes::Numeric {
+            range: Some((min, max)),
+            numeric,
+        } => (json!(min), json!(max), json!(numeric)),
+        Extremes::Numeric {
+            range: None,
+            numeric,
+        } => (json!(null), json!(null), json!(numeric)),
     }
 }
 
@@ -460,9 +503,14 @@ fn approx(x: f64) -> String {
 pub fn summary_text(sketch: &Sketch, summary: &Summary) -> String {
     let p = sketch.params();
     let range = match sketch.extremes() {
-        Extremes::Int(Some((min, max))) => format!("{} / {}", common::thousands(min), common::thousands(max)),
+        Extremes::Int(Some((min, max))) => {
+            format!("{} / {}", common::thousands(min), common::thousands(max))
+        }
         Extremes::Int(None) => "- (no items)".into(),
-        Extremes::Numeric { range: Some((min, max)), numeric } => format!(
+        Extremes::Numeric {
+            range: Some((min, max)),
+            numeric,
+        } => format!(
             "{min} / {max} (over the {} values that are numbers)",
             common::thousands(numeric)
         ),
@@ -485,7 +533,10 @@ pub fn summary_text(sketch: &Sketch, summary: &Summary) -> String {
         )
     };
     let mut text = String::new();
-    text.push_str(&format!("  count        {}\n", common::thousands(summary.count)));
+    text.push_str(&format!(
+        "  count        {}\n",
+        common::thousands(summary.count)
+    ));
     text.push_str(&format!("  min / max    {range}\n"));
     text.push_str(&format!(
         "  distinct     ≈ {}   (HyperLogLog P={}, ±{:.2}% std. error, {} estimator)\n",

@@ -77,10 +77,18 @@ impl Model {
     /// Asserts that `sketch` holds exactly this state.
     pub fn assert_matches(&self, sketch: &Sketch, context: &str) {
         assert_eq!(sketch.count(), self.count, "{context}: count");
-        assert_eq!(sketch.hll_registers(), &self.hll[..], "{context}: HLL registers");
+        assert_eq!(
+            sketch.hll_registers(),
+            &self.hll[..],
+            "{context}: HLL registers"
+        );
         let cm: Vec<i64> = sketch.cm_counters().iter().map(|&c| c as i64).collect();
         assert_eq!(cm, self.cm, "{context}: Count-Min counters");
-        assert_eq!(sketch.agms_counters(), self.agms, "{context}: Fast-AGMS counters");
+        assert_eq!(
+            sketch.agms_counters(),
+            self.agms,
+            "{context}: Fast-AGMS counters"
+        );
     }
 }
 

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Sketch engine benchmark: inpath next to DuckDB and Apache DataSketches on the same data.
+
+Data: 100 M uniform random u32 items (numpy, seed 42), 400 MB in memory. inpath is timed
+in-process by `inpath-bench sketch` (no process start-up or file I/O in the timed region);
+DuckDB runs `approx_count_distinct` on a native table (its best case), at 1 and 2 threads;
+DataSketches' Python API takes one item per call, so it runs on a 10 M-item prefix.
+
+Usage: bash bench/setup.sh && .venv/bin/python bench/sketch.py [--items N] [--reps R]
+"""
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--items", type=int, default=100_000_000)
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--datasketches-items", type=int, default=10_000_000)
+    args = parser.parse_args()
+
+    np = common.need("numpy")
+    duckdb = common.need("duckdb")
+    datasketches = common.need("datasketches")
+    common.build()
+
+    n = args.items
+    data = np.random.default_rng(42).integers(0, 2**32, n, dtype=np.uint32)
+    os.makedirs(common.OUT, exist_ok=True)
+    path = os.path.join(common.OUT, "sketch-u32.bin")
+    data.tofile(path)
+    nbytes = data.nbytes
+
+    report = common.Report("sketch", {"items": n, "bytes": nbytes, "data": "uniform random u32, numpy seed 42"})
+    ours = {m["name"]: m for m in common.run_ours(["sketch", "--data", path, "--threads", "1,2", "--reps", str(args.reps)])}
+    exact = ours["all three, fast, 1 thread(s)"]["extra"]["exact_distinct"]
+    report.note(f"exact distinct items: {exact:,}")
+
+    # DuckDB approx_count_distinct on a native table.
+    con = duckdb.connect()
+    con.register("arr", {"x": data})
+    con.execute("CREATE TABLE t AS SELECT x FROM arr")
+    duck = {}
+    for threads in (1, 2):
+        con.execute(f"SET threads = {threads}")
+        seconds, _, estimate = common.time_median(
+            lambda: con.execute("SELECT approx_count_distinct(x) FROM t").fetchone()[0], reps=args.reps
+        )
+        duck[threads] = (seconds, estimate)
+        report.note(f"DuckDB {duckdb.__version__} approx_count_distinct, {threads} thread(s): estimate {estimate:,} "
+                    f"({(estimate - exact) / exact * 100:+.3f}%)")
+
+    # DataSketches: per-item Python calls on a prefix.
+    m = min(args.datasketches_items, n)
+    prefix = data[:m].tolist()
+
+    def ds_hll():
+        sketch = datasketches.hll_sketch(16, datasketches.tgt_hll_type.HLL_8)
+        for v in prefix:
+            sketch.update(v)
+        return sketch.get_estimate()
+
+    def ds_cm():
+        sketch = datasketches.count_min_sketch(6, 8192)
+        for v in prefix:
+            sketch.update(v)
+        return sketch.total_weight
+
+    reps_ds = max(1, min(args.reps, 3))
+    ds_hll_s, _, ds_estimate = common.time_median(ds_hll, reps=reps_ds, warmup=0)
+    ds_cm_s, _, _ = common.time_median(ds_cm, reps=reps_ds, warmup=0)
+    ds_scale = n / m  # DataSketches time extrapolated linearly to the full data set
+    report.note(f"DataSketches hll_sketch(lg_k=16, HLL_8) on the first {m:,} items: estimate {ds_estimate:,.0f}; "
+                f"its times below are scaled x{ds_scale:g} to {n:,} items")
+
+    def ours_s(name):
+        return ours[name]["median_s"]
+
+    hll_err = ours["HLL alone, fast, 1 thread(s)"]["extra"]["hll_relative_error"]
+    report.note(f"inpath HLL (P=16, Ertl estimator) relative error: {hll_err * 100:+.3f}%")
+    report.add("HLL alone, 1 thread", nbytes, ours_s("HLL alone, fast, 1 thread(s)"), "DuckDB", duck[1][0])
+    report.add("HLL alone, 1 thread", nbytes, ours_s("HLL alone, fast, 1 thread(s)"), "DataSketches", ds_hll_s * ds_scale)
+    report.add("all three, 1 thread", nbytes, ours_s("all three, fast, 1 thread(s)"), "DuckDB (HLL only)", duck[1][0])
+    report.add("all three, 2 threads", nbytes, ours_s("all three, fast, 2 thread(s)"), "DuckDB (HLL only)", duck[2][0])
+    report.add("Count-Min alone, 1 thread", nbytes, ours_s("Count-Min alone, fast, 1 thread(s)"), "DataSketches", ds_cm_s * ds_scale)
+    report.add("Fast-AGMS alone, 1 thread", nbytes, ours_s("Fast-AGMS alone, fast, 1 thread(s)"), "(no peer)", None)
+    report.add("all three, compat hash, 1 thread", nbytes, ours_s("all three, compat, 1 thread(s)"), "DuckDB (HLL only)", duck[1][0])
+    report.add("hash only (XXH3-128), 1 thread", nbytes, ours_s("hash only, fast, 1 thread(s)"), "(no peer)", None)
+    one, two = ours_s("all three, fast, 1 thread(s)"), ours_s("all three, fast, 2 thread(s)")
+    report.note(f"2 threads / 1 thread (all three): {one / two:.2f}x")
+    report.note(f"state per lane: {ours['all three, fast, 1 thread(s)']['extra']['state_bytes_per_lane']:,} bytes")
+    report.note(f"targets: all three >= 1.0 GB/s per core: {ours['all three, fast, 1 thread(s)']['gb_per_s']:.2f} GB/s; "
+                f"HLL alone >= 2x DuckDB per core: {duck[1][0] / ours_s('HLL alone, fast, 1 thread(s)'):.2f}x")
+    report.save()
+    os.remove(path)
+
+
+if __name__ == "__main__":
+    main()
