@@ -153,82 +153,164 @@ fn body(
     items: Items<'_>,
 ) -> Option<(u64, u64)> {
     let seed = job.seed;
+    let mut scratch = Scratch::new();
     match (items, job.mode) {
-        (Items::U32(bytes), HashMode::Fast) => {
-            hash_and_apply(&mut target, layout, job.parts, bytes, 4, |v| {
-                hash::xxh3_128_small(v as u32, v as u32, 4, seed)
-            })
-        }
-        (Items::U32(bytes), HashMode::Compat) => {
-            hash_and_apply(&mut target, layout, job.parts, bytes, 4, |v| {
-                hash::murmur3_x64_128_small(v, 4, seed as u32)
-            })
-        }
-        (Items::U64(bytes), HashMode::Fast) => {
-            hash_and_apply(&mut target, layout, job.parts, bytes, 8, |v| {
-                hash::xxh3_128_small(v as u32, (v >> 32) as u32, 8, seed)
-            })
-        }
-        (Items::U64(bytes), HashMode::Compat) => {
-            hash_and_apply(&mut target, layout, job.parts, bytes, 8, |v| {
-                hash::murmur3_x64_128_small(v, 8, seed as u32)
-            })
-        }
+        (Items::U32(bytes), HashMode::Fast) => hash_and_apply(
+            &mut target,
+            layout,
+            job.parts,
+            &mut scratch,
+            bytes,
+            4,
+            |v| hash::xxh3_128_small_limbs(v as u32, v as u32, 4, seed),
+        ),
+        (Items::U32(bytes), HashMode::Compat) => hash_and_apply(
+            &mut target,
+            layout,
+            job.parts,
+            &mut scratch,
+            bytes,
+            4,
+            |v| hash::murmur3_x64_128_small(v, 4, seed as u32),
+        ),
+        (Items::U64(bytes), HashMode::Fast) => hash_and_apply(
+            &mut target,
+            layout,
+            job.parts,
+            &mut scratch,
+            bytes,
+            8,
+            |v| hash::xxh3_128_small_limbs(v as u32, (v >> 32) as u32, 8, seed),
+        ),
+        (Items::U64(bytes), HashMode::Compat) => hash_and_apply(
+            &mut target,
+            layout,
+            job.parts,
+            &mut scratch,
+            bytes,
+            8,
+            |v| hash::murmur3_x64_128_small(v, 8, seed as u32),
+        ),
         (Items::Hashes(lo, hi), _) => {
             for (lo, hi) in lo.chunks(BATCH).zip(hi.chunks(BATCH)) {
-                apply(&mut target, layout, job.parts, lo, hi);
+                let mid = &mut scratch.mid[..lo.len()];
+                for ((m, &l), &h) in mid.iter_mut().zip(lo).zip(hi) {
+                    *m = (l >> 32) | (h << 32);
+                }
+                apply(&mut target, layout, job.parts, lo, mid, hi);
             }
             None
         }
     }
 }
 
-/// Hashes little-endian items of `width` bytes (4 or 8) batch by batch and applies them.
+/// Per-call buffers for one batch of hashes, on the heap (3 × 64 KiB).
+struct Scratch {
+    lo: Vec<u64>,
+    mid: Vec<u64>,
+    hi: Vec<u64>,
+}
+
+impl Scratch {
+    fn new() -> Self {
+        Scratch {
+            lo: vec![0; BATCH],
+            mid: vec![0; BATCH],
+            hi: vec![0; BATCH],
+        }
+    }
+}
+
+/// Hashes little-endian items of `width` bytes (4 or 8) batch by batch and applies them. The
+/// hash pass and the min/max pass are separate, branch-free loops so each vectorises.
 #[inline(always)]
 fn hash_and_apply(
     target: &mut Target<'_>,
     layout: &Layout,
     parts: Parts,
+    scratch: &mut Scratch,
     bytes: &[u8],
     width: usize,
     hash: impl Fn(u64) -> (u64, u64),
 ) -> Option<(u64, u64)> {
-    let mut lo = [0u64; BATCH];
-    let mut hi = [0u64; BATCH];
+    let read = |item: &[u8]| -> u64 {
+        if width == 4 {
+            u32::from_le_bytes(item.try_into().expect("4 bytes")) as u64
+        } else {
+            u64::from_le_bytes(item.try_into().expect("8 bytes"))
+        }
+    };
     let (mut min, mut max) = (u64::MAX, 0u64);
     for batch in bytes.chunks(BATCH * width) {
         let n = batch.len() / width;
-        for ((item, l), h) in batch.chunks_exact(width).zip(&mut lo).zip(&mut hi) {
-            let v = if width == 4 {
-                u32::from_le_bytes(item.try_into().expect("4 bytes")) as u64
-            } else {
-                u64::from_le_bytes(item.try_into().expect("8 bytes"))
-            };
-            (*l, *h) = hash(v);
+        let (lo, mid, hi) = (
+            &mut scratch.lo[..n],
+            &mut scratch.mid[..n],
+            &mut scratch.hi[..n],
+        );
+        for (((item, l), m), h) in batch
+            .chunks_exact(width)
+            .zip(lo.iter_mut())
+            .zip(mid.iter_mut())
+            .zip(hi.iter_mut())
+        {
+            let (a, b) = hash(read(item));
+            *l = a;
+            *h = b;
+            *m = (a >> 32) | (b << 32);
+        }
+        for item in batch.chunks_exact(width) {
+            let v = read(item);
             min = min.min(v);
             max = max.max(v);
         }
-        apply(target, layout, parts, &lo[..n], &hi[..n]);
+        apply(target, layout, parts, lo, mid, hi);
     }
     (!bytes.is_empty()).then_some((min, max))
 }
 
 /// Updates the chosen sketches from one batch of hashes.
 #[inline(always)]
-fn apply(target: &mut Target<'_>, layout: &Layout, parts: Parts, lo: &[u64], hi: &[u64]) {
-    let mut windows = Windows::new(lo, hi);
+fn apply(
+    target: &mut Target<'_>,
+    layout: &Layout,
+    parts: Parts,
+    lo: &[u64],
+    mid: &[u64],
+    hi: &[u64],
+) {
+    let n = lo.len();
+    let mut windows = Windows {
+        lo,
+        mid,
+        hi,
+        extension: Vec::new(),
+    };
     if parts.hll {
-        update_hll(target.hll, layout.hll_p, lo, hi);
+        // A vectorised pass computes buckets and ranks, then a scalar pass updates registers.
+        let (mut bucket, mut rank) = (vec![0u32; n], vec![0u8; n]);
+        hll_buckets_and_ranks(layout.hll_p, lo, hi, &mut bucket, &mut rank);
+        for (&bucket, &rank) in bucket.iter().zip(&rank) {
+            let register = &mut target.hll[bucket as usize];
+            // Once the registers fill up, a new rank rarely beats the old one: a predictable
+            // branch is cheaper than a store per item.
+            if rank > *register {
+                *register = rank;
+            }
+        }
     }
+    // Count-Min and Fast-AGMS rows: one fused pass per row (word, shift, mask, update). Here
+    // the limit is the store per update: an L1 cache commits about one store per cycle to
+    // distinct lines, so precomputing indices (tried) only adds work.
     if parts.cm {
         let p = layout.cm_p;
         let width = 1usize << p;
         let mask = width as u64 - 1;
         for row in 0..layout.cm_rows {
-            let counters = &mut target.cm[row * width..(row + 1) * width];
             let block = row as u32 / layout.cm_rows_per_block;
             let offset = (row as u32 % layout.cm_rows_per_block) * p;
             let (words, shift) = windows.window(block, offset, p);
+            let counters = &mut target.cm[row * width..(row + 1) * width];
             for &w in words {
                 let c = &mut counters[((w >> shift) & mask) as usize];
                 *c = c.wrapping_add(1);
@@ -240,17 +322,35 @@ fn apply(target: &mut Target<'_>, layout: &Layout, parts: Parts, lo: &[u64], hi:
         let width = 1usize << p;
         let mask = width as u64 - 1;
         for row in 0..layout.agms_rows {
-            let counters = &mut target.agms[row * width..(row + 1) * width];
             let block = row as u32 / layout.agms_rows_per_block;
             let offset = (row as u32 % layout.agms_rows_per_block) * (p + 1);
             let (words, shift) = windows.window(block, offset, p + 1);
+            let counters = &mut target.agms[row * width..(row + 1) * width];
             for &w in words {
                 let v = w >> shift;
                 let c = &mut counters[(v & mask) as usize];
-                // sign bit set: +1, clear: -1
+                // Bit P of the slice is the sign: set +1, clear -1.
                 *c = c.wrapping_add(((v >> p) & 1) as i16 * 2 - 1);
             }
         }
+    }
+}
+
+/// HyperLogLog bucket (top P bits) and rank (clz((h << P) | (2^P − 1)) + 1 over 128 bits) of
+/// every hash, branch-free so it vectorises.
+#[inline(always)]
+fn hll_buckets_and_ranks(p: u32, lo: &[u64], hi: &[u64], bucket: &mut [u32], rank: &mut [u8]) {
+    let low_mask = (1u64 << p) - 1;
+    for (((b, r), &l), &h) in bucket.iter_mut().zip(rank.iter_mut()).zip(lo).zip(hi) {
+        *b = (h >> (64 - p)) as u32;
+        // The top 64 bits of h << P; all zero only with probability 2^-(64-P).
+        let top = (h << p) | (l >> (64 - p));
+        let low_rank = 65 + ((l << p) | low_mask).leading_zeros();
+        *r = if top != 0 {
+            top.leading_zeros() + 1
+        } else {
+            low_rank
+        } as u8;
     }
 }
 
@@ -296,33 +396,20 @@ impl Layout {
 /// each row reads one word and takes one shift and one mask.
 struct Windows<'a> {
     lo: &'a [u64],
+    mid: &'a [u64],
     hi: &'a [u64],
-    mid: [u64; BATCH],
     /// Blocks 1.. of the hash stream, as (lo, mid, hi), made only when a row needs them.
     extension: Vec<(Vec<u64>, Vec<u64>, Vec<u64>)>,
 }
 
-impl<'a> Windows<'a> {
-    fn new(lo: &'a [u64], hi: &'a [u64]) -> Self {
-        let mut mid = [0u64; BATCH];
-        for ((m, &l), &h) in mid.iter_mut().zip(lo).zip(hi) {
-            *m = (l >> 32) | (h << 32);
-        }
-        Windows {
-            lo,
-            hi,
-            mid,
-            extension: Vec::new(),
-        }
-    }
-
+impl Windows<'_> {
     /// The window holding bits `offset .. offset + width` of block `block`, and the shift that
     /// brings them down to bit 0.
     #[inline(always)]
     fn window(&mut self, block: u32, offset: u32, width: u32) -> (&[u64], u32) {
         let n = self.lo.len();
         let (lo, mid, hi): (&[u64], &[u64], &[u64]) = if block == 0 {
-            (self.lo, &self.mid[..n], self.hi)
+            (self.lo, self.mid, self.hi)
         } else {
             while self.extension.len() < block as usize {
                 let k = self.extension.len() as u64 + 1;
@@ -345,28 +432,6 @@ impl<'a> Windows<'a> {
             (mid, offset - 32)
         } else {
             (hi, offset - 64)
-        }
-    }
-}
-
-/// HyperLogLog: bucket = top P bits, rank = clz((h << P) | (2^P - 1)) + 1, register = max.
-/// Once the registers fill up a new rank rarely exceeds the old one, so the store is behind a
-/// (well-predicted) branch.
-#[inline(always)]
-fn update_hll(registers: &mut [u8], p: u32, lo: &[u64], hi: &[u64]) {
-    let low_mask = (1u64 << p) - 1;
-    for (&l, &h) in lo.iter().zip(hi) {
-        let bucket = (h >> (64 - p)) as usize;
-        // The top 64 bits of h << P; all zero only with probability 2^-(64-P).
-        let top = (h << p) | (l >> (64 - p));
-        let rank = if top != 0 {
-            top.leading_zeros() + 1
-        } else {
-            65 + ((l << p) | low_mask).leading_zeros()
-        } as u8;
-        let register = &mut registers[bucket];
-        if rank > *register {
-            *register = rank;
         }
     }
 }

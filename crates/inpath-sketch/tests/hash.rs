@@ -112,3 +112,34 @@ fn xxh3_small_items_equal_the_xxhash_crate() {
         assert_eq!(small, (crate_value as u64, (crate_value >> 64) as u64));
     }
 }
+
+#[test]
+fn limb_multiply_and_vectorisable_xxh3_equal_the_u128_versions() {
+    use inpath_sketch::hash::{mul_64x64_128_limbs, xxh3_128_small_limbs};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+    let edges = [0u64, 1, u32::MAX as u64, 1 << 32, u64::MAX - 1, u64::MAX];
+    for &a in &edges {
+        for &b in &edges {
+            let p = a as u128 * b as u128;
+            assert_eq!(
+                mul_64x64_128_limbs(a, b),
+                (p as u64, (p >> 64) as u64),
+                "{a} x {b}"
+            );
+        }
+    }
+    for _ in 0..100_000 {
+        let (a, b): (u64, u64) = (rng.gen(), rng.gen());
+        let p = a as u128 * b as u128;
+        assert_eq!(mul_64x64_128_limbs(a, b), (p as u64, (p >> 64) as u64));
+        let (x, y, seed): (u32, u32, u64) = (rng.gen(), rng.gen(), rng.gen());
+        assert_eq!(
+            xxh3_128_small_limbs(x, y, 8, seed),
+            xxh3_128_small(x, y, 8, seed)
+        );
+        assert_eq!(
+            xxh3_128_small_limbs(x, x, 4, seed),
+            xxh3_128_small(x, x, 4, seed)
+        );
+    }
+}
