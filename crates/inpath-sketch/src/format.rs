@@ -132,6 +132,9 @@ pub fn from_bytes(bytes: &[u8], what: &str) -> Result<Sketch> {
             )))
         }
     };
+    if bytes[17..24].iter().any(|&b| b != 0) {
+        return Err(bad("reserved header bytes 17..24 are not zero (damaged, or written by an incompatible tool)".into()));
+    }
     let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
     let params = Params {
         hll_p: bytes[12],
