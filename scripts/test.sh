@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: the README's test command and what .ci/run calls.
 # Installs what it needs (Rust toolchain check, Debian packages, a Python venv), then runs
-# formatting and lint gates, the Rust tests (release mode: the accuracy tests hash 10^8 items)
-# and the Python tests.
+# formatting and lint gates, the Rust tests (release mode: the accuracy tests hash 10^8 items),
+# then builds the Python package into .venv and runs the Python tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,8 +32,7 @@ echo "== cargo clippy"
 cargo clippy --release --workspace --all-targets --quiet -- -D warnings
 echo "== cargo test"
 cargo test --release --workspace
-if ls tests/python/test_*.py >/dev/null 2>&1; then
-  echo "== pytest"
-  cargo build --release --quiet -p inpath-cli
-  .venv/bin/python -m pytest -q tests/python
-fi
+echo "== python package (pip install ./python) and pytest"
+cargo build --release --quiet -p inpath-cli
+.venv/bin/pip install --quiet --disable-pip-version-check ./python
+.venv/bin/python -m pytest -q tests/python

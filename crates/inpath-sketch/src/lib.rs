@@ -37,6 +37,7 @@ pub mod hll;
 pub mod kernel;
 pub mod params;
 pub mod query;
+pub mod report;
 pub mod sketch;
 
 pub use engine::SketchEngine;

@@ -4,6 +4,7 @@ use crate::common::{self, Progress};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use inpath_core::{run_reader, ColumnRef, Input, LaneOptions};
+use inpath_sketch::report::summary_json;
 use inpath_sketch::{format, Estimator, Extremes, HashMode, Params, Sketch, SketchEngine, Summary};
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -439,56 +440,6 @@ fn run_show(args: ShowArgs) -> Result<()> {
             summary_text(&sketch, &summary)
         ))
     }
-}
-
-fn extremes_json(sketch: &Sketch) -> (serde_json::Value, serde_json::Value, serde_json::Value) {
-    match sketch.extremes() {
-        Extremes::Int(Some((min, max))) => (json!(min), json!(max), json!(sketch.count())),
-        Extremes::Int(None) => (json!(null), json!(null), json!(0)),
-        Extremes::Numeric {
-            range: Some((min, max)),
-            numeric,
-        } => (json!(min), json!(max), json!(numeric)),
-        Extremes::Numeric {
-            range: None,
-            numeric,
-        } => (json!(null), json!(null), json!(numeric)),
-    }
-}
-
-/// The summary as JSON (the schema is documented in docs/sketch.md).
-pub fn summary_json(sketch: &Sketch, summary: &Summary) -> serde_json::Value {
-    let p = sketch.params();
-    let (min, max, numeric) = extremes_json(sketch);
-    json!({
-        "count": summary.count,
-        "min": min,
-        "max": max,
-        "numeric_values": numeric,
-        "cardinality": summary.cardinality,
-        "cardinality_std_error": summary.cardinality_std_error,
-        "estimator": summary.estimator.name(),
-        "f2": summary.f2,
-        "f2_rows": summary.f2_rows,
-        "count_min": {
-            "error_bound": summary.count_min.error_bound,
-            "confidence": summary.count_min.confidence,
-            "collision_load": summary.count_min.collision_load,
-            "typical_relative_error": summary.count_min.typical_relative_error,
-            "trustworthy": summary.count_min.trustworthy,
-        },
-        "params": {
-            "item_kind": sketch.kind().name(),
-            "hash": p.hash.name(),
-            "hash_algorithm": p.hash.algorithm(),
-            "seed": p.seed,
-            "hll_p": p.hll_p,
-            "cm_rows": p.cm_rows,
-            "cm_p": p.cm_p,
-            "agms_rows": p.agms_rows,
-            "agms_p": p.agms_p,
-        },
-    })
 }
 
 fn approx(x: f64) -> String {
