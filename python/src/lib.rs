@@ -50,10 +50,12 @@ impl IntArray {
             ("i" | "l", 4) => "int32",
             ("L" | "Q", 8) => "uint64",
             ("l" | "q", 8) => "int64",
-            _ => return Err(PyTypeError::new_err(format!(
+            _ => {
+                return Err(PyTypeError::new_err(format!(
                 "unsupported array element type (buffer format {format:?}, {width}-byte items): \
                      pass uint32/int32 or uint64/int64 integers, or a sequence of str/bytes values"
-            ))),
+            )))
+            }
         };
         if format.starts_with(['>', '!']) {
             return Err(PyTypeError::new_err(
@@ -113,11 +115,6 @@ fn parse_kind(kind: &str) -> PyResult<ItemKind> {
             "kind = {other:?} is not one of \"u32\", \"u64\", \"bytes\""
         ))),
     }
-}
-
-fn shape(name: &str, value: (u8, u8)) -> PyResult<(u8, u8)> {
-    let _ = name;
-    Ok(value)
 }
 
 /// One-pass HyperLogLog + Fast-AGMS + Count-Min + min/max/count sketch (SKT).
@@ -253,8 +250,7 @@ impl PySketch {
         kind: Option<&str>,
     ) -> PyResult<Self> {
         let hash = parse_hash(hash)?;
-        let (cm_rows, cm_p) = shape("cm", cm)?;
-        let (agms_rows, agms_p) = shape("agms", agms)?;
+        let ((cm_rows, cm_p), (agms_rows, agms_p)) = (cm, agms);
         let params = Params {
             hll_p,
             cm_rows,
