@@ -165,13 +165,23 @@ const SECRET_16_XOR_24: u64 = 0xdb97_9083_e96d_d4de ^ 0x1f67_b3b7_a4a4_4072;
 /// little-endian bytes. Returns `(low64, high64)`.
 #[inline(always)]
 pub fn xxh3_128_small(first4: u32, last4: u32, len: u64, seed: u64) -> (u64, u64) {
+    let (keyed, multiplier) = xxh3_small_operands(first4, last4, len, seed);
+    let m = (keyed as u128) * (multiplier as u128);
+    xxh3_small_finish(m as u64, (m >> 64) as u64)
+}
+
+/// The two factors of `XXH3_len_4to8_128b`'s 64×64→128 multiply.
+#[inline(always)]
+fn xxh3_small_operands(first4: u32, last4: u32, len: u64, seed: u64) -> (u64, u64) {
     let seed = seed ^ (((seed as u32).swap_bytes() as u64) << 32);
     let input64 = (first4 as u64).wrapping_add((last4 as u64) << 32);
-    let bitflip = SECRET_16_XOR_24.wrapping_add(seed);
-    let keyed = input64 ^ bitflip;
-    let m = (keyed as u128) * (PRIME64_1.wrapping_add(len << 2) as u128);
-    let mut low = m as u64;
-    let mut high = (m >> 64) as u64;
+    let keyed = input64 ^ SECRET_16_XOR_24.wrapping_add(seed);
+    (keyed, PRIME64_1.wrapping_add(len << 2))
+}
+
+/// `XXH3_len_4to8_128b` after the multiply: mixes the product's halves into the hash.
+#[inline(always)]
+fn xxh3_small_finish(mut low: u64, mut high: u64) -> (u64, u64) {
     high = high.wrapping_add(low << 1);
     low ^= high >> 3;
     low ^= low >> 35;
@@ -207,19 +217,9 @@ pub fn mul_64x64_128_limbs(a: u64, b: u64) -> (u64, u64) {
 /// output, vectorisable. The kernels use it on CPUs with wide vector units.
 #[inline(always)]
 pub fn xxh3_128_small_limbs(first4: u32, last4: u32, len: u64, seed: u64) -> (u64, u64) {
-    let seed = seed ^ (((seed as u32).swap_bytes() as u64) << 32);
-    let input64 = (first4 as u64).wrapping_add((last4 as u64) << 32);
-    let keyed = input64 ^ SECRET_16_XOR_24.wrapping_add(seed);
-    let (mut low, mut high) = mul_64x64_128_limbs(keyed, PRIME64_1.wrapping_add(len << 2));
-    high = high.wrapping_add(low << 1);
-    low ^= high >> 3;
-    low ^= low >> 35;
-    low = low.wrapping_mul(PRIME_MX2);
-    low ^= low >> 28;
-    high ^= high >> 37;
-    high = high.wrapping_mul(PRIME_MX1);
-    high ^= high >> 32;
-    (low, high)
+    let (keyed, multiplier) = xxh3_small_operands(first4, last4, len, seed);
+    let (low, high) = mul_64x64_128_limbs(keyed, multiplier);
+    xxh3_small_finish(low, high)
 }
 
 /// XXH3-128 of any byte string; returns `(low64, high64)`.
