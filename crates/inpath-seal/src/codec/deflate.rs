@@ -27,9 +27,14 @@ impl Wrap {
 /// The gzip header this encoder writes: no name, no time stamp, OS "unknown" (255).
 const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
 
+/// Input is handed to zlib in pieces of this size, so the compressed bytes never depend on how
+/// the caller cut the input (zlib's output depends on the sizes of the pieces it is given).
+const STAGE: usize = 64 * 1024;
+
 pub(crate) struct Encoder {
     wrap: Wrap,
     comp: Compress,
+    stage: Vec<u8>,
     crc: crc32fast::Hasher,
     size: u32,
     started: bool,
@@ -40,6 +45,7 @@ impl Encoder {
         Encoder {
             wrap,
             comp: Compress::new(Compression::new(level), wrap == Wrap::Zlib),
+            stage: Vec::new(),
             crc: crc32fast::Hasher::new(),
             size: 0,
             started: false,
@@ -85,12 +91,33 @@ impl Encode for Encoder {
             self.crc.update(input);
             self.size = self.size.wrapping_add(input.len() as u32);
         }
-        self.run(input, out, FlushCompress::None)
+        let mut input = input;
+        if !self.stage.is_empty() {
+            let take = (STAGE - self.stage.len()).min(input.len());
+            self.stage.extend_from_slice(&input[..take]);
+            input = &input[take..];
+            if self.stage.len() < STAGE {
+                return Ok(());
+            }
+            let stage = std::mem::take(&mut self.stage);
+            self.run(&stage, out, FlushCompress::None)?;
+            self.stage = stage;
+            self.stage.clear();
+        }
+        let whole = input.len() / STAGE * STAGE;
+        for piece in input[..whole].chunks(STAGE) {
+            self.run(piece, out, FlushCompress::None)?;
+        }
+        self.stage.extend_from_slice(&input[whole..]);
+        Ok(())
     }
 
     fn finish(&mut self, out: &mut Vec<u8>) -> Result<()> {
         self.start(out);
-        let result = self.run(&[], out, FlushCompress::Finish);
+        let stage = std::mem::take(&mut self.stage);
+        let result = self.run(&stage, out, FlushCompress::Finish);
+        self.stage = stage;
+        self.stage.clear();
         if result.is_ok() && self.wrap == Wrap::Gzip {
             let crc = std::mem::take(&mut self.crc).finalize();
             out.extend_from_slice(&crc.to_le_bytes());

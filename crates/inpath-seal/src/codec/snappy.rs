@@ -120,6 +120,9 @@ impl Decoder {
                     expected: "stream identifier ff 06 00 00 sNaPpY".into(),
                 });
             }
+            if (0x02..=0x7f).contains(&kind) {
+                return Err(Error::corrupt(FORMAT, format!("reserved unskippable chunk type {kind:#04x}")));
+            }
             if data.len() < 4 + len {
                 return Ok(data);
             }
@@ -164,10 +167,7 @@ impl Decoder {
                     }
                     out.extend(decoded)?;
                 }
-                0x02..=0x7f => {
-                    return Err(Error::corrupt(FORMAT, format!("reserved unskippable chunk type {kind:#04x}")));
-                }
-                // 0x80..=0xfd reserved skippable, 0xfe padding.
+                // 0x80..=0xfd reserved skippable, 0xfe padding (0x02..=0x7f refused above).
                 _ => {}
             }
             data = &data[4 + len..];

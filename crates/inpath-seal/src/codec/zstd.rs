@@ -75,6 +75,7 @@ impl Decode for Decoder {
         loop {
             out.reserve(128 * 1024);
             let before = out.buf.len();
+            let read_before = inbuf.pos();
             let mut outbuf = OutBuffer::around_pos(&mut *out.buf, before);
             let hint = self
                 .raw
@@ -82,7 +83,11 @@ impl Decode for Decoder {
                 .map_err(|e| Error::corrupt(FORMAT, e.to_string()))?;
             let full = outbuf.pos() == outbuf.capacity();
             let produced = out.buf.len() - before;
-            self.in_frame = hint != 0;
+            // A call that neither read nor wrote (after a frame ended exactly at a full output
+            // buffer) says nothing about where the stream stands.
+            if produced > 0 || inbuf.pos() != read_before {
+                self.in_frame = hint != 0;
+            }
             out.check(produced)?;
             if inbuf.pos() == input.len() && !full {
                 return Ok(());
