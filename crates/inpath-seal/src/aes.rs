@@ -39,8 +39,14 @@ impl Key {
     /// A key from its bytes (16, 24 or 32 of them).
     pub fn new(bytes: &[u8]) -> Result<Key> {
         match bytes.len() {
-            16 | 24 | 32 => Ok(Key { bytes: Zeroizing::new(bytes.to_vec()) }),
-            n => Err(Error::parameter("key length", format!("{n} bytes"), "16, 24 or 32 bytes (AES-128/192/256)")),
+            16 | 24 | 32 => Ok(Key {
+                bytes: Zeroizing::new(bytes.to_vec()),
+            }),
+            n => Err(Error::parameter(
+                "key length",
+                format!("{n} bytes"),
+                "16, 24 or 32 bytes (AES-128/192/256)",
+            )),
         }
     }
 
@@ -53,8 +59,10 @@ impl Key {
             other => return Err(Error::parameter("key bits", other, "128, 192 or 256")),
         };
         let mut bytes = Zeroizing::new(vec![0u8; len]);
-        getrandom::fill(&mut bytes)
-            .map_err(|e| Error::Internal { what: "reading OS randomness", detail: e.to_string() })?;
+        getrandom::fill(&mut bytes).map_err(|e| Error::Internal {
+            what: "reading OS randomness",
+            detail: e.to_string(),
+        })?;
         Ok(Key { bytes })
     }
 
@@ -100,7 +108,10 @@ impl KeyRing {
 
     /// The key with id `id`, or [`Error::UnknownKeyId`].
     pub fn get(&self, id: u32) -> Result<&Key> {
-        self.keys.get(&id).ok_or_else(|| Error::UnknownKeyId { id, available: self.describe_ids() })
+        self.keys.get(&id).ok_or_else(|| Error::UnknownKeyId {
+            id,
+            available: self.describe_ids(),
+        })
     }
 
     /// The ids held, in increasing order.
@@ -313,12 +324,15 @@ pub fn pkcs7_pad(data: &mut Vec<u8>) {
 /// The unpadded length of PKCS#7-padded `data`, or `None` if the padding is not valid.
 pub fn pkcs7_unpadded_len(data: &[u8]) -> Option<usize> {
     let last = *data.last()? as usize;
-    if last == 0 || last > 16 || last > data.len() || data.len() % 16 != 0 {
+    if last == 0 || last > 16 || last > data.len() || !data.len().is_multiple_of(16) {
         return None;
     }
     // Constant-time over the last block is not needed here: the page codec checks padding only
     // after the payload checksum, and the streaming API reports errors to the caller anyway.
-    data[data.len() - last..].iter().all(|&b| b as usize == last).then_some(data.len() - last)
+    data[data.len() - last..]
+        .iter()
+        .all(|&b| b as usize == last)
+        .then_some(data.len() - last)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -382,18 +396,34 @@ impl<C: BlockCipherEncrypt<BlockSize = U16> + Send> ModeState for Ofb<C> {
 
 fn mode_state<C>(cipher: C, mode: Mode, direction: Direction, iv: &[u8; 16]) -> Box<dyn ModeState>
 where
-    C: BlockCipherEncrypt<BlockSize = U16> + BlockCipherDecrypt<BlockSize = U16> + Clone + Send + 'static,
+    C: BlockCipherEncrypt<BlockSize = U16>
+        + BlockCipherDecrypt<BlockSize = U16>
+        + Clone
+        + Send
+        + 'static,
 {
     let iv = iv.into();
     match (mode, direction) {
         (Mode::Ecb, Direction::Encrypt) => Box::new(EcbEnc(cipher)),
         (Mode::Ecb, Direction::Decrypt) => Box::new(EcbDec(cipher)),
-        (Mode::Cbc, Direction::Encrypt) => Box::new(CbcEnc(cbc::Encryptor::inner_iv_init(cipher, iv))),
-        (Mode::Cbc, Direction::Decrypt) => Box::new(CbcDec(cbc::Decryptor::inner_iv_init(cipher, iv))),
-        (Mode::Ctr, _) => Box::new(Ctr(ctr::Ctr128BE::from_core(ctr::CtrCore::inner_iv_init(cipher, iv)))),
-        (Mode::Cfb, Direction::Encrypt) => Box::new(CfbEnc(cfb_mode::BufEncryptor::inner_iv_init(cipher, iv))),
-        (Mode::Cfb, Direction::Decrypt) => Box::new(CfbDec(cfb_mode::BufDecryptor::inner_iv_init(cipher, iv))),
-        (Mode::Ofb, _) => Box::new(Ofb(ofb::Ofb::from_core(ofb::OfbCore::inner_iv_init(cipher, iv)))),
+        (Mode::Cbc, Direction::Encrypt) => {
+            Box::new(CbcEnc(cbc::Encryptor::inner_iv_init(cipher, iv)))
+        }
+        (Mode::Cbc, Direction::Decrypt) => {
+            Box::new(CbcDec(cbc::Decryptor::inner_iv_init(cipher, iv)))
+        }
+        (Mode::Ctr, _) => Box::new(Ctr(ctr::Ctr128BE::from_core(ctr::CtrCore::inner_iv_init(
+            cipher, iv,
+        )))),
+        (Mode::Cfb, Direction::Encrypt) => {
+            Box::new(CfbEnc(cfb_mode::BufEncryptor::inner_iv_init(cipher, iv)))
+        }
+        (Mode::Cfb, Direction::Decrypt) => {
+            Box::new(CfbDec(cfb_mode::BufDecryptor::inner_iv_init(cipher, iv)))
+        }
+        (Mode::Ofb, _) => Box::new(Ofb(ofb::Ofb::from_core(ofb::OfbCore::inner_iv_init(
+            cipher, iv,
+        )))),
     }
 }
 
@@ -444,7 +474,11 @@ impl CipherStream {
         padding: Padding,
     ) -> Result<CipherStream> {
         if !mode.is_block_mode() && padding != Padding::None {
-            return Err(Error::parameter("padding", "pkcs7", format!("none for {} (a stream mode)", mode.name())));
+            return Err(Error::parameter(
+                "padding",
+                "pkcs7",
+                format!("none for {} (a stream mode)", mode.name()),
+            ));
         }
         let mut stream = CipherStream {
             aes: AnyAes::new(key),
@@ -464,20 +498,27 @@ impl CipherStream {
         let iv = match (self.mode.needs_iv(), iv) {
             (true, Some(iv)) => iv,
             (false, None) => [0u8; 16],
-            (true, None) => return Err(Error::parameter("iv", "none", format!("a 16-byte IV for {}", self.mode.name()))),
+            (true, None) => {
+                return Err(Error::parameter(
+                    "iv",
+                    "none",
+                    format!("a 16-byte IV for {}", self.mode.name()),
+                ))
+            }
             (false, Some(_)) => return Err(Error::parameter("iv", "given", "no IV for ecb")),
         };
         self.pending.zeroize();
         self.pending.clear();
         self.total = 0;
-        self.state = Some(with_aes!(&self.aes, c => mode_state(c.clone(), self.mode, self.direction, &iv)));
+        self.state =
+            Some(with_aes!(&self.aes, c => mode_state(c.clone(), self.mode, self.direction, &iv)));
         Ok(())
     }
 
     fn state(&mut self) -> Result<&mut Box<dyn ModeState>> {
-        self.state
-            .as_mut()
-            .ok_or_else(|| Error::State("cipher stream finished: call restart with a new IV first".into()))
+        self.state.as_mut().ok_or_else(|| {
+            Error::State("cipher stream finished: call restart with a new IV first".into())
+        })
     }
 
     /// Whether decryption must hold the last full block back for the padding check.
@@ -532,11 +573,19 @@ impl CipherStream {
         if !self.mode.is_block_mode() {
             return Ok(());
         }
-        let mode = if self.mode == Mode::Ecb { "aes-ecb" } else { "aes-cbc" };
+        let mode = if self.mode == Mode::Ecb {
+            "aes-ecb"
+        } else {
+            "aes-cbc"
+        };
         match (self.padding, self.direction) {
             (Padding::None, _) => {
                 if !self.pending.is_empty() {
-                    return Err(Error::PartialBlock { mode, len: self.total, rest: self.pending.len() });
+                    return Err(Error::PartialBlock {
+                        mode,
+                        len: self.total,
+                        rest: self.pending.len(),
+                    });
                 }
                 Ok(())
             }
@@ -551,10 +600,17 @@ impl CipherStream {
             }
             (Padding::Pkcs7, Direction::Decrypt) => {
                 if self.total == 0 {
-                    return Err(Error::corrupt(mode, "empty input: PKCS#7 needs at least one block"));
+                    return Err(Error::corrupt(
+                        mode,
+                        "empty input: PKCS#7 needs at least one block",
+                    ));
                 }
                 if self.pending.len() != 16 {
-                    return Err(Error::PartialBlock { mode, len: self.total, rest: self.pending.len() % 16 });
+                    return Err(Error::PartialBlock {
+                        mode,
+                        len: self.total,
+                        rest: self.pending.len() % 16,
+                    });
                 }
                 let mut last = std::mem::take(&mut self.pending);
                 self.state()?.apply(&mut last);

@@ -42,7 +42,9 @@ pub enum Error {
     },
 
     /// A seal record of a format version this build does not read.
-    #[error("seal record version {version} is not supported (this build reads versions {supported})")]
+    #[error(
+        "seal record version {version} is not supported (this build reads versions {supported})"
+    )]
     UnsupportedVersion {
         /// The version in the header.
         version: u8,
@@ -51,7 +53,9 @@ pub enum Error {
     },
 
     /// The header's own checksum does not match: the header is damaged.
-    #[error("seal record header is damaged: header CRC-32C is {stored:08x}, computed {computed:08x}")]
+    #[error(
+        "seal record header is damaged: header CRC-32C is {stored:08x}, computed {computed:08x}"
+    )]
     HeaderChecksum {
         /// The checksum stored in the header.
         stored: u32,
@@ -164,7 +168,9 @@ pub enum Error {
     },
 
     /// ECB or CBC input whose length is not a whole number of 16-byte blocks, without padding.
-    #[error("{mode} needs whole 16-byte blocks: {len} bytes leave {rest} over (use PKCS#7 padding)")]
+    #[error(
+        "{mode} needs whole 16-byte blocks: {len} bytes leave {rest} over (use PKCS#7 padding)"
+    )]
     PartialBlock {
         /// The mode.
         mode: &'static str,
@@ -197,13 +203,24 @@ pub enum Error {
 
 impl Error {
     /// Shorthand for [`Error::Parameter`].
-    pub fn parameter(name: impl Into<String>, value: impl ToString, valid: impl Into<String>) -> Self {
-        Error::Parameter { name: name.into(), value: value.to_string(), valid: valid.into() }
+    pub fn parameter(
+        name: impl Into<String>,
+        value: impl ToString,
+        valid: impl Into<String>,
+    ) -> Self {
+        Error::Parameter {
+            name: name.into(),
+            value: value.to_string(),
+            valid: valid.into(),
+        }
     }
 
     /// Shorthand for [`Error::Corrupt`].
     pub fn corrupt(format: &'static str, detail: impl Into<String>) -> Self {
-        Error::Corrupt { format, detail: detail.into() }
+        Error::Corrupt {
+            format,
+            detail: detail.into(),
+        }
     }
 
     /// Whether this error means the input is damaged or was not made by the format's writer
@@ -230,9 +247,14 @@ impl Error {
 impl From<Error> for inpath_core::Error {
     fn from(err: Error) -> Self {
         match err {
-            Error::Parameter { name, value, valid } => inpath_core::Error::Parameter { name, value, valid },
+            Error::Parameter { name, value, valid } => {
+                inpath_core::Error::Parameter { name, value, valid }
+            }
             Error::State(text) => inpath_core::Error::State(text),
-            other => inpath_core::Error::Corrupt { what: "seal input".into(), detail: other.to_string() },
+            other => inpath_core::Error::Corrupt {
+                what: "seal input".into(),
+                detail: other.to_string(),
+            },
         }
     }
 }

@@ -29,11 +29,37 @@ impl Rng {
 }
 
 const WORDS: [&str; 24] = [
-    "furiously", "carefully", "blithely", "quickly", "slyly", "fluffily", "ironic", "regular", "final", "express",
-    "pending", "special", "bold", "even", "deposits", "requests", "accounts", "packages", "theodolites", "pinto",
-    "beans", "foxes", "instructions", "asymptotes",
+    "furiously",
+    "carefully",
+    "blithely",
+    "quickly",
+    "slyly",
+    "fluffily",
+    "ironic",
+    "regular",
+    "final",
+    "express",
+    "pending",
+    "special",
+    "bold",
+    "even",
+    "deposits",
+    "requests",
+    "accounts",
+    "packages",
+    "theodolites",
+    "pinto",
+    "beans",
+    "foxes",
+    "instructions",
+    "asymptotes",
 ];
-const INSTRUCT: [&str; 4] = ["DELIVER IN PERSON", "COLLECT COD", "NONE", "TAKE BACK RETURN"];
+const INSTRUCT: [&str; 4] = [
+    "DELIVER IN PERSON",
+    "COLLECT COD",
+    "NONE",
+    "TAKE BACK RETURN",
+];
 const MODES: [&str; 7] = ["TRUCK", "MAIL", "REG AIR", "AIR", "FOB", "RAIL", "SHIP"];
 
 /// `len` bytes of `lineitem`-like text (rows cut at the end to fit exactly).
@@ -49,7 +75,12 @@ pub fn lineitem_text(len: usize, seed: u64) -> Vec<u8> {
             let ship = 1 + rng.below(2500);
             let date = |d: u64| {
                 let d = d.min(2556);
-                format!("{}-{:02}-{:02}", 1992 + d / 365, 1 + (d % 365) / 31 % 12, 1 + d % 28)
+                format!(
+                    "{}-{:02}-{:02}",
+                    1992 + d / 365,
+                    1 + (d % 365) / 31 % 12,
+                    1 + d % 28
+                )
             };
             let mut comment = String::new();
             for _ in 0..2 + rng.below(5) {

@@ -30,7 +30,10 @@ pub struct KeyFile {
 
 /// Parses key file text. Takes ownership so the text can be wiped.
 pub fn parse(text: Zeroizing<String>) -> Result<KeyFile> {
-    let bad = |line: usize, detail: &str| Error::Corrupt { format: "key file", detail: format!("line {line}: {detail}") };
+    let bad = |line: usize, detail: &str| Error::Corrupt {
+        format: "key file",
+        detail: format!("line {line}: {detail}"),
+    };
     let mut ring = KeyRing::new();
     let mut first_id = None;
     let mut signed = false;
@@ -42,7 +45,10 @@ pub fn parse(text: Zeroizing<String>) -> Result<KeyFile> {
         }
         if !signed {
             if line != SIGNATURE {
-                return Err(bad(n, &format!("expected the signature line `{SIGNATURE}`")));
+                return Err(bad(
+                    n,
+                    &format!("expected the signature line `{SIGNATURE}`"),
+                ));
             }
             signed = true;
             continue;
@@ -55,12 +61,20 @@ pub fn parse(text: Zeroizing<String>) -> Result<KeyFile> {
             .next()
             .and_then(|f| f.parse().ok())
             .ok_or_else(|| bad(n, "the key id is not a number from 0 to 4294967295"))?;
-        let hex = fields.next().ok_or_else(|| bad(n, "the key's hex digits are missing"))?;
+        let hex = fields
+            .next()
+            .ok_or_else(|| bad(n, "the key's hex digits are missing"))?;
         if fields.next().is_some() {
             return Err(bad(n, "unexpected text after the key"));
         }
-        let bytes = Zeroizing::new(decode_hex(hex).ok_or_else(|| bad(n, "the key is not hex digits"))?);
-        let key = Key::new(&bytes).map_err(|_| bad(n, &format!("the key is {} bytes; AES needs 16, 24 or 32", bytes.len())))?;
+        let bytes =
+            Zeroizing::new(decode_hex(hex).ok_or_else(|| bad(n, "the key is not hex digits"))?);
+        let key = Key::new(&bytes).map_err(|_| {
+            bad(
+                n,
+                &format!("the key is {} bytes; AES needs 16, 24 or 32", bytes.len()),
+            )
+        })?;
         if ring.get(id).is_ok() {
             return Err(bad(n, &format!("key id {id} appears twice")));
         }
@@ -68,9 +82,15 @@ pub fn parse(text: Zeroizing<String>) -> Result<KeyFile> {
         first_id.get_or_insert(id);
     }
     if !signed {
-        return Err(Error::Corrupt { format: "key file", detail: format!("empty: the first line must be `{SIGNATURE}`") });
+        return Err(Error::Corrupt {
+            format: "key file",
+            detail: format!("empty: the first line must be `{SIGNATURE}`"),
+        });
     }
-    let first_id = first_id.ok_or_else(|| Error::Corrupt { format: "key file", detail: "holds no keys".into() })?;
+    let first_id = first_id.ok_or_else(|| Error::Corrupt {
+        format: "key file",
+        detail: "holds no keys".into(),
+    })?;
     Ok(KeyFile { ring, first_id })
 }
 
@@ -91,7 +111,7 @@ pub fn format(keys: &[(u32, &Key)]) -> Zeroizing<String> {
 }
 
 fn decode_hex(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 {
+    if !text.len().is_multiple_of(2) {
         return None;
     }
     let digit = |c: u8| -> Option<u8> {
@@ -102,5 +122,8 @@ fn decode_hex(text: &str) -> Option<Vec<u8>> {
             _ => None,
         }
     };
-    text.as_bytes().chunks(2).map(|p| Some(digit(p[0])? << 4 | digit(p[1])?)).collect()
+    text.as_bytes()
+        .chunks(2)
+        .map(|p| Some(digit(p[0])? << 4 | digit(p[1])?))
+        .collect()
 }

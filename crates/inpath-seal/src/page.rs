@@ -60,7 +60,9 @@ use crate::error::{Error, Result};
 use crate::kernel;
 use aes_gcm::aead::AeadInOut;
 use aes_gcm::{Aes256Gcm, KeyInit};
-use flate2::{Compress, Compression as FlateLevel, Decompress, FlushCompress, FlushDecompress, Status};
+use flate2::{
+    Compress, Compression as FlateLevel, Decompress, FlushCompress, FlushDecompress, Status,
+};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -132,11 +134,21 @@ impl Compression {
             Some((name, level)) => (name, Some(level)),
             None => (lower.as_str(), None),
         };
-        let bad = || Error::parameter("compression", text, "none, deflate[-0..9], lz4, zstd[-1..22] or snappy");
+        let bad = || {
+            Error::parameter(
+                "compression",
+                text,
+                "none, deflate[-0..9], lz4, zstd[-1..22] or snappy",
+            )
+        };
         let num = |lo: i32, hi: i32, default: i32| -> Result<i32> {
             match level {
                 None => Ok(default),
-                Some(l) => l.parse::<i32>().ok().filter(|l| (lo..=hi).contains(l)).ok_or_else(bad),
+                Some(l) => l
+                    .parse::<i32>()
+                    .ok()
+                    .filter(|l| (lo..=hi).contains(l))
+                    .ok_or_else(bad),
             }
         };
         match name {
@@ -153,10 +165,10 @@ impl Compression {
     /// headers that claim impossible page lengths before allocating them.
     fn max_ratio(code: u8) -> u64 {
         match code {
-            1 => 1032,   // DEFLATE: 258 bytes per 2-bit-ish match symbol, bounded at 1032:1
-            2 => 256,    // LZ4: 255 extra length bytes per byte
+            1 => 1032,    // DEFLATE: 258 bytes per 2-bit-ish match symbol, bounded at 1032:1
+            2 => 256,     // LZ4: 255 extra length bytes per byte
             3 => 1 << 17, // Zstd: an RLE block of 128 KiB fits in 4 bytes
-            4 => 64,     // Snappy: a 64-byte copy per 2-byte tag at best
+            4 => 64,      // Snappy: a 64-byte copy per 2-byte tag at best
             _ => 1,
         }
     }
@@ -228,7 +240,10 @@ impl Cipher {
                 "none, aes{128,192,256}-{ecb,ctr,cbc} or aes256-gcm",
             )
         };
-        let (bits, mode) = lower.strip_prefix("aes").and_then(|rest| rest.split_once('-')).ok_or_else(bad)?;
+        let (bits, mode) = lower
+            .strip_prefix("aes")
+            .and_then(|rest| rest.split_once('-'))
+            .ok_or_else(bad)?;
         let bits: u32 = match bits {
             "128" => 128,
             "192" => 192,
@@ -257,7 +272,10 @@ pub struct SealConfig {
 
 impl Default for SealConfig {
     fn default() -> Self {
-        SealConfig { compression: Compression::DEFAULT, cipher: Cipher::Ctr }
+        SealConfig {
+            compression: Compression::DEFAULT,
+            cipher: Cipher::Ctr,
+        }
     }
 }
 
@@ -352,7 +370,11 @@ impl Header {
     /// page length against `max_page`. Does not look at the payload.
     pub fn parse(bytes: &[u8], max_page: u64) -> Result<Header> {
         if bytes.len() < HEADER_LEN {
-            return Err(Error::Truncated { what: "seal record header", needed: HEADER_LEN as u64, available: bytes.len() as u64 });
+            return Err(Error::Truncated {
+                what: "seal record header",
+                needed: HEADER_LEN as u64,
+                available: bytes.len() as u64,
+            });
         }
         let h = &bytes[..HEADER_LEN];
         if h[0..4] != MAGIC {
@@ -363,18 +385,27 @@ impl Header {
             });
         }
         if h[4] != VERSION {
-            return Err(Error::UnsupportedVersion { version: h[4], supported: "1" });
+            return Err(Error::UnsupportedVersion {
+                version: h[4],
+                supported: "1",
+            });
         }
         let stored_crc = u32::from_le_bytes(h[60..64].try_into().expect("4 bytes"));
         let computed = crc32c::crc32c(&h[..60]);
         if stored_crc != computed {
-            return Err(Error::HeaderChecksum { stored: stored_crc, computed });
+            return Err(Error::HeaderChecksum {
+                stored: stored_crc,
+                computed,
+            });
         }
         let u64_at = |at: usize| u64::from_le_bytes(h[at..at + 8].try_into().expect("8 bytes"));
         let u32_at = |at: usize| u32::from_le_bytes(h[at..at + 4].try_into().expect("4 bytes"));
         let bad = |field: &'static str, detail: String| Err(Error::BadHeader { field, detail });
         if usize::from(h[5]) != HEADER_LEN {
-            return bad("header length", format!("{} (version 1 headers are 64 bytes)", h[5]));
+            return bad(
+                "header length",
+                format!("{} (version 1 headers are 64 bytes)", h[5]),
+            );
         }
         if h[6] > 4 {
             return bad("compression", format!("unknown code {}", h[6]));
@@ -389,14 +420,20 @@ impl Header {
             _ => matches!(key_len, 16 | 24 | 32),
         };
         if !key_ok {
-            return bad("key length", format!("{key_len} bytes for cipher {}", cipher.name()));
+            return bad(
+                "key length",
+                format!("{key_len} bytes for cipher {}", cipher.name()),
+            );
         }
         let flags = h[10];
         if flags & !(FLAG_STORED | FLAG_PADDED) != 0 {
             return bad("flags", format!("unknown flag bits {flags:#04x}"));
         }
         if (flags & FLAG_PADDED != 0) != cipher.padded() {
-            return bad("flags", format!("PADDED flag does not match cipher {}", cipher.name()));
+            return bad(
+                "flags",
+                format!("PADDED flag does not match cipher {}", cipher.name()),
+            );
         }
         if h[11] != 0 || h[56..60] != [0; 4] {
             return bad("reserved", "reserved bytes are not zero".into());
@@ -422,22 +459,33 @@ impl Header {
     /// Checks that the page and payload lengths agree with each other and the limits.
     fn check_sizes(&self, max_page: u64) -> Result<()> {
         if self.page_len > max_page {
-            return Err(Error::TooLarge { what: "seal record page length", claimed: self.page_len, limit: max_page });
+            return Err(Error::TooLarge {
+                what: "seal record page length",
+                claimed: self.page_len,
+                limit: max_page,
+            });
         }
         // The body length the payload implies (for ECB/CBC: padding of 1..16 bytes).
         let (body_lo, body_hi) = match self.cipher {
             Cipher::None | Cipher::Ctr => (self.payload_len, self.payload_len),
             Cipher::Gcm => {
                 if self.payload_len < GCM_TAG as u64 {
-                    return Err(Error::BadHeader { field: "payload length", detail: format!("{} is shorter than the GCM tag", self.payload_len) });
+                    return Err(Error::BadHeader {
+                        field: "payload length",
+                        detail: format!("{} is shorter than the GCM tag", self.payload_len),
+                    });
                 }
                 (self.payload_len - 16, self.payload_len - 16)
             }
             Cipher::Ecb | Cipher::Cbc => {
-                if self.payload_len == 0 || self.payload_len % 16 != 0 {
+                if self.payload_len == 0 || !self.payload_len.is_multiple_of(16) {
                     return Err(Error::BadHeader {
                         field: "payload length",
-                        detail: format!("{} is not a positive multiple of 16 for {}", self.payload_len, self.cipher.name()),
+                        detail: format!(
+                            "{} is not a positive multiple of 16 for {}",
+                            self.payload_len,
+                            self.cipher.name()
+                        ),
                     });
                 }
                 (self.payload_len - 16, self.payload_len - 1)
@@ -447,21 +495,30 @@ impl Header {
             if !(body_lo..=body_hi).contains(&self.page_len) {
                 return Err(Error::BadHeader {
                     field: "payload length",
-                    detail: format!("{} does not fit a stored page of {} bytes", self.payload_len, self.page_len),
+                    detail: format!(
+                        "{} does not fit a stored page of {} bytes",
+                        self.payload_len, self.page_len
+                    ),
                 });
             }
         } else {
             if body_lo >= self.page_len {
                 return Err(Error::BadHeader {
                     field: "payload length",
-                    detail: format!("{} is not smaller than the page ({}) although the page is compressed", self.payload_len, self.page_len),
+                    detail: format!(
+                        "{} is not smaller than the page ({}) although the page is compressed",
+                        self.payload_len, self.page_len
+                    ),
                 });
             }
             let most = body_hi.saturating_mul(Compression::max_ratio(self.compression));
             if self.page_len > most {
                 return Err(Error::BadHeader {
                     field: "page length",
-                    detail: format!("{} bytes cannot come from a {}-byte compressed body", self.page_len, body_hi),
+                    detail: format!(
+                        "{} bytes cannot come from a {}-byte compressed body",
+                        self.page_len, body_hi
+                    ),
                 });
             }
         }
@@ -488,8 +545,16 @@ impl Workspace {
 
     /// Compresses `page` into `out` (which has room for the bound). Returns the body length, or
     /// `None` when the compressed form would not be smaller than the page.
-    fn compress(&mut self, compression: Compression, page: &[u8], out: &mut [u8]) -> Result<Option<usize>> {
-        let internal = |what: &'static str, e: &dyn std::fmt::Display| Error::Internal { what, detail: e.to_string() };
+    fn compress(
+        &mut self,
+        compression: Compression,
+        page: &[u8],
+        out: &mut [u8],
+    ) -> Result<Option<usize>> {
+        let internal = |what: &'static str, e: &dyn std::fmt::Display| Error::Internal {
+            what,
+            detail: e.to_string(),
+        };
         let n = match compression {
             Compression::None => return Ok(None),
             Compression::Deflate(level) => {
@@ -498,7 +563,14 @@ impl Workspace {
                         c.reset();
                         c
                     }
-                    slot => &mut slot.insert((level, Compress::new(FlateLevel::new(u32::from(level)), false))).1,
+                    slot => {
+                        &mut slot
+                            .insert((
+                                level,
+                                Compress::new(FlateLevel::new(u32::from(level)), false),
+                            ))
+                            .1
+                    }
                 };
                 // Offer one byte less than the page: if it does not fit, storing wins.
                 let room = page.len().saturating_sub(1).min(out.len());
@@ -515,16 +587,20 @@ impl Workspace {
                 let comp = match &mut self.zstd_c {
                     Some((l, c)) if *l == level => c,
                     slot => {
-                        let mut c = zstd::bulk::Compressor::new(i32::from(level)).map_err(|e| internal("zstd", &e))?;
-                        c.include_checksum(false).map_err(|e| internal("zstd", &e))?;
+                        let mut c = zstd::bulk::Compressor::new(i32::from(level))
+                            .map_err(|e| internal("zstd", &e))?;
+                        c.include_checksum(false)
+                            .map_err(|e| internal("zstd", &e))?;
                         &mut slot.insert((level, c)).1
                     }
                 };
-                comp.compress_to_buffer(page, out).map_err(|e| internal("zstd", &e))?
+                comp.compress_to_buffer(page, out)
+                    .map_err(|e| internal("zstd", &e))?
             }
             Compression::Snappy => {
                 let enc = self.snap_e.get_or_insert_with(snap::raw::Encoder::new);
-                enc.compress(page, out).map_err(|e| internal("snappy", &e))?
+                enc.compress(page, out)
+                    .map_err(|e| internal("snappy", &e))?
             }
         };
         Ok((n < page.len()).then_some(n))
@@ -550,36 +626,60 @@ impl Workspace {
                 let d = self.inflate.get_or_insert_with(|| Decompress::new(false));
                 d.reset(false);
                 match d.decompress(body, &mut page, FlushDecompress::Finish) {
-                    Ok(Status::StreamEnd) if d.total_in() as usize == body.len() => d.total_out() as usize,
-                    Ok(Status::StreamEnd) => return Err(fail("deflate", "the DEFLATE stream ends before the body".into())),
-                    Ok(_) => return Err(fail("deflate", "the DEFLATE stream does not end within the page length".into())),
+                    Ok(Status::StreamEnd) if d.total_in() as usize == body.len() => {
+                        d.total_out() as usize
+                    }
+                    Ok(Status::StreamEnd) => {
+                        return Err(fail(
+                            "deflate",
+                            "the DEFLATE stream ends before the body".into(),
+                        ))
+                    }
+                    Ok(_) => {
+                        return Err(fail(
+                            "deflate",
+                            "the DEFLATE stream does not end within the page length".into(),
+                        ))
+                    }
                     Err(e) => return Err(fail("deflate", e.to_string())),
                 }
             }
-            2 => lz4_flex::block::decompress_into(body, &mut page).map_err(|e| fail("lz4", e.to_string()))?,
+            2 => lz4_flex::block::decompress_into(body, &mut page)
+                .map_err(|e| fail("lz4", e.to_string()))?,
             3 => {
                 let d = match &mut self.zstd_d {
                     Some(d) => d,
-                    slot => slot.insert(
-                        zstd::bulk::Decompressor::new()
-                            .map_err(|e| Error::Internal { what: "zstd", detail: e.to_string() })?,
-                    ),
+                    slot => slot.insert(zstd::bulk::Decompressor::new().map_err(|e| {
+                        Error::Internal {
+                            what: "zstd",
+                            detail: e.to_string(),
+                        }
+                    })?),
                 };
                 page.clear();
-                d.decompress_to_buffer(body, &mut page).map_err(|e| fail("zstd", e.to_string()))?
+                d.decompress_to_buffer(body, &mut page)
+                    .map_err(|e| fail("zstd", e.to_string()))?
             }
             4 => {
-                let len = snap::raw::decompress_len(body).map_err(|e| fail("snappy", e.to_string()))?;
+                let len =
+                    snap::raw::decompress_len(body).map_err(|e| fail("snappy", e.to_string()))?;
                 if len != page_len {
-                    return Err(fail("snappy", format!("body decodes to {len} bytes, the header says {page_len}")));
+                    return Err(fail(
+                        "snappy",
+                        format!("body decodes to {len} bytes, the header says {page_len}"),
+                    ));
                 }
                 let d = self.snap_d.get_or_insert_with(snap::raw::Decoder::new);
-                d.decompress(body, &mut page).map_err(|e| fail("snappy", e.to_string()))?
+                d.decompress(body, &mut page)
+                    .map_err(|e| fail("snappy", e.to_string()))?
             }
             _ => unreachable!("codes checked by Header::parse"),
         };
         if n != page_len {
-            return Err(fail("page body", format!("decodes to {n} bytes, the header says {page_len}")));
+            return Err(fail(
+                "page body",
+                format!("decodes to {n} bytes, the header says {page_len}"),
+            ));
         }
         page.truncate(n);
         Ok(page)
@@ -606,14 +706,21 @@ impl Sealer {
     /// nonce prefix comes from the operating system's random source.
     pub fn new(config: SealConfig, key: Option<(u32, &Key)>) -> Result<Sealer> {
         let mut prefix = [0u8; 8];
-        getrandom::fill(&mut prefix).map_err(|e| Error::Internal { what: "reading OS randomness", detail: e.to_string() })?;
+        getrandom::fill(&mut prefix).map_err(|e| Error::Internal {
+            what: "reading OS randomness",
+            detail: e.to_string(),
+        })?;
         Sealer::with_nonce_prefix(config, key, prefix)
     }
 
     /// As [`Sealer::new`] with a given nonce prefix, for reproducible output (tests,
     /// benchmarks). Never seal twice with the same key and prefix: CTR and GCM lose all
     /// confidentiality when a nonce repeats.
-    pub fn with_nonce_prefix(config: SealConfig, key: Option<(u32, &Key)>, prefix: [u8; 8]) -> Result<Sealer> {
+    pub fn with_nonce_prefix(
+        config: SealConfig,
+        key: Option<(u32, &Key)>,
+        prefix: [u8; 8],
+    ) -> Result<Sealer> {
         if let Compression::Deflate(l) = config.compression {
             if l > 9 {
                 return Err(Error::parameter("deflate level", l, "0 to 9"));
@@ -627,19 +734,40 @@ impl Sealer {
         let (key_id, aes, gcm) = match (config.cipher, key) {
             (Cipher::None, _) => (key.map_or(0, |(id, _)| id), None, None),
             (cipher, None) => {
-                return Err(Error::parameter("key", "none", format!("a key for cipher {}", cipher.name())))
+                return Err(Error::parameter(
+                    "key",
+                    "none",
+                    format!("a key for cipher {}", cipher.name()),
+                ))
             }
             (Cipher::Gcm, Some((id, key))) => {
                 if key.len() != 32 {
-                    return Err(Error::KeySize { id, found: key.len(), expected: "aes256-gcm".into(), needed: 32 });
+                    return Err(Error::KeySize {
+                        id,
+                        found: key.len(),
+                        expected: "aes256-gcm".into(),
+                        needed: 32,
+                    });
                 }
-                let gcm = Aes256Gcm::new_from_slice(key.expose_secret())
-                    .map_err(|e| Error::Internal { what: "aes-gcm key", detail: e.to_string() })?;
+                let gcm = Aes256Gcm::new_from_slice(key.expose_secret()).map_err(|e| {
+                    Error::Internal {
+                        what: "aes-gcm key",
+                        detail: e.to_string(),
+                    }
+                })?;
                 (id, None, Some(Box::new(gcm)))
             }
             (_, Some((id, key))) => (id, Some(AnyAes::new(key)), None),
         };
-        Ok(Sealer { config, key_id, aes, gcm, prefix, counter: 0, workspace: Workspace::new() })
+        Ok(Sealer {
+            config,
+            key_id,
+            aes,
+            gcm,
+            prefix,
+            counter: 0,
+            workspace: Workspace::new(),
+        })
     }
 
     /// The configuration.
@@ -650,8 +778,10 @@ impl Sealer {
     /// The next record's nonce block; draws a new prefix every 2^32 records.
     fn next_nonce(&mut self) -> Result<Nonce> {
         if self.counter >= 1 << 32 {
-            getrandom::fill(&mut self.prefix)
-                .map_err(|e| Error::Internal { what: "reading OS randomness", detail: e.to_string() })?;
+            getrandom::fill(&mut self.prefix).map_err(|e| Error::Internal {
+                what: "reading OS randomness",
+                detail: e.to_string(),
+            })?;
             self.counter = 0;
         }
         let mut block = [0u8; 16];
@@ -684,7 +814,11 @@ impl Sealer {
     /// once) encrypts one page into a record buffer whose header is filled in by `complete`.
     fn prepare(&self, page: &[u8], nonce: Nonce, ws: &mut Workspace) -> Result<Prepared> {
         let cipher = self.config.cipher;
-        let extra = if cipher.padded() || cipher == Cipher::Gcm { 16 } else { 0 };
+        let extra = if cipher.padded() || cipher == Cipher::Gcm {
+            16
+        } else {
+            0
+        };
         let bound = Workspace::bound(self.config.compression, page.len());
         let mut buf = Vec::with_capacity(HEADER_LEN + bound.max(page.len()) + extra);
         buf.resize(HEADER_LEN, 0);
@@ -702,14 +836,21 @@ impl Sealer {
         if stored {
             buf.extend_from_slice(page);
         }
-        let page_crc = if cipher == Cipher::Gcm { 0 } else { crc32c::crc32c(page) };
+        let page_crc = if cipher == Cipher::Gcm {
+            0
+        } else {
+            crc32c::crc32c(page)
+        };
         let iv = match cipher {
             Cipher::None | Cipher::Ecb => [0u8; 16],
             Cipher::Ctr => nonce.0,
             Cipher::Gcm => nonce.0,
             Cipher::Cbc => {
                 let mut block = aes::Block::from(nonce.0);
-                self.aes.as_ref().expect("cbc has a key").encrypt_blocks(std::slice::from_mut(&mut block));
+                self.aes
+                    .as_ref()
+                    .expect("cbc has a key")
+                    .encrypt_blocks(std::slice::from_mut(&mut block));
                 block.into()
             }
         };
@@ -718,7 +859,11 @@ impl Sealer {
         }
         let mut header = Header {
             version: VERSION,
-            compression: if stored && self.config.compression == Compression::None { 0 } else { self.config.compression.code() },
+            compression: if stored && self.config.compression == Compression::None {
+                0
+            } else {
+                self.config.compression.code()
+            },
             level: self.config.compression.level(),
             cipher,
             key_len: match cipher {
@@ -726,11 +871,19 @@ impl Sealer {
                 Cipher::Gcm => 32,
                 _ => (self.aes.as_ref().expect("key").bits() / 8) as u8,
             },
-            flags: (if stored && self.config.compression != Compression::None { FLAG_STORED } else { 0 })
-                | if cipher.padded() { FLAG_PADDED } else { 0 },
-            key_id: if cipher == Cipher::None { 0 } else { self.key_id },
+            flags: (if stored && self.config.compression != Compression::None {
+                FLAG_STORED
+            } else {
+                0
+            }) | if cipher.padded() { FLAG_PADDED } else { 0 },
+            key_id: if cipher == Cipher::None {
+                0
+            } else {
+                self.key_id
+            },
             page_len: page.len() as u64,
-            payload_len: (buf.len() - HEADER_LEN + if cipher == Cipher::Gcm { GCM_TAG } else { 0 }) as u64,
+            payload_len: (buf.len() - HEADER_LEN + if cipher == Cipher::Gcm { GCM_TAG } else { 0 })
+                as u64,
             iv,
             page_crc,
             payload_crc: 0,
@@ -740,15 +893,26 @@ impl Sealer {
         }
         match cipher {
             Cipher::None | Cipher::Cbc => {}
-            Cipher::Ecb => aes::ecb_encrypt(self.aes.as_ref().expect("key"), &mut buf[HEADER_LEN..]),
-            Cipher::Ctr => aes::ctr_apply(self.aes.as_ref().expect("key"), &iv, &mut buf[HEADER_LEN..]),
+            Cipher::Ecb => {
+                aes::ecb_encrypt(self.aes.as_ref().expect("key"), &mut buf[HEADER_LEN..])
+            }
+            Cipher::Ctr => {
+                aes::ctr_apply(self.aes.as_ref().expect("key"), &iv, &mut buf[HEADER_LEN..])
+            }
             Cipher::Gcm => {
                 let aad = header.to_bytes();
                 let gcm = self.gcm.as_ref().expect("gcm key");
                 let nonce: [u8; 12] = iv[..12].try_into().expect("12 bytes");
                 let tag = gcm
-                    .encrypt_inout_detached(&nonce.into(), &aad[..48], (&mut buf[HEADER_LEN..]).into())
-                    .map_err(|_| Error::Internal { what: "aes-gcm", detail: "encryption failed".into() })?;
+                    .encrypt_inout_detached(
+                        &nonce.into(),
+                        &aad[..48],
+                        (&mut buf[HEADER_LEN..]).into(),
+                    )
+                    .map_err(|_| Error::Internal {
+                        what: "aes-gcm",
+                        detail: "encryption failed".into(),
+                    })?;
                 buf.extend_from_slice(&tag);
             }
         }
@@ -767,16 +931,26 @@ impl Sealer {
     /// any thread count. CBC encryption interleaves up to 8 pages per thread
     /// ([`kernel::cbc_encrypt_lanes`]).
     pub fn seal_batch(&mut self, pages: &[&[u8]], threads: usize) -> Result<Vec<Vec<u8>>> {
-        let nonces: Vec<Nonce> = (0..pages.len()).map(|_| self.next_nonce()).collect::<Result<_>>()?;
+        let nonces: Vec<Nonce> = (0..pages.len())
+            .map(|_| self.next_nonce())
+            .collect::<Result<_>>()?;
         let threads = threads.clamp(1, pages.len().max(1));
-        let group = if self.config.cipher == Cipher::Cbc { kernel::LANES } else { 1 };
+        let group = if self.config.cipher == Cipher::Cbc {
+            kernel::LANES
+        } else {
+            1
+        };
         let groups = pages.len().div_ceil(group);
         let mut results: Vec<Option<Result<Vec<u8>>>> = (0..pages.len()).map(|_| None).collect();
         if threads == 1 {
             let mut ws = std::mem::take(&mut self.workspace);
             for g in 0..groups {
                 let range = g * group..((g + 1) * group).min(pages.len());
-                for (i, r) in self.seal_group(&pages[range.clone()], &nonces[range.clone()], &mut ws).into_iter().enumerate() {
+                for (i, r) in self
+                    .seal_group(&pages[range.clone()], &nonces[range.clone()], &mut ws)
+                    .into_iter()
+                    .enumerate()
+                {
                     results[range.start + i] = Some(r);
                 }
             }
@@ -796,27 +970,54 @@ impl Sealer {
                                     break;
                                 }
                                 let range = g * group..((g + 1) * group).min(pages.len());
-                                let out = this.seal_group(&pages[range.clone()], &nonces[range.clone()], &mut ws);
-                                mine.extend(out.into_iter().enumerate().map(|(i, r)| (range.start + i, r)));
+                                let out = this.seal_group(
+                                    &pages[range.clone()],
+                                    &nonces[range.clone()],
+                                    &mut ws,
+                                );
+                                mine.extend(
+                                    out.into_iter()
+                                        .enumerate()
+                                        .map(|(i, r)| (range.start + i, r)),
+                                );
                             }
                             mine
                         })
                     })
                     .collect();
-                handles.into_iter().map(|h| h.join().expect("seal worker panicked")).collect()
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("seal worker panicked"))
+                    .collect()
             });
             for (i, r) in done.into_iter().flatten() {
                 results[i] = Some(r);
             }
         }
-        results.into_iter().map(|r| r.expect("every page sealed")).collect()
+        results
+            .into_iter()
+            .map(|r| r.expect("every page sealed"))
+            .collect()
     }
 
-    fn seal_group(&self, pages: &[&[u8]], nonces: &[Nonce], ws: &mut Workspace) -> Vec<Result<Vec<u8>>> {
+    fn seal_group(
+        &self,
+        pages: &[&[u8]],
+        nonces: &[Nonce],
+        ws: &mut Workspace,
+    ) -> Vec<Result<Vec<u8>>> {
         if self.config.cipher != Cipher::Cbc || pages.len() == 1 {
-            return pages.iter().zip(nonces).map(|(p, n)| self.seal_with(p, *n, ws)).collect();
+            return pages
+                .iter()
+                .zip(nonces)
+                .map(|(p, n)| self.seal_with(p, *n, ws))
+                .collect();
         }
-        let prepared: Vec<Result<Prepared>> = pages.iter().zip(nonces).map(|(p, n)| self.prepare(p, *n, ws)).collect();
+        let prepared: Vec<Result<Prepared>> = pages
+            .iter()
+            .zip(nonces)
+            .map(|(p, n)| self.prepare(p, *n, ws))
+            .collect();
         let mut ok: Vec<Prepared> = Vec::with_capacity(pages.len());
         let mut slots: Vec<std::result::Result<usize, Error>> = Vec::with_capacity(pages.len());
         for p in prepared {
@@ -830,11 +1031,14 @@ impl Sealer {
         }
         {
             let aes = self.aes.as_ref().expect("cbc has a key");
-            let mut lanes: Vec<(aes::Block, &mut [u8])> =
-                ok.iter_mut().map(|p| (aes::Block::from(p.iv), &mut p.buf[HEADER_LEN..])).collect();
+            let mut lanes: Vec<(aes::Block, &mut [u8])> = ok
+                .iter_mut()
+                .map(|p| (aes::Block::from(p.iv), &mut p.buf[HEADER_LEN..]))
+                .collect();
             kernel::cbc_encrypt_lanes(aes, &mut lanes);
         }
-        let mut done: Vec<Option<Vec<u8>>> = ok.into_iter().map(|p| Some(self.complete(p))).collect();
+        let mut done: Vec<Option<Vec<u8>>> =
+            ok.into_iter().map(|p| Some(self.complete(p))).collect();
         slots
             .into_iter()
             .map(|s| match s {
@@ -865,12 +1069,22 @@ impl Unsealer {
         let mut keys = HashMap::new();
         for id in ring.ids() {
             let key = ring.get(id).expect("id from the ring");
-            let gcm = (key.len() == 32).then(|| Box::new(Aes256Gcm::new_from_slice(key.expose_secret()).expect("32-byte key")));
+            let gcm = (key.len() == 32).then(|| {
+                Box::new(Aes256Gcm::new_from_slice(key.expose_secret()).expect("32-byte key"))
+            });
             keys.insert(id, (AnyAes::new(key), gcm));
         }
         let ids: Vec<String> = ring.ids().map(|id| id.to_string()).collect();
-        let ring_ids = if ids.is_empty() { "no keys".into() } else { format!("id(s) {}", ids.join(", ")) };
-        Unsealer { keys, ring_ids, max_page: DEFAULT_MAX_PAGE }
+        let ring_ids = if ids.is_empty() {
+            "no keys".into()
+        } else {
+            format!("id(s) {}", ids.join(", "))
+        };
+        Unsealer {
+            keys,
+            ring_ids,
+            max_page: DEFAULT_MAX_PAGE,
+        }
     }
 
     /// Sets the largest page length accepted; larger claims are [`Error::TooLarge`].
@@ -883,7 +1097,10 @@ impl Unsealer {
     pub fn unseal(&self, record: &[u8]) -> Result<Vec<u8>> {
         let (page, used) = self.unseal_prefix(record, &mut Workspace::new())?;
         if used != record.len() {
-            return Err(Error::TrailingData { format: "seal record", bytes: (record.len() - used) as u64 });
+            return Err(Error::TrailingData {
+                format: "seal record",
+                bytes: (record.len() - used) as u64,
+            });
         }
         Ok(page)
     }
@@ -893,7 +1110,11 @@ impl Unsealer {
         let h = Header::parse(bytes, self.max_page)?;
         let total = h.record_len();
         if (bytes.len() as u64) < total {
-            return Err(Error::Truncated { what: "seal record payload", needed: total, available: bytes.len() as u64 });
+            return Err(Error::Truncated {
+                what: "seal record payload",
+                needed: total,
+                available: bytes.len() as u64,
+            });
         }
         let total = total as usize;
         let payload = &bytes[HEADER_LEN..total];
@@ -903,18 +1124,32 @@ impl Unsealer {
             let (aes, gcm) = self
                 .keys
                 .get(&h.key_id)
-                .ok_or_else(|| Error::UnknownKeyId { id: h.key_id, available: self.ring_ids.clone() })?;
+                .ok_or_else(|| Error::UnknownKeyId {
+                    id: h.key_id,
+                    available: self.ring_ids.clone(),
+                })?;
             let needed = usize::from(h.key_len);
             if (aes.bits() / 8) as usize != needed {
-                return Err(Error::KeySize { id: h.key_id, found: (aes.bits() / 8) as usize, expected: h.cipher_name(), needed });
+                return Err(Error::KeySize {
+                    id: h.key_id,
+                    found: (aes.bits() / 8) as usize,
+                    expected: h.cipher_name(),
+                    needed,
+                });
             }
             Some((aes, gcm))
         };
         let computed = crc32c::crc32c(payload);
         if computed != h.payload_crc {
-            return Err(Error::PayloadChecksum { stored: h.payload_crc, computed });
+            return Err(Error::PayloadChecksum {
+                stored: h.payload_crc,
+                computed,
+            });
         }
-        let wrong_key = |detail: String| Error::WrongKey { key_id: h.key_id, detail };
+        let wrong_key = |detail: String| Error::WrongKey {
+            key_id: h.key_id,
+            detail,
+        };
         // Decrypt into a copy of the payload.
         let mut body = Vec::with_capacity(payload.len());
         body.extend_from_slice(payload);
@@ -929,36 +1164,62 @@ impl Unsealer {
                 body.truncate(tag_at);
                 let aad = h.to_bytes();
                 let nonce: [u8; 12] = h.iv[..12].try_into().expect("12 bytes");
-                gcm.decrypt_inout_detached(&nonce.into(), &aad[..48], (&mut body[..]).into(), &tag.into())
-                    .map_err(|_| Error::AuthenticationFailed { key_id: h.key_id })?;
+                gcm.decrypt_inout_detached(
+                    &nonce.into(),
+                    &aad[..48],
+                    (&mut body[..]).into(),
+                    &tag.into(),
+                )
+                .map_err(|_| Error::AuthenticationFailed { key_id: h.key_id })?;
             }
             _ => unreachable!("key lengths checked above"),
         }
         if h.cipher.padded() {
             match aes::pkcs7_unpadded_len(&body) {
                 Some(n) => body.truncate(n),
-                None => return Err(wrong_key("PKCS#7 padding is not valid after decryption".into())),
+                None => {
+                    return Err(wrong_key(
+                        "PKCS#7 padding is not valid after decryption".into(),
+                    ))
+                }
             }
         }
         let page = if h.stored() {
             if body.len() as u64 != h.page_len {
-                return Err(wrong_key(format!("stored body is {} bytes, the header says {}", body.len(), h.page_len)));
+                return Err(wrong_key(format!(
+                    "stored body is {} bytes, the header says {}",
+                    body.len(),
+                    h.page_len
+                )));
             }
             body
         } else {
             match ws.decompress(h.compression, &body, h.page_len as usize) {
                 Ok(page) => page,
                 Err(e) if h.cipher == Cipher::None => return Err(e),
-                Err(e) => return Err(wrong_key(format!("the decrypted body does not decompress: {e}"))),
+                Err(e) => {
+                    return Err(wrong_key(format!(
+                        "the decrypted body does not decompress: {e}"
+                    )))
+                }
             }
         };
         if h.cipher != Cipher::Gcm {
             let computed = crc32c::crc32c(&page);
             if computed != h.page_crc {
                 if h.cipher == Cipher::None {
-                    return Err(Error::corrupt("seal record", format!("page CRC-32C is {:08x}, computed {computed:08x}", h.page_crc)));
+                    return Err(Error::corrupt(
+                        "seal record",
+                        format!(
+                            "page CRC-32C is {:08x}, computed {computed:08x}",
+                            h.page_crc
+                        ),
+                    ));
                 }
-                return Err(wrong_key(format!("page CRC-32C mismatch: stored {:08x}, computed {computed:08x}", h.page_crc)));
+                return Err(wrong_key(format!(
+                    "page CRC-32C mismatch: stored {:08x}, computed {computed:08x}",
+                    h.page_crc
+                )));
             }
         }
         Ok((page, total))
@@ -970,7 +1231,10 @@ impl Unsealer {
         let one = |r: &[u8], ws: &mut Workspace| -> Result<Vec<u8>> {
             let (page, used) = self.unseal_prefix(r, ws)?;
             if used != r.len() {
-                return Err(Error::TrailingData { format: "seal record", bytes: (r.len() - used) as u64 });
+                return Err(Error::TrailingData {
+                    format: "seal record",
+                    bytes: (r.len() - used) as u64,
+                });
             }
             Ok(page)
         };
@@ -997,11 +1261,17 @@ impl Unsealer {
                     })
                 })
                 .collect();
-            handles.into_iter().map(|h| h.join().expect("unseal worker panicked")).collect()
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("unseal worker panicked"))
+                .collect()
         });
         for (i, r) in done.into_iter().flatten() {
             results[i] = Some(r);
         }
-        results.into_iter().map(|r| r.expect("every record opened")).collect()
+        results
+            .into_iter()
+            .map(|r| r.expect("every record opened"))
+            .collect()
     }
 }

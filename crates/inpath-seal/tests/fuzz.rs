@@ -25,7 +25,9 @@ fn mutate(rng: &mut Rng, input: &[u8]) -> Vec<u8> {
             2 => v.truncate(rng.below(v.len() as u64 + 1) as usize),
             3 => {
                 let at = rng.below(v.len() as u64 + 1) as usize;
-                let junk: Vec<u8> = (0..1 + rng.below(16)).map(|_| rng.next_u64() as u8).collect();
+                let junk: Vec<u8> = (0..1 + rng.below(16))
+                    .map(|_| rng.next_u64() as u8)
+                    .collect();
                 v.splice(at..at, junk);
             }
             4 if v.len() > 8 => {
@@ -39,7 +41,10 @@ fn mutate(rng: &mut Rng, input: &[u8]) -> Vec<u8> {
             _ => {
                 let at = rng.below(v.len() as u64 + 1) as usize;
                 v.truncate(at);
-                v.extend(std::iter::repeat_n(rng.next_u64() as u8, rng.below(40) as usize));
+                v.extend(std::iter::repeat_n(
+                    rng.next_u64() as u8,
+                    rng.below(40) as usize,
+                ));
             }
         }
     }
@@ -52,9 +57,29 @@ fn unseal_survives_mutated_records() {
     let mut rng = Rng::new(0x5ea1);
     let key = ring_key(256);
     let mut corpus = Vec::new();
-    for compression in [Compression::None, Compression::Deflate(1), Compression::Lz4, Compression::Zstd(1), Compression::Snappy] {
-        for cipher in [Cipher::None, Cipher::Ecb, Cipher::Ctr, Cipher::Cbc, Cipher::Gcm] {
-            let mut s = Sealer::with_nonce_prefix(SealConfig { compression, cipher }, Some((256, &key)), [3; 8]).unwrap();
+    for compression in [
+        Compression::None,
+        Compression::Deflate(1),
+        Compression::Lz4,
+        Compression::Zstd(1),
+        Compression::Snappy,
+    ] {
+        for cipher in [
+            Cipher::None,
+            Cipher::Ecb,
+            Cipher::Ctr,
+            Cipher::Cbc,
+            Cipher::Gcm,
+        ] {
+            let mut s = Sealer::with_nonce_prefix(
+                SealConfig {
+                    compression,
+                    cipher,
+                },
+                Some((256, &key)),
+                [3; 8],
+            )
+            .unwrap();
             for len in [0, 40, 1500] {
                 let page = data(Data::Text, len, len as u64);
                 corpus.push((s.seal(&page).unwrap(), page));
@@ -70,24 +95,34 @@ fn unseal_survives_mutated_records() {
             Err(_) => errors += 1,
         }
     }
-    assert!(errors > 5000, "mutations should almost always be caught ({errors})");
+    assert!(
+        errors > 5000,
+        "mutations should almost always be caught ({errors})"
+    );
 }
 
 #[test]
 fn decompressors_survive_mutated_streams() {
     let mut rng = Rng::new(0xdec0);
     for format in Format::ALL {
-        let corpus: Vec<Vec<u8>> = [data(Data::Text, 3000, 1), data(Data::Zero, 70_000, 2), data(Data::Random, 500, 3)]
-            .iter()
-            .map(|d| compress(format, None, d).unwrap())
-            .collect();
+        let corpus: Vec<Vec<u8>> = [
+            data(Data::Text, 3000, 1),
+            data(Data::Zero, 70_000, 2),
+            data(Data::Random, 500, 3),
+        ]
+        .iter()
+        .map(|d| compress(format, None, d).unwrap())
+        .collect();
         for i in 0..1500 {
             let bad = mutate(&mut rng, &corpus[i % corpus.len()]);
             let mut d = Decompressor::new(format).with_limit(1 << 22);
             let mut out = Vec::new();
             // Feed in uneven chunks: the state machines must hold up at every boundary.
             let cut = rng.below(bad.len() as u64 + 1) as usize;
-            let _ = d.push(&bad[..cut], &mut out).and_then(|()| d.push(&bad[cut..], &mut out)).and_then(|()| d.finish(&mut out));
+            let _ = d
+                .push(&bad[..cut], &mut out)
+                .and_then(|()| d.push(&bad[cut..], &mut out))
+                .and_then(|()| d.finish(&mut out));
             assert!(out.len() <= 1 << 22);
         }
         // Pure noise, too.

@@ -15,21 +15,49 @@ use inpath_seal::aes::{apply, CipherStream, Direction, Key, Mode, Padding};
 
 fn h(s: &str) -> Vec<u8> {
     let s: String = s.split_whitespace().collect();
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
 }
 
 #[test]
 fn fips197_appendix_c() {
     let pt = h("00112233445566778899aabbccddeeff");
     for (key, ct) in [
-        ("000102030405060708090a0b0c0d0e0f", "69c4e0d86a7b0430d8cdb78070b4c55a"),
-        ("000102030405060708090a0b0c0d0e0f1011121314151617", "dda97ca4864cdfe06eaf70a0ec0d7191"),
-        ("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f", "8ea2b7ca516745bfeafc49904b496089"),
+        (
+            "000102030405060708090a0b0c0d0e0f",
+            "69c4e0d86a7b0430d8cdb78070b4c55a",
+        ),
+        (
+            "000102030405060708090a0b0c0d0e0f1011121314151617",
+            "dda97ca4864cdfe06eaf70a0ec0d7191",
+        ),
+        (
+            "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f",
+            "8ea2b7ca516745bfeafc49904b496089",
+        ),
     ] {
         let key = Key::new(&h(key)).unwrap();
-        let out = apply(&key, Mode::Ecb, Direction::Encrypt, None, Padding::None, &pt).unwrap();
+        let out = apply(
+            &key,
+            Mode::Ecb,
+            Direction::Encrypt,
+            None,
+            Padding::None,
+            &pt,
+        )
+        .unwrap();
         assert_eq!(out, h(ct), "FIPS-197 C, AES-{}", key.bits());
-        let back = apply(&key, Mode::Ecb, Direction::Decrypt, None, Padding::None, &out).unwrap();
+        let back = apply(
+            &key,
+            Mode::Ecb,
+            Direction::Decrypt,
+            None,
+            Padding::None,
+            &out,
+        )
+        .unwrap();
         assert_eq!(back, pt);
     }
 }
@@ -75,9 +103,25 @@ fn sp800_38a_all_modes_all_key_sizes() {
     for (section, mode, key, ct) in SP800_38A {
         let key = Key::new(&h(key)).unwrap();
         let ct = h(ct);
-        let enc = apply(&key, mode, Direction::Encrypt, iv_for(mode), Padding::None, &pt).unwrap();
+        let enc = apply(
+            &key,
+            mode,
+            Direction::Encrypt,
+            iv_for(mode),
+            Padding::None,
+            &pt,
+        )
+        .unwrap();
         assert_eq!(enc, ct, "SP 800-38A {section} encrypt");
-        let dec = apply(&key, mode, Direction::Decrypt, iv_for(mode), Padding::None, &ct).unwrap();
+        let dec = apply(
+            &key,
+            mode,
+            Direction::Decrypt,
+            iv_for(mode),
+            Padding::None,
+            &ct,
+        )
+        .unwrap();
         assert_eq!(dec, pt, "SP 800-38A {section} decrypt");
     }
 }
@@ -89,8 +133,12 @@ fn sp800_38a_any_chunking_gives_the_same_bytes() {
     for (section, mode, key, ct) in SP800_38A {
         let key = Key::new(&h(key)).unwrap();
         let ct = h(ct);
-        for (direction, input, want) in [(Direction::Encrypt, &pt, &ct), (Direction::Decrypt, &ct, &pt)] {
-            let mut stream = CipherStream::new(&key, mode, direction, iv_for(mode), Padding::None).unwrap();
+        for (direction, input, want) in [
+            (Direction::Encrypt, &pt, &ct),
+            (Direction::Decrypt, &ct, &pt),
+        ] {
+            let mut stream =
+                CipherStream::new(&key, mode, direction, iv_for(mode), Padding::None).unwrap();
             for cut in 0..=input.len() {
                 let mut out = Vec::new();
                 stream.push(&input[..cut], &mut out).unwrap();
@@ -119,20 +167,55 @@ fn gcm_spec_test_cases_13_to_16() {
     let c15 = "522dc1f099567d07f47f37a32a84427d643a8cdcbfe5c0c97598a2bd2555d1aa\
                8cb08e48590dbb3da7b08b1056828838c5f61e6393ba7a0abcc9f662898015ad";
     let cases = [
-        ("13", "00".repeat(32), "00".repeat(12), String::new(), String::new(), String::new(), "530f8afbc74536b9a963b4f1c4cb738b"),
-        ("14", "00".repeat(32), "00".repeat(12), "00".repeat(16), String::new(), "cea7403d4d606b6e074ec5d3baf39d18".into(), "d0d1c8a799996bf0265b98b5d48ab919"),
-        ("15", k15.into(), "cafebabefacedbaddecaf888".into(), p15.into(), String::new(), c15.into(), "b094dac5d93471bdec1a502270e3cc6c"),
-        ("16", k15.into(), "cafebabefacedbaddecaf888".into(), p15[..120].into(), "feedfacedeadbeeffeedfacedeadbeefabaddad2".into(), c15[..120].into(), "76fc6ece0f4e1768cddf8853bb2d551b"),
+        (
+            "13",
+            "00".repeat(32),
+            "00".repeat(12),
+            String::new(),
+            String::new(),
+            String::new(),
+            "530f8afbc74536b9a963b4f1c4cb738b",
+        ),
+        (
+            "14",
+            "00".repeat(32),
+            "00".repeat(12),
+            "00".repeat(16),
+            String::new(),
+            "cea7403d4d606b6e074ec5d3baf39d18".into(),
+            "d0d1c8a799996bf0265b98b5d48ab919",
+        ),
+        (
+            "15",
+            k15.into(),
+            "cafebabefacedbaddecaf888".into(),
+            p15.into(),
+            String::new(),
+            c15.into(),
+            "b094dac5d93471bdec1a502270e3cc6c",
+        ),
+        (
+            "16",
+            k15.into(),
+            "cafebabefacedbaddecaf888".into(),
+            p15[..120].into(),
+            "feedfacedeadbeeffeedfacedeadbeefabaddad2".into(),
+            c15[..120].into(),
+            "76fc6ece0f4e1768cddf8853bb2d551b",
+        ),
     ];
     for (case, key, nonce, pt, aad, ct, tag) in cases {
         let gcm = Aes256Gcm::new_from_slice(&h(&key)).unwrap();
         let nonce: [u8; 12] = h(&nonce).try_into().unwrap();
         let mut buf = h(&pt);
-        let got_tag = gcm.encrypt_inout_detached(&nonce.into(), &h(&aad), (&mut buf[..]).into()).unwrap();
+        let got_tag = gcm
+            .encrypt_inout_detached(&nonce.into(), &h(&aad), (&mut buf[..]).into())
+            .unwrap();
         assert_eq!(buf, h(&ct), "GCM test case {case} ciphertext");
         assert_eq!(got_tag.to_vec(), h(tag), "GCM test case {case} tag");
         let tag: [u8; 16] = h(tag).try_into().unwrap();
-        gcm.decrypt_inout_detached(&nonce.into(), &h(&aad), (&mut buf[..]).into(), &tag.into()).unwrap();
+        gcm.decrypt_inout_detached(&nonce.into(), &h(&aad), (&mut buf[..]).into(), &tag.into())
+            .unwrap();
         assert_eq!(buf, h(&pt));
     }
 }

@@ -8,7 +8,12 @@ use inpath_seal::{Cipher, Compression, SealConfig, Sealer, Unsealer};
 
 fn sealer(config: SealConfig, bits: u32) -> Sealer {
     let key = ring_key(bits.max(128));
-    Sealer::with_nonce_prefix(config, (config.cipher != Cipher::None).then_some((bits, &key)), *b"testnonc").unwrap()
+    Sealer::with_nonce_prefix(
+        config,
+        (config.cipher != Cipher::None).then_some((bits, &key)),
+        *b"testnonc",
+    )
+    .unwrap()
 }
 
 #[test]
@@ -21,17 +26,31 @@ fn every_tier_round_trips_every_size_and_kind() {
                 let page = data(kind, len, len as u64);
                 let record = s.seal(&page).unwrap();
                 let h = Header::parse(&record, DEFAULT_MAX_PAGE).unwrap();
-                assert_eq!(h.record_len() as usize, record.len(), "{name} {len} {kind:?}");
+                assert_eq!(
+                    h.record_len() as usize,
+                    record.len(),
+                    "{name} {len} {kind:?}"
+                );
                 assert_eq!(h.page_len as usize, len);
                 // A record grows by at most the header plus padding or tag.
-                assert!(record.len() <= HEADER_LEN + len + 16, "{name} {len} {kind:?}: {} bytes", record.len());
+                assert!(
+                    record.len() <= HEADER_LEN + len + 16,
+                    "{name} {len} {kind:?}: {} bytes",
+                    record.len()
+                );
                 if config.compression != Compression::None && len >= 4096 {
                     match kind {
                         Data::Random => assert!(h.stored(), "{name}: random pages are stored raw"),
-                        _ => assert!(!h.stored() && record.len() < len * 3 / 4, "{name} {kind:?}: compresses to {}", record.len()),
+                        _ => assert!(
+                            !h.stored() && record.len() < len * 3 / 4,
+                            "{name} {kind:?}: compresses to {}",
+                            record.len()
+                        ),
                     }
                 }
-                let back = unsealer.unseal(&record).unwrap_or_else(|e| panic!("{name} {len} {kind:?}: {e}"));
+                let back = unsealer
+                    .unseal(&record)
+                    .unwrap_or_else(|e| panic!("{name} {len} {kind:?}: {e}"));
                 assert_eq!(back, page, "{name} {len} {kind:?}");
             }
         }
@@ -41,22 +60,45 @@ fn every_tier_round_trips_every_size_and_kind() {
 #[test]
 fn big_pages_round_trip() {
     // 64 MiB in release builds (the suite runs in release); 4 MiB in debug builds.
-    let big = if cfg!(debug_assertions) { 4 << 20 } else { 64 << 20 };
+    let big = if cfg!(debug_assertions) {
+        4 << 20
+    } else {
+        64 << 20
+    };
     let unsealer = Unsealer::new(&ring());
     let text = data(Data::Text, big, 7);
     for config in [
-        SealConfig { compression: Compression::Deflate(1), cipher: Cipher::Ctr },
-        SealConfig { compression: Compression::Lz4, cipher: Cipher::Cbc },
-        SealConfig { compression: Compression::None, cipher: Cipher::Gcm },
+        SealConfig {
+            compression: Compression::Deflate(1),
+            cipher: Cipher::Ctr,
+        },
+        SealConfig {
+            compression: Compression::Lz4,
+            cipher: Cipher::Cbc,
+        },
+        SealConfig {
+            compression: Compression::None,
+            cipher: Cipher::Gcm,
+        },
     ] {
         let mut s = sealer(config, 256);
         let record = s.seal(&text).unwrap();
         assert_eq!(unsealer.unseal(&record).unwrap(), text, "{config:?}");
     }
     let random = data(Data::Random, 16 << 20, 8);
-    let mut s = sealer(SealConfig { compression: Compression::Zstd(1), cipher: Cipher::Ecb }, 128);
+    let mut s = sealer(
+        SealConfig {
+            compression: Compression::Zstd(1),
+            cipher: Cipher::Ecb,
+        },
+        128,
+    );
     let record = s.seal(&random).unwrap();
-    assert_eq!(record.len(), HEADER_LEN + random.len() + 16, "stored raw plus ECB padding");
+    assert_eq!(
+        record.len(),
+        HEADER_LEN + random.len() + 16,
+        "stored raw plus ECB padding"
+    );
     assert_eq!(unsealer.unseal(&record).unwrap(), random);
 }
 
@@ -81,7 +123,11 @@ fn batch_is_byte_identical_to_page_by_page_for_any_thread_count() {
         }
         let recs: Vec<&[u8]> = expected.iter().map(|r| r.as_slice()).collect();
         for threads in [1, 3] {
-            let back: Vec<Vec<u8>> = unsealer.unseal_batch(&recs, threads).into_iter().map(|r| r.unwrap()).collect();
+            let back: Vec<Vec<u8>> = unsealer
+                .unseal_batch(&recs, threads)
+                .into_iter()
+                .map(|r| r.unwrap())
+                .collect();
             assert_eq!(back, pages, "{name} unseal_batch {threads}");
         }
     }
@@ -91,7 +137,10 @@ fn batch_is_byte_identical_to_page_by_page_for_any_thread_count() {
 fn nonces_are_unique_per_record_and_per_sealer() {
     let key = ring_key(256);
     for cipher in [Cipher::Ctr, Cipher::Cbc, Cipher::Gcm] {
-        let config = SealConfig { compression: Compression::None, cipher };
+        let config = SealConfig {
+            compression: Compression::None,
+            cipher,
+        };
         let mut a = Sealer::new(config, Some((256, &key))).unwrap();
         let mut b = Sealer::new(config, Some((256, &key))).unwrap();
         let mut seen = std::collections::HashSet::new();
@@ -109,12 +158,26 @@ fn ecb_leaks_equal_blocks_and_ctr_cbc_do_not() {
     let key = ring_key(256);
     let page = vec![0x41u8; 4096];
     let payload_blocks = |cipher| {
-        let mut s = Sealer::new(SealConfig { compression: Compression::None, cipher }, Some((256, &key))).unwrap();
+        let mut s = Sealer::new(
+            SealConfig {
+                compression: Compression::None,
+                cipher,
+            },
+            Some((256, &key)),
+        )
+        .unwrap();
         let rec = s.seal(&page).unwrap();
-        let blocks: std::collections::HashSet<Vec<u8>> = rec[HEADER_LEN..HEADER_LEN + 4096].chunks(16).map(|b| b.to_vec()).collect();
+        let blocks: std::collections::HashSet<Vec<u8>> = rec[HEADER_LEN..HEADER_LEN + 4096]
+            .chunks(16)
+            .map(|b| b.to_vec())
+            .collect();
         blocks.len()
     };
-    assert_eq!(payload_blocks(Cipher::Ecb), 1, "ECB maps 256 equal plaintext blocks to one ciphertext block");
+    assert_eq!(
+        payload_blocks(Cipher::Ecb),
+        1,
+        "ECB maps 256 equal plaintext blocks to one ciphertext block"
+    );
     assert_eq!(payload_blocks(Cipher::Ctr), 256);
     assert_eq!(payload_blocks(Cipher::Cbc), 256);
 }
@@ -122,11 +185,23 @@ fn ecb_leaks_equal_blocks_and_ctr_cbc_do_not() {
 #[test]
 fn deflate_payload_is_standard_raw_deflate() {
     let page = data(Data::Text, 118_784, 3);
-    let mut s = sealer(SealConfig { compression: Compression::Deflate(1), cipher: Cipher::None }, 0);
+    let mut s = sealer(
+        SealConfig {
+            compression: Compression::Deflate(1),
+            cipher: Cipher::None,
+        },
+        0,
+    );
     let rec = s.seal(&page).unwrap();
     let mut d = flate2::Decompress::new(false);
     let mut out = Vec::with_capacity(page.len() + 1);
-    let status = d.decompress_vec(&rec[HEADER_LEN..], &mut out, flate2::FlushDecompress::Finish).unwrap();
+    let status = d
+        .decompress_vec(
+            &rec[HEADER_LEN..],
+            &mut out,
+            flate2::FlushDecompress::Finish,
+        )
+        .unwrap();
     assert_eq!(status, flate2::Status::StreamEnd);
     assert_eq!(out, page);
 }
@@ -136,7 +211,14 @@ fn ctr_records_decrypt_with_the_plain_library_from_the_header_iv() {
     // The payload of a CTR record is AES-CTR of the body with the header's IV as counter block.
     let page = data(Data::Random, 5000, 4);
     let key = ring_key(192);
-    let mut s = Sealer::new(SealConfig { compression: Compression::None, cipher: Cipher::Ctr }, Some((192, &key))).unwrap();
+    let mut s = Sealer::new(
+        SealConfig {
+            compression: Compression::None,
+            cipher: Cipher::Ctr,
+        },
+        Some((192, &key)),
+    )
+    .unwrap();
     let rec = s.seal(&page).unwrap();
     let h = Header::parse(&rec, DEFAULT_MAX_PAGE).unwrap();
     let plain = inpath_seal::aes::apply(

@@ -12,11 +12,19 @@ use std::process::{Command, Stdio};
 
 /// Runs `tool args` with `input` on stdin; `None` when the tool is not installed (outside CI).
 fn run(tool: &str, args: &[&str], input: &[u8]) -> Option<Vec<u8>> {
-    let child = Command::new(tool).args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn();
+    let child = Command::new(tool)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
     let mut child = match child {
         Ok(c) => c,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            assert!(std::env::var_os("CI").is_none(), "{tool} is not installed (scripts/apt-packages.txt lists it)");
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "{tool} is not installed (scripts/apt-packages.txt lists it)"
+            );
             eprintln!("skipping: {tool} is not installed");
             return None;
         }
@@ -29,19 +37,31 @@ fn run(tool: &str, args: &[&str], input: &[u8]) -> Option<Vec<u8>> {
     });
     let out = child.wait_with_output().unwrap();
     writer.join().unwrap();
-    assert!(out.status.success(), "{tool} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{tool} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     Some(out.stdout)
 }
 
 fn samples() -> Vec<Vec<u8>> {
-    vec![Vec::new(), b"x".to_vec(), data(Data::Text, 300_000, 1), data(Data::Random, 70_000, 2), data(Data::Zero, 5 << 20, 3)]
+    vec![
+        Vec::new(),
+        b"x".to_vec(),
+        data(Data::Text, 300_000, 1),
+        data(Data::Random, 70_000, 2),
+        data(Data::Zero, 5 << 20, 3),
+    ]
 }
 
 #[test]
 fn gzip_tool_both_ways() {
     for sample in samples() {
         let ours = compress(Format::Gzip, None, &sample).unwrap();
-        let Some(back) = run("gzip", &["-dc"], &ours) else { return };
+        let Some(back) = run("gzip", &["-dc"], &ours) else {
+            return;
+        };
         assert_eq!(back, sample);
         for level in ["-1", "-6", "-9"] {
             let theirs = run("gzip", &["-c", level], &sample).unwrap();
@@ -52,12 +72,21 @@ fn gzip_tool_both_ways() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("named.txt");
     std::fs::write(&path, b"first member\n").unwrap();
-    let Some(named) = run("gzip", &["-c", "-N", path.to_str().unwrap()], b"") else { return };
+    let Some(named) = run("gzip", &["-c", "-N", path.to_str().unwrap()], b"") else {
+        return;
+    };
     assert_eq!(named[3] & 8, 8, "FNAME set");
     let mut two = named.clone();
     two.extend(run("gzip", &["-c"], b"second member\n").unwrap());
-    assert_eq!(decompress(Format::Gzip, &two, u64::MAX).unwrap(), b"first member\nsecond member\n");
-    let ours_two = [compress(Format::Gzip, None, b"a").unwrap(), compress(Format::Gzip, None, b"b").unwrap()].concat();
+    assert_eq!(
+        decompress(Format::Gzip, &two, u64::MAX).unwrap(),
+        b"first member\nsecond member\n"
+    );
+    let ours_two = [
+        compress(Format::Gzip, None, b"a").unwrap(),
+        compress(Format::Gzip, None, b"b").unwrap(),
+    ]
+    .concat();
     assert_eq!(run("gzip", &["-dc"], &ours_two).unwrap(), b"ab");
 }
 
@@ -65,7 +94,9 @@ fn gzip_tool_both_ways() {
 fn lz4_tool_both_ways() {
     for sample in samples() {
         let ours = compress(Format::Lz4, None, &sample).unwrap();
-        let Some(back) = run("lz4", &["-dc"], &ours) else { return };
+        let Some(back) = run("lz4", &["-dc"], &ours) else {
+            return;
+        };
         assert_eq!(back, sample);
         // Defaults (4 MiB blocks, content checksum), linked blocks, block checksums, content
         // size, small independent blocks without checksum, high compression.
@@ -78,7 +109,11 @@ fn lz4_tool_both_ways() {
             vec!["-c", "-9", "-BD", "-B5"],
         ] {
             let theirs = run("lz4", &args, &sample).unwrap();
-            assert_eq!(decompress(Format::Lz4, &theirs, u64::MAX).unwrap(), sample, "lz4 {args:?}");
+            assert_eq!(
+                decompress(Format::Lz4, &theirs, u64::MAX).unwrap(),
+                sample,
+                "lz4 {args:?}"
+            );
         }
     }
 }
@@ -87,17 +122,32 @@ fn lz4_tool_both_ways() {
 fn zstd_tool_both_ways() {
     for sample in samples() {
         let ours = compress(Format::Zstd, None, &sample).unwrap();
-        let Some(back) = run("zstd", &["-dc"], &ours) else { return };
+        let Some(back) = run("zstd", &["-dc"], &ours) else {
+            return;
+        };
         assert_eq!(back, sample);
-        for args in [vec!["-c", "-1"], vec!["-c", "-19"], vec!["-c", "--no-check", "-3"]] {
+        for args in [
+            vec!["-c", "-1"],
+            vec!["-c", "-19"],
+            vec!["-c", "--no-check", "-3"],
+        ] {
             let theirs = run("zstd", &args, &sample).unwrap();
-            assert_eq!(decompress(Format::Zstd, &theirs, u64::MAX).unwrap(), sample, "zstd {args:?}");
+            assert_eq!(
+                decompress(Format::Zstd, &theirs, u64::MAX).unwrap(),
+                sample,
+                "zstd {args:?}"
+            );
         }
     }
     let text = data(Data::Text, 10_000, 4);
-    let Some(a) = run("zstd", &["-c"], &text) else { return };
+    let Some(a) = run("zstd", &["-c"], &text) else {
+        return;
+    };
     let two = [a.clone(), a].concat();
-    assert_eq!(decompress(Format::Zstd, &two, u64::MAX).unwrap(), [text.clone(), text].concat());
+    assert_eq!(
+        decompress(Format::Zstd, &two, u64::MAX).unwrap(),
+        [text.clone(), text].concat()
+    );
 }
 
 fn hex(b: &[u8]) -> String {
@@ -126,7 +176,9 @@ fn aes_matches_openssl_enc_for_every_mode_and_key_size() {
             let input: &[u8] = if mode.is_block_mode() { whole } else { &plain };
             let mut nopad = args.clone();
             nopad.push("-nopad");
-            let Some(theirs) = run("openssl", &nopad, input) else { return };
+            let Some(theirs) = run("openssl", &nopad, input) else {
+                return;
+            };
             let ours = apply(&key, mode, Direction::Encrypt, iv, Padding::None, input).unwrap();
             assert_eq!(ours, theirs, "AES-{bits}-{}", mode.name());
             let mut dec = nopad.clone();
@@ -135,9 +187,11 @@ fn aes_matches_openssl_enc_for_every_mode_and_key_size() {
             // With PKCS#7 (openssl's default) for the block modes.
             if mode.is_block_mode() {
                 let theirs = run("openssl", &args, &plain).unwrap();
-                let ours = apply(&key, mode, Direction::Encrypt, iv, Padding::Pkcs7, &plain).unwrap();
+                let ours =
+                    apply(&key, mode, Direction::Encrypt, iv, Padding::Pkcs7, &plain).unwrap();
                 assert_eq!(ours, theirs, "AES-{bits}-{} PKCS#7", mode.name());
-                let back = apply(&key, mode, Direction::Decrypt, iv, Padding::Pkcs7, &theirs).unwrap();
+                let back =
+                    apply(&key, mode, Direction::Decrypt, iv, Padding::Pkcs7, &theirs).unwrap();
                 assert_eq!(back, plain);
             }
         }

@@ -12,8 +12,10 @@ const CHUNK: usize = 256 << 10;
 
 /// Arguments of `inpath compress`.
 #[derive(Args)]
-#[command(after_help = "Examples:\n  inpath compress data.csv -o data.csv.gz --format gzip\n  \
-    cat data.csv | inpath compress --format zstd --level 19 > data.csv.zst")]
+#[command(
+    after_help = "Examples:\n  inpath compress data.csv -o data.csv.gz --format gzip\n  \
+    cat data.csv | inpath compress --format zstd --level 19 > data.csv.zst"
+)]
 pub struct CompressArgs {
     /// Input file, or `-` for standard input.
     #[arg(default_value = "-")]
@@ -39,8 +41,10 @@ pub struct CompressArgs {
 
 /// Arguments of `inpath decompress`.
 #[derive(Args)]
-#[command(after_help = "Examples:\n  inpath decompress data.csv.gz -o data.csv\n  \
-    inpath decompress --format deflate < page.deflate > page")]
+#[command(
+    after_help = "Examples:\n  inpath decompress data.csv.gz -o data.csv\n  \
+    inpath decompress --format deflate < page.deflate > page"
+)]
 pub struct DecompressArgs {
     /// Input file, or `-` for standard input.
     #[arg(default_value = "-")]
@@ -65,7 +69,10 @@ fn open_output(path: &str, binary: bool) -> anyhow::Result<Box<dyn Write>> {
         if binary && std::io::stdout().is_terminal() {
             bail!("refusing to write compressed data to a terminal; use -o FILE or a pipe");
         }
-        Ok(Box::new(std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock())))
+        Ok(Box::new(std::io::BufWriter::with_capacity(
+            1 << 20,
+            std::io::stdout().lock(),
+        )))
     } else {
         let file = std::fs::File::create(path).with_context(|| format!("cannot create {path}"))?;
         Ok(Box::new(std::io::BufWriter::with_capacity(1 << 20, file)))
@@ -106,7 +113,8 @@ pub fn run_compress(args: CompressArgs) -> anyhow::Result<()> {
         if n < buf.len() {
             c.finish(&mut packed)?;
         }
-        out.write_all(&packed).with_context(|| format!("cannot write {}", args.output))?;
+        out.write_all(&packed)
+            .with_context(|| format!("cannot write {}", args.output))?;
         written += packed.len() as u64;
         read += n as u64;
         progress.set(read);
@@ -114,7 +122,8 @@ pub fn run_compress(args: CompressArgs) -> anyhow::Result<()> {
             break;
         }
     }
-    out.flush().with_context(|| format!("cannot write {}", args.output))?;
+    out.flush()
+        .with_context(|| format!("cannot write {}", args.output))?;
     progress.done();
     let secs = start.elapsed().as_secs_f64();
     report(
@@ -175,9 +184,11 @@ pub fn run_decompress(args: DecompressArgs) -> anyhow::Result<()> {
     }
     scratch.clear();
     d.finish(&mut scratch).with_context(context)?;
-    out.write_all(&scratch).with_context(|| format!("cannot write {}", args.output))?;
+    out.write_all(&scratch)
+        .with_context(|| format!("cannot write {}", args.output))?;
     written += scratch.len() as u64;
-    out.flush().with_context(|| format!("cannot write {}", args.output))?;
+    out.flush()
+        .with_context(|| format!("cannot write {}", args.output))?;
     progress.done();
     let secs = start.elapsed().as_secs_f64();
     if !args.json && !args.quiet && args.output != "-" && std::io::stderr().is_terminal() {

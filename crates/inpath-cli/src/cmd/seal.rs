@@ -7,7 +7,9 @@ use clap::{Args, Subcommand};
 use inpath_core::source::read_full;
 use inpath_core::Input;
 use inpath_seal::page::{Header, DEFAULT_MAX_PAGE, HEADER_LEN};
-use inpath_seal::{keyfile, Cipher, Compression, Key, KeyRing, SealConfig, Sealer, Unsealer, Workspace};
+use inpath_seal::{
+    keyfile, Cipher, Compression, Key, KeyRing, SealConfig, Sealer, Unsealer, Workspace,
+};
 use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -133,7 +135,9 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: u64 = num.parse().map_err(|_| format!("{text:?} is not a size like 4096, 64KiB or 16MiB"))?;
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size like 4096, 64KiB or 16MiB"))?;
     let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "k" | "kb" | "kib" => 1 << 10,
@@ -141,20 +145,25 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         "g" | "gb" | "gib" => 1 << 30,
         other => return Err(format!("unknown size unit {other:?} (use KiB, MiB or GiB)")),
     };
-    n.checked_mul(mult).ok_or_else(|| format!("{text:?} is too large"))
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("{text:?} is too large"))
 }
 
 /// Reads a key file; warns when others may read it.
 fn read_keys(path: &Path) -> anyhow::Result<keyfile::KeyFile> {
     let text = Zeroizing::new(
-        std::fs::read_to_string(path).with_context(|| format!("cannot read key file {}", path.display()))?,
+        std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read key file {}", path.display()))?,
     );
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
         if let Ok(meta) = std::fs::metadata(path) {
             if meta.permissions().mode() & 0o077 != 0 {
-                eprintln!("warning: key file {} is readable by others (chmod 600 it)", path.display());
+                eprintln!(
+                    "warning: key file {} is readable by others (chmod 600 it)",
+                    path.display()
+                );
             }
         }
     }
@@ -167,7 +176,10 @@ fn open_output(path: &str) -> anyhow::Result<Box<dyn Write>> {
         if std::io::stdout().is_terminal() {
             bail!("refusing to write binary output to a terminal; use -o FILE or a pipe");
         }
-        Ok(Box::new(std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock())))
+        Ok(Box::new(std::io::BufWriter::with_capacity(
+            1 << 20,
+            std::io::stdout().lock(),
+        )))
     } else {
         let file = std::fs::File::create(path).with_context(|| format!("cannot create {path}"))?;
         Ok(Box::new(std::io::BufWriter::with_capacity(1 << 20, file)))
@@ -175,8 +187,17 @@ fn open_output(path: &str) -> anyhow::Result<Box<dyn Write>> {
 }
 
 /// Prints a summary: JSON or text, to standard output unless the data went there.
-fn summary(to_stdout: bool, json: bool, value: serde_json::Value, text: String) -> anyhow::Result<()> {
-    let out = if json { format!("{}\n", serde_json::to_string_pretty(&value)?) } else { text };
+fn summary(
+    to_stdout: bool,
+    json: bool,
+    value: serde_json::Value,
+    text: String,
+) -> anyhow::Result<()> {
+    let out = if json {
+        format!("{}\n", serde_json::to_string_pretty(&value)?)
+    } else {
+        text
+    };
     if to_stdout {
         print_out(&out)
     } else {
@@ -197,14 +218,20 @@ pub fn run(args: SealArgs) -> anyhow::Result<()> {
     let compression = Compression::parse(&args.compress)?;
     let (cipher, bits) = Cipher::parse(&args.cipher)?;
     if args.page_size == 0 || args.page_size > DEFAULT_MAX_PAGE {
-        bail!("--page-size {} is out of range: 1 byte to 1 GiB", args.page_size);
+        bail!(
+            "--page-size {} is out of range: 1 byte to 1 GiB",
+            args.page_size
+        );
     }
     if args.threads == 0 {
         bail!("--threads must be at least 1");
     }
     let keys = match (&args.key_file, cipher) {
         (None, Cipher::None) => None,
-        (None, _) => bail!("--cipher {} needs --key-file (make one with `inpath seal keygen -o keys.txt`)", args.cipher),
+        (None, _) => bail!(
+            "--cipher {} needs --key-file (make one with `inpath seal keygen -o keys.txt`)",
+            args.cipher
+        ),
         (Some(path), _) => Some(read_keys(path)?),
     };
     let key_id = match &keys {
@@ -217,10 +244,17 @@ pub fn run(args: SealArgs) -> anyhow::Result<()> {
     };
     if let Some(key) = key {
         if key.bits() != bits {
-            bail!("--cipher {} needs a {bits}-bit key, but key {key_id} is {} bits", args.cipher, key.bits());
+            bail!(
+                "--cipher {} needs a {bits}-bit key, but key {key_id} is {} bits",
+                args.cipher,
+                key.bits()
+            );
         }
     }
-    let config = SealConfig { compression, cipher };
+    let config = SealConfig {
+        compression,
+        cipher,
+    };
     let mut sealer = Sealer::new(config, key.map(|k| (key_id, k)))?;
 
     let input = Input::from_arg(&file);
@@ -240,10 +274,14 @@ pub fn run(args: SealArgs) -> anyhow::Result<()> {
         let chunks: Vec<&[u8]> = buf[..n].chunks(page_size).collect();
         let records = sealer.seal_batch(&chunks, args.threads)?;
         for rec in &records {
-            if Header::parse(rec, u64::MAX).map(|h| h.stored() && compression != Compression::None).unwrap_or(false) {
+            if Header::parse(rec, u64::MAX)
+                .map(|h| h.stored() && compression != Compression::None)
+                .unwrap_or(false)
+            {
                 stored += 1;
             }
-            out.write_all(rec).with_context(|| format!("cannot write {}", args.output))?;
+            out.write_all(rec)
+                .with_context(|| format!("cannot write {}", args.output))?;
             written += rec.len() as u64;
         }
         pages += records.len() as u64;
@@ -253,14 +291,27 @@ pub fn run(args: SealArgs) -> anyhow::Result<()> {
             break;
         }
     }
-    out.flush().with_context(|| format!("cannot write {}", args.output))?;
+    out.flush()
+        .with_context(|| format!("cannot write {}", args.output))?;
     progress.done();
     let secs = start.elapsed().as_secs_f64();
     if args.quiet {
         return Ok(());
     }
-    let ratio = if written > 0 { read_bytes as f64 / written as f64 } else { 0.0 };
-    let tier = format!("{} + {}", compression.describe(), if cipher == Cipher::None { "none".into() } else { format!("aes{bits}-{}", cipher.name()) });
+    let ratio = if written > 0 {
+        read_bytes as f64 / written as f64
+    } else {
+        0.0
+    };
+    let tier = format!(
+        "{} + {}",
+        compression.describe(),
+        if cipher == Cipher::None {
+            "none".into()
+        } else {
+            format!("aes{bits}-{}", cipher.name())
+        }
+    );
     let value = serde_json::json!({
         "pages": pages, "page_size": args.page_size, "input_bytes": read_bytes, "output_bytes": written,
         "ratio": ratio, "stored_pages": stored, "tier": tier, "key_id": key.map(|_| key_id),
@@ -279,7 +330,12 @@ pub fn run(args: SealArgs) -> anyhow::Result<()> {
 }
 
 /// Reads the next record (header and payload) into `rec`; `Ok(false)` at a clean end.
-fn next_record(reader: &mut dyn Read, path: &Path, rec: &mut Vec<u8>, max_page: u64) -> anyhow::Result<bool> {
+fn next_record(
+    reader: &mut dyn Read,
+    path: &Path,
+    rec: &mut Vec<u8>,
+    max_page: u64,
+) -> anyhow::Result<bool> {
     rec.resize(HEADER_LEN, 0);
     let n = read_full(reader, &mut rec[..], path)?;
     if n == 0 {
@@ -342,7 +398,13 @@ pub fn run_unseal(args: UnsealArgs) -> anyhow::Result<()> {
                     unsealer
                         .unseal_prefix(r, &mut ws)
                         .map(|(p, _)| p)
-                        .with_context(|| format!("record {} of {}", records + i as u64, input.path().display()))
+                        .with_context(|| {
+                            format!(
+                                "record {} of {}",
+                                records + i as u64,
+                                input.path().display()
+                            )
+                        })
                 })
                 .collect::<anyhow::Result<_>>()?
         } else {
@@ -351,18 +413,28 @@ pub fn run_unseal(args: UnsealArgs) -> anyhow::Result<()> {
                 .unseal_batch(&refs, args.threads)
                 .into_iter()
                 .enumerate()
-                .map(|(i, r)| r.with_context(|| format!("record {} of {}", records + i as u64, input.path().display())))
+                .map(|(i, r)| {
+                    r.with_context(|| {
+                        format!(
+                            "record {} of {}",
+                            records + i as u64,
+                            input.path().display()
+                        )
+                    })
+                })
                 .collect::<anyhow::Result<_>>()?
         };
         for (rec, page) in recs.iter().zip(&pages) {
-            out.write_all(page).with_context(|| format!("cannot write {}", args.output))?;
+            out.write_all(page)
+                .with_context(|| format!("cannot write {}", args.output))?;
             written += page.len() as u64;
             read_bytes += rec.len() as u64;
         }
         records += recs.len() as u64;
         progress.set(read_bytes);
     }
-    out.flush().with_context(|| format!("cannot write {}", args.output))?;
+    out.flush()
+        .with_context(|| format!("cannot write {}", args.output))?;
     progress.done();
     if args.quiet {
         return Ok(());
@@ -387,7 +459,8 @@ fn inspect(args: InspectArgs) -> anyhow::Result<()> {
     let mut rec = Vec::new();
     let mut tiers: std::collections::BTreeMap<String, (u64, u64, u64)> = Default::default();
     let mut key_ids = std::collections::BTreeSet::new();
-    let (mut count, mut page_bytes, mut record_bytes, mut stored, mut damaged) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    let (mut count, mut page_bytes, mut record_bytes, mut stored, mut damaged) =
+        (0u64, 0u64, 0u64, 0u64, 0u64);
     let mut rows = Vec::new();
     let mut listing = String::new();
     while next_record(&mut reader, input.path(), &mut rec, u64::MAX)
@@ -398,7 +471,11 @@ fn inspect(args: InspectArgs) -> anyhow::Result<()> {
         if !payload_ok {
             damaged += 1;
         }
-        let tier = format!("{} + {}", h.compression_name().replace(" (stored)", ""), h.cipher_name());
+        let tier = format!(
+            "{} + {}",
+            h.compression_name().replace(" (stored)", ""),
+            h.cipher_name()
+        );
         let entry = tiers.entry(tier.clone()).or_default();
         entry.0 += 1;
         entry.1 += h.page_len;
@@ -419,7 +496,11 @@ fn inspect(args: InspectArgs) -> anyhow::Result<()> {
                 h.record_len(),
                 h.compression_name(),
                 h.cipher_name(),
-                if h.cipher == Cipher::None { "-".to_string() } else { h.key_id.to_string() },
+                if h.cipher == Cipher::None {
+                    "-".to_string()
+                } else {
+                    h.key_id.to_string()
+                },
                 if payload_ok { "ok" } else { "DAMAGED" }
             ));
             rows.push(serde_json::json!({
@@ -429,7 +510,11 @@ fn inspect(args: InspectArgs) -> anyhow::Result<()> {
         }
         count += 1;
     }
-    let ratio = if record_bytes > 0 { page_bytes as f64 / record_bytes as f64 } else { 0.0 };
+    let ratio = if record_bytes > 0 {
+        page_bytes as f64 / record_bytes as f64
+    } else {
+        0.0
+    };
     if args.json {
         let value = serde_json::json!({
             "records": count, "page_bytes": page_bytes, "record_bytes": record_bytes, "ratio": ratio,
@@ -457,7 +542,10 @@ fn inspect(args: InspectArgs) -> anyhow::Result<()> {
     text.push_str("  tiers\n");
     for (tier, (n, p, r)) in &tiers {
         let ratio = if *r > 0 { *p as f64 / *r as f64 } else { 0.0 };
-        text.push_str(&format!("    {tier:<32} {:>10} record(s)  ratio {ratio:.3}\n", thousands(*n)));
+        text.push_str(&format!(
+            "    {tier:<32} {:>10} record(s)  ratio {ratio:.3}\n",
+            thousands(*n)
+        ));
     }
     text.push_str(&listing);
     print_out(&text)?;
@@ -477,17 +565,27 @@ fn keygen(args: KeygenArgs) -> anyhow::Result<()> {
             entries.push((id, existing.ring.get(id)?.clone()));
         }
     } else if args.output.exists() {
-        bail!("{} exists; use --append to add a key to it", args.output.display());
+        bail!(
+            "{} exists; use --append to add a key to it",
+            args.output.display()
+        );
     }
-    let id = args.id.unwrap_or_else(|| entries.iter().map(|(i, _)| i + 1).max().unwrap_or(1));
+    let id = args
+        .id
+        .unwrap_or_else(|| entries.iter().map(|(i, _)| i + 1).max().unwrap_or(1));
     if entries.iter().any(|(i, _)| *i == id) {
         bail!("key id {id} is already in {}", args.output.display());
     }
     entries.push((id, key));
     let refs: Vec<(u32, &Key)> = entries.iter().map(|(i, k)| (*i, k)).collect();
     let text = keyfile::format(&refs);
-    write_private(&args.output, text.as_bytes()).with_context(|| format!("cannot write {}", args.output.display()))?;
-    eprintln!("wrote AES-{} key id {id} to {} (mode 0600; keep it secret)", args.bits, args.output.display());
+    write_private(&args.output, text.as_bytes())
+        .with_context(|| format!("cannot write {}", args.output.display()))?;
+    eprintln!(
+        "wrote AES-{} key id {id} to {} (mode 0600; keep it secret)",
+        args.bits,
+        args.output.display()
+    );
     Ok(())
 }
 
@@ -539,7 +637,13 @@ pub fn demo_report() -> anyhow::Result<String> {
         (Compression::Zstd(1), Cipher::Gcm),
     ];
     for (compression, cipher) in tiers {
-        let mut sealer = Sealer::new(SealConfig { compression, cipher }, Some((1, &key)))?;
+        let mut sealer = Sealer::new(
+            SealConfig {
+                compression,
+                cipher,
+            },
+            Some((1, &key)),
+        )?;
         let start = Instant::now();
         let records = sealer.seal_batch(&pages, 1)?;
         let seal_s = start.elapsed().as_secs_f64();

@@ -67,10 +67,13 @@ impl Encoder {
                 out.reserve(input.len() / 2 + 32 * 1024);
             }
             let before = self.comp.total_in();
-            let status = self
-                .comp
-                .compress_vec(input, out, flush)
-                .map_err(|e| Error::Internal { what: "deflate", detail: e.to_string() })?;
+            let status =
+                self.comp
+                    .compress_vec(input, out, flush)
+                    .map_err(|e| Error::Internal {
+                        what: "deflate",
+                        detail: e.to_string(),
+                    })?;
             let used = (self.comp.total_in() - before) as usize;
             input = &input[used..];
             let room_left = out.capacity() > out.len();
@@ -200,7 +203,11 @@ impl Decoder {
                     }
                 },
                 State::Body => {
-                    let hash = if self.wrap == Wrap::Gzip { Some((&mut self.crc, &mut self.size)) } else { None };
+                    let hash = if self.wrap == Wrap::Gzip {
+                        Some((&mut self.crc, &mut self.size))
+                    } else {
+                        None
+                    };
                     let (used, ended) = inflate(&mut self.inflate, data, out, format, hash)?;
                     data = &data[used..];
                     if !ended {
@@ -220,12 +227,20 @@ impl Decoder {
                     let stored_size = super::le32(data, 4);
                     let crc = std::mem::take(&mut self.crc).finalize();
                     if stored_crc != crc {
-                        return Err(Error::StreamChecksum { format, what: "member trailer CRC-32", stored: stored_crc, computed: crc });
+                        return Err(Error::StreamChecksum {
+                            format,
+                            what: "member trailer CRC-32",
+                            stored: stored_crc,
+                            computed: crc,
+                        });
                     }
                     if stored_size != self.size {
                         return Err(Error::corrupt(
                             format,
-                            format!("member trailer says {stored_size} bytes (mod 2^32), decoded {}", self.size),
+                            format!(
+                                "member trailer says {stored_size} bytes (mod 2^32), decoded {}",
+                                self.size
+                            ),
                         ));
                     }
                     self.size = 0;
@@ -240,7 +255,10 @@ impl Decoder {
                 }
                 State::Done => {
                     if !data.is_empty() {
-                        return Err(Error::TrailingData { format, bytes: data.len() as u64 });
+                        return Err(Error::TrailingData {
+                            format,
+                            bytes: data.len() as u64,
+                        });
                     }
                     return Ok(data);
                 }
@@ -266,7 +284,9 @@ fn inflate(
         let len_before = out.buf.len();
         let status = d
             .decompress_vec(input, out.buf, FlushDecompress::None)
-            .map_err(|e| Error::corrupt(format, describe_inflate_error(&e.to_string(), d.total_in())))?;
+            .map_err(|e| {
+                Error::corrupt(format, describe_inflate_error(&e.to_string(), d.total_in()))
+            })?;
         let used = (d.total_in() - before_in) as usize;
         let produced = (d.total_out() - before_out) as usize;
         debug_assert_eq!(out.buf.len() - len_before, produced);
@@ -285,13 +305,20 @@ fn inflate(
             return Ok((used_total, false));
         }
         if used == 0 && produced == 0 && room_left {
-            return Err(Error::corrupt(format, "the DEFLATE decoder made no progress"));
+            return Err(Error::corrupt(
+                format,
+                "the DEFLATE decoder made no progress",
+            ));
         }
     }
 }
 
 fn describe_inflate_error(message: &str, offset: u64) -> String {
-    let message = if message.is_empty() { "invalid DEFLATE data" } else { message };
+    let message = if message.is_empty() {
+        "invalid DEFLATE data"
+    } else {
+        message
+    };
     format!("{message} (near compressed byte {offset})")
 }
 
@@ -324,10 +351,26 @@ impl Decode for Decoder {
         match state {
             State::MemberEnd | State::Done => Ok(()),
             State::Header { first: false } if pending == 0 => Ok(()),
-            State::Header { .. } if !seen => Err(Error::Truncated { what: stream_name(format), needed: 1, available: 0 }),
-            State::Header { .. } => Err(Error::Truncated { what: "gzip member header", needed: pending + 1, available: pending }),
-            State::Body => Err(Error::Truncated { what: stream_name(format), needed: pending + 1, available: pending }),
-            State::Trailer => Err(Error::Truncated { what: "gzip member trailer", needed: 8, available: pending }),
+            State::Header { .. } if !seen => Err(Error::Truncated {
+                what: stream_name(format),
+                needed: 1,
+                available: 0,
+            }),
+            State::Header { .. } => Err(Error::Truncated {
+                what: "gzip member header",
+                needed: pending + 1,
+                available: pending,
+            }),
+            State::Body => Err(Error::Truncated {
+                what: stream_name(format),
+                needed: pending + 1,
+                available: pending,
+            }),
+            State::Trailer => Err(Error::Truncated {
+                what: "gzip member trailer",
+                needed: 8,
+                available: pending,
+            }),
         }
     }
 }
@@ -348,17 +391,27 @@ fn parse_gzip_header(data: &[u8]) -> Result<Option<usize>> {
     const FNAME: u8 = 8;
     const FCOMMENT: u8 = 16;
     if data.len() >= 2 && data[..2] != [0x1f, 0x8b] {
-        return Err(Error::BadMagic { what: "gzip member", found: hex2(&data[..2]), expected: "1f8b".into() });
+        return Err(Error::BadMagic {
+            what: "gzip member",
+            found: hex2(&data[..2]),
+            expected: "1f8b".into(),
+        });
     }
     if data.len() < 10 {
         return Ok(None);
     }
     if data[2] != 8 {
-        return Err(Error::corrupt("gzip", format!("compression method {} is not DEFLATE (8)", data[2])));
+        return Err(Error::corrupt(
+            "gzip",
+            format!("compression method {} is not DEFLATE (8)", data[2]),
+        ));
     }
     let flags = data[3];
     if flags & 0xe0 != 0 {
-        return Err(Error::corrupt("gzip", format!("reserved header flag bits set ({flags:#04x})")));
+        return Err(Error::corrupt(
+            "gzip",
+            format!("reserved header flag bits set ({flags:#04x})"),
+        ));
     }
     let mut at = 10;
     if flags & FEXTRA != 0 {

@@ -33,14 +33,18 @@ impl Encoder {
     }
 
     fn encoder(&mut self) -> &mut FrameEncoder<Vec<u8>> {
-        self.inner.get_or_insert_with(|| FrameEncoder::with_frame_info(Self::frame_info(), Vec::new()))
+        self.inner
+            .get_or_insert_with(|| FrameEncoder::with_frame_info(Self::frame_info(), Vec::new()))
     }
 }
 
 impl Encode for Encoder {
     fn push(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<()> {
         let enc = self.encoder();
-        enc.write_all(input).map_err(|e| Error::Internal { what: "lz4 frame encoder", detail: e.to_string() })?;
+        enc.write_all(input).map_err(|e| Error::Internal {
+            what: "lz4 frame encoder",
+            detail: e.to_string(),
+        })?;
         let buf = enc.get_mut();
         out.extend_from_slice(buf);
         buf.clear();
@@ -50,7 +54,10 @@ impl Encode for Encoder {
     fn finish(&mut self, out: &mut Vec<u8>) -> Result<()> {
         self.encoder();
         let enc = self.inner.take().expect("encoder just made");
-        let buf = enc.finish().map_err(|e| Error::Internal { what: "lz4 frame encoder", detail: e.to_string() })?;
+        let buf = enc.finish().map_err(|e| Error::Internal {
+            what: "lz4 frame encoder",
+            detail: e.to_string(),
+        })?;
         out.extend_from_slice(&buf);
         Ok(())
     }
@@ -126,10 +133,15 @@ impl Decoder {
                         if data.len() < 8 {
                             return Ok(data);
                         }
-                        self.state = State::Skip { left: u64::from(le32(data, 4)) };
+                        self.state = State::Skip {
+                            left: u64::from(le32(data, 4)),
+                        };
                         data = &data[8..];
                     } else if magic == LEGACY_MAGIC {
-                        return Err(Error::corrupt(FORMAT, "legacy LZ4 frames (lz4 -l) are not supported"));
+                        return Err(Error::corrupt(
+                            FORMAT,
+                            "legacy LZ4 frames (lz4 -l) are not supported",
+                        ));
                     } else {
                         return Err(Error::BadMagic {
                             what: "lz4 frame",
@@ -144,7 +156,10 @@ impl Decoder {
                     }
                     let (flg, bd) = (data[0], data[1]);
                     if flg >> 6 != 1 {
-                        return Err(Error::corrupt(FORMAT, format!("frame version {} is not 1", flg >> 6)));
+                        return Err(Error::corrupt(
+                            FORMAT,
+                            format!("frame version {} is not 1", flg >> 6),
+                        ));
                     }
                     if flg & 0x02 != 0 || bd & 0x8f != 0 {
                         return Err(Error::corrupt(FORMAT, "reserved descriptor bits are set"));
@@ -165,17 +180,25 @@ impl Decoder {
                         });
                     }
                     if has_dict {
-                        return Err(Error::corrupt(FORMAT, "the frame needs a dictionary (dictionary id set)"));
+                        return Err(Error::corrupt(
+                            FORMAT,
+                            "the frame needs a dictionary (dictionary id set)",
+                        ));
                     }
                     let block_max = match (bd >> 4) & 7 {
                         4 => 64 << 10,
                         5 => 256 << 10,
                         6 => 1 << 20,
                         7 => 4 << 20,
-                        other => return Err(Error::corrupt(FORMAT, format!("block maximum size code {other} is not 4..7"))),
+                        other => {
+                            return Err(Error::corrupt(
+                                FORMAT,
+                                format!("block maximum size code {other} is not 4..7"),
+                            ))
+                        }
                     };
-                    let content_size =
-                        has_size.then(|| u64::from_le_bytes(data[2..10].try_into().expect("8 bytes")));
+                    let content_size = has_size
+                        .then(|| u64::from_le_bytes(data[2..10].try_into().expect("8 bytes")));
                     self.frame = Frame {
                         independent: flg & 0x20 != 0,
                         block_checksum: flg & 0x10 != 0,
@@ -203,10 +226,16 @@ impl Decoder {
                     if len > self.frame.block_max {
                         return Err(Error::corrupt(
                             FORMAT,
-                            format!("block of {len} bytes exceeds the frame's maximum of {}", self.frame.block_max),
+                            format!(
+                                "block of {len} bytes exceeds the frame's maximum of {}",
+                                self.frame.block_max
+                            ),
                         ));
                     }
-                    self.state = State::BlockData { len, stored: word & 0x8000_0000 != 0 };
+                    self.state = State::BlockData {
+                        len,
+                        stored: word & 0x8000_0000 != 0,
+                    };
                 }
                 State::BlockData { len, stored } => {
                     let need = len + if self.frame.block_checksum { 4 } else { 0 };
@@ -218,7 +247,12 @@ impl Decoder {
                         let stored_sum = le32(data, len);
                         let computed = xxh32(block, 0);
                         if stored_sum != computed {
-                            return Err(Error::StreamChecksum { format: FORMAT, what: "block", stored: stored_sum, computed });
+                            return Err(Error::StreamChecksum {
+                                format: FORMAT,
+                                what: "block",
+                                stored: stored_sum,
+                                computed,
+                            });
                         }
                     }
                     self.decode_block(block, stored, out)?;
@@ -233,7 +267,12 @@ impl Decoder {
                         let stored = le32(data, 0);
                         let computed = self.content_hash.digest();
                         if stored != computed {
-                            return Err(Error::StreamChecksum { format: FORMAT, what: "content", stored, computed });
+                            return Err(Error::StreamChecksum {
+                                format: FORMAT,
+                                what: "content",
+                                stored,
+                                computed,
+                            });
                         }
                         data = &data[4..];
                     }
@@ -241,7 +280,10 @@ impl Decoder {
                         if size != self.content_len {
                             return Err(Error::corrupt(
                                 FORMAT,
-                                format!("frame declares {size} bytes of content, decoded {}", self.content_len),
+                                format!(
+                                    "frame declares {size} bytes of content, decoded {}",
+                                    self.content_len
+                                ),
                             ));
                         }
                     }
@@ -284,7 +326,8 @@ impl Decoder {
             // Keep the last 64 KiB of output as the dictionary of the next block.
             if decoded.len() >= WINDOW {
                 self.history.clear();
-                self.history.extend_from_slice(&decoded[decoded.len() - WINDOW..]);
+                self.history
+                    .extend_from_slice(&decoded[decoded.len() - WINDOW..]);
             } else {
                 let keep = (WINDOW - decoded.len()).min(self.history.len());
                 self.history.drain(..self.history.len() - keep);
@@ -321,13 +364,41 @@ impl Decode for Decoder {
         *self = Decoder::new();
         match state {
             State::Magic if pending == 0 && frames > 0 => Ok(()),
-            State::Magic if pending == 0 => Err(Error::Truncated { what: "lz4 frame stream", needed: 4, available: 0 }),
-            State::Magic => Err(Error::Truncated { what: "lz4 frame magic", needed: 4, available: pending }),
-            State::Descriptor => Err(Error::Truncated { what: "lz4 frame descriptor", needed: 3, available: pending }),
-            State::BlockHeader => Err(Error::Truncated { what: "lz4 block header (end mark missing)", needed: 4, available: pending }),
-            State::BlockData { len, .. } => Err(Error::Truncated { what: "lz4 block", needed: len as u64, available: pending }),
-            State::ContentChecksum => Err(Error::Truncated { what: "lz4 content checksum", needed: 4, available: pending }),
-            State::Skip { left } => Err(Error::Truncated { what: "lz4 skippable frame", needed: left, available: 0 }),
+            State::Magic if pending == 0 => Err(Error::Truncated {
+                what: "lz4 frame stream",
+                needed: 4,
+                available: 0,
+            }),
+            State::Magic => Err(Error::Truncated {
+                what: "lz4 frame magic",
+                needed: 4,
+                available: pending,
+            }),
+            State::Descriptor => Err(Error::Truncated {
+                what: "lz4 frame descriptor",
+                needed: 3,
+                available: pending,
+            }),
+            State::BlockHeader => Err(Error::Truncated {
+                what: "lz4 block header (end mark missing)",
+                needed: 4,
+                available: pending,
+            }),
+            State::BlockData { len, .. } => Err(Error::Truncated {
+                what: "lz4 block",
+                needed: len as u64,
+                available: pending,
+            }),
+            State::ContentChecksum => Err(Error::Truncated {
+                what: "lz4 content checksum",
+                needed: 4,
+                available: pending,
+            }),
+            State::Skip { left } => Err(Error::Truncated {
+                what: "lz4 skippable frame",
+                needed: left,
+                available: 0,
+            }),
         }
     }
 }

@@ -56,7 +56,14 @@ pub enum Format {
 
 impl Format {
     /// All formats.
-    pub const ALL: [Format; 6] = [Format::Gzip, Format::Zlib, Format::Deflate, Format::Lz4, Format::Snappy, Format::Zstd];
+    pub const ALL: [Format; 6] = [
+        Format::Gzip,
+        Format::Zlib,
+        Format::Deflate,
+        Format::Lz4,
+        Format::Snappy,
+        Format::Zstd,
+    ];
 
     /// Lower-case name as the CLI takes it.
     pub fn name(self) -> &'static str {
@@ -79,7 +86,11 @@ impl Format {
             "lz4" => Ok(Format::Lz4),
             "snappy" | "sz" => Ok(Format::Snappy),
             "zstd" | "zst" => Ok(Format::Zstd),
-            other => Err(Error::parameter("format", other, "gzip, zlib, deflate, lz4, snappy or zstd")),
+            other => Err(Error::parameter(
+                "format",
+                other,
+                "gzip, zlib, deflate, lz4, snappy or zstd",
+            )),
         }
     }
 
@@ -106,7 +117,11 @@ impl Format {
             Some(Format::Lz4)
         } else if head.starts_with(b"\xff\x06\x00\x00sNaPpY") {
             Some(Format::Snappy)
-        } else if head.len() >= 2 && head[0] & 0x0f == 8 && head[0] >> 4 <= 7 && (u16::from(head[0]) << 8 | u16::from(head[1])) % 31 == 0 {
+        } else if head.len() >= 2
+            && head[0] & 0x0f == 8
+            && head[0] >> 4 <= 7
+            && (u16::from(head[0]) << 8 | u16::from(head[1])) % 31 == 0
+        {
             Some(Format::Zlib)
         } else {
             None
@@ -129,11 +144,14 @@ fn is_skippable_magic(head: &[u8]) -> bool {
     head.len() >= 4 && head[0] & 0xf0 == 0x50 && head[1..4] == [0x2a, 0x4d, 0x18]
 }
 
+/// A consumer of decompressed pieces.
+type Sink<'a> = &'a mut dyn FnMut(&[u8]) -> Result<()>;
+
 /// Where a decompressor puts its output: the caller's buffer, optionally spilled to a sink in
 /// pieces so that memory stays bounded whatever the expansion ratio, and a cap on the total.
 pub(crate) struct Output<'a> {
     buf: &'a mut Vec<u8>,
-    spill: Option<&'a mut dyn FnMut(&[u8]) -> Result<()>>,
+    spill: Option<Sink<'a>>,
     produced: &'a mut u64,
     limit: u64,
 }
@@ -146,7 +164,11 @@ impl Output<'_> {
     fn check(&mut self, appended: usize) -> Result<()> {
         *self.produced += appended as u64;
         if *self.produced > self.limit {
-            return Err(Error::TooLarge { what: "decompressed output", claimed: *self.produced, limit: self.limit });
+            return Err(Error::TooLarge {
+                what: "decompressed output",
+                claimed: *self.produced,
+                limit: self.limit,
+            });
         }
         if self.buf.len() >= SPILL_AT {
             if let Some(spill) = self.spill.as_mut() {
@@ -196,11 +218,19 @@ impl Compressor {
             (Some((default, _, _)), None) => default,
             (Some((_, lo, hi)), Some(l)) if (lo..=hi).contains(&l) => l,
             (Some((_, lo, hi)), Some(l)) => {
-                return Err(Error::parameter("level", l, format!("{lo} to {hi} for {}", format.name())))
+                return Err(Error::parameter(
+                    "level",
+                    l,
+                    format!("{lo} to {hi} for {}", format.name()),
+                ))
             }
             (None, None) => 0,
             (None, Some(l)) => {
-                return Err(Error::parameter("level", l, format!("none: {} has no levels", format.name())))
+                return Err(Error::parameter(
+                    "level",
+                    l,
+                    format!("none: {} has no levels", format.name()),
+                ))
             }
         };
         let inner: Box<dyn Encode> = match format {
@@ -258,7 +288,12 @@ impl Decompressor {
             Format::Snappy => Box::new(snappy::Decoder::new()),
             Format::Zstd => Box::new(zstd::Decoder::new()),
         };
-        Decompressor { format, inner, produced: 0, limit: u64::MAX }
+        Decompressor {
+            format,
+            inner,
+            produced: 0,
+            limit: u64::MAX,
+        }
     }
 
     /// Caps the decompressed size of one stream: past it, [`Error::TooLarge`].
@@ -274,7 +309,12 @@ impl Decompressor {
 
     /// Decompresses the next chunk; appends the output that is ready to `out`.
     pub fn push(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<()> {
-        let mut output = Output { buf: out, spill: None, produced: &mut self.produced, limit: self.limit };
+        let mut output = Output {
+            buf: out,
+            spill: None,
+            produced: &mut self.produced,
+            limit: self.limit,
+        };
         self.inner.push(input, &mut output)
     }
 
@@ -286,7 +326,12 @@ impl Decompressor {
         scratch: &mut Vec<u8>,
         sink: &mut dyn FnMut(&[u8]) -> Result<()>,
     ) -> Result<()> {
-        let mut output = Output { buf: scratch, spill: Some(sink), produced: &mut self.produced, limit: self.limit };
+        let mut output = Output {
+            buf: scratch,
+            spill: Some(sink),
+            produced: &mut self.produced,
+            limit: self.limit,
+        };
         self.inner.push(input, &mut output)?;
         if !output.buf.is_empty() {
             if let Some(spill) = output.spill.as_mut() {
@@ -299,7 +344,12 @@ impl Decompressor {
 
     /// Ends the stream: reports a truncated stream, appends any last output, resets.
     pub fn finish(&mut self, out: &mut Vec<u8>) -> Result<()> {
-        let mut output = Output { buf: out, spill: None, produced: &mut self.produced, limit: self.limit };
+        let mut output = Output {
+            buf: out,
+            spill: None,
+            produced: &mut self.produced,
+            limit: self.limit,
+        };
         let result = self.inner.finish(&mut output);
         self.produced = 0;
         result

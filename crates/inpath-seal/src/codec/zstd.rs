@@ -9,7 +9,10 @@ use zstd::stream::raw::{CParameter, InBuffer, Operation, OutBuffer};
 const FORMAT: &str = "zstd";
 
 fn internal(e: std::io::Error) -> Error {
-    Error::Internal { what: "zstd encoder", detail: e.to_string() }
+    Error::Internal {
+        what: "zstd encoder",
+        detail: e.to_string(),
+    }
 }
 
 pub(crate) struct Encoder {
@@ -19,7 +22,8 @@ pub(crate) struct Encoder {
 impl Encoder {
     pub(crate) fn new(level: i32) -> Result<Encoder> {
         let mut raw = zstd::stream::raw::Encoder::new(level).map_err(internal)?;
-        raw.set_parameter(CParameter::ChecksumFlag(true)).map_err(internal)?;
+        raw.set_parameter(CParameter::ChecksumFlag(true))
+            .map_err(internal)?;
         Ok(Encoder { raw })
     }
 }
@@ -61,7 +65,11 @@ impl Decoder {
     pub(crate) fn new() -> Decoder {
         // Creating a decompression context fails only when memory is exhausted.
         let raw = zstd::stream::raw::Decoder::new().expect("zstd decompression context");
-        Decoder { raw, in_frame: false, seen_input: false }
+        Decoder {
+            raw,
+            in_frame: false,
+            seen_input: false,
+        }
     }
 }
 
@@ -100,12 +108,23 @@ impl Decode for Decoder {
         self.in_frame = false;
         self.seen_input = false;
         // Reset the context so a truncated frame does not leak into the next stream.
-        self.raw.reinit().map_err(|e| Error::Internal { what: "zstd decoder", detail: e.to_string() })?;
+        self.raw.reinit().map_err(|e| Error::Internal {
+            what: "zstd decoder",
+            detail: e.to_string(),
+        })?;
         if !seen {
-            return Err(Error::Truncated { what: "zstd stream", needed: 4, available: 0 });
+            return Err(Error::Truncated {
+                what: "zstd stream",
+                needed: 4,
+                available: 0,
+            });
         }
         if in_frame {
-            return Err(Error::Truncated { what: "zstd frame (the stream stops inside it)", needed: 1, available: 0 });
+            return Err(Error::Truncated {
+                what: "zstd frame (the stream stops inside it)",
+                needed: 1,
+                available: 0,
+            });
         }
         Ok(())
     }

@@ -27,8 +27,24 @@ pub fn tiers() -> Vec<(String, SealConfig, u32)> {
     let mut out = Vec::new();
     for comp in compressions {
         for (cipher, bits) in &ciphers {
-            let name = format!("{}+{}{}", comp.describe(), cipher.name(), if *bits > 0 { bits.to_string() } else { String::new() });
-            out.push((name, SealConfig { compression: comp, cipher: *cipher }, *bits));
+            let name = format!(
+                "{}+{}{}",
+                comp.describe(),
+                cipher.name(),
+                if *bits > 0 {
+                    bits.to_string()
+                } else {
+                    String::new()
+                }
+            );
+            out.push((
+                name,
+                SealConfig {
+                    compression: comp,
+                    cipher: *cipher,
+                },
+                *bits,
+            ));
         }
     }
     out
