@@ -281,8 +281,14 @@ pub enum Padding {
 // ---------------------------------------------------------------------------------------------
 // One-shot page operations (in place), used by the page codec.
 
-/// CTR keystream XOR over `data` in place, counter starting at `iv`.
+/// CTR keystream XOR over `data` in place, counter starting at `iv` (the batched kernel,
+/// [`crate::kernel::ctr_apply`]).
 pub fn ctr_apply(aes: &AnyAes, iv: &[u8; 16], data: &mut [u8]) {
+    crate::kernel::ctr_apply(aes, iv, data);
+}
+
+/// CTR through the plain `ctr` crate: the reference the kernel is tested against.
+pub fn ctr_apply_library(aes: &AnyAes, iv: &[u8; 16], data: &mut [u8]) {
     with_aes!(aes, c => {
         let mut mode = ctr::Ctr128BE::from_core(ctr::CtrCore::inner_iv_init(c.clone(), iv.into()));
         mode.apply_keystream(data);

@@ -572,12 +572,24 @@ impl Workspace {
                             .1
                     }
                 };
-                // Offer one byte less than the page: if it does not fit, storing wins.
-                let room = page.len().saturating_sub(1).min(out.len());
-                match comp.compress(page, &mut out[..room], FlushCompress::Finish) {
-                    Ok(Status::StreamEnd) => comp.total_out() as usize,
-                    Ok(_) => return Ok(None),
-                    Err(e) => return Err(internal("deflate", &e)),
+                // The output has room for the worst case (see `bound`): zlib-rs 0.6 asserts
+                // when a Finish call runs out of output space, so never let it.
+                loop {
+                    let (done_in, done_out) = (comp.total_in() as usize, comp.total_out() as usize);
+                    match comp.compress(
+                        &page[done_in..],
+                        &mut out[done_out..],
+                        FlushCompress::Finish,
+                    ) {
+                        Ok(Status::StreamEnd) => break comp.total_out() as usize,
+                        Ok(_)
+                            if comp.total_out() as usize > done_out
+                                || comp.total_in() as usize > done_in => {}
+                        Ok(_) => {
+                            return Err(internal("deflate", &"no progress within the output bound"))
+                        }
+                        Err(e) => return Err(internal("deflate", &e)),
+                    }
                 }
             }
             Compression::Lz4 => {
@@ -610,7 +622,9 @@ impl Workspace {
     fn bound(compression: Compression, len: usize) -> usize {
         match compression {
             Compression::None => 0,
-            Compression::Deflate(_) => len,
+            // zlib-rs level 1 uses static Huffman codes without a stored-block fallback
+            // (deflate_quick, as zlib-ng): up to 9 bits per literal, so 1/8 over the input.
+            Compression::Deflate(_) => len + len / 8 + 256,
             Compression::Lz4 => lz4_flex::block::get_maximum_output_size(len),
             Compression::Zstd(_) => zstd::zstd_safe::compress_bound(len),
             Compression::Snappy => snap::raw::max_compress_len(len),

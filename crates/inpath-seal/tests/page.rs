@@ -232,3 +232,36 @@ fn ctr_records_decrypt_with_the_plain_library_from_the_header_iv() {
     .unwrap();
     assert_eq!(plain, page);
 }
+
+/// Regression: zlib-rs 0.6 panicked ("buf.len() must fit in remaining()") when DEFLATE of an
+/// incompressible page was given less output room than its worst case.
+#[test]
+fn incompressible_pages_of_many_sizes_are_stored_without_panicking() {
+    let random = data(Data::Random, 4 << 20, 1);
+    let unsealer = Unsealer::new(&ring());
+    for compression in [
+        Compression::Deflate(1),
+        Compression::Deflate(9),
+        Compression::Lz4,
+        Compression::Zstd(1),
+        Compression::Snappy,
+    ] {
+        let mut s = sealer(
+            SealConfig {
+                compression,
+                cipher: Cipher::Ctr,
+            },
+            256,
+        );
+        for (i, size) in [65536usize, 65535, 65537, 118_784, 1 << 20, 100, 33_000]
+            .into_iter()
+            .enumerate()
+        {
+            for page in random[i * 7..].chunks(size).take(4) {
+                let rec = s.seal(page).unwrap();
+                assert!(Header::parse(&rec, DEFAULT_MAX_PAGE).unwrap().stored());
+                assert_eq!(unsealer.unseal(&rec).unwrap(), page);
+            }
+        }
+    }
+}
