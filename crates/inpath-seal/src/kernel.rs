@@ -71,7 +71,9 @@ const CTR_BATCH: usize = 512;
 /// AES-CTR over `data` in place with a 128-bit big-endian counter starting at `iv`: the same
 /// bytes as `ctr::Ctr128BE`. The `ctr` crate feeds the cipher's parallel path from a generic
 /// counter loop; here the counter blocks are written 512 at a time and encrypted in one call
-/// (ECB speed), then XORed into the data as 128-bit words.
+/// then XORed into the data as 128-bit words. Measured (rough): ~6.5-7 GB/s for AES-256 against
+/// ~5.7 GB/s for the `ctr` crate and ~17 GB/s for ECB on the same core; the counter fill and
+/// XOR passes, not the AES rounds, are now the limit.
 pub fn ctr_apply(aes: &AnyAes, iv: &[u8; 16], data: &mut [u8]) {
     with_aes!(aes, c => ctr_apply_with(c, iv, data));
 }
