@@ -21,6 +21,15 @@ enum Command {
     Demo(cmd::demo::DemoArgs),
     /// One-pass HyperLogLog + Fast-AGMS + Count-Min sketch of a stream (SKT).
     Sketch(Box<cmd::sketch::SketchArgs>),
+    /// Compress then encrypt a file page by page (SAP HANA security engine); also
+    /// `seal inspect` and `seal keygen`.
+    Seal(cmd::seal::SealArgs),
+    /// Decrypt then decompress a sealed file back to its pages.
+    Unseal(cmd::seal::UnsealArgs),
+    /// Compress a stream: gzip, zlib, deflate, lz4, snappy or zstd.
+    Compress(cmd::codec::CompressArgs),
+    /// Decompress a stream (format recognised from its first bytes, or --format).
+    Decompress(cmd::codec::DecompressArgs),
 }
 
 fn main() {
@@ -28,6 +37,10 @@ fn main() {
     let result = match cli.command {
         Command::Demo(args) => cmd::demo::run(args),
         Command::Sketch(args) => cmd::sketch::run(*args),
+        Command::Seal(args) => cmd::seal::run(args),
+        Command::Unseal(args) => cmd::seal::run_unseal(args),
+        Command::Compress(args) => cmd::codec::run_compress(args),
+        Command::Decompress(args) => cmd::codec::run_decompress(args),
     };
     common::exit_with(result);
 }

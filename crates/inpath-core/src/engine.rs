@@ -57,3 +57,28 @@ pub trait Lane: Engine + Sized {
     /// [`crate::Error::Incompatible`] or [`crate::Error::State`].
     fn merge(&mut self, other: &Self) -> Result<()>;
 }
+
+/// A streaming transform: bytes in, bytes out (a compressor, a decompressor, a cipher mode).
+///
+/// Where a tap ([`Engine`]) only observes a job, a transform produces output as the job streams
+/// through. The hardware analog is a kernel between a read FIFO and a write FIFO, with `last`
+/// marking the end of a payload.
+///
+/// # Calling rules
+/// - [`Transform::push`] may be called any number of times with chunks of **any** size, including
+///   empty ones. It appends whatever output is ready to `out` (possibly nothing: a compressor
+///   buffers until it has a block). The concatenated output never depends on how the input was
+///   cut into chunks.
+/// - [`Transform::finish`] ends the job: it flushes what is buffered (trailers, padding, the last
+///   block), checks that the input ended where the format allows (a decompressor reports a
+///   truncated stream), appends the final output and resets the transform for the next job.
+/// - An error from `push` means the input is bad (a damaged stream, a checksum mismatch). Output
+///   appended before the error is what the valid prefix produced; the job should be abandoned.
+///   An error from `finish` leaves the transform reset, as after a successful `finish`.
+pub trait Transform: Send {
+    /// Feeds the next chunk of the current job and appends the output that is ready to `out`.
+    fn push(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<()>;
+
+    /// Ends the job: appends the remaining output to `out` and resets.
+    fn finish(&mut self, out: &mut Vec<u8>) -> Result<()>;
+}

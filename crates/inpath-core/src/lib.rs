@@ -41,7 +41,7 @@ pub mod framing;
 pub mod lanes;
 pub mod source;
 
-pub use engine::{Engine, Lane};
+pub use engine::{Engine, Lane, Transform};
 pub use error::{Error, Result};
 pub use framing::{ColumnRef, CsvSpec, Deframer, Framing, RecordSink};
 pub use lanes::{run_reader, run_slice, LaneOptions};

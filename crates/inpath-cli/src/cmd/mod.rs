@@ -1,3 +1,5 @@
 //! One module per engine command.
+pub mod codec;
 pub mod demo;
+pub mod seal;
 pub mod sketch;

@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Seal engine benchmark: inpath's AES modes and page codec against OpenSSL and zlib level 1.
+
+Usage: bash bench/setup.sh && .venv/bin/python bench/seal.py [--quick]
+
+What runs (all single-process, on the same data):
+- inpath-bench seal: raw AES modes per page size; the page codec per tier, page size (4 KiB to
+  16 MiB plus 116 KiB), data (TPC-H lineitem text from the tpchgen crate, random bytes) and
+  thread count (1, 2); the HANA trace size mix (reference 002, Table 2).
+- OpenSSL: `openssl speed -evp <cipher> [-decrypt] -bytes <page size>` (one stream, one core).
+- zlib level 1: Python's zlib (raw DEFLATE, wbits -15) on the same pages, one page per call.
+Ratios are peer time / inpath time (above 1: inpath is faster). Targets from issue 4 are
+checked at the end. Never run this while anything else builds or runs.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import zlib
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+
+ROOT = common.ROOT
+
+
+def bench_bin():
+    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
+    return os.path.join(target, "release", "inpath-bench")
+
+
+def openssl_speed(cipher, size, decrypt=False, seconds=2):
+    """Bytes per second of `openssl speed -evp` for one block (page) size, or None."""
+    args = ["openssl", "speed", "-mr", "-seconds", str(seconds), "-bytes", str(size), "-evp", cipher]
+    if decrypt:
+        args.insert(2, "-decrypt")
+    try:
+        out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    for line in out.splitlines():
+        if line.startswith("+F:"):
+            return float(line.split(":")[-1])
+    return None
+
+
+def zlib1_seconds(pages, reps=3):
+    """Median seconds for zlib level 1 raw DEFLATE of every page (one call per page), and the
+    compressed bytes."""
+    def run():
+        total = 0
+        for p in pages:
+            c = zlib.compressobj(1, zlib.DEFLATED, -15)
+            total += len(c.compress(p)) + len(c.flush())
+        return total
+    secs, _, out = common.time_median(run, reps=reps, warmup=1)
+    return secs, out
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer sizes and repetitions")
+    parser.add_argument("--mib", type=int, default=64, help="MiB per measurement")
+    args = parser.parse_args()
+
+    subprocess.run(["cargo", "build", "--release", "--quiet", "-p", "inpath-bench"], cwd=ROOT, check=True)
+    dump = os.path.join(common.OUT, "lineitem.tbl")
+    cmd = [bench_bin(), "seal", "--mib", str(args.mib), "--dump", dump] + (["--quick"] if args.quick else [])
+    started = time.time()
+    ours = json.loads(subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True).stdout)
+    report = common.Report("seal", {"inpath_bench_args": cmd[1:], "openssl": subprocess.run(
+        ["openssl", "version"], capture_output=True, text=True).stdout.strip(), "zlib": zlib.ZLIB_VERSION})
+    report.note(f"inpath-bench ran {len(ours)} measurements in {time.time() - started:.0f} s")
+    text = open(dump, "rb").read()
+
+    # 1. AES modes against OpenSSL, same page size, one stream.
+    speed_cache = {}
+
+    def peer(cipher, size, decrypt=False):
+        key = (cipher, size, decrypt)
+        if key not in speed_cache:
+            speed_cache[key] = openssl_speed(cipher, size, decrypt, seconds=1 if args.quick else 2)
+        return speed_cache[key]
+
+    ops = {"ecb-enc": ("ecb", False), "ecb-dec": ("ecb", True), "ctr": ("ctr", False),
+           "cbc-enc": ("cbc", False), "cbc-dec": ("cbc", True), "cfb-enc": ("cfb", False),
+           "cfb-dec": ("cfb", True), "ofb": ("ofb", False), "gcm-enc": ("gcm", False)}
+    targets = []
+    for m in ours:
+        e = m["extra"]
+        if e.get("group") != "aes":
+            continue
+        op = e["op"]
+        if op == "cbc-enc-8pages":
+            mode, dec = "cbc", False
+        else:
+            mode, dec = ops[op]
+        cipher = f"aes-{e['bits']}-{mode}"
+        bps = peer(cipher, e["size"], dec)
+        peer_s = m["bytes"] / bps if bps else None
+        row = report.add(m["name"], m["bytes"], m["median_s"], f"openssl {cipher}{' -decrypt' if dec else ''}", peer_s, e)
+        if e["bits"] == 256 and e["size"] >= 16384 and row["ratio"]:
+            want = {"ctr": 2.0, "ecb-enc": 1.3, "cbc-enc-8pages": 4.0, "ecb-dec": 1.0, "cbc-dec": 1.0}.get(op)
+            if want:
+                targets.append((f"{m['name']} vs OpenSSL", row["ratio"], want))
+
+    # 2. Page codec tiers; DEFLATE tiers against zlib level 1 (+ OpenSSL CTR on its output).
+    zlib_cache = {}
+    for m in ours:
+        e = m["extra"]
+        if e.get("group") != "page":
+            continue
+        size, tier = e["size"], e["tier"]
+        peer_name, peer_s = "-", None
+        if e["data"] == "tpch" and tier.startswith("deflate-1") and e["op"] == "seal" and e["threads"] == 1:
+            if size not in zlib_cache:
+                count = max(m["items"], 1)
+                pages = [text[(i * size) % (len(text) - size):][:size] for i in range(count)]
+                zlib_cache[size] = zlib1_seconds(pages, reps=3 if args.quick else 5)
+            z_s, z_out = zlib_cache[size]
+            if tier.endswith("+none"):
+                peer_name, peer_s = "zlib-1", z_s
+            elif tier.endswith("-ctr"):
+                bps = peer("aes-256-ctr", max(16, min(size, 16 << 20) // 2))
+                peer_name, peer_s = "zlib-1 + openssl ctr", z_s + (z_out / bps if bps else 0)
+                targets.append((f"{m['name']} vs zlib-1+openssl-ctr", peer_s / m["median_s"], 3.0))
+            elif tier.endswith("-cbc"):
+                bps = peer("aes-256-cbc", max(16, min(size, 16 << 20) // 2))
+                peer_name, peer_s = "zlib-1 + openssl cbc", z_s + (z_out / bps if bps else 0)
+        elif tier.startswith("none+") and e["op"] == "seal" and e["threads"] == 1 and "-" in tier:
+            mode = tier.split("-")[-1]
+            bps = peer(f"aes-256-{mode}", min(size, 16 << 20))
+            peer_name, peer_s = f"openssl aes-256-{mode}", (m["bytes"] / bps if bps else None)
+        elif tier.startswith("none+") and e["op"] == "unseal" and e["threads"] == 1 and "-" in tier:
+            mode = tier.split("-")[-1]
+            bps = peer(f"aes-256-{mode}", min(size, 16 << 20), decrypt=mode != "ctr")
+            peer_name, peer_s = f"openssl aes-256-{mode} -decrypt", (m["bytes"] / bps if bps else None)
+        extra = dict(e, us_per_page=round(e["us_per_page"], 2), ratio=round(e["ratio"], 3))
+        report.add(m["name"], m["bytes"], m["median_s"], peer_name, peer_s, extra)
+        if tier == "lz4+aes256-ctr" and e["data"] == "tpch" and e["op"] == "seal":
+            targets.append((f"{m['name']} (GB/s, target 2)", m["gb_per_s"] / 2.0, 1.0))
+
+    # 3. HANA trace mix.
+    for m in ours:
+        e = m["extra"]
+        if e.get("group") == "mix":
+            report.add(m["name"], m["bytes"], m["median_s"], "-", None,
+                       {k: v for k, v in e.items() if k != "sizes"})
+
+    # Per-page overhead at 4 KiB.
+    for m in ours:
+        e = m["extra"]
+        if e.get("group") == "page" and e["size"] == 4096 and e["threads"] == 1 and e["data"] == "tpch":
+            report.note(f"4 KiB page, {e['op']} {e['tier']}: {e['us_per_page']:.2f} us/page")
+
+    report.note("targets (issue 4): ratio achieved / needed")
+    for name, got, want in targets:
+        report.note(f"{'MET ' if got >= want else 'MISS'} {name}: {got:.2f}x (needs {want}x)")
+    report.save()
+
+
+if __name__ == "__main__":
+    main()

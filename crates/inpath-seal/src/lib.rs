@@ -1,0 +1,45 @@
+//! # inpath-seal
+//!
+//! Compute on data while it moves to storage: the **page codec** of the SAP HANA security
+//! engine (compress, then encrypt each page on the write path; decrypt, then decompress on the
+//! read path) and the **streaming codec and cipher library** of the Vitis security and data
+//! compression libraries.
+//!
+//! - [`page`]: `seal(page) -> record`, `unseal(record) -> page`, in tiers from plain storage to
+//!   AES-256-GCM; a fixed 64-byte versioned header; damage and wrong keys told apart; batches
+//!   across threads, byte-identical to page-by-page sealing.
+//! - [`codec`]: push/pop compressors and decompressors for gzip, zlib, raw DEFLATE, LZ4 frames,
+//!   Snappy framing and Zstd.
+//! - [`aes`]: AES-128/192/256 in ECB, CBC, CTR, CFB-128 and OFB, chunked streaming in which any
+//!   split gives the same bytes; keys wiped on drop.
+//! - [`kernel`]: multi-page CBC encryption (several independent chains at once).
+//! - [`keyfile`]: the key file format the CLI reads.
+//!
+//! ```
+//! use inpath_seal::{Cipher, Compression, Key, KeyRing, SealConfig, Sealer, Unsealer};
+//! let key = Key::new(&[0x42; 32])?;
+//! let config = SealConfig { compression: Compression::Deflate(1), cipher: Cipher::Cbc };
+//! let mut sealer = Sealer::new(config, Some((7, &key)))?;
+//! let page = b"a page of a column store, a page of a column store".repeat(80);
+//! let record = sealer.seal(&page)?;
+//! assert!(record.len() < page.len());
+//!
+//! let mut ring = KeyRing::new();
+//! ring.insert(7, key);
+//! assert_eq!(Unsealer::new(&ring).unseal(&record)?, page);
+//! # Ok::<(), inpath_seal::Error>(())
+//! ```
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod aes;
+pub mod codec;
+pub mod error;
+pub mod gen;
+pub mod kernel;
+pub mod keyfile;
+pub mod page;
+
+pub use crate::aes::{Key, KeyRing};
+pub use error::{Error, Result};
+pub use page::{Cipher, Compression, Header, SealConfig, Sealer, Unsealer, Workspace};

@@ -1,0 +1,267 @@
+//! Round trips and properties of the page codec across every tier.
+
+mod common;
+
+use common::{data, ring, ring_key, tiers, Data, SMALL_SIZES};
+use inpath_seal::page::{Header, DEFAULT_MAX_PAGE, HEADER_LEN};
+use inpath_seal::{Cipher, Compression, SealConfig, Sealer, Unsealer};
+
+fn sealer(config: SealConfig, bits: u32) -> Sealer {
+    let key = ring_key(bits.max(128));
+    Sealer::with_nonce_prefix(
+        config,
+        (config.cipher != Cipher::None).then_some((bits, &key)),
+        *b"testnonc",
+    )
+    .unwrap()
+}
+
+#[test]
+fn every_tier_round_trips_every_size_and_kind() {
+    let unsealer = Unsealer::new(&ring());
+    for (name, config, bits) in tiers() {
+        let mut s = sealer(config, bits);
+        for &len in &SMALL_SIZES {
+            for kind in [Data::Random, Data::Zero, Data::Text] {
+                let page = data(kind, len, len as u64);
+                let record = s.seal(&page).unwrap();
+                let h = Header::parse(&record, DEFAULT_MAX_PAGE).unwrap();
+                assert_eq!(
+                    h.record_len() as usize,
+                    record.len(),
+                    "{name} {len} {kind:?}"
+                );
+                assert_eq!(h.page_len as usize, len);
+                // A record grows by at most the header plus padding or tag.
+                assert!(
+                    record.len() <= HEADER_LEN + len + 16,
+                    "{name} {len} {kind:?}: {} bytes",
+                    record.len()
+                );
+                if config.compression != Compression::None && len >= 4096 {
+                    match kind {
+                        Data::Random => assert!(h.stored(), "{name}: random pages are stored raw"),
+                        _ => assert!(
+                            !h.stored() && record.len() < len * 3 / 4,
+                            "{name} {kind:?}: compresses to {}",
+                            record.len()
+                        ),
+                    }
+                }
+                let back = unsealer
+                    .unseal(&record)
+                    .unwrap_or_else(|e| panic!("{name} {len} {kind:?}: {e}"));
+                assert_eq!(back, page, "{name} {len} {kind:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn big_pages_round_trip() {
+    // 64 MiB in release builds (the suite runs in release); 4 MiB in debug builds.
+    let big = if cfg!(debug_assertions) {
+        4 << 20
+    } else {
+        64 << 20
+    };
+    let unsealer = Unsealer::new(&ring());
+    let text = data(Data::Text, big, 7);
+    for config in [
+        SealConfig {
+            compression: Compression::Deflate(1),
+            cipher: Cipher::Ctr,
+        },
+        SealConfig {
+            compression: Compression::Lz4,
+            cipher: Cipher::Cbc,
+        },
+        SealConfig {
+            compression: Compression::None,
+            cipher: Cipher::Gcm,
+        },
+    ] {
+        let mut s = sealer(config, 256);
+        let record = s.seal(&text).unwrap();
+        assert_eq!(unsealer.unseal(&record).unwrap(), text, "{config:?}");
+    }
+    let random = data(Data::Random, 16 << 20, 8);
+    let mut s = sealer(
+        SealConfig {
+            compression: Compression::Zstd(1),
+            cipher: Cipher::Ecb,
+        },
+        128,
+    );
+    let record = s.seal(&random).unwrap();
+    assert_eq!(
+        record.len(),
+        HEADER_LEN + random.len() + 16,
+        "stored raw plus ECB padding"
+    );
+    assert_eq!(unsealer.unseal(&record).unwrap(), random);
+}
+
+#[test]
+fn batch_is_byte_identical_to_page_by_page_for_any_thread_count() {
+    let pages: Vec<Vec<u8>> = (0..21)
+        .map(|i| match i % 3 {
+            0 => data(Data::Text, 1000 * i + 5, i as u64),
+            1 => data(Data::Random, 4096 + i, i as u64),
+            _ => data(Data::Zero, 17 * i, i as u64),
+        })
+        .collect();
+    let refs: Vec<&[u8]> = pages.iter().map(|p| p.as_slice()).collect();
+    let unsealer = Unsealer::new(&ring());
+    for (name, config, bits) in tiers() {
+        let mut one = sealer(config, bits);
+        let expected: Vec<Vec<u8>> = refs.iter().map(|p| one.seal(p).unwrap()).collect();
+        for threads in [1, 2, 3, 8] {
+            let mut batch = sealer(config, bits);
+            let got = batch.seal_batch(&refs, threads).unwrap();
+            assert_eq!(got, expected, "{name}, {threads} threads");
+        }
+        let recs: Vec<&[u8]> = expected.iter().map(|r| r.as_slice()).collect();
+        for threads in [1, 3] {
+            let back: Vec<Vec<u8>> = unsealer
+                .unseal_batch(&recs, threads)
+                .into_iter()
+                .map(|r| r.unwrap())
+                .collect();
+            assert_eq!(back, pages, "{name} unseal_batch {threads}");
+        }
+    }
+}
+
+#[test]
+fn nonces_are_unique_per_record_and_per_sealer() {
+    let key = ring_key(256);
+    for cipher in [Cipher::Ctr, Cipher::Cbc, Cipher::Gcm] {
+        let config = SealConfig {
+            compression: Compression::None,
+            cipher,
+        };
+        let mut a = Sealer::new(config, Some((256, &key))).unwrap();
+        let mut b = Sealer::new(config, Some((256, &key))).unwrap();
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..500 {
+            for s in [&mut a, &mut b] {
+                let h = Header::parse(&s.seal(b"page").unwrap(), DEFAULT_MAX_PAGE).unwrap();
+                assert!(seen.insert(h.iv), "{cipher:?}: IV repeated");
+            }
+        }
+    }
+}
+
+#[test]
+fn ecb_leaks_equal_blocks_and_ctr_cbc_do_not() {
+    let key = ring_key(256);
+    let page = vec![0x41u8; 4096];
+    let payload_blocks = |cipher| {
+        let mut s = Sealer::new(
+            SealConfig {
+                compression: Compression::None,
+                cipher,
+            },
+            Some((256, &key)),
+        )
+        .unwrap();
+        let rec = s.seal(&page).unwrap();
+        let blocks: std::collections::HashSet<Vec<u8>> = rec[HEADER_LEN..HEADER_LEN + 4096]
+            .chunks(16)
+            .map(|b| b.to_vec())
+            .collect();
+        blocks.len()
+    };
+    assert_eq!(
+        payload_blocks(Cipher::Ecb),
+        1,
+        "ECB maps 256 equal plaintext blocks to one ciphertext block"
+    );
+    assert_eq!(payload_blocks(Cipher::Ctr), 256);
+    assert_eq!(payload_blocks(Cipher::Cbc), 256);
+}
+
+#[test]
+fn deflate_payload_is_standard_raw_deflate() {
+    let page = data(Data::Text, 118_784, 3);
+    let mut s = sealer(
+        SealConfig {
+            compression: Compression::Deflate(1),
+            cipher: Cipher::None,
+        },
+        0,
+    );
+    let rec = s.seal(&page).unwrap();
+    let mut d = flate2::Decompress::new(false);
+    let mut out = Vec::with_capacity(page.len() + 1);
+    let status = d
+        .decompress_vec(
+            &rec[HEADER_LEN..],
+            &mut out,
+            flate2::FlushDecompress::Finish,
+        )
+        .unwrap();
+    assert_eq!(status, flate2::Status::StreamEnd);
+    assert_eq!(out, page);
+}
+
+#[test]
+fn ctr_records_decrypt_with_the_plain_library_from_the_header_iv() {
+    // The payload of a CTR record is AES-CTR of the body with the header's IV as counter block.
+    let page = data(Data::Random, 5000, 4);
+    let key = ring_key(192);
+    let mut s = Sealer::new(
+        SealConfig {
+            compression: Compression::None,
+            cipher: Cipher::Ctr,
+        },
+        Some((192, &key)),
+    )
+    .unwrap();
+    let rec = s.seal(&page).unwrap();
+    let h = Header::parse(&rec, DEFAULT_MAX_PAGE).unwrap();
+    let plain = inpath_seal::aes::apply(
+        &key,
+        inpath_seal::aes::Mode::Ctr,
+        inpath_seal::aes::Direction::Decrypt,
+        Some(h.iv),
+        inpath_seal::aes::Padding::None,
+        &rec[HEADER_LEN..],
+    )
+    .unwrap();
+    assert_eq!(plain, page);
+}
+
+/// Regression: zlib-rs 0.6 panicked ("buf.len() must fit in remaining()") when DEFLATE of an
+/// incompressible page was given less output room than its worst case.
+#[test]
+fn incompressible_pages_of_many_sizes_are_stored_without_panicking() {
+    let random = data(Data::Random, 4 << 20, 1);
+    let unsealer = Unsealer::new(&ring());
+    for compression in [
+        Compression::Deflate(1),
+        Compression::Deflate(9),
+        Compression::Lz4,
+        Compression::Zstd(1),
+        Compression::Snappy,
+    ] {
+        let mut s = sealer(
+            SealConfig {
+                compression,
+                cipher: Cipher::Ctr,
+            },
+            256,
+        );
+        for (i, size) in [65536usize, 65535, 65537, 118_784, 1 << 20, 100, 33_000]
+            .into_iter()
+            .enumerate()
+        {
+            for page in random[i * 7..].chunks(size).take(4) {
+                let rec = s.seal(page).unwrap();
+                assert!(Header::parse(&rec, DEFAULT_MAX_PAGE).unwrap().stored());
+                assert_eq!(unsealer.unseal(&rec).unwrap(), page);
+            }
+        }
+    }
+}

@@ -1,0 +1,281 @@
+//! Damaged and hostile records: each gives the one error that names what is wrong.
+
+mod common;
+
+use common::{data, ring, ring_key, Data};
+use inpath_seal::page::{Header, DEFAULT_MAX_PAGE, HEADER_LEN};
+use inpath_seal::{Cipher, Compression, Error, Key, KeyRing, SealConfig, Sealer, Unsealer};
+
+fn record(compression: Compression, cipher: Cipher) -> (Vec<u8>, Vec<u8>) {
+    let page = data(Data::Text, 3000, 11);
+    let key = ring_key(256);
+    let mut s = Sealer::with_nonce_prefix(
+        SealConfig {
+            compression,
+            cipher,
+        },
+        Some((256, &key)),
+        [9; 8],
+    )
+    .unwrap();
+    (s.seal(&page).unwrap(), page)
+}
+
+/// Rewrites header bytes and fixes the header CRC, as a forger (or a buggy writer) would.
+fn rewrite(rec: &mut [u8], f: impl FnOnce(&mut [u8])) {
+    f(&mut rec[..HEADER_LEN]);
+    let crc = crc32c::crc32c(&rec[..60]);
+    rec[60..64].copy_from_slice(&crc.to_le_bytes());
+}
+
+const TIERS: [(Compression, Cipher); 5] = [
+    (Compression::Deflate(1), Cipher::Ctr),
+    (Compression::Lz4, Cipher::Cbc),
+    (Compression::Snappy, Cipher::Ecb),
+    (Compression::Zstd(3), Cipher::Gcm),
+    (Compression::Deflate(1), Cipher::None),
+];
+
+#[test]
+fn truncated_records_are_truncated_errors() {
+    let u = Unsealer::new(&ring());
+    for (comp, cipher) in TIERS {
+        let (rec, _) = record(comp, cipher);
+        for cut in 0..rec.len() {
+            match u.unseal(&rec[..cut]) {
+                Err(Error::Truncated {
+                    what: "seal record header",
+                    ..
+                }) => assert!(cut < HEADER_LEN),
+                Err(Error::Truncated {
+                    what: "seal record payload",
+                    needed,
+                    available,
+                }) => {
+                    assert!(cut >= HEADER_LEN);
+                    assert_eq!((needed, available), (rec.len() as u64, cut as u64));
+                }
+                other => panic!("{comp:?}+{cipher:?} cut at {cut}: {other:?}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn flipped_header_bits_are_caught() {
+    let u = Unsealer::new(&ring());
+    for (comp, cipher) in TIERS {
+        let (rec, _) = record(comp, cipher);
+        for byte in 0..HEADER_LEN {
+            for bit in 0..8 {
+                let mut bad = rec.clone();
+                bad[byte] ^= 1 << bit;
+                let err = u.unseal(&bad).unwrap_err();
+                match byte {
+                    0..=3 => assert!(
+                        matches!(err, Error::BadMagic { .. }),
+                        "byte {byte}: {err:?}"
+                    ),
+                    4 => assert!(
+                        matches!(err, Error::UnsupportedVersion { .. }),
+                        "byte {byte}: {err:?}"
+                    ),
+                    _ => assert!(
+                        matches!(err, Error::HeaderChecksum { .. }),
+                        "byte {byte}: {err:?}"
+                    ),
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn flipped_payload_bits_are_damage_not_a_wrong_key() {
+    let u = Unsealer::new(&ring());
+    for (comp, cipher) in TIERS {
+        let (rec, _) = record(comp, cipher);
+        for at in (HEADER_LEN..rec.len()).step_by(7) {
+            let mut bad = rec.clone();
+            bad[at] ^= 0x10;
+            let err = u.unseal(&bad).unwrap_err();
+            assert!(
+                matches!(err, Error::PayloadChecksum { .. }),
+                "{comp:?}+{cipher:?} at {at}: {err:?}"
+            );
+            assert!(err.is_damage());
+        }
+    }
+}
+
+#[test]
+fn wrong_key_is_reported_as_wrong_key() {
+    let mut wrong = KeyRing::new();
+    wrong.insert(256, Key::new(&[0xee; 32]).unwrap());
+    let u = Unsealer::new(&wrong);
+    for (comp, cipher) in TIERS {
+        let (rec, page) = record(comp, cipher);
+        let result = u.unseal(&rec);
+        match cipher {
+            Cipher::None => assert_eq!(result.unwrap(), page),
+            Cipher::Gcm => assert!(
+                matches!(result, Err(Error::AuthenticationFailed { key_id: 256 })),
+                "{result:?}"
+            ),
+            _ => assert!(
+                matches!(result, Err(Error::WrongKey { key_id: 256, .. })),
+                "{cipher:?}: {result:?}"
+            ),
+        }
+    }
+    // Also for pages stored raw (no decompression step to fail): the page CRC tells.
+    let key = ring_key(256);
+    for cipher in [Cipher::Ecb, Cipher::Ctr, Cipher::Cbc] {
+        let mut s = Sealer::new(
+            SealConfig {
+                compression: Compression::None,
+                cipher,
+            },
+            Some((256, &key)),
+        )
+        .unwrap();
+        let rec = s.seal(&data(Data::Random, 1000, 1)).unwrap();
+        assert!(
+            matches!(u.unseal(&rec), Err(Error::WrongKey { .. })),
+            "{cipher:?}"
+        );
+    }
+}
+
+#[test]
+fn wrong_key_id_and_wrong_key_size() {
+    let (rec, _) = record(Compression::Lz4, Cipher::Ctr);
+    let mut other = KeyRing::new();
+    other.insert(5, Key::new(&[1; 32]).unwrap());
+    match Unsealer::new(&other).unseal(&rec) {
+        Err(Error::UnknownKeyId { id: 256, available }) => assert_eq!(available, "id(s) 5"),
+        other => panic!("{other:?}"),
+    }
+    let mut short = KeyRing::new();
+    short.insert(256, Key::new(&[1; 16]).unwrap());
+    assert!(matches!(
+        Unsealer::new(&short).unseal(&rec),
+        Err(Error::KeySize {
+            id: 256,
+            found: 16,
+            needed: 32,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn unknown_version_and_bad_fields() {
+    let u = Unsealer::new(&ring());
+    let (rec, _) = record(Compression::Deflate(1), Cipher::Cbc);
+    let mut v2 = rec.clone();
+    rewrite(&mut v2, |h| h[4] = 2);
+    assert!(matches!(
+        u.unseal(&v2),
+        Err(Error::UnsupportedVersion { version: 2, .. })
+    ));
+    for (byte, value, field) in [
+        (5usize, 48u8, "header length"),
+        (6, 9, "compression"),
+        (8, 7, "cipher"),
+        (9, 20, "key length"),
+        (10, 0x80, "flags"),
+        (10, 0x01, "flags"), // CBC without PADDED
+        (11, 1, "reserved"),
+    ] {
+        let mut bad = rec.clone();
+        rewrite(&mut bad, |h| h[byte] = value);
+        match u.unseal(&bad) {
+            Err(Error::BadHeader { field: f, .. }) => assert_eq!(f, field, "byte {byte}"),
+            other => panic!("byte {byte} = {value}: {other:?}"),
+        }
+    }
+    let mut magic = rec.clone();
+    magic[..4].copy_from_slice(b"GZIP");
+    assert!(matches!(u.unseal(&magic), Err(Error::BadMagic { .. })));
+}
+
+#[test]
+fn huge_size_claims_are_refused_before_allocating() {
+    let u = Unsealer::new(&ring());
+    let (rec, _) = record(Compression::Deflate(1), Cipher::Ctr);
+    // A page of 1 TiB: over the limit.
+    let mut huge = rec.clone();
+    rewrite(&mut huge, |h| {
+        h[16..24].copy_from_slice(&(1u64 << 40).to_le_bytes())
+    });
+    assert!(matches!(u.unseal(&huge), Err(Error::TooLarge { claimed, .. }) if claimed == 1 << 40));
+    // 512 MiB from a ~1 KiB DEFLATE body: within the limit, impossible for DEFLATE.
+    let mut bomb = rec.clone();
+    rewrite(&mut bomb, |h| {
+        h[16..24].copy_from_slice(&(512u64 << 20).to_le_bytes())
+    });
+    assert!(
+        matches!(
+            u.unseal(&bomb),
+            Err(Error::BadHeader {
+                field: "page length",
+                ..
+            })
+        ),
+        "{:?}",
+        u.unseal(&bomb)
+    );
+    // A payload length past the end of the input.
+    let mut long = rec.clone();
+    rewrite(&mut long, |h| {
+        h[24..32].copy_from_slice(&(u64::MAX / 2).to_le_bytes())
+    });
+    assert!(matches!(
+        u.unseal(&long),
+        Err(Error::Truncated { .. } | Error::BadHeader { .. })
+    ));
+    // A smaller limit applies to honest records too.
+    let small = Unsealer::new(&ring()).with_max_page(1000);
+    assert!(matches!(
+        small.unseal(&rec),
+        Err(Error::TooLarge {
+            claimed: 3000,
+            limit: 1000,
+            ..
+        })
+    ));
+    assert!(Header::parse(&rec, DEFAULT_MAX_PAGE).is_ok());
+}
+
+#[test]
+fn bytes_after_a_record_are_reported() {
+    let u = Unsealer::new(&ring());
+    let (mut rec, _) = record(Compression::Snappy, Cipher::Ctr);
+    rec.push(0);
+    assert!(matches!(
+        u.unseal(&rec),
+        Err(Error::TrailingData { bytes: 1, .. })
+    ));
+}
+
+#[test]
+fn gcm_detects_a_forged_payload_with_fixed_crcs() {
+    // An attacker can recompute the unkeyed CRCs; GCM still refuses.
+    let u = Unsealer::new(&ring());
+    let (mut rec, _) = record(Compression::None, Cipher::Gcm);
+    rec[HEADER_LEN + 3] ^= 1;
+    let crc = crc32c::crc32c(&rec[HEADER_LEN..]);
+    rewrite(&mut rec, |h| h[52..56].copy_from_slice(&crc.to_le_bytes()));
+    assert!(matches!(
+        u.unseal(&rec),
+        Err(Error::AuthenticationFailed { .. })
+    ));
+    // In CTR the same forgery flips exactly the same plaintext bit: no integrity, by design.
+    // The page CRC then reports it (as a wrong key: the tier cannot tell the two apart).
+    let (mut rec, _) = record(Compression::None, Cipher::Ctr);
+    rec[HEADER_LEN + 3] ^= 1;
+    let crc = crc32c::crc32c(&rec[HEADER_LEN..]);
+    rewrite(&mut rec, |h| h[52..56].copy_from_slice(&crc.to_le_bytes()));
+    assert!(matches!(u.unseal(&rec), Err(Error::WrongKey { .. })));
+}
