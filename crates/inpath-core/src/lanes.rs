@@ -93,7 +93,9 @@ pub fn run_reader<E: Lane>(
                 }
                 match failure {
                     Some(e) => Err(e),
-                    None => Ok(lane),
+                    // A lane only ever receives whole records, so closing it flushes
+                    // whatever it batched and never finds a partial record.
+                    None => lane.close_input().map(|_| lane),
                 }
             }));
         }
@@ -166,7 +168,7 @@ pub fn run_reader<E: Lane>(
         // The unfinished tail (an unterminated line, or the leftover bytes of a partial item)
         // goes to the merged engine, whose close_input accepts or reports it.
         engine.update(&carry)?;
-        engine.close_input()
+        engine.close_input().map_err(|e| count_whole_records(e, total))
     })
 }
 
@@ -201,6 +203,7 @@ pub fn run_slice<E: Lane>(engine: &mut E, data: &[u8], threads: usize) -> Result
                 let mut lane = engine.fork();
                 scope.spawn(move || -> Result<E> {
                     lane.update(part)?;
+                    lane.close_input()?;
                     Ok(lane)
                 })
             })
@@ -214,5 +217,18 @@ pub fn run_slice<E: Lane>(engine: &mut E, data: &[u8], threads: usize) -> Result
         engine.merge(&lane?)?;
     }
     engine.update(&data[whole_end..])?;
-    engine.close_input()
+    engine.close_input().map_err(|e| count_whole_records(e, data.len() as u64))
+}
+
+/// The merged engine only saw the tail, so its count of whole records before leftover bytes
+/// covers none of the lanes' records: recompute it from the bytes of the whole stream.
+fn count_whole_records(error: Error, total_bytes: u64) -> Error {
+    match error {
+        Error::TrailingBytes { trailing, width, .. } => Error::TrailingBytes {
+            trailing,
+            width,
+            complete: (total_bytes - trailing as u64) / width as u64,
+        },
+        other => other,
+    }
 }
