@@ -71,7 +71,11 @@ impl Accumulator {
         let ldb = plan.b_limbs * mp;
         let lanes = if plan.shared() { lda } else { lda + ldb };
         let rows = (PANEL_BYTES / (lanes * 8)).clamp(8, plan.max_rows);
-        let rows = if dtype.is_float() { plan.max_rows } else { rows };
+        let rows = if dtype.is_float() {
+            plan.max_rows
+        } else {
+            rows
+        };
         // Mid rows: A lane p = a*mp + i holds, for each B limb, lanes group_start(i)..mp.
         let mut mid_off = Vec::with_capacity(lda + 1);
         let mut total = 0usize;
@@ -97,7 +101,11 @@ impl Accumulator {
                     }
                 }
                 for chunk in groups.chunks(MAX_NZ) {
-                    let mut spec = TileSpec { p0: a_limb * mp + i0, nz: chunk.len(), boff: [0; MAX_NZ] };
+                    let mut spec = TileSpec {
+                        p0: a_limb * mp + i0,
+                        nz: chunk.len(),
+                        boff: [0; MAX_NZ],
+                    };
                     let mut rel = [0; MAX_NZ];
                     for (z, (boff, r)) in chunk.iter().enumerate() {
                         spec.boff[z] = *boff;
@@ -124,7 +132,11 @@ impl Accumulator {
             lda,
             ldb,
             a: vec![0.0; rows * lda],
-            b: if plan.shared() { Vec::new() } else { vec![0.0; rows * ldb] },
+            b: if plan.shared() {
+                Vec::new()
+            } else {
+                vec![0.0; rows * ldb]
+            },
             fill: 0,
             tiles,
             tile_rel,
@@ -140,12 +152,6 @@ impl Accumulator {
             pending: 0,
             out: vec![0.0; MR * MAX_NZ * 8],
         }
-    }
-
-    /// Rows per block (a float type's results depend on it).
-    #[cfg(test)]
-    pub fn block_rows(&self) -> usize {
-        self.rows
     }
 
     /// Adds whole rows: `bytes` holds `rows * M` little-endian items.
@@ -175,14 +181,19 @@ impl Accumulator {
             DType::I8 => plain(rows, a, lda, m, |b| b[0] as i8 as f64),
             DType::U16 => plain(rows, a, lda, m, |b| u16::from_le_bytes([b[0], b[1]]) as f64),
             DType::I16 => plain(rows, a, lda, m, |b| i16::from_le_bytes([b[0], b[1]]) as f64),
-            DType::F32 => plain(rows, a, lda, m, |b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64),
+            DType::F32 => plain(rows, a, lda, m, |b| {
+                f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64
+            }),
             DType::F64 => plain(rows, a, lda, m, |b| {
                 f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
             }),
             DType::U32 | DType::I32 => {
                 let bpanel = &mut self.b[fill * ldb..(fill + n) * ldb];
                 let signed = self.dtype == DType::I32;
-                for ((row, ar), br) in rows.zip(a.chunks_exact_mut(lda)).zip(bpanel.chunks_exact_mut(ldb)) {
+                for ((row, ar), br) in rows
+                    .zip(a.chunks_exact_mut(lda))
+                    .zip(bpanel.chunks_exact_mut(ldb))
+                {
                     let (lo, hi) = br.split_at_mut(mp);
                     for (i, item) in row.chunks_exact(4).enumerate() {
                         let u = u32::from_le_bytes([item[0], item[1], item[2], item[3]]);
@@ -201,7 +212,11 @@ impl Accumulator {
                     for (i, item) in row.chunks_exact(8).enumerate() {
                         let mut b8 = [0u8; 8];
                         b8.copy_from_slice(item);
-                        let v = if signed { i64::from_le_bytes(b8) as i128 } else { u64::from_le_bytes(b8) as i128 };
+                        let v = if signed {
+                            i64::from_le_bytes(b8) as i128
+                        } else {
+                            u64::from_le_bytes(b8) as i128
+                        };
                         ar[i] = (v & mask) as f64;
                         ar[mp + i] = ((v >> bits) & mask) as f64;
                         ar[2 * mp + i] = (v >> (2 * bits)) as f64;
@@ -212,6 +227,7 @@ impl Accumulator {
     }
 
     /// Runs the kernel over the current block and adds its sums to the mid accumulators.
+    #[allow(clippy::needless_range_loop)]
     fn block(&mut self, stats: &mut Statistics) -> Result<()> {
         let rows = self.fill;
         if rows == 0 {
@@ -220,14 +236,27 @@ impl Accumulator {
         let b: &[f64] = if self.b.is_empty() { &self.a } else { &self.b };
         let float = self.dtype.is_float();
         for (spec, rel) in self.tiles.iter().zip(&self.tile_rel) {
-            kernel::tile(self.isa, &self.a, self.lda, b, self.ldb, spec, rows, &mut self.out);
+            kernel::tile(
+                self.isa,
+                &self.a,
+                self.lda,
+                b,
+                self.ldb,
+                spec,
+                rows,
+                &mut self.out,
+            );
             for i in 0..MR {
                 let base = self.mid_off[spec.p0 + i];
                 for z in 0..spec.nz {
                     let at = base + rel[z];
                     let src = &self.out[(i * spec.nz + z) * 8..(i * spec.nz + z) * 8 + 8];
                     if float {
-                        add_dd(&mut self.mid_hi[at..at + 8], &mut self.mid_lo[at..at + 8], src);
+                        add_dd(
+                            &mut self.mid_hi[at..at + 8],
+                            &mut self.mid_lo[at..at + 8],
+                            src,
+                        );
                     } else {
                         for (d, s) in self.mid_int[at..at + 8].iter_mut().zip(src) {
                             *d += *s as i64;
@@ -290,7 +319,8 @@ impl Accumulator {
                     for j in i..m {
                         let mut v = 0i128;
                         for b_limb in 0..plan.b_limbs {
-                            v += (self.mid_int[mid_at(i, b_limb, j)] as i128) << (b_limb as u32 * b_bits);
+                            v += (self.mid_int[mid_at(i, b_limb, j)] as i128)
+                                << (b_limb as u32 * b_bits);
                         }
                         let d = &mut products[row + j - i];
                         *d = d.checked_add(v).ok_or_else(overflow)?;
@@ -315,7 +345,8 @@ impl Accumulator {
                             let mut diag = 0i128;
                             for a_limb in 0..plan.a_limbs {
                                 if k >= a_limb && k - a_limb < plan.b_limbs {
-                                    diag += self.mid_int[mid_at(a_limb * mp + i, k - a_limb, j)] as i128;
+                                    diag += self.mid_int[mid_at(a_limb * mp + i, k - a_limb, j)]
+                                        as i128;
                                 }
                             }
                             let term = I256::mul_i128(diag, 1i128 << (k as u32 * b_bits));
@@ -328,14 +359,22 @@ impl Accumulator {
             }
             Data::Float { sums, products } => {
                 for (i, s) in sums.iter_mut().enumerate() {
-                    *s = s.add(Dd { hi: self.col_hi[i], lo: self.col_lo[i] });
+                    *s = *s
+                        + Dd {
+                            hi: self.col_hi[i],
+                            lo: self.col_lo[i],
+                        };
                 }
                 for i in 0..m {
                     let row = tri_row(m, i);
                     for j in i..m {
                         let at = mid_at(i, 0, j);
                         let d = &mut products[row + j - i];
-                        *d = d.add(Dd { hi: self.mid_hi[at], lo: self.mid_lo[at] });
+                        *d = *d
+                            + Dd {
+                                hi: self.mid_hi[at],
+                                lo: self.mid_lo[at],
+                            };
                     }
                 }
             }

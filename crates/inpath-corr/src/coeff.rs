@@ -84,15 +84,17 @@ impl Statistics {
         match &self.data {
             Data::Int { sums, products } => {
                 let a = I256::from_i128(products[k]).checked_mul_u64(n)?;
-                a.checked_sub(I256::mul_i128(sums[i], sums[j])).map(Centred::Int)
+                a.checked_sub(I256::mul_i128(sums[i], sums[j]))
+                    .map(Centred::Int)
             }
             Data::Wide { sums, products } => {
                 let a = products[k].checked_mul_u64(n)?;
-                a.checked_sub(I256::mul_i128(sums[i], sums[j])).map(Centred::Int)
+                a.checked_sub(I256::mul_i128(sums[i], sums[j]))
+                    .map(Centred::Int)
             }
             Data::Float { sums, products } => {
                 let nd = Dd::from_f64(n as f64);
-                Some(Centred::Float(products[k].mul(nd).sub(sums[i].mul(sums[j]))))
+                Some(Centred::Float(products[k] * nd - sums[i] * sums[j]))
             }
         }
     }
@@ -121,7 +123,10 @@ impl Statistics {
     /// triangle without the diagonal, row by row: (0,1), (0,2), ..., (0,M-1), (1,2), ...
     pub fn pair_index(&self, i: usize, j: usize) -> usize {
         let m = self.streams();
-        assert!(i < j && j < m, "pair ({i}, {j}) is not in the upper triangle of {m} streams");
+        assert!(
+            i < j && j < m,
+            "pair ({i}, {j}) is not in the upper triangle of {m} streams"
+        );
         i * m - i * (i + 1) / 2 + (j - i - 1)
     }
 
@@ -140,11 +145,15 @@ impl Statistics {
     /// Every pair `(i, j)`, `i < j`, in the reference order.
     pub fn pair_list(&self) -> Vec<(usize, usize)> {
         let m = self.streams();
-        (0..m).flat_map(|i| (i + 1..m).map(move |j| (i, j))).collect()
+        (0..m)
+            .flat_map(|i| (i + 1..m).map(move |j| (i, j)))
+            .collect()
     }
 
     fn std_numerators(&self) -> Vec<f64> {
-        (0..self.streams()).map(|i| self.centred_var(i).max(0.0)).collect()
+        (0..self.streams())
+            .map(|i| self.centred_var(i).max(0.0))
+            .collect()
     }
 
     /// Pearson's r of streams `i` and `j` (Eq. 3.2).
@@ -183,7 +192,10 @@ impl Statistics {
     /// Every Pearson coefficient, M(M-1)/2 of them in the reference order ([`Statistics::pair_index`]).
     pub fn pearson(&self, policy: NanPolicy) -> Vec<f64> {
         let s = self.std_numerators();
-        self.pair_list().into_iter().map(|(i, j)| self.pearson_with(i, j, s[i], s[j], policy)).collect()
+        self.pair_list()
+            .into_iter()
+            .map(|(i, j)| self.pearson_with(i, j, s[i], s[j], policy))
+            .collect()
     }
 
     /// The full M x M Pearson matrix, row-major, with 1 on the diagonal (NaN or 0 for constant
@@ -224,7 +236,9 @@ impl Statistics {
     /// Variance of every stream.
     pub fn variances(&self, ddof: Ddof) -> Vec<f64> {
         let d = self.divisor(ddof);
-        (0..self.streams()).map(|i| self.centred_var(i) / d).collect()
+        (0..self.streams())
+            .map(|i| self.centred_var(i) / d)
+            .collect()
     }
 
     /// Standard deviation of every stream.
@@ -237,12 +251,16 @@ impl Statistics {
         if i == j {
             return self.centred_var(i) / self.divisor(ddof);
         }
-        self.centred(i, j).map_or(f64::NAN, |c| c.to_f64() / self.divisor(ddof))
+        self.centred(i, j)
+            .map_or(f64::NAN, |c| c.to_f64() / self.divisor(ddof))
     }
 
     /// Every covariance of a pair, M(M-1)/2 of them in the reference order.
     pub fn covariance(&self, ddof: Ddof) -> Vec<f64> {
-        self.pair_list().into_iter().map(|(i, j)| self.covariance_pair(i, j, ddof)).collect()
+        self.pair_list()
+            .into_iter()
+            .map(|(i, j)| self.covariance_pair(i, j, ddof))
+            .collect()
     }
 
     /// Least-squares regression of stream `y` on stream `x` (Eq. 3.7, and through the origin).
@@ -250,10 +268,22 @@ impl Statistics {
         let var_x = self.centred_var(x);
         let sxx = self.sum_of_squares(x).to_f64();
         let sxy = self.sum_of_products(x, y).to_f64();
-        let slope_origin = if sxx == 0.0 { policy.undefined() } else { sxy / sxx };
+        let slope_origin = if sxx == 0.0 {
+            policy.undefined()
+        } else {
+            sxy / sxx
+        };
         if var_x == 0.0 || var_x.is_nan() {
-            let u = if var_x.is_nan() { f64::NAN } else { policy.undefined() };
-            return Regression { slope: u, intercept: u, slope_origin };
+            let u = if var_x.is_nan() {
+                f64::NAN
+            } else {
+                policy.undefined()
+            };
+            return Regression {
+                slope: u,
+                intercept: u,
+                slope_origin,
+            };
         }
         let slope = self.centred(x, y).map_or(f64::NAN, |c| c.to_f64() / var_x);
         let n = self.n() as f64;
@@ -270,7 +300,11 @@ impl Statistics {
             }
             (_, sx, sy) => (sy.to_f64() - slope * sx.to_f64()) / n,
         };
-        Regression { slope, intercept, slope_origin }
+        Regression {
+            slope,
+            intercept,
+            slope_origin,
+        }
     }
 
     /// Cosine similarity of streams `i` and `j` (Eq. 3.8): Sxy / (sqrt(Sxx) sqrt(Syy)).
@@ -286,6 +320,9 @@ impl Statistics {
 
     /// Every cosine similarity, M(M-1)/2 of them in the reference order.
     pub fn cosine(&self, policy: NanPolicy) -> Vec<f64> {
-        self.pair_list().into_iter().map(|(i, j)| self.cosine_pair(i, j, policy)).collect()
+        self.pair_list()
+            .into_iter()
+            .map(|(i, j)| self.cosine_pair(i, j, policy))
+            .collect()
     }
 }

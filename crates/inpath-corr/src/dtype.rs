@@ -81,9 +81,17 @@ impl DType {
 
     /// Parses a type name.
     pub fn parse(name: &str) -> Result<DType> {
-        DType::ALL.iter().copied().find(|t| t.name() == name).ok_or_else(|| {
-            Error::parameter("type", name, "one of u8, u16, u32, u64, i8, i16, i32, i64, f32, f64")
-        })
+        DType::ALL
+            .iter()
+            .copied()
+            .find(|t| t.name() == name)
+            .ok_or_else(|| {
+                Error::parameter(
+                    "type",
+                    name,
+                    "one of u8, u16, u32, u64, i8, i16, i32, i64, f32, f64",
+                )
+            })
     }
 
     /// The type's code in the statistics file.
@@ -123,7 +131,11 @@ impl DType {
                 b_limbs: 1,
                 limb_bits: 0,
                 max_rows: 256,
-                max_product: if matches!(self, DType::U16 | DType::I16) { 1 << 32 } else { 1 << 16 },
+                max_product: if matches!(self, DType::U16 | DType::I16) {
+                    1 << 32
+                } else {
+                    1 << 16
+                },
             },
             DType::U32 | DType::I32 => Plan {
                 a_limbs: 1,
@@ -139,9 +151,13 @@ impl DType {
                 max_rows: 256,
                 max_product: 1 << 44,
             },
-            DType::F32 | DType::F64 => {
-                Plan { a_limbs: 1, b_limbs: 1, limb_bits: 0, max_rows: 64, max_product: 0 }
-            }
+            DType::F32 | DType::F64 => Plan {
+                a_limbs: 1,
+                b_limbs: 1,
+                limb_bits: 0,
+                max_rows: 64,
+                max_product: 0,
+            },
         }
     }
 }

@@ -25,7 +25,9 @@ pub enum Layout {
 impl Layout {
     /// The reference's 64-byte lines: as many streams as items of `dtype` fit in 64 bytes.
     pub fn lines(dtype: DType) -> Layout {
-        Layout::Rows { streams: dtype.per_line() }
+        Layout::Rows {
+            streams: dtype.per_line(),
+        }
     }
 }
 
@@ -57,12 +59,22 @@ pub struct CorrConfig {
 impl CorrConfig {
     /// Row-interleaved binary input of `streams` streams of `dtype`.
     pub fn rows(dtype: DType, streams: usize) -> CorrConfig {
-        CorrConfig { dtype, layout: Layout::Rows { streams }, method: Method::Pearson, kernel: Kernel::Auto }
+        CorrConfig {
+            dtype,
+            layout: Layout::Rows { streams },
+            method: Method::Pearson,
+            kernel: Kernel::Auto,
+        }
     }
 
     /// CSV input; every selected column is a stream of `dtype`.
     pub fn csv(dtype: DType, spec: CsvSpec) -> CorrConfig {
-        CorrConfig { dtype, layout: Layout::Csv(spec), method: Method::Pearson, kernel: Kernel::Auto }
+        CorrConfig {
+            dtype,
+            layout: Layout::Csv(spec),
+            method: Method::Pearson,
+            kernel: Kernel::Auto,
+        }
     }
 }
 
@@ -117,13 +129,21 @@ impl Corr {
         let (framing, m) = match &config.layout {
             Layout::Rows { streams } => {
                 check_streams(*streams)?;
-                (Framing::Fixed { width: streams * width }, Some(*streams))
+                (
+                    Framing::Fixed {
+                        width: streams * width,
+                    },
+                    Some(*streams),
+                )
             }
             Layout::Csv(spec) => {
                 if !spec.columns.is_empty() {
                     check_streams(spec.columns.len())?;
                 }
-                (Framing::Csv(spec.clone()), (!spec.columns.is_empty()).then_some(spec.columns.len()))
+                (
+                    Framing::Csv(spec.clone()),
+                    (!spec.columns.is_empty()).then_some(spec.columns.len()),
+                )
             }
         };
         let has_header = matches!(&config.layout, Layout::Csv(spec) if spec.has_header);
@@ -147,7 +167,11 @@ impl Corr {
         } else if let Some(m) = m {
             sink.m = Some(m);
         }
-        Ok(Corr { config, deframer, sink })
+        Ok(Corr {
+            config,
+            deframer,
+            sink,
+        })
     }
 
     /// The configuration.
@@ -165,7 +189,11 @@ impl Corr {
     pub fn set_names(&mut self, names: Vec<String>) -> Result<()> {
         if let Some(m) = self.sink.m {
             if names.len() != m {
-                return Err(Error::parameter("stream names", names.len(), format!("exactly {m} names")));
+                return Err(Error::parameter(
+                    "stream names",
+                    names.len(),
+                    format!("exactly {m} names"),
+                ));
             }
         }
         if let Some(stats) = &mut self.sink.stats {
@@ -181,10 +209,18 @@ impl Corr {
     pub fn update_columns(&mut self, columns: &[&[u8]]) -> Result<()> {
         let m = match (&self.config.layout, self.sink.m) {
             (Layout::Rows { .. }, Some(m)) => m,
-            _ => return Err(Error::State("column-major data needs a binary (rows) layout".into())),
+            _ => {
+                return Err(Error::State(
+                    "column-major data needs a binary (rows) layout".into(),
+                ))
+            }
         };
         if columns.len() != m {
-            return Err(Error::parameter("columns", columns.len(), format!("exactly {m}, one per stream")));
+            return Err(Error::parameter(
+                "columns",
+                columns.len(),
+                format!("exactly {m}, one per stream"),
+            ));
         }
         let w = self.config.dtype.width();
         let len = columns[0].len();
@@ -195,11 +231,17 @@ impl Corr {
                 format!("{len} bytes, the length of column 0"),
             ));
         }
-        if len % w != 0 {
-            return Err(Error::TrailingBytes { trailing: len % w, width: w, complete: (len / w) as u64 });
+        if !len.is_multiple_of(w) {
+            return Err(Error::TrailingBytes {
+                trailing: len % w,
+                width: w,
+                complete: (len / w) as u64,
+            });
         }
         if self.deframer.pending() != 0 {
-            return Err(Error::State("a partial row from update() is pending".into()));
+            return Err(Error::State(
+                "a partial row from update() is pending".into(),
+            ));
         }
         const BLOCK: usize = 1024;
         let rows = len / w;
@@ -223,29 +265,26 @@ impl Corr {
     fn capture_names(&mut self) -> Result<()> {
         if let Some(names) = self.deframer.selected_names() {
             match &self.sink.names {
-                None => {
-                    if names.len() >= 2 {
-                        if let Some(stats) = &mut self.sink.stats {
-                            stats.set_names(names.clone())?;
-                        }
-                        self.sink.names = Some(names);
+                None if names.len() >= 2 => {
+                    if let Some(stats) = &mut self.sink.stats {
+                        stats.set_names(names.clone())?;
                     }
+                    self.sink.names = Some(names);
                 }
-                Some(old) if self.sink.stats.is_some() && *old != names && old.len() == names.len() => {
-                    if self.config_has_header() {
-                        return Err(Error::Incompatible(format!(
-                            "this input's columns are {names:?} but earlier input's were {old:?}"
-                        )));
-                    }
+                Some(old)
+                    if self.sink.stats.is_some()
+                        && *old != names
+                        && old.len() == names.len()
+                        && self.sink.has_header =>
+                {
+                    return Err(Error::Incompatible(format!(
+                        "this input's columns are {names:?} but earlier input's were {old:?}"
+                    )));
                 }
                 _ => {}
             }
         }
         Ok(())
-    }
-
-    fn config_has_header(&self) -> bool {
-        self.sink.has_header
     }
 }
 
@@ -255,7 +294,10 @@ impl Sink {
             Error::parameter(
                 "streams",
                 m,
-                format!("2 to {} (correlation needs at least two streams or columns)", crate::MAX_STREAMS),
+                format!(
+                    "2 to {} (correlation needs at least two streams or columns)",
+                    crate::MAX_STREAMS
+                ),
             )
         })?;
         self.m = Some(m);
@@ -281,7 +323,9 @@ impl Sink {
         } else if let Some(collect) = &mut self.collect {
             collect.push_rows(rows)
         } else {
-            Err(Error::State("corr engine used before its stream count is known".into()))
+            Err(Error::State(
+                "corr engine used before its stream count is known".into(),
+            ))
         }
     }
 
@@ -307,13 +351,17 @@ impl Sink {
                 expected,
             }
         };
-        let s = std::str::from_utf8(text).map_err(|_| bad("UTF-8 text".into()))?.trim();
+        let s = std::str::from_utf8(text)
+            .map_err(|_| bad("UTF-8 text".into()))?
+            .trim();
         if s.is_empty() {
             return Err(bad(format!("a {} value (empty cells are not supported: corr needs a value in every row of every column)", self.dtype)));
         }
         let dtype = self.dtype;
         let int = |lo: i128, hi: i128| -> Result<i128> {
-            let v: i128 = s.parse().map_err(|_| bad(format!("an integer ({dtype}: {lo} to {hi})")))?;
+            let v: i128 = s
+                .parse()
+                .map_err(|_| bad(format!("an integer ({dtype}: {lo} to {hi})")))?;
             if v < lo || v > hi {
                 return Err(bad(format!("in the {dtype} range {lo} to {hi}")));
             }
@@ -323,11 +371,17 @@ impl Sink {
             DType::U8 => out.push(int(0, u8::MAX as i128)? as u8),
             DType::I8 => out.push(int(i8::MIN as i128, i8::MAX as i128)? as i8 as u8),
             DType::U16 => out.extend_from_slice(&(int(0, u16::MAX as i128)? as u16).to_le_bytes()),
-            DType::I16 => out.extend_from_slice(&(int(i16::MIN as i128, i16::MAX as i128)? as i16).to_le_bytes()),
+            DType::I16 => out.extend_from_slice(
+                &(int(i16::MIN as i128, i16::MAX as i128)? as i16).to_le_bytes(),
+            ),
             DType::U32 => out.extend_from_slice(&(int(0, u32::MAX as i128)? as u32).to_le_bytes()),
-            DType::I32 => out.extend_from_slice(&(int(i32::MIN as i128, i32::MAX as i128)? as i32).to_le_bytes()),
+            DType::I32 => out.extend_from_slice(
+                &(int(i32::MIN as i128, i32::MAX as i128)? as i32).to_le_bytes(),
+            ),
             DType::U64 => out.extend_from_slice(&(int(0, u64::MAX as i128)? as u64).to_le_bytes()),
-            DType::I64 => out.extend_from_slice(&(int(i64::MIN as i128, i64::MAX as i128)? as i64).to_le_bytes()),
+            DType::I64 => out.extend_from_slice(
+                &(int(i64::MIN as i128, i64::MAX as i128)? as i64).to_le_bytes(),
+            ),
             DType::F32 => {
                 let v: f32 = s.parse().map_err(|_| bad("a number (f32)".into()))?;
                 out.extend_from_slice(&v.to_le_bytes());
@@ -338,6 +392,41 @@ impl Sink {
             }
         }
         Ok(())
+    }
+}
+
+impl Sink {
+    /// Names the column of a CSV cell error once the header is known (the header and the bad
+    /// cell may arrive in the same chunk, before the names reach the sink).
+    fn name_column(&self, err: Error) -> Error {
+        match (err, &self.names) {
+            (
+                Error::BadValue {
+                    what,
+                    location,
+                    value,
+                    expected,
+                },
+                Some(names),
+            ) => {
+                let location = match location.rsplit_once(", column #") {
+                    Some((row, col)) => {
+                        match col.parse::<usize>().ok().and_then(|c| names.get(c)) {
+                            Some(name) => format!("{row}, column {name:?}"),
+                            None => location,
+                        }
+                    }
+                    None => location,
+                };
+                Error::BadValue {
+                    what,
+                    location,
+                    value,
+                    expected,
+                }
+            }
+            (err, _) => err,
+        }
     }
 }
 
@@ -375,7 +464,11 @@ impl RecordSink for Sink {
             self.row = row;
             r
         } else {
-            Err(Error::RaggedRow { row: self.csv_rows + 1 + self.has_header as u64, fields: items, needed: m })
+            Err(Error::RaggedRow {
+                row: self.csv_rows + 1 + self.has_header as u64,
+                fields: items,
+                needed: m,
+            })
         };
         self.row_items = 0;
         self.csv_rows += 1;
@@ -389,11 +482,11 @@ impl Engine for Corr {
     fn update(&mut self, chunk: &[u8]) -> Result<()> {
         let result = self.deframer.feed(chunk, &mut self.sink);
         self.capture_names()?;
-        result
+        result.map_err(|e| self.sink.name_column(e))
     }
 
     fn finish(&mut self) -> Result<Statistics> {
-        let closed = self.close_input();
+        let closed = self.close_input().map_err(|e| self.sink.name_column(e));
         let stats = self.sink.stats.take();
         let collect = self.sink.collect.take();
         let fresh = Corr::new(self.config.clone())?;
@@ -404,7 +497,9 @@ impl Engine for Corr {
         }
         closed?;
         let stats = stats.ok_or_else(|| {
-            Error::State("the input holds no rows (and no CSV header): there is nothing to correlate".into())
+            Error::State(
+                "the input holds no rows (and no CSV header): there is nothing to correlate".into(),
+            )
         })?;
         match collect {
             Some(collect) => collect.finish(stats.names().to_vec(), self.config.kernel),
@@ -440,12 +535,18 @@ impl Lane for Corr {
 
     fn merge(&mut self, other: &Self) -> Result<()> {
         if self.config.dtype != other.config.dtype || self.config.method != other.config.method {
-            return Err(Error::Incompatible("corr engines configured differently".into()));
+            return Err(Error::Incompatible(
+                "corr engines configured differently".into(),
+            ));
         }
         if self.deframer.pending() != 0 || other.deframer.pending() != 0 {
-            return Err(Error::State("merge needs both lanes closed (a partial row is pending)".into()));
+            return Err(Error::State(
+                "merge needs both lanes closed (a partial row is pending)".into(),
+            ));
         }
-        let Some(other_stats) = &other.sink.stats else { return Ok(()) };
+        let Some(other_stats) = &other.sink.stats else {
+            return Ok(());
+        };
         if self.sink.stats.is_none() {
             let m = other_stats.streams();
             self.sink.names = Some(other_stats.names().to_vec());
@@ -457,7 +558,9 @@ impl Lane for Corr {
                 Some(stats) => stats.merge(other_stats),
                 None => Ok(()),
             },
-            _ => Err(Error::Incompatible("corr engines configured differently".into())),
+            _ => Err(Error::Incompatible(
+                "corr engines configured differently".into(),
+            )),
         }
     }
 }

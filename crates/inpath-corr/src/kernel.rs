@@ -9,6 +9,8 @@
 //! [`tile_portable`], safe Rust, and `tile_avx512`, the same loop written with AVX-512
 //! intrinsics (24 accumulators in registers). Tests compare them on random data.
 #![allow(unsafe_code)]
+// Kernels index small fixed arrays by lane; iterators would hide the register layout.
+#![allow(clippy::needless_range_loop, clippy::too_many_arguments)]
 
 /// A lanes per tile.
 pub(crate) const MR: usize = 4;
@@ -63,7 +65,10 @@ fn check(a: &[f64], lda: usize, b: &[f64], ldb: usize, spec: &TileSpec, rows: us
     assert!((1..=MAX_NZ).contains(&spec.nz), "tile width");
     assert!(out.len() >= MR * spec.nz * 8, "tile output");
     if rows > 0 {
-        assert!(a.len() >= (rows - 1) * lda + spec.p0 + MR, "A panel too short");
+        assert!(
+            a.len() >= (rows - 1) * lda + spec.p0 + MR,
+            "A panel too short"
+        );
         let reach = spec.boff[..spec.nz].iter().max().copied().unwrap_or(0) + 8;
         assert!(b.len() >= (rows - 1) * ldb + reach, "B panel too short");
     }
@@ -228,7 +233,9 @@ mod tests {
             let lda = 16;
             let ldb = 8 * nz + 24;
             let a: Vec<f64> = (0..rows * lda).map(|_| rng.gen_range(-1e3..1e3)).collect();
-            let b: Vec<f64> = (0..rows * ldb).map(|_| rng.gen::<f64>() * 1e5 - 3.0).collect();
+            let b: Vec<f64> = (0..rows * ldb)
+                .map(|_| rng.gen::<f64>() * 1e5 - 3.0)
+                .collect();
             let mut boff = [0; MAX_NZ];
             for (z, o) in boff.iter_mut().enumerate().take(nz) {
                 *o = ((z * 5 + 3) % (nz + 3)) * 8;

@@ -63,12 +63,20 @@ impl Collector {
     pub fn merge(&mut self, other: &Collector) -> Result<()> {
         match (&mut self.columns, &other.columns) {
             (Columns::Int(a), Columns::Int(b)) if a.len() == b.len() => {
-                a.iter_mut().zip(b).for_each(|(x, y)| x.extend_from_slice(y));
+                a.iter_mut()
+                    .zip(b)
+                    .for_each(|(x, y)| x.extend_from_slice(y));
             }
             (Columns::Float(a), Columns::Float(b)) if a.len() == b.len() => {
-                a.iter_mut().zip(b).for_each(|(x, y)| x.extend_from_slice(y));
+                a.iter_mut()
+                    .zip(b)
+                    .for_each(|(x, y)| x.extend_from_slice(y));
             }
-            _ => return Err(Error::Incompatible("Spearman collectors of different streams".into())),
+            _ => {
+                return Err(Error::Incompatible(
+                    "Spearman collectors of different streams".into(),
+                ))
+            }
         }
         Ok(())
     }
@@ -77,23 +85,36 @@ impl Collector {
     pub fn finish(self, names: Vec<String>, kernel: Kernel) -> Result<Statistics> {
         let m = self.m;
         let ranks: Vec<Vec<u64>> = match &self.columns {
-            Columns::Int(cols) => cols.iter().map(|c| doubled_ranks(c, |a, b| a.cmp(b))).collect(),
+            Columns::Int(cols) => cols
+                .iter()
+                .map(|c| doubled_ranks(c, |a, b| a.cmp(b)))
+                .collect(),
             Columns::Float(cols) => {
                 for (i, c) in cols.iter().enumerate() {
                     if let Some(r) = c.iter().position(|v| v.is_nan()) {
                         return Err(Error::BadValue {
                             what: "value".into(),
-                            location: format!("row {} of stream {:?}", r + 1, names.get(i).cloned().unwrap_or_default()),
+                            location: format!(
+                                "row {} of stream {:?}",
+                                r + 1,
+                                names.get(i).cloned().unwrap_or_default()
+                            ),
                             value: "NaN".into(),
                             expected: "a number (NaN has no rank, so Spearman is undefined)".into(),
                         });
                     }
                 }
-                cols.iter().map(|c| doubled_ranks(c, |a, b| a.total_cmp(b))).collect()
+                cols.iter()
+                    .map(|c| doubled_ranks(c, |a, b| a.total_cmp(b)))
+                    .collect()
             }
         };
         let n = ranks.first().map_or(0, |r| r.len());
-        let (dtype, w) = if 2 * (n as u64) + 2 <= u32::MAX as u64 { (DType::U32, 4) } else { (DType::U64, 8) };
+        let (dtype, w) = if 2 * (n as u64) + 2 <= u32::MAX as u64 {
+            (DType::U32, 4)
+        } else {
+            (DType::U64, 8)
+        };
         let mut config = CorrConfig::rows(dtype, m);
         config.kernel = kernel;
         let mut engine = Corr::new(config)?;
@@ -124,7 +145,10 @@ impl Collector {
 }
 
 /// `2 * rank` of every value (ranks from 1; tied values share their average rank).
-pub(crate) fn doubled_ranks<T>(values: &[T], cmp: impl Fn(&T, &T) -> std::cmp::Ordering) -> Vec<u64> {
+pub(crate) fn doubled_ranks<T>(
+    values: &[T],
+    cmp: impl Fn(&T, &T) -> std::cmp::Ordering,
+) -> Vec<u64> {
     let mut order: Vec<usize> = (0..values.len()).collect();
     order.sort_by(|&a, &b| cmp(&values[a], &values[b]));
     let mut ranks = vec![0u64; values.len()];
@@ -149,8 +173,14 @@ mod tests {
 
     #[test]
     fn ties_share_their_average_rank() {
-        assert_eq!(doubled_ranks(&[10, 30, 20, 30, 5], |a, b| a.cmp(b)), vec![4, 9, 6, 9, 2]);
-        assert_eq!(doubled_ranks(&[1.0, 1.0, 1.0], |a: &f64, b| a.total_cmp(b)), vec![4, 4, 4]);
+        assert_eq!(
+            doubled_ranks(&[10, 30, 20, 30, 5], |a, b| a.cmp(b)),
+            vec![4, 9, 6, 9, 2]
+        );
+        assert_eq!(
+            doubled_ranks(&[1.0, 1.0, 1.0], |a: &f64, b| a.total_cmp(b)),
+            vec![4, 4, 4]
+        );
         assert!(doubled_ranks::<i32>(&[], |a, b| a.cmp(b)).is_empty());
     }
 }

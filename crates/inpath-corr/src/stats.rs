@@ -80,9 +80,18 @@ impl std::fmt::Display for Stat {
 
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Data {
-    Int { sums: Vec<i128>, products: Vec<i128> },
-    Wide { sums: Vec<i128>, products: Vec<I256> },
-    Float { sums: Vec<Dd>, products: Vec<Dd> },
+    Int {
+        sums: Vec<i128>,
+        products: Vec<i128>,
+    },
+    Wide {
+        sums: Vec<i128>,
+        products: Vec<I256>,
+    },
+    Float {
+        sums: Vec<Dd>,
+        products: Vec<Dd>,
+    },
 }
 
 /// Count, per-stream sums and per-pair sums of products of M streams: everything Pearson
@@ -112,7 +121,11 @@ pub fn check_streams(m: usize) -> Result<()> {
     if (2..=MAX_STREAMS).contains(&m) {
         Ok(())
     } else {
-        Err(Error::parameter("streams", m, format!("2 to {MAX_STREAMS} (correlation needs at least two streams)")))
+        Err(Error::parameter(
+            "streams",
+            m,
+            format!("2 to {MAX_STREAMS} (correlation needs at least two streams)"),
+        ))
     }
 }
 
@@ -127,15 +140,26 @@ impl Statistics {
         check_streams(m)?;
         let pairs = m * (m + 1) / 2;
         let data = match dtype.exactness() {
-            crate::Exactness::Int128 => Data::Int { sums: vec![0; m], products: vec![0; pairs] },
-            crate::Exactness::Int256 => {
-                Data::Wide { sums: vec![0; m], products: vec![I256::ZERO; pairs] }
-            }
-            crate::Exactness::DoubleDouble => {
-                Data::Float { sums: vec![Dd::ZERO; m], products: vec![Dd::ZERO; pairs] }
-            }
+            crate::Exactness::Int128 => Data::Int {
+                sums: vec![0; m],
+                products: vec![0; pairs],
+            },
+            crate::Exactness::Int256 => Data::Wide {
+                sums: vec![0; m],
+                products: vec![I256::ZERO; pairs],
+            },
+            crate::Exactness::DoubleDouble => Data::Float {
+                sums: vec![Dd::ZERO; m],
+                products: vec![Dd::ZERO; pairs],
+            },
         };
-        Ok(Statistics { dtype, kind, names, count: 0, data })
+        Ok(Statistics {
+            dtype,
+            kind,
+            names,
+            count: 0,
+            data,
+        })
     }
 
     /// The item type.
@@ -183,7 +207,11 @@ impl Statistics {
     }
 
     fn check_stream(&self, i: usize) {
-        assert!(i < self.streams(), "stream {i} out of range (M = {})", self.streams());
+        assert!(
+            i < self.streams(),
+            "stream {i} out of range (M = {})",
+            self.streams()
+        );
     }
 
     /// Sum of stream `i`. Panics if `i >= M`.
@@ -233,22 +261,44 @@ impl Statistics {
         let overflow = || Error::State("statistics overflow: too many rows to merge".into());
         self.count = self.count.checked_add(other.count).ok_or_else(overflow)?;
         match (&mut self.data, &other.data) {
-            (Data::Int { sums, products }, Data::Int { sums: s2, products: p2 }) => {
+            (
+                Data::Int { sums, products },
+                Data::Int {
+                    sums: s2,
+                    products: p2,
+                },
+            ) => {
                 add_i128(sums, s2).ok_or_else(overflow)?;
                 add_i128(products, p2).ok_or_else(overflow)?;
             }
-            (Data::Wide { sums, products }, Data::Wide { sums: s2, products: p2 }) => {
+            (
+                Data::Wide { sums, products },
+                Data::Wide {
+                    sums: s2,
+                    products: p2,
+                },
+            ) => {
                 add_i128(sums, s2).ok_or_else(overflow)?;
                 for (a, b) in products.iter_mut().zip(p2) {
                     *a = a.checked_add(*b).ok_or_else(overflow)?;
                 }
             }
-            (Data::Float { sums, products }, Data::Float { sums: s2, products: p2 }) => {
+            (
+                Data::Float { sums, products },
+                Data::Float {
+                    sums: s2,
+                    products: p2,
+                },
+            ) => {
                 for (a, b) in sums.iter_mut().zip(s2).chain(products.iter_mut().zip(p2)) {
-                    *a = a.add(*b);
+                    *a = *a + *b;
                 }
             }
-            _ => return Err(Error::Incompatible("statistics hold different number kinds".into())),
+            _ => {
+                return Err(Error::Incompatible(
+                    "statistics hold different number kinds".into(),
+                ))
+            }
         }
         Ok(())
     }
@@ -334,10 +384,16 @@ impl Statistics {
     pub fn from_bytes(bytes: &[u8], what: &str) -> Result<Statistics> {
         let bad = |detail: String| Error::corrupt(format!("statistics file {what}"), detail);
         if bytes.len() < 44 {
-            return Err(bad(format!("{} bytes is too short for a header (44 bytes at least)", bytes.len())));
+            return Err(bad(format!(
+                "{} bytes is too short for a header (44 bytes at least)",
+                bytes.len()
+            )));
         }
         if bytes[..8] != MAGIC {
-            return Err(bad("it does not start with the magic \"INPCORR\\0\" (not a corr statistics file)".into()));
+            return Err(bad(
+                "it does not start with the magic \"INPCORR\\0\" (not a corr statistics file)"
+                    .into(),
+            ));
         }
         let (body, tail) = bytes.split_at(bytes.len() - 4);
         let stored = u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]);
@@ -353,27 +409,45 @@ impl Statistics {
                 "checksum mismatch (stored {stored:08x}, computed {actual:08x}): the file is damaged or truncated"
             )));
         }
-        let dtype = DType::from_code(bytes[10]).ok_or_else(|| bad(format!("unknown item type code {}", bytes[10])))?;
+        let dtype = DType::from_code(bytes[10])
+            .ok_or_else(|| bad(format!("unknown item type code {}", bytes[10])))?;
         let kind = match bytes[11] {
             0 => Kind::Pearson,
             1 => Kind::SpearmanRanks,
             k => return Err(bad(format!("unknown statistics kind {k}"))),
         };
-        let mut r = Reader { bytes: body, at: 16 };
+        let mut r = Reader {
+            bytes: body,
+            at: 16,
+        };
         let m = r.u64()?;
         if m < 2 || m > MAX_STREAMS as u64 {
-            return Err(bad(format!("stream count {m} is outside 2 to {MAX_STREAMS}")));
+            return Err(bad(format!(
+                "stream count {m} is outside 2 to {MAX_STREAMS}"
+            )));
         }
         let m = m as usize;
         let count = r.u64()?;
         let names_len = r.u64()? as usize;
-        let names_block = r.take(names_len).map_err(|_| bad("the names block is truncated".into()))?;
+        let names_block = r
+            .take(names_len)
+            .map_err(|_| bad("the names block is truncated".into()))?;
         let mut names = Vec::with_capacity(m);
-        let mut nr = Reader { bytes: names_block, at: 0 };
+        let mut nr = Reader {
+            bytes: names_block,
+            at: 0,
+        };
         for i in 0..m {
-            let len = nr.u32().map_err(|_| bad(format!("name {i} is truncated")))? as usize;
-            let name = nr.take(len).map_err(|_| bad(format!("name {i} is truncated")))?;
-            names.push(String::from_utf8(name.to_vec()).map_err(|_| bad(format!("name {i} is not UTF-8")))?);
+            let len = nr
+                .u32()
+                .map_err(|_| bad(format!("name {i} is truncated")))? as usize;
+            let name = nr
+                .take(len)
+                .map_err(|_| bad(format!("name {i} is truncated")))?;
+            names.push(
+                String::from_utf8(name.to_vec())
+                    .map_err(|_| bad(format!("name {i} is not UTF-8")))?,
+            );
         }
         if nr.at != names_block.len() {
             return Err(bad("the names block has bytes after the last name".into()));
@@ -404,7 +478,10 @@ impl Statistics {
             let mut l = [0u8; 8];
             h.copy_from_slice(&b[..8]);
             l.copy_from_slice(&b[8..16]);
-            Dd { hi: f64::from_le_bytes(h), lo: f64::from_le_bytes(l) }
+            Dd {
+                hi: f64::from_le_bytes(h),
+                lo: f64::from_le_bytes(l),
+            }
         };
         match &mut stats.data {
             Data::Int { sums, products } => {
@@ -439,7 +516,10 @@ impl Statistics {
 
     /// Writes the statistics file.
     pub fn save(&self, path: &Path) -> Result<()> {
-        std::fs::write(path, self.to_bytes()).map_err(|e| Error::Write { path: path.into(), source: e })
+        std::fs::write(path, self.to_bytes()).map_err(|e| Error::Write {
+            path: path.into(),
+            source: e,
+        })
     }
 
     /// Reads a statistics file.
@@ -469,7 +549,9 @@ impl<'a> Reader<'a> {
         Ok(out)
     }
     fn u64(&mut self) -> Result<u64> {
-        let b = self.take(8).map_err(|_| Error::corrupt("statistics file", "header is truncated"))?;
+        let b = self
+            .take(8)
+            .map_err(|_| Error::corrupt("statistics file", "header is truncated"))?;
         let mut a = [0u8; 8];
         a.copy_from_slice(b);
         Ok(u64::from_le_bytes(a))

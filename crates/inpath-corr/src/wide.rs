@@ -33,7 +33,10 @@ impl I256 {
 
     /// Sign-extends an `i128`.
     pub fn from_i128(v: i128) -> I256 {
-        I256 { hi: if v < 0 { -1 } else { 0 }, lo: v as u128 }
+        I256 {
+            hi: if v < 0 { -1 } else { 0 },
+            lo: v as u128,
+        }
     }
 
     /// The value as an `i128`, when it fits.
@@ -82,7 +85,10 @@ impl I256 {
         } else {
             (self.hi as u128, self.lo)
         };
-        ([lo as u64, (lo >> 64) as u64, hi as u64, (hi >> 64) as u64], negative)
+        (
+            [lo as u64, (lo >> 64) as u64, hi as u64, (hi >> 64) as u64],
+            negative,
+        )
     }
 
     fn from_magnitude(words: [u64; 4], negative: bool) -> Option<I256> {
@@ -149,7 +155,10 @@ impl I256 {
             let (top, sticky) = if shift >= 128 {
                 (hi, lo != 0)
             } else {
-                ((hi << (128 - shift)) | (lo >> shift), (lo << (128 - shift)) != 0)
+                (
+                    (hi << (128 - shift)) | (lo >> shift),
+                    (lo << (128 - shift)) != 0,
+                )
             };
             let top = top | sticky as u128;
             (top as f64) * 2f64.powi(shift as i32)
@@ -175,7 +184,10 @@ impl I256 {
         let mut hi = [0u8; 16];
         lo.copy_from_slice(&bytes[..16]);
         hi.copy_from_slice(&bytes[16..]);
-        I256 { hi: i128::from_le_bytes(hi), lo: u128::from_le_bytes(lo) }
+        I256 {
+            hi: i128::from_le_bytes(hi),
+            lo: u128::from_le_bytes(lo),
+        }
     }
 }
 
@@ -261,9 +273,13 @@ impl Dd {
     pub fn to_f64(self) -> f64 {
         self.hi + self.lo
     }
+}
 
-    /// `self + other`.
-    pub fn add(self, other: Dd) -> Dd {
+impl std::ops::Add for Dd {
+    type Output = Dd;
+
+    /// Double-double addition (about 106 bits).
+    fn add(self, other: Dd) -> Dd {
         let (s, e) = two_sum(self.hi, other.hi);
         let (t, f) = two_sum(self.lo, other.lo);
         let (s, e) = quick_two_sum(s, e + t);
@@ -274,19 +290,32 @@ impl Dd {
             Dd { hi, lo: 0.0 }
         }
     }
+}
 
-    /// `-self`.
-    pub fn neg(self) -> Dd {
-        Dd { hi: -self.hi, lo: -self.lo }
+impl std::ops::Neg for Dd {
+    type Output = Dd;
+
+    fn neg(self) -> Dd {
+        Dd {
+            hi: -self.hi,
+            lo: -self.lo,
+        }
     }
+}
 
-    /// `self - other`.
-    pub fn sub(self, other: Dd) -> Dd {
-        self.add(other.neg())
+impl std::ops::Sub for Dd {
+    type Output = Dd;
+
+    fn sub(self, other: Dd) -> Dd {
+        self + -other
     }
+}
 
-    /// `self * other`.
-    pub fn mul(self, other: Dd) -> Dd {
+impl std::ops::Mul for Dd {
+    type Output = Dd;
+
+    /// Double-double multiplication (the leading product made exact with a fused multiply-add).
+    fn mul(self, other: Dd) -> Dd {
         let p = self.hi * other.hi;
         let e = self.hi.mul_add(other.hi, -p);
         let e = e + (self.hi * other.lo + self.lo * other.hi);
@@ -297,7 +326,9 @@ impl Dd {
             Dd { hi, lo: 0.0 }
         }
     }
+}
 
+impl Dd {
     /// The nearest double-double of an `I256` (for mixing exact and float paths).
     pub fn from_i256(v: I256) -> Dd {
         let hi = v.to_f64();
@@ -306,7 +337,10 @@ impl Dd {
         }
         // The remainder v - hi is exact in I256 when hi is an integer (it is: |v| >= 2^53 or
         // v is exactly representable).
-        let rest = v.checked_sub(i256_from_f64(hi)).map(|r| r.to_f64()).unwrap_or(0.0);
+        let rest = v
+            .checked_sub(i256_from_f64(hi))
+            .map(|r| r.to_f64())
+            .unwrap_or(0.0);
         let (hi, lo) = quick_two_sum(hi, rest);
         Dd { hi, lo }
     }
@@ -357,18 +391,28 @@ mod tests {
             "28948022309329048855892746252171976962977213799489202546401021394546514198529"
         });
         assert_eq!(I256::from_i128(-12).to_string(), "-12");
-        assert_eq!(I256::mul_i128(-(1 << 100), 1 << 100).to_string(), "-1606938044258990275541962092341162602522202993782792835301376");
+        assert_eq!(
+            I256::mul_i128(-(1 << 100), 1 << 100).to_string(),
+            "-1606938044258990275541962092341162602522202993782792835301376"
+        );
     }
 
     #[test]
     fn i256_to_f64_rounds_correctly() {
         // 2^200 + 1 rounds to 2^200; 2^200 + 2^147 (half an ulp) ties to even (2^200).
         let big = I256::mul_i128(1 << 100, 1 << 100);
-        assert_eq!(big.checked_add(I256::from_i128(1)).unwrap().to_f64(), 2f64.powi(200));
+        assert_eq!(
+            big.checked_add(I256::from_i128(1)).unwrap().to_f64(),
+            2f64.powi(200)
+        );
         let half_ulp = I256::mul_i128(1 << 100, 1 << 47);
         assert_eq!(big.checked_add(half_ulp).unwrap().to_f64(), 2f64.powi(200));
         // Just above half an ulp rounds up.
-        let above = big.checked_add(half_ulp).unwrap().checked_add(I256::from_i128(1)).unwrap();
+        let above = big
+            .checked_add(half_ulp)
+            .unwrap()
+            .checked_add(I256::from_i128(1))
+            .unwrap();
         assert_eq!(above.to_f64(), 2f64.powi(200) + 2f64.powi(148));
         assert_eq!(big.checked_neg().unwrap().to_f64(), -(2f64.powi(200)));
     }
@@ -377,11 +421,11 @@ mod tests {
     fn dd_keeps_what_f64_loses() {
         let mut s = Dd::ZERO;
         for _ in 0..10 {
-            s = s.add(Dd::from_f64(1e16)).add(Dd::from_f64(1.0));
+            s = s + Dd::from_f64(1e16) + Dd::from_f64(1.0);
         }
         assert_eq!(s.hi + s.lo, 1e17 + 10.0);
-        assert_eq!(s.sub(Dd::from_f64(1e17)).to_f64(), 10.0);
-        let p = Dd::from_f64(1.0 + 2f64.powi(-30)).mul(Dd::from_f64(1.0 - 2f64.powi(-30)));
+        assert_eq!((s - Dd::from_f64(1e17)).to_f64(), 10.0);
+        let p = Dd::from_f64(1.0 + 2f64.powi(-30)) * Dd::from_f64(1.0 - 2f64.powi(-30));
         assert_eq!(p.hi, 1.0);
         assert_eq!(p.lo, -(2f64.powi(-60)));
         let v = I256::mul_i128(3 << 90, (1 << 90) + 1);
