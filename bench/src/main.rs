@@ -2,13 +2,17 @@
 //! timed region) and prints JSON. The per-engine scripts in `bench/` (`bench/sketch.py`...)
 //! run this next to the peer tools on the same data and print the side-by-side ratios.
 
+mod corr;
 mod sketch;
 mod timing;
 
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "inpath-bench", about = "In-process timings of inpath engines (JSON on stdout)")]
+#[command(
+    name = "inpath-bench",
+    about = "In-process timings of inpath engines (JSON on stdout)"
+)]
 struct Cli {
     #[command(subcommand)]
     engine: Engine,
@@ -18,12 +22,15 @@ struct Cli {
 enum Engine {
     /// Time the sketch engine.
     Sketch(sketch::Args),
+    /// Time the corr engine.
+    Corr(corr::Args),
 }
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let measurements = match cli.engine {
         Engine::Sketch(args) => sketch::run(args)?,
+        Engine::Corr(args) => corr::run(args)?,
     };
     println!("{}", serde_json::to_string_pretty(&measurements)?);
     Ok(())

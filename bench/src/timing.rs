@@ -23,7 +23,13 @@ pub struct Measurement {
 }
 
 /// Runs `f` once to warm up, then `reps` times, and returns the measurement.
-pub fn measure(name: &str, bytes: u64, items: u64, reps: usize, mut f: impl FnMut()) -> Measurement {
+pub fn measure(
+    name: &str,
+    bytes: u64,
+    items: u64,
+    reps: usize,
+    mut f: impl FnMut(),
+) -> Measurement {
     f();
     let mut samples: Vec<f64> = (0..reps.max(1))
         .map(|_| {

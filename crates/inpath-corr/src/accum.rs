@@ -15,7 +15,7 @@
 //! For float types the kernel's block sums are added to double-double accumulators instead.
 
 use crate::dtype::Plan;
-use crate::kernel::{self, Isa, TileSpec, MAX_NZ, MR};
+use crate::kernel::{self, Isa, Mid, TileSpec, MAX_NZ, MR};
 use crate::stats::{tri_row, Data, Statistics};
 use crate::wide::{two_sum, Dd, I256};
 use crate::DType;
@@ -40,8 +40,6 @@ pub(crate) struct Accumulator {
     b: Vec<f64>,
     fill: usize,
     tiles: Vec<TileSpec>,
-    /// For each tile and group: offset of the group within its lanes' mid rows.
-    tile_rel: Vec<[usize; MAX_NZ]>,
     /// Start of each A lane's row in the mid arrays.
     mid_off: Vec<usize>,
     mid_int: Vec<i64>,
@@ -55,7 +53,8 @@ pub(crate) struct Accumulator {
     mid_limit: u64,
     /// Rows added since the statistics were last brought up to date.
     pending: u64,
-    out: Vec<f64>,
+    /// Per-block column sums (exact for integer types: below 2^53).
+    col_block: Vec<f64>,
 }
 
 /// First stream of the 8-lane group holding stream `i`.
@@ -88,7 +87,6 @@ impl Accumulator {
         // Tiles: MR A lanes (same limb, streams i0..i0+MR) against every 8-lane B group that
         // holds a stream >= i0, grouped MAX_NZ at a time.
         let mut tiles = Vec::new();
-        let mut tile_rel = Vec::new();
         for a_limb in 0..plan.a_limbs {
             for i0 in (0..m).step_by(MR) {
                 let start = group_start(i0);
@@ -101,18 +99,22 @@ impl Accumulator {
                     }
                 }
                 for chunk in groups.chunks(MAX_NZ) {
+                    let p0 = a_limb * mp + i0;
                     let mut spec = TileSpec {
-                        p0: a_limb * mp + i0,
+                        p0,
                         nz: chunk.len(),
                         boff: [0; MAX_NZ],
+                        rel: [0; MAX_NZ],
+                        base: [0; MR],
                     };
-                    let mut rel = [0; MAX_NZ];
+                    for (i, base) in spec.base.iter_mut().enumerate() {
+                        *base = mid_off[p0 + i];
+                    }
                     for (z, (boff, r)) in chunk.iter().enumerate() {
                         spec.boff[z] = *boff;
-                        rel[z] = *r;
+                        spec.rel[z] = *r;
                     }
                     tiles.push(spec);
-                    tile_rel.push(rel);
                 }
             }
         }
@@ -139,7 +141,6 @@ impl Accumulator {
             },
             fill: 0,
             tiles,
-            tile_rel,
             mid_off,
             mid_int: if float { Vec::new() } else { vec![0; total] },
             mid_hi: if float { vec![0.0; total] } else { Vec::new() },
@@ -150,12 +151,18 @@ impl Accumulator {
             blocks: 0,
             mid_limit,
             pending: 0,
-            out: vec![0.0; MR * MAX_NZ * 8],
+            col_block: vec![0.0; lda],
         }
     }
 
     /// Adds whole rows: `bytes` holds `rows * M` little-endian items.
-    pub fn push_rows(&mut self, mut bytes: &[u8], stats: &mut Statistics) -> Result<()> {
+    pub fn push_rows(&mut self, bytes: &[u8], stats: &mut Statistics) -> Result<()> {
+        let isa = self.isa;
+        kernel::dispatch(isa, || self.push_rows_body(bytes, stats))
+    }
+
+    #[inline(always)]
+    fn push_rows_body(&mut self, mut bytes: &[u8], stats: &mut Statistics) -> Result<()> {
         let row_bytes = self.m * self.dtype.width();
         debug_assert_eq!(bytes.len() % row_bytes, 0);
         while !bytes.is_empty() {
@@ -171,36 +178,56 @@ impl Accumulator {
         Ok(())
     }
 
+    #[inline(always)]
     fn decode(&mut self, src: &[u8], n: usize) {
         let (m, mp, lda, ldb, fill) = (self.m, self.mp, self.lda, self.ldb, self.fill);
         let w = self.dtype.width();
         let a = &mut self.a[fill * lda..(fill + n) * lda];
         let rows = src.chunks_exact(m * w);
         match self.dtype {
-            DType::U8 => plain(rows, a, lda, m, |b| b[0] as f64),
-            DType::I8 => plain(rows, a, lda, m, |b| b[0] as i8 as f64),
-            DType::U16 => plain(rows, a, lda, m, |b| u16::from_le_bytes([b[0], b[1]]) as f64),
-            DType::I16 => plain(rows, a, lda, m, |b| i16::from_le_bytes([b[0], b[1]]) as f64),
-            DType::F32 => plain(rows, a, lda, m, |b| {
-                f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64
-            }),
-            DType::F64 => plain(rows, a, lda, m, |b| {
-                f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
-            }),
-            DType::U32 | DType::I32 => {
+            DType::U8 => plain::<1>(rows, a, lda, |b| b[0] as f64),
+            DType::I8 => plain::<1>(rows, a, lda, |b| b[0] as i8 as f64),
+            DType::U16 => plain::<2>(rows, a, lda, |b| u16::from_le_bytes(b) as f64),
+            DType::I16 => plain::<2>(rows, a, lda, |b| i16::from_le_bytes(b) as f64),
+            DType::F32 => plain::<4>(rows, a, lda, |b| f32::from_le_bytes(b) as f64),
+            DType::F64 => plain::<8>(rows, a, lda, f64::from_le_bytes),
+            DType::U32 => {
                 let bpanel = &mut self.b[fill * ldb..(fill + n) * ldb];
-                let signed = self.dtype == DType::I32;
                 for ((row, ar), br) in rows
                     .zip(a.chunks_exact_mut(lda))
                     .zip(bpanel.chunks_exact_mut(ldb))
                 {
                     let (lo, hi) = br.split_at_mut(mp);
-                    for (i, item) in row.chunks_exact(4).enumerate() {
-                        let u = u32::from_le_bytes([item[0], item[1], item[2], item[3]]);
-                        let v = if signed { u as i32 as i64 } else { u as i64 };
-                        ar[i] = v as f64;
-                        lo[i] = (v & 0xffff) as f64;
-                        hi[i] = (v >> 16) as f64;
+                    // Three simple passes vectorise where one interleaved pass does not.
+                    let (items, _) = row.as_chunks::<4>();
+                    for (x, item) in ar.iter_mut().zip(items) {
+                        *x = u32::from_le_bytes(*item) as f64;
+                    }
+                    for (l, item) in lo.iter_mut().zip(items) {
+                        *l = (u32::from_le_bytes(*item) & 0xffff) as f64;
+                    }
+                    for (h, item) in hi.iter_mut().zip(items) {
+                        *h = (u32::from_le_bytes(*item) >> 16) as f64;
+                    }
+                }
+            }
+            DType::I32 => {
+                let bpanel = &mut self.b[fill * ldb..(fill + n) * ldb];
+                for ((row, ar), br) in rows
+                    .zip(a.chunks_exact_mut(lda))
+                    .zip(bpanel.chunks_exact_mut(ldb))
+                {
+                    let (lo, hi) = br.split_at_mut(mp);
+                    // Three simple passes vectorise where one interleaved pass does not.
+                    let (items, _) = row.as_chunks::<4>();
+                    for (x, item) in ar.iter_mut().zip(items) {
+                        *x = i32::from_le_bytes(*item) as f64;
+                    }
+                    for (l, item) in lo.iter_mut().zip(items) {
+                        *l = (i32::from_le_bytes(*item) & 0xffff) as f64;
+                    }
+                    for (h, item) in hi.iter_mut().zip(items) {
+                        *h = (i32::from_le_bytes(*item) >> 16) as f64;
                     }
                 }
             }
@@ -227,7 +254,7 @@ impl Accumulator {
     }
 
     /// Runs the kernel over the current block and adds its sums to the mid accumulators.
-    #[allow(clippy::needless_range_loop)]
+    #[inline(always)]
     fn block(&mut self, stats: &mut Statistics) -> Result<()> {
         let rows = self.fill;
         if rows == 0 {
@@ -235,51 +262,34 @@ impl Accumulator {
         }
         let b: &[f64] = if self.b.is_empty() { &self.a } else { &self.b };
         let float = self.dtype.is_float();
-        for (spec, rel) in self.tiles.iter().zip(&self.tile_rel) {
+        let mut mid = if float {
+            Mid::Float {
+                hi: &mut self.mid_hi,
+                lo: &mut self.mid_lo,
+            }
+        } else {
+            Mid::Int(&mut self.mid_int)
+        };
+        for spec in &self.tiles {
             kernel::tile(
-                self.isa,
-                &self.a,
-                self.lda,
-                b,
-                self.ldb,
-                spec,
-                rows,
-                &mut self.out,
+                self.isa, &self.a, self.lda, b, self.ldb, spec, rows, &mut mid,
             );
-            for i in 0..MR {
-                let base = self.mid_off[spec.p0 + i];
-                for z in 0..spec.nz {
-                    let at = base + rel[z];
-                    let src = &self.out[(i * spec.nz + z) * 8..(i * spec.nz + z) * 8 + 8];
-                    if float {
-                        add_dd(
-                            &mut self.mid_hi[at..at + 8],
-                            &mut self.mid_lo[at..at + 8],
-                            src,
-                        );
-                    } else {
-                        for (d, s) in self.mid_int[at..at + 8].iter_mut().zip(src) {
-                            *d += *s as i64;
-                        }
-                    }
-                }
+        }
+        // Column sums (the per-stream sums), in row order, in f64: exact for integer types
+        // (a block's column sum stays below 2^53).
+        let a = &self.a[..rows * self.lda];
+        let sums = &mut self.col_block;
+        sums.iter_mut().for_each(|s| *s = 0.0);
+        for row in a.chunks_exact(self.lda) {
+            for (s, v) in sums.iter_mut().zip(row) {
+                *s += *v;
             }
         }
-        // Column sums (the per-stream sums), in row order.
-        let a = &self.a[..rows * self.lda];
         if float {
-            let mut sums = vec![0.0f64; self.lda];
-            for row in a.chunks_exact(self.lda) {
-                for (s, v) in sums.iter_mut().zip(row) {
-                    *s += *v;
-                }
-            }
-            add_dd(&mut self.col_hi, &mut self.col_lo, &sums);
+            add_dd(&mut self.col_hi, &mut self.col_lo, sums);
         } else {
-            for row in a.chunks_exact(self.lda) {
-                for (s, v) in self.col_int.iter_mut().zip(row) {
-                    *s += *v as i64;
-                }
+            for (d, s) in self.col_int.iter_mut().zip(sums.iter()) {
+                *d += *s as i64;
             }
         }
         self.pending += rows as u64;
@@ -293,7 +303,8 @@ impl Accumulator {
 
     /// Ends the input: runs the partial block and brings `stats` up to date.
     pub fn close(&mut self, stats: &mut Statistics) -> Result<()> {
-        self.block(stats)?;
+        let isa = self.isa;
+        kernel::dispatch(isa, || self.block(stats))?;
         self.widen(stats)
     }
 
@@ -392,19 +403,18 @@ impl Accumulator {
     }
 }
 
-/// Decodes rows of single-lane items into the A panel.
+/// Decodes rows of single-lane items of `W` bytes into the A panel.
 #[inline(always)]
-fn plain<'a>(
+fn plain<'a, const W: usize>(
     rows: impl Iterator<Item = &'a [u8]>,
     a: &mut [f64],
     lda: usize,
-    m: usize,
-    f: impl Fn(&[u8]) -> f64,
+    f: impl Fn([u8; W]) -> f64,
 ) {
     for (row, ar) in rows.zip(a.chunks_exact_mut(lda)) {
-        let w = row.len() / m;
-        for (d, item) in ar[..m].iter_mut().zip(row.chunks_exact(w)) {
-            *d = f(item);
+        let (items, _) = row.as_chunks::<W>();
+        for (d, item) in ar.iter_mut().zip(items) {
+            *d = f(*item);
         }
     }
 }
