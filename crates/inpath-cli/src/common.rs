@@ -53,9 +53,8 @@ impl Progress {
     /// A bar for `total` bytes (unknown for pipes) labelled `label`. Hidden when `quiet`, when
     /// standard error is not a terminal, or when the known total is under 64 MiB.
     pub fn new(total: Option<u64>, label: &str, quiet: bool) -> Progress {
-        let visible = !quiet
-            && std::io::stderr().is_terminal()
-            && total.is_none_or(|t| t >= 64 << 20);
+        let visible =
+            !quiet && std::io::stderr().is_terminal() && total.is_none_or(|t| t >= 64 << 20);
         if !visible {
             return Progress { bar: None, base: 0 };
         }
@@ -83,7 +82,10 @@ impl Progress {
         bar.set_draw_target(ProgressDrawTarget::stderr_with_hz(8));
         bar.enable_steady_tick(Duration::from_millis(250));
         bar.set_message(label.to_string());
-        Progress { bar: Some(bar), base: 0 }
+        Progress {
+            bar: Some(bar),
+            base: 0,
+        }
     }
 
     /// Starts counting a new input whose bytes add to the ones before.

@@ -21,6 +21,8 @@ enum Command {
     Demo(cmd::demo::DemoArgs),
     /// One-pass HyperLogLog + Fast-AGMS + Count-Min sketch of a stream (SKT).
     Sketch(cmd::sketch::SketchArgs),
+    /// Exact Pearson correlation of every pair of parallel streams (AMNES).
+    Corr(Box<cmd::corr::CorrArgs>),
 }
 
 fn main() {
@@ -28,6 +30,7 @@ fn main() {
     let result = match cli.command {
         Command::Demo(args) => cmd::demo::run(args),
         Command::Sketch(args) => cmd::sketch::run(args),
+        Command::Corr(args) => cmd::corr::run(*args),
     };
     common::exit_with(result);
 }

@@ -216,13 +216,11 @@ impl Statistics {
 
     /// Mean of every stream (NaN when there are no rows).
     pub fn means(&self) -> Vec<f64> {
-        let n = self.n();
-        (0..self.streams())
-            .map(|i| match self.sum(i) {
-                crate::Stat::Int(s) => Dd::from_i256(s).to_f64() / n as f64,
-                crate::Stat::Float(d) => d.to_f64() / n as f64,
-            })
-            .collect()
+        (0..self.streams()).map(|i| self.mean(i)).collect()
+    }
+
+    fn mean(&self, i: usize) -> f64 {
+        self.sum(i).to_f64() / self.n() as f64
     }
 
     fn divisor(&self, ddof: Ddof) -> f64 {
@@ -282,6 +280,15 @@ impl Statistics {
             return Regression {
                 slope: u,
                 intercept: u,
+                slope_origin,
+            };
+        }
+        if self.centred_var(y) == 0.0 {
+            // A constant y: the line is flat through its value (exactly, not up to rounding).
+            let mean_y = self.mean(y);
+            return Regression {
+                slope: 0.0,
+                intercept: mean_y,
                 slope_origin,
             };
         }

@@ -73,7 +73,7 @@ impl std::fmt::Display for Stat {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Stat::Int(v) => write!(f, "{v}"),
-            Stat::Float(d) => write!(f, "{:e}", d.to_f64()),
+            Stat::Float(d) => write!(f, "{}", d.to_f64()),
         }
     }
 }
