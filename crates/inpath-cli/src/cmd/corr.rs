@@ -582,7 +582,14 @@ fn text_report(
         .max()
         .unwrap_or(1)
         .clamp(6, 24);
-    if m <= 64 {
+    let ranks = stats.kind() == inpath_corr::Kind::SpearmanRanks;
+    if ranks {
+        let _ = writeln!(
+            s,
+            "(two passes: values held in memory, then ranked; ties share their average rank)"
+        );
+    }
+    if m <= 64 && !ranks {
         let means = stats.means();
         let stds = stats.std_devs(Ddof::Sample);
         let _ = writeln!(
@@ -644,6 +651,16 @@ fn text_report(
             let (i, j) = stats.pair_at(z);
             let reg = stats.regression(i, j, p);
             let pair = format!("{} ~ {}", short(&names[j], width), short(&names[i], width));
+            if ranks {
+                let _ = writeln!(
+                    s,
+                    "{:<w2$}  {:>9}",
+                    pair,
+                    fixed(pearson[z]),
+                    w2 = 2 * width + 3
+                );
+                continue;
+            }
             let _ = writeln!(
                 s,
                 "{:<w2$}  {:>9}  {:>12}  {:>12}  {:>9}",
