@@ -631,21 +631,30 @@ fn text_report(
                 .unwrap_or_else(|| x.is_nan().cmp(&y.is_nan()))
         });
         let shown = out.top.min(order.len());
-        let _ = writeln!(
-            s,
-            "\nstrongest {shown} of {} pairs (|r| first; y on x regression, cosine):",
-            pearson.len()
-        );
-        let _ = writeln!(
-            s,
-            "{:<w2$}  {:>9}  {:>12}  {:>12}  {:>9}",
-            "pair",
-            "r",
-            "slope",
-            "intercept",
-            "cosine",
-            w2 = 2 * width + 3
-        );
+        if ranks {
+            let _ = writeln!(
+                s,
+                "\nstrongest {shown} of {} pairs (|rho| first):",
+                pearson.len()
+            );
+            let _ = writeln!(s, "{:<w2$}  {:>9}", "pair", "rho", w2 = 2 * width + 3);
+        } else {
+            let _ = writeln!(
+                s,
+                "\nstrongest {shown} of {} pairs (|r| first; y on x regression, cosine):",
+                pearson.len()
+            );
+            let _ = writeln!(
+                s,
+                "{:<w2$}  {:>9}  {:>12}  {:>12}  {:>9}",
+                "pair",
+                "r",
+                "slope",
+                "intercept",
+                "cosine",
+                w2 = 2 * width + 3
+            );
+        }
         let p = policy(out.constant);
         for &z in order.iter().take(shown) {
             let (i, j) = stats.pair_at(z);
