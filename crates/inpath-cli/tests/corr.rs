@@ -144,7 +144,7 @@ fn columns_rows_and_csv_layouts_agree() {
     let d = dir.path();
     let (m, n) = (5usize, 777usize);
     let value = |t: usize, s: usize| -> i16 {
-        ((t * 37 + s * 11) % 101) as i16 * if s % 2 == 0 { 1 } else { -3 } + (t % 7) as i16
+        ((t * 37 + s * 11) % 101) as i16 * if s.is_multiple_of(2) { 1 } else { -3 } + (t % 7) as i16
     };
     let mut rows = Vec::new();
     let mut cols = Vec::new();

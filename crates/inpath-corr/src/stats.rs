@@ -36,8 +36,8 @@ use std::path::Path;
 pub const MAGIC: [u8; 8] = *b"INPCORR\0";
 /// The statistics file format version this crate writes (and the newest it reads).
 pub const VERSION: u16 = 1;
-/// The most streams one job may have: the state grows as M^2 (about 40 bytes a pair while
-/// accumulating), 8192 streams take about 1.4 GB.
+/// The most streams one job may have: the state grows as M^2 (24 to 100 bytes a pair while
+/// accumulating, by type), so 8192 streams take 0.8 to 3.5 GB.
 pub const MAX_STREAMS: usize = 8192;
 
 /// What the statistics are of.

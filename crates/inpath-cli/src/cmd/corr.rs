@@ -820,10 +820,15 @@ pub fn heatmap_svg(stats: &Statistics, pearson: &[f64], source: &str) -> String 
     for bi in 0..cells {
         for bj in 0..cells {
             let (mut sum, mut count) = (0.0, 0usize);
-            for i in bi * block..((bi + 1) * block).min(m) {
+            for (i, &std) in stds
+                .iter()
+                .enumerate()
+                .take(((bi + 1) * block).min(m))
+                .skip(bi * block)
+            {
                 for j in bj * block..((bj + 1) * block).min(m) {
                     let v = if i == j {
-                        if stds[i] > 0.0 {
+                        if std > 0.0 {
                             1.0
                         } else {
                             f64::NAN
