@@ -2,6 +2,7 @@
 //! timed region) and prints JSON. The per-engine scripts in `bench/` (`bench/sketch.py`...)
 //! run this next to the peer tools on the same data and print the side-by-side ratios.
 
+mod corr;
 mod seal;
 mod sketch;
 mod timing;
@@ -22,6 +23,8 @@ struct Cli {
 enum Engine {
     /// Time the sketch engine.
     Sketch(sketch::Args),
+    /// Time the corr engine.
+    Corr(corr::Args),
     /// Time the seal engine (AES modes, page codec tiers, HANA size mix).
     Seal(seal::Args),
 }
@@ -30,6 +33,7 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let measurements = match cli.engine {
         Engine::Sketch(args) => sketch::run(args)?,
+        Engine::Corr(args) => corr::run(args)?,
         Engine::Seal(args) => seal::run(args)?,
     };
     println!("{}", serde_json::to_string_pretty(&measurements)?);

@@ -21,6 +21,8 @@ enum Command {
     Demo(cmd::demo::DemoArgs),
     /// One-pass HyperLogLog + Fast-AGMS + Count-Min sketch of a stream (SKT).
     Sketch(Box<cmd::sketch::SketchArgs>),
+    /// Exact Pearson correlation of every pair of parallel streams (AMNES).
+    Corr(Box<cmd::corr::CorrArgs>),
     /// Compress then encrypt a file page by page (SAP HANA security engine); also
     /// `seal inspect` and `seal keygen`.
     Seal(cmd::seal::SealArgs),
@@ -37,6 +39,7 @@ fn main() {
     let result = match cli.command {
         Command::Demo(args) => cmd::demo::run(args),
         Command::Sketch(args) => cmd::sketch::run(*args),
+        Command::Corr(args) => cmd::corr::run(*args),
         Command::Seal(args) => cmd::seal::run(args),
         Command::Unseal(args) => cmd::seal::run_unseal(args),
         Command::Compress(args) => cmd::codec::run_compress(args),

@@ -25,7 +25,10 @@ pub fn run(args: DemoArgs) -> Result<()> {
         "inpath demo: every engine on built-in generated data\n"
     )?;
     out.push_str(&sketch_section(args.items)?);
-    writeln!(out, "== seal (SAP HANA security engine): compress then encrypt each page, and back")?;
+    writeln!(
+        out,
+        "== seal (SAP HANA security engine): compress then encrypt each page, and back"
+    )?;
     out.push_str(&crate::cmd::seal::demo_report()?);
     writeln!(out, "  try it: inpath seal keygen -o keys.txt; inpath seal FILE -o FILE.sealed --key-file keys.txt\n")?;
     crate::common::print_out(&out)

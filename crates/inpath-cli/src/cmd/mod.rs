@@ -1,5 +1,6 @@
 //! One module per engine command.
 pub mod codec;
+pub mod corr;
 pub mod demo;
 pub mod seal;
 pub mod sketch;
