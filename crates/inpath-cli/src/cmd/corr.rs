@@ -995,7 +995,6 @@ fn xml(text: &str) -> String {
 /// rows where stream k follows a shared signal with growing noise and stream 15 runs against
 /// it; checks the exact statistics against a direct sum and shows the strongest pairs.
 // Called by `inpath demo` (wired in by the demo command).
-#[allow(dead_code)]
 pub fn demo_report() -> Result<String> {
     const M: usize = 16;
     const N: usize = 1 << 20;

@@ -27,6 +27,15 @@ pub fn run(args: DemoArgs) -> Result<()> {
     out.push_str(&sketch_section(args.items)?);
     writeln!(
         out,
+        "== corr (AMNES): the exact Pearson correlation of every pair of streams, in one pass"
+    )?;
+    out.push_str(&crate::cmd::corr::demo_report()?);
+    writeln!(
+        out,
+        "  try it: inpath corr data.bin --layout lines --type u32 --heatmap corr.svg\n"
+    )?;
+    writeln!(
+        out,
         "== seal (SAP HANA security engine): compress then encrypt each page, and back"
     )?;
     out.push_str(&crate::cmd::seal::demo_report()?);
