@@ -46,3 +46,69 @@ class Sketch:
     @staticmethod
     def from_bytes(data: bytes) -> "Sketch": ...
     def __len__(self) -> int: ...
+
+class Statistics:
+    """Exact sufficient statistics of M streams; mergeable and picklable."""
+
+    @property
+    def streams(self) -> int: ...
+    @property
+    def count(self) -> int: ...
+    @property
+    def names(self) -> list[str]: ...
+    @property
+    def dtype(self) -> str: ...
+    def merge(self, other: "Statistics") -> None: ...
+    def regression(self, x: int, y: int, constant: Literal["nan", "zero"] = "nan") -> tuple[float, float, float]:
+        """(slope, intercept, slope through the origin) of stream y on stream x."""
+    def cosine(self, i: int, j: int, constant: Literal["nan", "zero"] = "nan") -> float: ...
+    def to_bytes(self) -> bytes: ...
+    @staticmethod
+    def from_bytes(data: bytes) -> "Statistics": ...
+
+class CorrResult:
+    statistics: Statistics
+    names: list[str]
+    count: int
+    pearson: Any
+    covariance: Any
+    means: Any
+    std: Any
+    def __init__(self, statistics: Statistics, constant: str = "nan", ddof: int = 1, labelled: bool = False) -> None: ...
+
+def corr(
+    data: Any,
+    *,
+    rowvar: bool = False,
+    nan: Literal["raise", "propagate"] = "raise",
+    constant: Literal["nan", "zero"] = "nan",
+    ddof: int = 1,
+    threads: Optional[int] = None,
+    names: Optional[list[str]] = None,
+) -> CorrResult: ...
+
+_Buffer = Union[bytes, bytearray, memoryview]
+
+def seal(
+    page: _Buffer,
+    key: Optional[bytes] = None,
+    key_id: int = 1,
+    compress: str = "deflate",
+    cipher: str = "aes256-cbc",
+    level: Optional[int] = None,
+) -> bytes: ...
+def seal_batch(
+    pages: Iterable[_Buffer],
+    key: Optional[bytes] = None,
+    key_id: int = 1,
+    compress: str = "deflate",
+    cipher: str = "aes256-cbc",
+    level: Optional[int] = None,
+    threads: Optional[int] = None,
+) -> list[bytes]: ...
+def unseal(record: _Buffer, keys: Optional[dict[int, bytes]] = None, max_page: int = 1 << 30) -> bytes: ...
+def unseal_batch(
+    records: Iterable[_Buffer], keys: Optional[dict[int, bytes]] = None, threads: Optional[int] = None, max_page: int = 1 << 30
+) -> list[bytes]: ...
+def compress(data: _Buffer, format: str = "zstd", level: Optional[int] = None) -> bytes: ...
+def decompress(data: _Buffer, format: Optional[str] = None, limit: int = 1 << 34) -> bytes: ...

@@ -10,6 +10,9 @@ use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 
+mod corr;
+mod seal;
+
 pyo3::create_exception!(
     inpath,
     InpathError,
@@ -484,5 +487,7 @@ fn _inpath(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("InpathError", m.py().get_type::<InpathError>())?;
     m.add_class::<PySketch>()?;
+    corr::register(m)?;
+    seal::register(m)?;
     Ok(())
 }
