@@ -21,6 +21,8 @@ enum Command {
     Demo(cmd::demo::DemoArgs),
     /// One-pass HyperLogLog + Fast-AGMS + Count-Min sketch of a stream (SKT).
     Sketch(Box<cmd::sketch::SketchArgs>),
+    /// Relay or receive TCP connections and run engines as taps on the bytes as they pass.
+    Wire(Box<cmd::wire::WireArgs>),
 }
 
 fn main() {
@@ -28,6 +30,7 @@ fn main() {
     let result = match cli.command {
         Command::Demo(args) => cmd::demo::run(args),
         Command::Sketch(args) => cmd::sketch::run(*args),
+        Command::Wire(args) => cmd::wire::run(*args),
     };
     common::exit_with(result);
 }

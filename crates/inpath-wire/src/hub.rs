@@ -77,6 +77,15 @@ pub struct Metrics {
     outcomes: Mutex<BTreeMap<&'static str, u64>>,
 }
 
+impl Metrics {
+    /// Bytes fed to tap `tap` (in `--tap` order) so far.
+    pub fn tap_bytes_total(&self, tap: usize) -> u64 {
+        self.taps
+            .get(tap)
+            .map_or(0, |c| c.bytes.load(Ordering::Relaxed))
+    }
+}
+
 /// What happened to a connection.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Outcome {

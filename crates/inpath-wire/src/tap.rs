@@ -227,12 +227,14 @@ impl SketchTapFactory {
                         "pipe" => b'|',
                         "space" => b' ',
                         t if t.len() == 1 => t.as_bytes()[0],
-                        t => return Err(option_error(
-                            spec,
-                            format!(
+                        t => {
+                            return Err(option_error(
+                                spec,
+                                format!(
                                 "delimiter={t:?}: one byte, or tab, comma, semicolon, pipe, space"
                             ),
-                        )),
+                            ))
+                        }
                     }
                 }
                 "no_header" => {
