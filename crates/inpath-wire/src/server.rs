@@ -20,7 +20,7 @@ use crate::{Direction, JobSplit, Result, WireError};
 use serde_json::json;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -543,6 +543,7 @@ async fn handle(client: TcpStream, peer: SocketAddr, ctx: &Ctx, mut stop: watch:
     };
     let [t_c2s, t_s2c] = transforms;
     let activity = AtomicU64::new(0);
+    let cut = AtomicBool::new(false);
     let mut ok = [false; 2];
     let [feed_c2s, feed_s2c] = feeds;
     let sink = dr.is_none();
@@ -557,6 +558,7 @@ async fn handle(client: TcpStream, peer: SocketAddr, ctx: &Ctx, mut stop: watch:
                 conn: &conn,
                 direction: Direction::C2s,
                 activity: &activity,
+                cut: &cut,
             },
         );
         let s2c = async {
@@ -572,6 +574,7 @@ async fn handle(client: TcpStream, peer: SocketAddr, ctx: &Ctx, mut stop: watch:
                             conn: &conn,
                             direction: Direction::S2c,
                             activity: &activity,
+                            cut: &cut,
                         },
                     )
                     .await
@@ -603,13 +606,21 @@ async fn handle(client: TcpStream, peer: SocketAddr, ctx: &Ctx, mut stop: watch:
         }
     };
     *lock(&conn.state) = "closing";
-    if !matches!(outcome.kind, "closed" | "idle_timeout") {
+    if matches!(outcome.kind, "closed" | "idle_timeout") {
+        drop((cr, cw, dr, dw));
+    } else {
+        // Cut streams end with RST on both sides; `forget` keeps the write halves from
+        // sending a FIN first, which the far end would take for a clean end.
         abort_on_close(cr.as_ref());
+        cw.forget();
         if let Some(dr) = &dr {
             abort_on_close(dr.as_ref());
         }
+        if let Some(dw) = dw {
+            dw.forget();
+        }
+        drop((cr, dr));
     }
-    drop((cr, cw, dr, dw));
     for task in tap_tasks {
         let _ = task.await;
     }
@@ -704,6 +715,10 @@ struct Pumping<'a> {
     conn: &'a Conn,
     direction: Direction,
     activity: &'a AtomicU64,
+    /// Set by the first pump that fails. Linux reports a reset once: if the other direction's
+    /// write consumed it, a read on the same socket then sees a plain end of stream, which
+    /// must not be passed on as a clean half-close.
+    cut: &'a AtomicBool,
 }
 
 impl Pumping<'_> {
@@ -731,6 +746,8 @@ enum PumpError {
     Read(std::io::Error),
     Write(std::io::Error),
     Transform(String),
+    /// The other direction failed first (see [`Pumping::cut`]).
+    Cut,
 }
 
 impl PumpError {
@@ -743,6 +760,7 @@ impl PumpError {
             PumpError::Read(e) => fault(reader, e),
             PumpError::Write(e) => fault(writer, e),
             PumpError::Transform(e) => Outcome::new("transform_error", e.clone()),
+            PumpError::Cut => Outcome::new("cut", "the other direction failed"),
         }
     }
 }
@@ -750,6 +768,21 @@ impl PumpError {
 /// Moves one direction until end of stream: read, hand to the taps, write onward. At the end
 /// of the stream the write side is shut down (half-close passes through).
 async fn pump(
+    reader: &mut OwnedReadHalf,
+    writer: Option<&mut OwnedWriteHalf>,
+    feed: Option<Feed>,
+    transform: Option<Box<dyn crate::transform::Transform>>,
+    p: Pumping<'_>,
+) -> Result<(), PumpError> {
+    let cut = p.cut;
+    let result = pump_inner(reader, writer, feed, transform, p).await;
+    if result.is_err() {
+        cut.store(true, Ordering::Relaxed);
+    }
+    result
+}
+
+async fn pump_inner(
     reader: &mut OwnedReadHalf,
     mut writer: Option<&mut OwnedWriteHalf>,
     mut feed: Option<Feed>,
@@ -853,6 +886,9 @@ async fn pump(
                 let _ = f.tx.send((Arc::new(std::mem::take(&mut out)), n));
             }
         }
+    }
+    if p.cut.load(Ordering::Relaxed) {
+        return Err(PumpError::Cut);
     }
     if let Some(w) = writer {
         w.shutdown().await.map_err(PumpError::Write)?;
