@@ -4,6 +4,7 @@
 
 mod sketch;
 mod timing;
+mod wire;
 
 use clap::{Parser, Subcommand};
 
@@ -21,12 +22,15 @@ struct Cli {
 enum Engine {
     /// Time the sketch engine.
     Sketch(sketch::Args),
+    /// Loopback throughput and latency of `inpath wire` (relay, sink) against a direct run.
+    Wire(wire::Args),
 }
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let measurements = match cli.engine {
         Engine::Sketch(args) => sketch::run(args)?,
+        Engine::Wire(args) => wire::run(args)?,
     };
     println!("{}", serde_json::to_string_pretty(&measurements)?);
     Ok(())
