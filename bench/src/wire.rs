@@ -59,6 +59,9 @@ pub struct Args {
     /// Worker threads of the relay or sink.
     #[arg(long)]
     threads: Option<usize>,
+    /// More arguments for the relay or sink (repeatable, e.g. `--wire-arg=--buffer=1M`).
+    #[arg(long = "wire-arg", allow_hyphen_values = true)]
+    wire_args: Vec<String>,
     /// Messages (latency).
     #[arg(long, default_value_t = 5000)]
     messages: usize,
@@ -88,6 +91,7 @@ impl Wire {
         if let Some(t) = args.threads {
             cmd.args(["--threads", &t.to_string()]);
         }
+        cmd.args(&args.wire_args);
         let mut child = cmd
             .stdout(Stdio::piped())
             .spawn()
