@@ -298,6 +298,30 @@ fn bad_arguments_are_clear_errors() {
         ],
         "--idle-timeout",
     );
+    fails(
+        &[
+            "wire",
+            "sink",
+            "--listen",
+            "127.0.0.1:0",
+            "--tap",
+            "sketch:format=u64",
+            "--job-bytes",
+            "1001",
+        ],
+        "a multiple of 8",
+    );
+    fails(
+        &[
+            "wire",
+            "sink",
+            "--listen",
+            "127.0.0.1:0",
+            "--log",
+            "/nonexistent/dir/log.jsonl",
+        ],
+        "cannot write the results log",
+    );
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().to_string();
     fails(&["wire", "sink", "--listen", &port], "cannot listen on");

@@ -138,6 +138,22 @@ impl ServerConfig {
                 "1 to 1,000,000",
             ));
         }
+        if let JobSplit::Bytes(n) = self.split {
+            for tap in &self.taps {
+                if let Some(width) = tap.record_width() {
+                    if n % width as u64 != 0 {
+                        return Err(WireError::Setting {
+                            name: "job-bytes",
+                            value: n.to_string(),
+                            valid: format!(
+                                "a multiple of {width} (the record width of tap {}), so no record straddles two jobs",
+                                tap.describe()
+                            ),
+                        });
+                    }
+                }
+            }
+        }
         match (self.mode, &self.to) {
             (Mode::Relay, None) => {
                 return Err(WireError::Address {

@@ -90,6 +90,11 @@ pub trait TapFactory: Send + Sync {
     fn describe(&self) -> String;
     /// A fresh tap.
     fn make(&self) -> Result<Box<dyn Tap>>;
+    /// The width of the tap's fixed-width records, if it reads such records: `--job-bytes`
+    /// must then be a multiple of it, so that no record straddles two jobs.
+    fn record_width(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// Parses a `--tap` specification: `NAME` or `NAME:key=value,key=value,flag`.
@@ -366,6 +371,14 @@ impl TapFactory for SketchTapFactory {
             p.hash.name(),
             p.seed
         )
+    }
+
+    fn record_width(&self) -> Option<usize> {
+        match self.format {
+            SketchFormat::U32 => Some(4),
+            SketchFormat::U64 => Some(8),
+            _ => None,
+        }
     }
 
     fn make(&self) -> Result<Box<dyn Tap>> {
