@@ -6,7 +6,10 @@ arrays in one run.
   DuckDB's approx_count_distinct over the same NumPy array (queried in place, as a Python user
   would), 1 thread each;
 - the Python call overhead: Sketch.update against the Rust figure (`inpath-bench`, in-process)
-  for the same data.
+  for the same data;
+- inpath.corr on 16 x 2 M uint32 next to numpy.corrcoef, pandas.DataFrame.corr and DuckDB's
+  corr (all pairs in one query);
+- inpath.seal_batch (no compression, AES-256-CTR and -CBC) next to `cryptography` on 64 KiB pages.
 
 Usage: bash bench/setup.sh && .venv/bin/pip install ./python && .venv/bin/python bench/python.py
 """
@@ -80,7 +83,58 @@ def main():
     overhead = (ours_s - rust_s) / rust_s * 100
     report.note(f"Python call overhead vs the Rust figure: {overhead:+.1f}% (target < 5%)")
     report.note(f"targets: >= 100x DataSketches' loop: {ds_scaled / ours_s:.0f}x; >= 2x DuckDB: {duck_s / ours_s:.2f}x")
+    corr_section(report, np, duckdb, inpath, args.reps)
+    seal_section(report, np, inpath, args.reps)
     report.save()
+
+
+def corr_section(report, np, duckdb, inpath, reps):
+    pd = common.need("pandas")
+    rows, streams = 2_000_000, 16
+    x = np.random.default_rng(11).integers(0, 2**32, (rows, streams), dtype=np.uint32)
+    nbytes = x.nbytes
+    ours_s, _, result = common.time_median(lambda: inpath.corr(x, threads=1), reps=reps)
+    ours2_s, _, _ = common.time_median(lambda: inpath.corr(x, threads=2), reps=reps)
+    numpy_s, _, expected = common.time_median(lambda: np.corrcoef(x, rowvar=False), reps=reps)
+    report.note(f"corr: max |inpath - numpy.corrcoef| = {np.abs(result.pearson - expected).max():.2e}")
+    df = pd.DataFrame(x)
+    pandas_s, _, _ = common.time_median(lambda: df.corr(), reps=1)
+    con = duckdb.connect()
+    con.execute("SET threads = 1")
+    cols = [f"c{i}" for i in range(streams)]
+    con.register("frame", pd.DataFrame(x.astype(np.int64), columns=cols))
+    con.execute("CREATE TABLE t AS SELECT * FROM frame")
+    query = "SELECT " + ", ".join(f"corr({a}, {b})" for i, a in enumerate(cols) for b in cols[i + 1:]) + " FROM t"
+    duck_s, _, _ = common.time_median(lambda: con.execute(query).fetchall(), reps=1, warmup=0)
+    report.add("corr 16x2M u32, 1 thread", nbytes, ours_s, "numpy.corrcoef", numpy_s)
+    report.add("corr 16x2M u32, 2 threads", nbytes, ours2_s, "numpy.corrcoef", numpy_s)
+    report.add("corr 16x2M u32, 1 thread", nbytes, ours_s, "pandas.DataFrame.corr", pandas_s)
+    report.add("corr 16x2M u32, 1 thread", nbytes, ours_s, "DuckDB corr (120 pairs, 1 query)", duck_s)
+    report.note(f"target inpath.corr >= 20x numpy.corrcoef: {numpy_s / ours_s:.1f}x")
+
+
+def seal_section(report, np, inpath, reps):
+    crypto = common.need("cryptography")
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+    page_size, pages_n = 64 << 10, 1024
+    rng = np.random.default_rng(12)
+    pages = [rng.integers(0, 256, page_size, dtype=np.uint8).tobytes() for _ in range(pages_n)]
+    nbytes = page_size * pages_n
+    key, iv = bytes(range(32)), bytes(16)
+
+    def crypto_ctr():
+        return [Cipher(algorithms.AES(key), modes.CTR(iv)).encryptor().update(p) for p in pages]
+
+    def crypto_cbc():
+        return [Cipher(algorithms.AES(key), modes.CBC(iv)).encryptor().update(p) for p in pages]
+
+    for name, cipher, peer in (("AES-256-CTR", "aes256-ctr", crypto_ctr), ("AES-256-CBC", "aes256-cbc", crypto_cbc)):
+        ours_s, _, _ = common.time_median(
+            lambda: inpath.seal_batch(pages, key=key, compress="none", cipher=cipher, threads=1), reps=reps
+        )
+        peer_s, _, _ = common.time_median(peer, reps=reps)
+        report.add(f"seal_batch none+{name}, 64 KiB pages, 1 thread", nbytes, ours_s, f"cryptography {crypto.__version__}", peer_s)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ mod corr;
 mod seal;
 mod sketch;
 mod timing;
+mod wire;
 
 use clap::{Parser, Subcommand};
 
@@ -27,6 +28,8 @@ enum Engine {
     Corr(corr::Args),
     /// Time the seal engine (AES modes, page codec tiers, HANA size mix).
     Seal(seal::Args),
+    /// Loopback throughput and latency of `inpath wire` (relay, sink) against a direct run.
+    Wire(wire::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -35,6 +38,7 @@ fn main() -> anyhow::Result<()> {
         Engine::Sketch(args) => sketch::run(args)?,
         Engine::Corr(args) => corr::run(args)?,
         Engine::Seal(args) => seal::run(args)?,
+        Engine::Wire(args) => wire::run(args)?,
     };
     println!("{}", serde_json::to_string_pretty(&measurements)?);
     Ok(())

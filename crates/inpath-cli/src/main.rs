@@ -32,6 +32,8 @@ enum Command {
     Compress(cmd::codec::CompressArgs),
     /// Decompress a stream (format recognised from its first bytes, or --format).
     Decompress(cmd::codec::DecompressArgs),
+    /// Relay or receive TCP connections and run engines as taps on the bytes as they pass.
+    Wire(Box<cmd::wire::WireArgs>),
 }
 
 fn main() {
@@ -44,6 +46,7 @@ fn main() {
         Command::Unseal(args) => cmd::seal::run_unseal(args),
         Command::Compress(args) => cmd::codec::run_compress(args),
         Command::Decompress(args) => cmd::codec::run_decompress(args),
+        Command::Wire(args) => cmd::wire::run(*args),
     };
     common::exit_with(result);
 }

@@ -4,3 +4,4 @@ pub mod corr;
 pub mod demo;
 pub mod seal;
 pub mod sketch;
+pub mod wire;

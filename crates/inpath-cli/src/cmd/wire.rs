@@ -1,0 +1,251 @@
+//! `inpath wire`: a bump-in-the-wire TCP relay and a receiving sink that run engines as taps on
+//! the bytes as they pass (docs/wire.md).
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use inpath_wire::{tap, Direction, JobSplit, LogTarget, Server, ServerConfig};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Arguments of `inpath wire`.
+#[derive(Args)]
+pub struct WireArgs {
+    #[command(subcommand)]
+    action: Action,
+}
+
+#[derive(Subcommand)]
+enum Action {
+    /// Forward connections unchanged to a destination and tap the bytes as they pass.
+    #[command(after_help = "Examples:
+  inpath wire relay --listen 127.0.0.1:9000 --to 127.0.0.1:9001 --tap sketch:format=u32
+  inpath wire relay --listen :9000 --to db:5432 --direction both --tap crc --http 127.0.0.1:9100
+  inpath wire relay --listen 127.0.0.1:9000 --to 127.0.0.1:9001 --tap sketch --job-bytes 1G --log jobs.jsonl
+
+Tap specifications (--tap, repeatable; every tap sees the same bytes):
+  sketch[:format=u32|u64|lines|csv,column=NAME|INDEX,delimiter=C|tab,no_header,
+          hll_p=16,cm=6x13,agms=6x13,hash=fast|compat,seed=N,estimator=ertl|reference,save=DIR]
+  crc     bytes and CRC-32 of each job")]
+    Relay(RelayArgs),
+    /// Receive connections and tap them, forwarding nothing.
+    #[command(after_help = "Examples:
+  inpath wire sink --listen 127.0.0.1:9000 --tap sketch:format=u32,save=/tmp/sketches
+  inpath wire sink --listen [::1]:9000 --tap sketch --tap crc --http 127.0.0.1:9100 --log jobs.jsonl
+
+Tap specifications: see `inpath wire relay --help`.")]
+    Sink(SinkArgs),
+}
+
+#[derive(Args)]
+struct RelayArgs {
+    /// Where to forward each connection (HOST:PORT).
+    #[arg(long, value_name = "HOST:PORT")]
+    to: String,
+    /// Which bytes the taps see: client to server, server to client, or both (separately).
+    #[arg(long, value_enum, default_value = "c2s")]
+    direction: DirectionArg,
+    /// Give up connecting to the destination after this many seconds.
+    #[arg(long, default_value_t = 5.0, value_name = "SECONDS")]
+    connect_timeout: f64,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+#[derive(Args)]
+struct SinkArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+#[derive(Args)]
+struct CommonArgs {
+    /// Where to accept connections (HOST:PORT; port 0 picks a free one, shown in the first
+    /// log line).
+    #[arg(long, value_name = "HOST:PORT")]
+    listen: String,
+    /// A tap: NAME[:key=value,...] (repeatable). See the list below.
+    #[arg(long = "tap", value_name = "SPEC")]
+    taps: Vec<String>,
+    /// End a job every N bytes of a tapped direction (suffixes K, M, G = KiB, MiB, GiB)
+    /// instead of at the close of the connection.
+    #[arg(long, value_name = "N", conflicts_with = "job_per_message")]
+    job_bytes: Option<String>,
+    /// Each length-prefixed message (4-byte big-endian length, then the payload) is a job;
+    /// the taps see the payloads.
+    #[arg(long)]
+    job_per_message: bool,
+    /// Serve live results over HTTP here: /connections, /combined, /metrics.
+    #[arg(long, value_name = "HOST:PORT")]
+    http: Option<String>,
+    /// Append the JSON result lines to this file instead of standard output.
+    #[arg(long, value_name = "FILE")]
+    log: Option<PathBuf>,
+    /// Close a connection after this many seconds without a byte moving either way (0: never).
+    #[arg(long, default_value_t = 300.0, value_name = "SECONDS")]
+    idle_timeout: f64,
+    /// On SIGINT/SIGTERM, let open connections finish for this many seconds before closing
+    /// them (a second signal closes them at once). Results are written either way.
+    #[arg(long, default_value_t = 2.0, value_name = "SECONDS")]
+    grace: f64,
+    /// Bytes per read (suffixes K, M).
+    #[arg(long, default_value = "128K", value_name = "BYTES")]
+    buffer: String,
+    /// Buffers a tapped direction may have waiting for its taps before the connection stops
+    /// reading (back-pressure).
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    depth: usize,
+    /// Connections served at once; more wait in the listen backlog.
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    max_connections: usize,
+    /// Closed connections kept for the HTTP API.
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    keep: usize,
+    /// Worker threads [default: the number of CPUs].
+    #[arg(short, long)]
+    threads: Option<usize>,
+    /// No start-up and shutdown messages on standard error.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum DirectionArg {
+    C2s,
+    S2c,
+    Both,
+}
+
+/// Runs `inpath wire`.
+pub fn run(args: WireArgs) -> Result<()> {
+    let (mut config, common) = match args.action {
+        Action::Relay(relay) => {
+            let mut config = ServerConfig::relay(&relay.common.listen, &relay.to);
+            config.directions = match relay.direction {
+                DirectionArg::C2s => vec![Direction::C2s],
+                DirectionArg::S2c => vec![Direction::S2c],
+                DirectionArg::Both => vec![Direction::C2s, Direction::S2c],
+            };
+            config.connect_timeout = seconds("--connect-timeout", relay.connect_timeout)?
+                .context("--connect-timeout must be above 0")?;
+            (config, relay.common)
+        }
+        Action::Sink(sink) => (ServerConfig::sink(&sink.common.listen), sink.common),
+    };
+    for spec in &common.taps {
+        config.taps.push(tap::parse_tap(spec)?);
+    }
+    if let Some(n) = &common.job_bytes {
+        config.split = JobSplit::bytes(parse_size("--job-bytes", n)?)?;
+    } else if common.job_per_message {
+        config.split = JobSplit::Message;
+    }
+    config.http = common.http.clone();
+    config.log = match &common.log {
+        Some(path) => LogTarget::File(path.clone()),
+        None => LogTarget::Stdout,
+    };
+    config.idle_timeout = seconds("--idle-timeout", common.idle_timeout)?;
+    config.grace = seconds("--grace", common.grace)?.unwrap_or_default();
+    config.buffer = usize::try_from(parse_size("--buffer", &common.buffer)?)
+        .context("--buffer is too large")?;
+    config.depth = common.depth;
+    config.max_connections = common.max_connections;
+    config.keep_closed = common.keep;
+    let threads = match common.threads {
+        Some(0) => bail!("--threads must be 1 or more"),
+        Some(n) => n,
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()
+        .context("cannot start the runtime")?;
+    runtime.block_on(serve(config, common.quiet))
+}
+
+async fn serve(config: ServerConfig, quiet: bool) -> Result<()> {
+    let mode = config.mode;
+    let to = config.to.clone();
+    let taps: Vec<String> = config.taps.iter().map(|t| t.describe()).collect();
+    let log = config.log.clone();
+    let server = Server::bind(config).await?;
+    let shutdown = server.shutdown();
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .context("cannot watch SIGINT")?;
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("cannot watch SIGTERM")?;
+    if !quiet {
+        let mut text = format!(
+            "inpath wire {}: listening on {}",
+            mode.name(),
+            server.local_addr()
+        );
+        if let Some(to) = &to {
+            text.push_str(&format!(", forwarding to {to}"));
+        }
+        text.push_str(&format!(
+            "\n  taps: {}\n  results: {}",
+            if taps.is_empty() {
+                "none".to_string()
+            } else {
+                taps.join(" ")
+            },
+            match &log {
+                LogTarget::File(path) => path.display().to_string(),
+                _ => "standard output (JSON lines)".into(),
+            }
+        ));
+        if let Some(http) = server.http_addr() {
+            text.push_str(&format!(
+                "\n  live results: http://{http}/connections, /combined, /metrics"
+            ));
+        }
+        eprintln!("{text}");
+    }
+    tokio::spawn(async move {
+        for round in 0..2 {
+            tokio::select! {
+                _ = interrupt.recv() => {},
+                _ = terminate.recv() => {},
+            }
+            if round == 0 {
+                if !quiet {
+                    eprintln!("inpath wire: stopping (open connections get the grace period; signal again to close them now)");
+                }
+                shutdown.drain();
+            } else {
+                shutdown.now();
+            }
+        }
+    });
+    server.run().await;
+    if !quiet {
+        eprintln!("inpath wire: stopped; every job's result is written");
+    }
+    Ok(())
+}
+
+fn seconds(flag: &str, value: f64) -> Result<Option<Duration>> {
+    if !value.is_finite() || !(0.0..=1e9).contains(&value) {
+        bail!("{flag} {value} must be between 0 and 1e9 seconds");
+    }
+    Ok((value > 0.0).then(|| Duration::from_secs_f64(value)))
+}
+
+/// `4096`, `64K`, `1M`, `2G` (binary units).
+fn parse_size(flag: &str, text: &str) -> Result<u64> {
+    let t = text.trim();
+    let (digits, shift) = match t.char_indices().last() {
+        Some((i, c)) if c.eq_ignore_ascii_case(&'k') => (&t[..i], 10),
+        Some((i, c)) if c.eq_ignore_ascii_case(&'m') => (&t[..i], 20),
+        Some((i, c)) if c.eq_ignore_ascii_case(&'g') => (&t[..i], 30),
+        _ => (t, 0),
+    };
+    digits
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .with_context(|| format!("{flag} {text:?} is not a size (for example 4096, 64K, 1M, 2G)"))
+}
