@@ -326,3 +326,168 @@ fn bad_arguments_are_clear_errors() {
     let port = taken.local_addr().unwrap().to_string();
     fails(&["wire", "sink", "--listen", &port], "cannot listen on");
 }
+
+/// Starts `inpath wire ARGS --listen 127.0.0.1:0 --log LOG`; returns the child and its address.
+fn start(dir: &Path, name: &str, args: &[&str]) -> (Child, String) {
+    let log = dir.join(format!("{name}.jsonl"));
+    let child = inpath()
+        .args(["wire"])
+        .args(args)
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--log",
+            log.to_str().unwrap(),
+            "--quiet",
+        ])
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr = listening(&log);
+    (child, addr)
+}
+
+fn job_taps(dir: &Path, name: &str) -> serde_json::Value {
+    log_lines(&dir.join(format!("{name}.jsonl")))
+        .into_iter()
+        .find(|l| l["event"] == "job")
+        .expect("a job line")["taps"]
+        .clone()
+}
+
+#[test]
+fn sealed_link_between_two_relays_carries_the_bytes_encrypted() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys.txt");
+    assert!(inpath()
+        .args(["seal", "keygen", "-o", keys.to_str().unwrap()])
+        .output()
+        .unwrap()
+        .status
+        .success());
+    let keys = keys.to_str().unwrap();
+    let data: Vec<u8> = (0..1_000_000u32)
+        .flat_map(|i| (i % 7919).to_le_bytes())
+        .collect();
+
+    // client -> near relay (--seal) -> observer relay (crc of the sealed bytes) -> far relay
+    // (--unseal) -> sink (corr, sketch and crc of the clear bytes).
+    let (mut sink, sink_addr) = start(
+        dir.path(),
+        "sink",
+        &[
+            "sink",
+            "--tap",
+            "crc",
+            "--tap",
+            "sketch:format=u32",
+            "--tap",
+            "corr:type=u32,streams=16",
+        ],
+    );
+    let (mut far, far_addr) = start(
+        dir.path(),
+        "far",
+        &["relay", "--to", &sink_addr, "--unseal", keys],
+    );
+    let (mut observer, observer_addr) = start(
+        dir.path(),
+        "observer",
+        &["relay", "--to", &far_addr, "--tap", "crc"],
+    );
+    let (mut near, near_addr) = start(
+        dir.path(),
+        "near",
+        &[
+            "relay",
+            "--to",
+            &observer_addr,
+            "--seal",
+            keys,
+            "--seal-page",
+            "16KiB",
+        ],
+    );
+
+    let mut client = TcpStream::connect(&near_addr).unwrap();
+    for chunk in data.chunks(100_003) {
+        client.write_all(chunk).unwrap();
+    }
+    client.shutdown(Shutdown::Write).unwrap();
+    let mut answer = Vec::new();
+    client.read_to_end(&mut answer).unwrap();
+    assert!(answer.is_empty());
+    std::thread::sleep(Duration::from_millis(300));
+    for child in [&mut near, &mut observer, &mut far, &mut sink] {
+        terminate(child);
+    }
+
+    let clear = job_taps(dir.path(), "sink");
+    assert_eq!(clear["crc"]["bytes"], data.len());
+    assert_eq!(clear["crc"]["crc32"], crc32fast::hash(&data));
+    assert_eq!(clear["corr"]["rows"], data.len() / 64);
+    let mut direct = inpath_sketch::Sketch::new(
+        inpath_sketch::Params::default(),
+        inpath_sketch::ItemKind::U32,
+    )
+    .unwrap();
+    direct.update_u32_le(&data).unwrap();
+    assert_eq!(
+        clear["sketch"]["f2_rows"],
+        serde_json::json!(direct.f2_rows())
+    );
+    // Between the relays the bytes were sealed: more of them (64-byte headers), not the clear ones.
+    let sealed = job_taps(dir.path(), "observer");
+    assert!(sealed["crc"]["bytes"].as_u64().unwrap() > 0);
+    assert_ne!(sealed["crc"]["crc32"], clear["crc"]["crc32"]);
+}
+
+#[test]
+fn corr_tap_and_seal_flags_refuse_bad_settings() {
+    fails(
+        &[
+            "wire",
+            "sink",
+            "--listen",
+            "127.0.0.1:0",
+            "--tap",
+            "corr:type=u7",
+        ],
+        "u7",
+    );
+    fails(
+        &[
+            "wire",
+            "sink",
+            "--listen",
+            "127.0.0.1:0",
+            "--tap",
+            "corr:streams=1",
+        ],
+        "2",
+    );
+    fails(
+        &[
+            "wire",
+            "sink",
+            "--listen",
+            "127.0.0.1:0",
+            "--tap",
+            "corr:colour=red",
+        ],
+        "unknown option",
+    );
+    fails(
+        &[
+            "wire",
+            "relay",
+            "--listen",
+            "127.0.0.1:0",
+            "--to",
+            "127.0.0.1:9",
+            "--seal",
+            "/nonexistent/keys",
+        ],
+        "key file",
+    );
+}

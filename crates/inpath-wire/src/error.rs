@@ -67,6 +67,10 @@ pub enum WireError {
     #[error("cannot write the results log: {0}")]
     Log(#[source] std::io::Error),
 
+    /// A seal/unseal transform could not be set up.
+    #[error("seal/unseal transform: {0}")]
+    Transform(String),
+
     /// Two partial results could not be merged.
     #[error("cannot merge {what}: {detail}")]
     Merge {

@@ -40,6 +40,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod corr_tap;
 pub mod error;
 pub mod http;
 pub mod hub;

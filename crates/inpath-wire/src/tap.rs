@@ -29,14 +29,14 @@
 use crate::{Result, WireError};
 use inpath_core::{ColumnRef, Engine, Lane};
 
-use inpath_sketch::{format, Estimator, Extremes, HashMode, Params, Sketch, SketchEngine};
+use inpath_sketch::{format, Estimator, HashMode, Params, Sketch, SketchEngine};
 use serde_json::{json, Value};
 use std::any::Any;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 /// The taps [`parse_tap`] knows.
-pub const TAP_NAMES: &[&str] = &["sketch", "crc"];
+pub const TAP_NAMES: &[&str] = &["sketch", "corr", "crc"];
 
 /// Which job a result belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -116,6 +116,7 @@ pub fn parse_tap(spec: &str) -> Result<Arc<dyn TapFactory>> {
     }
     let factory: Arc<dyn TapFactory> = match name {
         "sketch" => Arc::new(SketchTapFactory::parse(spec, &pairs)?),
+        "corr" => Arc::new(crate::corr_tap::CorrTapFactory::parse(spec, &pairs)?),
         "crc" => {
             if let Some((key, _)) = pairs.first() {
                 return Err(option_error(
@@ -138,7 +139,7 @@ pub fn parse_tap(spec: &str) -> Result<Arc<dyn TapFactory>> {
     Ok(factory)
 }
 
-fn option_error(spec: &str, detail: impl Into<String>) -> WireError {
+pub(crate) fn option_error(spec: &str, detail: impl Into<String>) -> WireError {
     WireError::TapOption {
         spec: spec.to_string(),
         detail: detail.into(),
@@ -514,49 +515,7 @@ impl Partial for SketchPartial {
 
 /// A sketch's summary as JSON; the same fields as `inpath sketch --json` (docs/sketch.md).
 pub fn sketch_json(sketch: &Sketch, estimator: Estimator) -> Value {
-    let summary = sketch.summary(estimator);
-    let p = sketch.params();
-    let (min, max, numeric) = match sketch.extremes() {
-        Extremes::Int(Some((min, max))) => (json!(min), json!(max), json!(sketch.count())),
-        Extremes::Int(None) => (json!(null), json!(null), json!(0)),
-        Extremes::Numeric {
-            range: Some((min, max)),
-            numeric,
-        } => (json!(min), json!(max), json!(numeric)),
-        Extremes::Numeric {
-            range: None,
-            numeric,
-        } => (json!(null), json!(null), json!(numeric)),
-    };
-    json!({
-        "count": summary.count,
-        "min": min,
-        "max": max,
-        "numeric_values": numeric,
-        "cardinality": summary.cardinality,
-        "cardinality_std_error": summary.cardinality_std_error,
-        "estimator": summary.estimator.name(),
-        "f2": summary.f2,
-        "f2_rows": summary.f2_rows,
-        "count_min": {
-            "error_bound": summary.count_min.error_bound,
-            "confidence": summary.count_min.confidence,
-            "collision_load": summary.count_min.collision_load,
-            "typical_relative_error": summary.count_min.typical_relative_error,
-            "trustworthy": summary.count_min.trustworthy,
-        },
-        "params": {
-            "item_kind": sketch.kind().name(),
-            "hash": p.hash.name(),
-            "hash_algorithm": p.hash.algorithm(),
-            "seed": p.seed,
-            "hll_p": p.hll_p,
-            "cm_rows": p.cm_rows,
-            "cm_p": p.cm_p,
-            "agms_rows": p.agms_rows,
-            "agms_p": p.agms_p,
-        },
-    })
+    inpath_sketch::report::summary_json(sketch, &sketch.summary(estimator))
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -2,15 +2,12 @@
 //! compress then encrypt in pages on one relay, decrypt then decompress on another, so two
 //! unmodified endpoints talk over a protected link).
 //!
-//! # Status
-//! The hook is wired into the relay's data path ([`crate::ServerConfig::transforms`], one per
-//! direction) and tested with a test-only transform, but **no transform ships yet**: `--seal` /
-//! `--unseal` need the `seal` engine, which lives on another branch. Adding it is:
-//! 1. a `SealTransform` / `UnsealTransform` implementing [`Transform`] over the seal engine's
-//!    streaming codec (pages in, sealed records out; `finish` flushes the last partial page);
-//! 2. a [`TransformFactory`] for each, parsed from `--seal KEYFILE[:options]`;
-//! 3. two CLI flags in `inpath wire relay` that push `(Direction::C2s, seal)` and
-//!    `(Direction::S2c, unseal)` (or the reverse on the far relay) onto `transforms`.
+//! # Seal and unseal
+//! [`SealFactory`] makes transforms that seal every chunk read as it arrives (at most one page
+//! per record, so an interactive protocol never waits for a page to fill); [`UnsealFactory`]
+//! makes transforms that reassemble records from the byte stream (the 64-byte header gives
+//! each record's length) and open them. `inpath wire relay --seal KEYFILE` on the near relay
+//! and `--unseal KEYFILE` on the far one protect the link between them in both directions.
 //!
 //! # Calling rules
 //! - [`Transform::push`] gets every byte read from one side, in order, in chunks of any size,
@@ -49,3 +46,222 @@ pub trait TransformFactory: Send + Sync {
 
 /// Shorthand for a shared factory.
 pub type SharedTransform = Arc<dyn TransformFactory>;
+
+/// Makes [`Transform`]s that seal chunks into records (the near end of a protected link).
+pub struct SealFactory {
+    config: inpath_seal::SealConfig,
+    key_id: u32,
+    key: inpath_seal::Key,
+    page: usize,
+}
+
+impl SealFactory {
+    /// Seals with `config` under `key` (id `key_id`), at most `page` bytes per record.
+    pub fn new(
+        config: inpath_seal::SealConfig,
+        key_id: u32,
+        key: inpath_seal::Key,
+        page: usize,
+    ) -> crate::Result<Self> {
+        // Fail at start-up, not per connection, if the configuration or key is unusable.
+        inpath_seal::Sealer::new(config, Some((key_id, &key)))
+            .map_err(|e| crate::WireError::Transform(e.to_string()))?;
+        if page == 0 {
+            return Err(crate::WireError::Transform(
+                "the seal page size must be at least 1 byte".into(),
+            ));
+        }
+        Ok(SealFactory {
+            config,
+            key_id,
+            key,
+            page,
+        })
+    }
+}
+
+impl TransformFactory for SealFactory {
+    fn name(&self) -> &str {
+        "seal"
+    }
+
+    fn make(&self) -> Box<dyn Transform> {
+        // A fresh sealer per connection: its own random nonce prefix.
+        match inpath_seal::Sealer::new(self.config, Some((self.key_id, &self.key))) {
+            Ok(sealer) => Box::new(SealTransform {
+                sealer: Some(sealer),
+                page: self.page,
+            }),
+            Err(e) => Box::new(SealTransform {
+                sealer: None,
+                page: e.to_string().len(),
+            }),
+        }
+    }
+}
+
+struct SealTransform {
+    /// `None` when the sealer could not be made (no OS randomness): every push then fails.
+    sealer: Option<inpath_seal::Sealer>,
+    page: usize,
+}
+
+impl Transform for SealTransform {
+    fn push(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+        let sealer = self
+            .sealer
+            .as_mut()
+            .ok_or("the sealer could not be initialised")?;
+        for page in input.chunks(self.page) {
+            out.extend_from_slice(&sealer.seal(page).map_err(|e| e.to_string())?);
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, _out: &mut Vec<u8>) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn taps_see_output(&self) -> bool {
+        false
+    }
+}
+
+/// Makes [`Transform`]s that open sealed records (the far end of a protected link).
+pub struct UnsealFactory {
+    unsealer: Arc<inpath_seal::Unsealer>,
+    max_page: u64,
+}
+
+impl UnsealFactory {
+    /// Opens records with the keys of `ring`, refusing records that claim more than `max_page`
+    /// bytes (so a damaged length cannot make the relay buffer without bound).
+    pub fn new(ring: &inpath_seal::KeyRing, max_page: u64) -> Self {
+        UnsealFactory {
+            unsealer: Arc::new(inpath_seal::Unsealer::new(ring).with_max_page(max_page)),
+            max_page,
+        }
+    }
+}
+
+impl TransformFactory for UnsealFactory {
+    fn name(&self) -> &str {
+        "unseal"
+    }
+
+    fn make(&self) -> Box<dyn Transform> {
+        Box::new(UnsealTransform {
+            unsealer: self.unsealer.clone(),
+            max_page: self.max_page,
+            pending: Vec::new(),
+        })
+    }
+}
+
+struct UnsealTransform {
+    unsealer: Arc<inpath_seal::Unsealer>,
+    max_page: u64,
+    /// Bytes of records not yet complete.
+    pending: Vec<u8>,
+}
+
+impl Transform for UnsealTransform {
+    fn push(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+        self.pending.extend_from_slice(input);
+        let mut at = 0;
+        while self.pending.len() - at >= inpath_seal::page::HEADER_LEN {
+            let header = inpath_seal::Header::parse(
+                &self.pending[at..at + inpath_seal::page::HEADER_LEN],
+                self.max_page,
+            )
+            .map_err(|e| format!("sealed stream: {e}"))?;
+            let len = usize::try_from(header.record_len())
+                .map_err(|_| "sealed record too large".to_string())?;
+            if self.pending.len() - at < len {
+                break;
+            }
+            let page = self
+                .unsealer
+                .unseal(&self.pending[at..at + len])
+                .map_err(|e| format!("sealed stream: {e}"))?;
+            out.extend_from_slice(&page);
+            at += len;
+        }
+        self.pending.drain(..at);
+        Ok(())
+    }
+
+    fn finish(&mut self, _out: &mut Vec<u8>) -> Result<(), String> {
+        if self.pending.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "the sealed stream ended inside a record ({} bytes of it arrived)",
+                self.pending.len()
+            ))
+        }
+    }
+
+    fn taps_see_output(&self) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use inpath_seal::{Cipher, Compression, Key, KeyRing, SealConfig};
+
+    fn pair(cipher: Cipher) -> (Box<dyn Transform>, Box<dyn Transform>) {
+        let key = Key::new(&[7u8; 32]).unwrap();
+        let mut ring = KeyRing::new();
+        ring.insert(3, key.clone());
+        let config = SealConfig {
+            compression: Compression::Lz4,
+            cipher,
+        };
+        let seal = SealFactory::new(config, 3, key, 1000).unwrap();
+        (seal.make(), UnsealFactory::new(&ring, 1 << 20).make())
+    }
+
+    #[test]
+    fn records_split_anywhere_reassemble() {
+        for cipher in [Cipher::Gcm, Cipher::Cbc, Cipher::Ctr] {
+            let (mut seal, mut unseal) = pair(cipher);
+            let data: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
+            let mut sealed = Vec::new();
+            for chunk in data.chunks(3333) {
+                seal.push(chunk, &mut sealed).unwrap();
+            }
+            seal.finish(&mut sealed).unwrap();
+            let mut clear = Vec::new();
+            for byte in sealed.chunks(1) {
+                unseal.push(byte, &mut clear).unwrap();
+            }
+            unseal.finish(&mut clear).unwrap();
+            assert_eq!(clear, data);
+            assert!(!seal.taps_see_output() && unseal.taps_see_output());
+        }
+    }
+
+    #[test]
+    fn damage_and_cut_streams_are_errors() {
+        let (mut seal, mut unseal) = pair(Cipher::Gcm);
+        let mut sealed = Vec::new();
+        seal.push(&[1u8; 500], &mut sealed).unwrap();
+        let mut damaged = sealed.clone();
+        let last = damaged.len() - 1;
+        damaged[last] ^= 1;
+        assert!(unseal.push(&damaged, &mut Vec::new()).is_err());
+        let (_, mut unseal) = pair(Cipher::Gcm);
+        unseal
+            .push(&sealed[..sealed.len() - 1], &mut Vec::new())
+            .unwrap();
+        assert!(unseal
+            .finish(&mut Vec::new())
+            .unwrap_err()
+            .contains("ended inside a record"));
+        let (_, mut unseal) = pair(Cipher::Gcm);
+        assert!(unseal.push(&[0u8; 64], &mut Vec::new()).is_err());
+    }
+}

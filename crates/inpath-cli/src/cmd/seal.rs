@@ -150,7 +150,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 }
 
 /// Reads a key file; warns when others may read it.
-fn read_keys(path: &Path) -> anyhow::Result<keyfile::KeyFile> {
+pub(crate) fn read_keys(path: &Path) -> anyhow::Result<keyfile::KeyFile> {
     let text = Zeroizing::new(
         std::fs::read_to_string(path)
             .with_context(|| format!("cannot read key file {}", path.display()))?,

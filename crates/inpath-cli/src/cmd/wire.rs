@@ -47,8 +47,70 @@ struct RelayArgs {
     /// Give up connecting to the destination after this many seconds.
     #[arg(long, default_value_t = 5.0, value_name = "SECONDS")]
     connect_timeout: f64,
+    /// Near end of a protected link: seal the client's bytes (compress, encrypt) on their way
+    /// out and unseal the answers, with the keys of this key file (`inpath seal keygen`). The
+    /// relay at the far end runs with --unseal and the same key file.
+    #[arg(long, value_name = "KEYFILE", conflicts_with = "unseal")]
+    seal: Option<std::path::PathBuf>,
+    /// Far end of a protected link: unseal what arrives from the client side and seal the
+    /// destination's answers.
+    #[arg(long, value_name = "KEYFILE")]
+    unseal: Option<std::path::PathBuf>,
+    /// Largest page per sealed record (each read is sealed at once, up to this size).
+    #[arg(long, default_value = "64KiB", value_name = "SIZE")]
+    seal_page: String,
+    /// Compression of sealed records: none, deflate, lz4, zstd, snappy.
+    #[arg(long, default_value = "lz4", value_name = "ALGO")]
+    seal_compress: String,
+    /// Cipher of sealed records (authenticated aes256-gcm by default; see docs/seal.md).
+    #[arg(long, default_value = "aes256-gcm", value_name = "CIPHER")]
+    seal_cipher: String,
     #[command(flatten)]
     common: CommonArgs,
+}
+
+/// The (direction, transform) pairs for `--seal` / `--unseal`.
+fn seal_transforms(
+    relay: &RelayArgs,
+) -> Result<
+    Vec<(
+        Direction,
+        std::sync::Arc<dyn inpath_wire::transform::TransformFactory>,
+    )>,
+> {
+    use inpath_wire::transform::{SealFactory, UnsealFactory};
+    let (path, near) = match (&relay.seal, &relay.unseal) {
+        (Some(path), None) => (path, true),
+        (None, Some(path)) => (path, false),
+        _ => return Ok(Vec::new()),
+    };
+    let keys = crate::cmd::seal::read_keys(path)?;
+    let page = crate::cmd::seal::parse_size(&relay.seal_page)
+        .map_err(|e| anyhow::anyhow!("--seal-page: {e}"))?;
+    let compression = inpath_seal::Compression::parse(&relay.seal_compress)
+        .map_err(|e| anyhow::anyhow!("--seal-compress: {e}"))?;
+    let (cipher, _) = inpath_seal::Cipher::parse(&relay.seal_cipher)
+        .map_err(|e| anyhow::anyhow!("--seal-cipher: {e}"))?;
+    let key = keys
+        .ring
+        .get(keys.first_id)
+        .map_err(|e| anyhow::anyhow!("{e}"))?
+        .clone();
+    let config = inpath_seal::SealConfig {
+        compression,
+        cipher,
+    };
+    let page = usize::try_from(page).context("--seal-page is too large")?;
+    let seal: std::sync::Arc<dyn inpath_wire::transform::TransformFactory> =
+        std::sync::Arc::new(SealFactory::new(config, keys.first_id, key, page)?);
+    // Records from the far side may use a different page size; cap what one record may claim.
+    let unseal: std::sync::Arc<dyn inpath_wire::transform::TransformFactory> =
+        std::sync::Arc::new(UnsealFactory::new(&keys.ring, (page as u64).max(64 << 20)));
+    Ok(if near {
+        vec![(Direction::C2s, seal), (Direction::S2c, unseal)]
+    } else {
+        vec![(Direction::C2s, unseal), (Direction::S2c, seal)]
+    })
 }
 
 #[derive(Args)]
@@ -127,6 +189,7 @@ pub fn run(args: WireArgs) -> Result<()> {
             };
             config.connect_timeout = seconds("--connect-timeout", relay.connect_timeout)?
                 .context("--connect-timeout must be above 0")?;
+            config.transforms = seal_transforms(&relay)?;
             (config, relay.common)
         }
         Action::Sink(sink) => (ServerConfig::sink(&sink.common.listen), sink.common),
