@@ -210,8 +210,13 @@ pub fn run(args: Args) -> anyhow::Result<Vec<Measurement>> {
                 ),
             );
             // CBC encryption of 8 independent pages at once (the batch path).
+            // Pages cut from the random data, wrapping around when 8 pages exceed it.
+            let span = random.len() - size + 1;
             let mut pages: Vec<Vec<u8>> = (0..kernel::LANES)
-                .map(|i| random[i * size..(i + 1) * size].to_vec())
+                .map(|i| {
+                    let start = (i * size) % span;
+                    random[start..start + size].to_vec()
+                })
                 .collect();
             let groups = count.div_ceil(kernel::LANES);
             let lane_bytes = (groups * kernel::LANES * size) as u64;
