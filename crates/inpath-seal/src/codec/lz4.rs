@@ -343,18 +343,10 @@ impl Decode for Decoder {
         if !input.is_empty() {
             self.seen_input = true;
         }
-        if self.pending.is_empty() {
-            let rest = self.run(input, out)?;
-            self.pending.extend_from_slice(rest);
-        } else {
-            let mut data = std::mem::take(&mut self.pending);
-            data.extend_from_slice(input);
-            let rest_len = self.run(&data, out)?.len();
-            let consumed = data.len() - rest_len;
-            data.drain(..consumed);
-            self.pending = data;
-        }
-        Ok(())
+        let mut pending = std::mem::take(&mut self.pending);
+        let result = super::resume(&mut pending, input, |data| Ok(self.run(data, out)?.len()));
+        self.pending = pending;
+        result
     }
 
     fn finish(&mut self, _out: &mut Output<'_>) -> Result<()> {

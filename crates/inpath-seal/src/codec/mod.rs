@@ -387,3 +387,24 @@ pub fn decompress(format: Format, data: &[u8], limit: u64) -> Result<Vec<u8>> {
 fn le32(bytes: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
 }
+
+/// Runs a frame parser over the bytes held from earlier calls followed by `input`. `run`
+/// consumes what it can and returns the length of the unconsumed tail (a partial header or
+/// block), which `pending` keeps for the next call. Shared by the decoders whose formats are
+/// parsed frame by frame (raw/zlib/gzip DEFLATE, LZ4 frames, Snappy framing).
+pub(crate) fn resume(
+    pending: &mut Vec<u8>,
+    input: &[u8],
+    run: impl FnOnce(&[u8]) -> Result<usize>,
+) -> Result<()> {
+    if pending.is_empty() {
+        let rest = run(input)?;
+        pending.extend_from_slice(&input[input.len() - rest..]);
+    } else {
+        pending.extend_from_slice(input);
+        let rest = run(pending)?;
+        let consumed = pending.len() - rest;
+        pending.drain(..consumed);
+    }
+    Ok(())
+}
