@@ -40,6 +40,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
     )?;
     out.push_str(&crate::cmd::seal::demo_report()?);
     writeln!(out, "  try it: inpath seal keygen -o keys.txt; inpath seal FILE -o FILE.sealed --key-file keys.txt\n")?;
+    out.push_str(&wire_section()?);
     crate::common::print_out(&out)
 }
 
@@ -208,5 +209,88 @@ fn sketch_section(items: usize) -> Result<String> {
         }
     )?;
     writeln!(out, "  try it on your data: inpath sketch --format u32 FILE, or --column NAME file.csv, or text lines\n")?;
+    Ok(out)
+}
+
+/// The wire placement: a sink with a sketch tap on loopback, fed by four connections; the
+/// merged result is compared with sketching the same bytes in memory.
+fn wire_section() -> Result<String> {
+    use inpath_wire::tap::{parse_tap, SketchPartial};
+    use inpath_wire::{Direction, LogTarget, Server, ServerConfig};
+    use tokio::io::AsyncWriteExt;
+
+    const CONNECTIONS: usize = 4;
+    let items = 8_000_000usize;
+    let data: Vec<u8> = page_views(items)
+        .iter()
+        .flat_map(|&r| page_id(r).to_le_bytes())
+        .collect();
+    let per = items / CONNECTIONS * 4;
+    let mut out = String::new();
+    writeln!(out, "== wire (SmartNIC placement): a TCP sink runs the sketch as a tap on the bytes as they arrive")?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let (merged, seconds) = runtime.block_on(async {
+        let mut config = ServerConfig::sink("127.0.0.1:0");
+        config.taps.push(parse_tap("sketch:format=u32")?);
+        config.log = LogTarget::Discard;
+        let server = Server::bind(config).await?;
+        let (addr, hub, stop) = (server.local_addr(), server.hub(), server.shutdown());
+        let task = tokio::spawn(server.run());
+        let start = Instant::now();
+        let mut senders = Vec::new();
+        for part in data.chunks(per) {
+            let part = part.to_vec();
+            senders.push(tokio::spawn(async move {
+                let mut stream = tokio::net::TcpStream::connect(addr).await?;
+                stream.write_all(&part).await?;
+                stream.shutdown().await
+            }));
+        }
+        for sender in senders {
+            sender.await??;
+        }
+        // Each connection is a job; wait until all of them are in the combined (merged) view.
+        let deadline = Instant::now() + std::time::Duration::from_secs(30);
+        let merged = loop {
+            let done = hub.combined(Direction::C2s, 0, false).and_then(|p| {
+                p.as_any()
+                    .downcast_ref::<SketchPartial>()
+                    .map(|s| s.sketch.clone())
+            });
+            match done {
+                Some(sketch) if sketch.count() == items as u64 => break sketch,
+                _ if Instant::now() > deadline => {
+                    anyhow::bail!("the demo sink did not finish in 30 s")
+                }
+                _ => tokio::time::sleep(std::time::Duration::from_millis(2)).await,
+            }
+        };
+        let seconds = start.elapsed().as_secs_f64();
+        stop.drain();
+        task.await?;
+        anyhow::Ok((merged, seconds))
+    })?;
+    let mut engine = SketchEngine::u32(Params::default())?;
+    run_slice(&mut engine, &data, 1)?;
+    let memory = engine.into_sketch()?;
+    writeln!(
+        out,
+        "{} page views ({}) over {CONNECTIONS} loopback connections in {:.3} s ({:.2} GB/s, sender and sink on the same cores)",
+        thousands(items as u64),
+        bytes(data.len() as u64),
+        seconds,
+        data.len() as f64 / seconds / 1e9
+    )?;
+    writeln!(
+        out,
+        "  the four connections' sketches merged: {} items, ~{} distinct pages; {} the sketch of the same bytes in memory",
+        thousands(merged.count()),
+        thousands(merged.cardinality(Estimator::Ertl).round() as u64),
+        if merged.same_state(&memory) { "register for register and counter for counter equal to" } else { "DIFFERENT from" }
+    )?;
+    writeln!(out, "  try it: inpath wire sink --listen 127.0.0.1:9000 --tap sketch:format=u32 --http 127.0.0.1:9100, or inpath wire relay --to HOST:PORT ...")?;
     Ok(out)
 }
