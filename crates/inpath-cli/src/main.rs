@@ -9,7 +9,15 @@ use clap::{Parser, Subcommand};
 
 /// inpath: one-pass analytics and transforms on data as it streams by.
 #[derive(Parser)]
-#[command(name = "inpath", version, about, long_about = None, propagate_version = true)]
+#[command(
+    name = "inpath",
+    version,
+    about = "inpath: compute on data while it moves. One-pass sketches, exact correlation, page \
+             sealing and compression, and TCP taps, at line rate on ordinary CPUs.",
+    after_help = "Start with `inpath demo`; every command has --help and most have --json.\n\
+                  Docs: docs/ in the repository (sketch.md, corr.md, seal.md, wire.md, python.md).",
+    propagate_version = true
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
