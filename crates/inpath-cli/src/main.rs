@@ -12,7 +12,7 @@ use clap::{Parser, Subcommand};
 #[command(
     name = "inpath",
     version,
-    about = "inpath: compute on data while it moves. One-pass sketches, exact correlation, page \
+    about = "inpath: compute on data while it moves: sketches, exact correlation, page \
              sealing and compression, and TCP taps, in one pass as the data streams by.",
     after_help = "Start with `inpath demo`; every command has --help and most have --json.\n\
                   Docs: docs/ in the repository (sketch.md, corr.md, seal.md, wire.md, python.md).",
