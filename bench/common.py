@@ -31,7 +31,8 @@ def build():
 
 
 def bench_bin():
-    return os.path.join(ROOT, "target", "release", "inpath-bench")
+    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
+    return os.path.join(target, "release", "inpath-bench")
 
 
 def run_ours(args):

@@ -27,11 +27,6 @@ import common  # noqa: E402
 ROOT = common.ROOT
 
 
-def bench_bin():
-    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
-    return os.path.join(target, "release", "inpath-bench")
-
-
 def openssl_speed(cipher, size, decrypt=False, seconds=2):
     """Bytes per second of `openssl speed -evp` for one block (page) size, or None."""
     args = ["openssl", "speed", "-mr", "-seconds", str(seconds), "-bytes", str(size), "-evp", cipher]
@@ -66,9 +61,9 @@ def main():
     parser.add_argument("--mib", type=int, default=64, help="MiB per measurement")
     args = parser.parse_args()
 
-    subprocess.run(["cargo", "build", "--release", "--quiet", "-p", "inpath-bench"], cwd=ROOT, check=True)
+    common.build()
     dump = os.path.join(common.OUT, "lineitem.tbl")
-    cmd = [bench_bin(), "seal", "--mib", str(args.mib), "--dump", dump] + (["--quick"] if args.quick else [])
+    cmd = [common.bench_bin(), "seal", "--mib", str(args.mib), "--dump", dump] + (["--quick"] if args.quick else [])
     started = time.time()
     ours = json.loads(subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True).stdout)
     report = common.Report("seal", {"inpath_bench_args": cmd[1:], "openssl": subprocess.run(

@@ -36,7 +36,7 @@ pub struct SealArgs {
     #[arg(short, long, default_value = "-")]
     output: String,
     /// Page size: each page becomes one independent record (e.g. 4KiB, 64KiB, 116KiB, 16MiB).
-    #[arg(long, default_value = "64KiB", value_parser = parse_size)]
+    #[arg(long, default_value = "64KiB", value_parser = crate::common::parse_size)]
     page_size: u64,
     /// Compression before encryption: none, deflate[-LEVEL] (level 1 by default), lz4,
     /// zstd[-LEVEL], snappy. A page that does not shrink is stored as is.
@@ -117,7 +117,7 @@ pub struct UnsealArgs {
     #[arg(long)]
     key_file: Option<PathBuf>,
     /// Largest page accepted (a record claiming more is refused before anything is allocated).
-    #[arg(long, default_value = "1GiB", value_parser = parse_size)]
+    #[arg(long, default_value = "1GiB", value_parser = crate::common::parse_size)]
     max_page: u64,
     /// Worker threads.
     #[arg(long, default_value_t = 1)]
@@ -128,25 +128,6 @@ pub struct UnsealArgs {
     /// No progress bar and no summary.
     #[arg(short, long)]
     quiet: bool,
-}
-
-/// Parses a byte size: `4096`, `4k`, `4KiB`, `64KB`, `1MiB`, `16M`, `1GiB` (binary units).
-pub fn parse_size(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{text:?} is not a size like 4096, 64KiB or 16MiB"))?;
-    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        other => return Err(format!("unknown size unit {other:?} (use KiB, MiB or GiB)")),
-    };
-    n.checked_mul(mult)
-        .ok_or_else(|| format!("{text:?} is too large"))
 }
 
 /// Reads a key file; warns when others may read it.

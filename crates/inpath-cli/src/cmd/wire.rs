@@ -85,8 +85,7 @@ fn seal_transforms(
         _ => return Ok(Vec::new()),
     };
     let keys = crate::cmd::seal::read_keys(path)?;
-    let page = crate::cmd::seal::parse_size(&relay.seal_page)
-        .map_err(|e| anyhow::anyhow!("--seal-page: {e}"))?;
+    let page = parse_size("--seal-page", &relay.seal_page)?;
     let compression = inpath_seal::Compression::parse(&relay.seal_compress)
         .map_err(|e| anyhow::anyhow!("--seal-compress: {e}"))?;
     let (cipher, _) = inpath_seal::Cipher::parse(&relay.seal_cipher)
@@ -298,17 +297,5 @@ fn seconds(flag: &str, value: f64) -> Result<Option<Duration>> {
 
 /// `4096`, `64K`, `1M`, `2G` (binary units).
 fn parse_size(flag: &str, text: &str) -> Result<u64> {
-    let t = text.trim();
-    let (digits, shift) = match t.char_indices().last() {
-        Some((i, c)) if c.eq_ignore_ascii_case(&'k') => (&t[..i], 10),
-        Some((i, c)) if c.eq_ignore_ascii_case(&'m') => (&t[..i], 20),
-        Some((i, c)) if c.eq_ignore_ascii_case(&'g') => (&t[..i], 30),
-        _ => (t, 0),
-    };
-    digits
-        .trim()
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(1 << shift))
-        .with_context(|| format!("{flag} {text:?} is not a size (for example 4096, 64K, 1M, 2G)"))
+    crate::common::parse_size(text).map_err(|e| anyhow::anyhow!("{flag}: {e}"))
 }
