@@ -948,70 +948,18 @@ impl Sealer {
         let nonces: Vec<Nonce> = (0..pages.len())
             .map(|_| self.next_nonce())
             .collect::<Result<_>>()?;
-        let threads = threads.clamp(1, pages.len().max(1));
         let group = if self.config.cipher == Cipher::Cbc {
             kernel::LANES
         } else {
             1
         };
         let groups = pages.len().div_ceil(group);
-        let mut results: Vec<Option<Result<Vec<u8>>>> = (0..pages.len()).map(|_| None).collect();
-        if threads == 1 {
-            let mut ws = std::mem::take(&mut self.workspace);
-            for g in 0..groups {
-                let range = g * group..((g + 1) * group).min(pages.len());
-                for (i, r) in self
-                    .seal_group(&pages[range.clone()], &nonces[range.clone()], &mut ws)
-                    .into_iter()
-                    .enumerate()
-                {
-                    results[range.start + i] = Some(r);
-                }
-            }
-            self.workspace = ws;
-        } else {
-            let next = AtomicUsize::new(0);
-            let this = &*self;
-            let done: Vec<Vec<(usize, Result<Vec<u8>>)>> = std::thread::scope(|s| {
-                let handles: Vec<_> = (0..threads)
-                    .map(|_| {
-                        s.spawn(|| {
-                            let mut ws = Workspace::new();
-                            let mut mine = Vec::new();
-                            loop {
-                                let g = next.fetch_add(1, Ordering::Relaxed);
-                                if g >= groups {
-                                    break;
-                                }
-                                let range = g * group..((g + 1) * group).min(pages.len());
-                                let out = this.seal_group(
-                                    &pages[range.clone()],
-                                    &nonces[range.clone()],
-                                    &mut ws,
-                                );
-                                mine.extend(
-                                    out.into_iter()
-                                        .enumerate()
-                                        .map(|(i, r)| (range.start + i, r)),
-                                );
-                            }
-                            mine
-                        })
-                    })
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| h.join().expect("seal worker panicked"))
-                    .collect()
-            });
-            for (i, r) in done.into_iter().flatten() {
-                results[i] = Some(r);
-            }
-        }
-        results
-            .into_iter()
-            .map(|r| r.expect("every page sealed"))
-            .collect()
+        let this = &*self;
+        let outputs = for_each_group(groups, threads, |g, ws| {
+            let range = g * group..((g + 1) * group).min(pages.len());
+            this.seal_group(&pages[range.clone()], &nonces[range], ws)
+        });
+        outputs.into_iter().flatten().collect()
     }
 
     fn seal_group(
@@ -1241,7 +1189,6 @@ impl Unsealer {
 
     /// Opens many records on `threads` threads; the result for record `i` is at index `i`.
     pub fn unseal_batch(&self, records: &[&[u8]], threads: usize) -> Vec<Result<Vec<u8>>> {
-        let threads = threads.clamp(1, records.len().max(1));
         let one = |r: &[u8], ws: &mut Workspace| -> Result<Vec<u8>> {
             let (page, used) = self.unseal_prefix(r, ws)?;
             if used != r.len() {
@@ -1252,40 +1199,55 @@ impl Unsealer {
             }
             Ok(page)
         };
-        if threads == 1 {
-            let mut ws = Workspace::new();
-            return records.iter().map(|r| one(r, &mut ws)).collect();
-        }
-        let next = AtomicUsize::new(0);
-        let mut results: Vec<Option<Result<Vec<u8>>>> = (0..records.len()).map(|_| None).collect();
-        let done: Vec<Vec<(usize, Result<Vec<u8>>)>> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..threads)
-                .map(|_| {
-                    s.spawn(|| {
-                        let mut ws = Workspace::new();
-                        let mut mine = Vec::new();
-                        loop {
-                            let i = next.fetch_add(1, Ordering::Relaxed);
-                            if i >= records.len() {
-                                break;
-                            }
-                            mine.push((i, one(records[i], &mut ws)));
-                        }
-                        mine
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("unseal worker panicked"))
-                .collect()
-        });
-        for (i, r) in done.into_iter().flatten() {
-            results[i] = Some(r);
-        }
-        results
-            .into_iter()
-            .map(|r| r.expect("every record opened"))
-            .collect()
+        for_each_group(records.len(), threads, |i, ws| one(records[i], ws))
     }
+}
+
+/// Runs `work(g, workspace)` for every group `g` in `0..groups` on up to `threads` threads, each
+/// with its own workspace, handing out groups from a shared counter (so uneven groups balance);
+/// returns the outputs in group order, whatever thread ran them.
+fn for_each_group<T: Send>(
+    groups: usize,
+    threads: usize,
+    work: impl Fn(usize, &mut Workspace) -> T + Sync,
+) -> Vec<T> {
+    let threads = threads.clamp(1, groups.max(1));
+    if threads == 1 {
+        let mut ws = Workspace::new();
+        return (0..groups).map(|g| work(g, &mut ws)).collect();
+    }
+    let next = AtomicUsize::new(0);
+    let done: Vec<Vec<(usize, T)>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut ws = Workspace::new();
+                    let mut mine = Vec::new();
+                    loop {
+                        let g = next.fetch_add(1, Ordering::Relaxed);
+                        if g >= groups {
+                            break;
+                        }
+                        mine.push((g, work(g, &mut ws)));
+                    }
+                    mine
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    });
+    let mut slots: Vec<Option<T>> = (0..groups).map(|_| None).collect();
+    for (g, output) in done.into_iter().flatten() {
+        slots[g] = Some(output);
+    }
+    slots
+        .into_iter()
+        .map(|o| o.expect("every group ran"))
+        .collect()
 }
