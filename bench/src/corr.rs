@@ -54,7 +54,8 @@ pub fn run(args: Args) -> anyhow::Result<Vec<Measurement>> {
                 checksum = r.iter().filter(|v| v.is_finite()).sum::<f64>();
             },
         );
-        m.extra = serde_json::json!({ "threads": threads, "streams": args.streams, "rows": rows, "sum_of_r": checksum });
+        let kernel = Corr::new(CorrConfig::rows(dtype, args.streams))?.kernel_name();
+        m.extra = serde_json::json!({ "threads": threads, "streams": args.streams, "rows": rows, "sum_of_r": checksum, "kernel": kernel });
         out.push(m);
     }
     Ok(out)

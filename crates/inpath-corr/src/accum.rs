@@ -15,7 +15,8 @@
 //! For float types the kernel's block sums are added to double-double accumulators instead.
 
 use crate::dtype::Plan;
-use crate::kernel::{self, Isa, Mid, TileSpec, MAX_NZ, MR};
+use crate::intkernel::{self, IntAccumulator};
+use crate::kernel::{self, Isa, Kernel, Mid, TileSpec, MAX_NZ, MR};
 use crate::stats::{tri_row, Data, Statistics};
 use crate::wide::{two_sum, Dd, I256};
 use crate::DType;
@@ -24,7 +25,44 @@ use inpath_core::Result;
 /// Panel bytes to aim for: small enough to stay in L2 while the tiles sweep it.
 const PANEL_BYTES: usize = 1 << 20;
 
-pub(crate) struct Accumulator {
+/// The statistics of rows in progress, through whichever kernels suit the type and CPU.
+pub(crate) enum Accumulator {
+    /// The `f64` tile kernels (every type).
+    Tiles(Box<TileAccumulator>),
+    /// The integer kernels (8, 16 and 32-bit integers on AVX-512 with VNNI / IFMA).
+    Int(Box<IntAccumulator>),
+}
+
+impl Accumulator {
+    /// The accumulator for `dtype`: the integer kernels where `kernel` allows them and the CPU
+    /// has them, else the `f64` tiles on `isa`.
+    pub fn new(dtype: DType, m: usize, kernel: Kernel, isa: Isa) -> Accumulator {
+        if kernel == Kernel::Auto && intkernel::supported(dtype) {
+            Accumulator::Int(Box::new(IntAccumulator::new(dtype, m)))
+        } else {
+            Accumulator::Tiles(Box::new(TileAccumulator::new(dtype, m, isa)))
+        }
+    }
+
+    /// Adds whole rows: `bytes` holds `rows * M` little-endian items.
+    pub fn push_rows(&mut self, bytes: &[u8], stats: &mut Statistics) -> Result<()> {
+        match self {
+            Accumulator::Tiles(t) => t.push_rows(bytes, stats),
+            Accumulator::Int(t) => t.push_rows(bytes, stats),
+        }
+    }
+
+    /// Ends the input: runs the partial block and brings `stats` up to date.
+    pub fn close(&mut self, stats: &mut Statistics) -> Result<()> {
+        match self {
+            Accumulator::Tiles(t) => t.close(stats),
+            Accumulator::Int(t) => t.close(stats),
+        }
+    }
+}
+
+/// Rows through the `f64` tile kernel.
+pub(crate) struct TileAccumulator {
     dtype: DType,
     plan: Plan,
     isa: Isa,
@@ -62,8 +100,8 @@ fn group_start(i: usize) -> usize {
     i & !7
 }
 
-impl Accumulator {
-    pub fn new(dtype: DType, m: usize, isa: Isa) -> Accumulator {
+impl TileAccumulator {
+    pub fn new(dtype: DType, m: usize, isa: Isa) -> TileAccumulator {
         let plan = dtype.plan();
         let mp = m.div_ceil(8) * 8;
         let lda = plan.a_limbs * mp;
@@ -124,7 +162,7 @@ impl Accumulator {
         } else {
             ((1u64 << 62) / (rows as u64 * plan.max_product)).max(1)
         };
-        Accumulator {
+        TileAccumulator {
             dtype,
             plan,
             isa,

@@ -106,6 +106,7 @@ pub struct Corr {
 struct Sink {
     dtype: DType,
     method: Method,
+    kernel: Kernel,
     isa: Isa,
     has_header: bool,
     /// Streams, once known (from the configuration, or a CSV's first row).
@@ -151,6 +152,7 @@ impl Corr {
         let mut sink = Sink {
             dtype: config.dtype,
             method: config.method,
+            kernel: config.kernel,
             isa: config.kernel.resolve(),
             has_header,
             m: None,
@@ -177,6 +179,15 @@ impl Corr {
     /// The configuration.
     pub fn config(&self) -> &CorrConfig {
         &self.config
+    }
+
+    /// The kernels this engine runs on this CPU (see [`Kernel::name_for`]); Spearman ranks
+    /// are floats, so they always take the `f64` tiles.
+    pub fn kernel_name(&self) -> &'static str {
+        match self.config.method {
+            Method::Pearson => self.config.kernel.name_for(self.config.dtype),
+            Method::Spearman => self.config.kernel.name_for(DType::F64),
+        }
     }
 
     /// Streams M, once known (CSV inputs learn it from their first row).
@@ -305,7 +316,7 @@ impl Sink {
         match self.method {
             Method::Pearson => {
                 self.stats = Some(Statistics::new(self.dtype, names)?);
-                self.acc = Some(Accumulator::new(self.dtype, m, self.isa));
+                self.acc = Some(Accumulator::new(self.dtype, m, self.kernel, self.isa));
             }
             Method::Spearman => {
                 let mut stats = Statistics::new(self.dtype, names)?;

@@ -20,9 +20,14 @@ pub(crate) const MAX_NZ: usize = 6;
 /// Which implementation of the kernels runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Kernel {
-    /// The fastest the CPU supports (AVX-512 where available, else the portable kernels).
+    /// The fastest the CPU supports: the integer kernels for 8, 16 and 32-bit integers where
+    /// the CPU has AVX-512 VNNI / IFMA, the AVX-512 `f64` tiles for the other types, else the
+    /// portable kernels.
     #[default]
     Auto,
+    /// The `f64` tile kernels for every type (AVX-512 where available), never the integer
+    /// kernels (for tests and comparison).
+    Tiles,
     /// The safe portable kernels only (for tests and comparison).
     Portable,
 }
@@ -36,9 +41,26 @@ pub(crate) enum Isa {
 }
 
 impl Kernel {
+    /// The kernels this choice runs for `dtype` on this CPU: `avx512-vnni` (8-bit integers),
+    /// `avx512-ifma` (16 and 32-bit integers), `avx512-f64` (tiles) or `portable-f64`.
+    pub fn name_for(self, dtype: crate::DType) -> &'static str {
+        if self == Kernel::Auto && crate::intkernel::supported(dtype) {
+            return if dtype.width() == 1 {
+                "avx512-vnni"
+            } else {
+                "avx512-ifma"
+            };
+        }
+        match self.resolve() {
+            Isa::Portable => "portable-f64",
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => "avx512-f64",
+        }
+    }
+
     pub(crate) fn resolve(self) -> Isa {
         #[cfg(target_arch = "x86_64")]
-        if self == Kernel::Auto
+        if self != Kernel::Portable
             && std::arch::is_x86_feature_detected!("avx512f")
             && std::arch::is_x86_feature_detected!("avx512dq")
             && std::arch::is_x86_feature_detected!("fma")

@@ -46,6 +46,7 @@ mod accum;
 mod coeff;
 mod dtype;
 mod engine;
+mod intkernel;
 mod kernel;
 mod spearman;
 mod stats;

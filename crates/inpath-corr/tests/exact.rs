@@ -19,7 +19,7 @@ fn statistics_equal_big_integer_sums_for_every_integer_type() {
         let rows = random_ints(dtype, m, n, case as u64);
         let bytes = ints_to_bytes(dtype, &rows);
         let e = exact(&rows, m);
-        for kernel in [Kernel::Auto, Kernel::Portable] {
+        for kernel in [Kernel::Auto, Kernel::Tiles, Kernel::Portable] {
             let stats = run(config(dtype, m, kernel), &bytes);
             let label = format!("{dtype} M={m} N={n} {kernel:?}");
             assert_stats_exact(&stats, &e, &label);
@@ -38,6 +38,98 @@ fn statistics_equal_big_integer_sums_for_every_integer_type() {
                         got.is_nan(),
                         "{label}: r({i},{j}) of a constant stream is {got}"
                     ),
+                }
+            }
+        }
+    }
+}
+
+/// Where the CPU has AVX-512 VNNI / IFMA, `Kernel::Auto` runs the integer kernels (so the
+/// comparisons below exercise them), and `Kernel::Tiles` never does.
+#[test]
+fn auto_runs_the_integer_kernels_where_the_cpu_has_them() {
+    let name = |dtype, kernel| Corr::new(config(dtype, 4, kernel)).unwrap().kernel_name();
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        let base = has!("avx512f") && has!("avx512bw") && has!("avx512vl");
+        if base && has!("avx512vnni") && has!("avx512vbmi") {
+            assert_eq!(name(DType::U8, Kernel::Auto), "avx512-vnni");
+            assert_eq!(name(DType::I8, Kernel::Auto), "avx512-vnni");
+        }
+        if base && has!("avx512ifma") {
+            for dtype in [DType::U16, DType::I16, DType::U32, DType::I32] {
+                assert_eq!(name(dtype, Kernel::Auto), "avx512-ifma");
+            }
+        }
+    }
+    for dtype in [DType::U8, DType::U32, DType::U64, DType::F64] {
+        assert!(name(dtype, Kernel::Tiles).ends_with("-f64"));
+        assert_eq!(name(dtype, Kernel::Portable), "portable-f64");
+    }
+    for dtype in [DType::U64, DType::I64, DType::F32, DType::F64] {
+        assert!(name(dtype, Kernel::Auto).ends_with("-f64"));
+    }
+}
+
+/// The integer kernels (VNNI for 8-bit, IFMA for 16/32-bit, where the CPU has them) against the
+/// f64 tile kernels: stream counts around every lane-group and tile boundary, row counts around
+/// the 4-row quads, the panel and the widening limits (4,096 rows for 32-bit, 65,536 for 8-bit),
+/// and uneven chunks (also partial rows).
+#[test]
+fn integer_kernels_equal_tile_kernels_at_every_boundary() {
+    let mut r = rng(21);
+    let types = [
+        DType::U8,
+        DType::I8,
+        DType::U16,
+        DType::I16,
+        DType::U32,
+        DType::I32,
+    ];
+    let cases: &[(usize, &[usize])] = &[
+        (2, &[0, 1, 3, 4, 5, 4095, 4097, 9000]),
+        (3, &[7, 70_001]),
+        (7, &[130]),
+        (8, &[65]),
+        (9, &[200]),
+        (15, &[33]),
+        (16, &[4099]),
+        (17, &[66]),
+        (24, &[21]),
+        (31, &[13]),
+        (33, &[301]),
+        (48, &[9]),
+        (64, &[2050]),
+        (65, &[11]),
+        (130, &[97]),
+    ];
+    for dtype in types {
+        for &(m, ns) in cases {
+            for &n in ns {
+                if n > 20_000 && dtype.width() != 1 {
+                    continue;
+                }
+                let rows = random_ints(dtype, m, n, (m * 1000 + n) as u64);
+                let bytes = ints_to_bytes(dtype, &rows);
+                let label = format!("{dtype} M={m} N={n}");
+                let tiles = run(config(dtype, m, Kernel::Tiles), &bytes);
+                let whole = run(config(dtype, m, Kernel::Auto), &bytes);
+                assert_eq!(whole, tiles, "{label}: one update");
+                let mut corr = Corr::new(config(dtype, m, Kernel::Auto)).unwrap();
+                let mut at = 0;
+                while at < bytes.len() {
+                    let size = r
+                        .gen_range(1..=3 * m * dtype.width() + 5)
+                        .min(bytes.len() - at);
+                    corr.update(&bytes[at..at + size]).unwrap();
+                    at += size;
+                }
+                if n > 0 {
+                    assert_eq!(corr.finish().unwrap(), tiles, "{label}: uneven chunks");
+                }
+                if n <= 300 {
+                    assert_stats_exact(&whole, &exact(&rows, m), &label);
                 }
             }
         }

@@ -220,6 +220,7 @@ struct Timing {
     seconds: f64,
     bytes: u64,
     threads: usize,
+    kernel: &'static str,
 }
 
 fn build_config(args: &RunArgs) -> Result<(CorrConfig, LayoutArg)> {
@@ -339,6 +340,7 @@ fn run_job(args: RunArgs) -> Result<()> {
         };
         bytes += read;
     }
+    let kernel = engine.kernel_name();
     let stats = engine
         .finish()
         .with_context(|| format!("finishing the job over {}", args.files.join(", ")))?;
@@ -355,6 +357,7 @@ fn run_job(args: RunArgs) -> Result<()> {
             seconds,
             bytes,
             threads: args.threads,
+            kernel,
         }),
     )
 }
@@ -524,6 +527,7 @@ fn json_report(
         value["seconds"] = json!(t.seconds);
         value["bytes"] = json!(t.bytes);
         value["threads"] = json!(t.threads);
+        value["kernel"] = json!(t.kernel);
     }
     let mut text = serde_json::to_string_pretty(&value)?;
     text.push('\n');

@@ -1,0 +1,713 @@
+//! Exact integer kernels for 8, 16 and 32-bit items on AVX-512: the products are formed and
+//! summed in integer arithmetic, so no value is split into limbs and no block has to stop at
+//! 2^53 the way the `f64` tile kernel's blocks do.
+//!
+//! - **8-bit: VNNI.** `vpdpbusd` multiplies 64 unsigned bytes by 64 signed bytes and adds each
+//!   group of four products into a 32-bit lane. Rows are packed four at a time so that a lane's
+//!   four bytes are one stream's items in four consecutive rows ("quads"); a lane of stream `j`
+//!   times a broadcast of stream `i` then adds four rows of `x_i * x_j` per instruction, 64
+//!   products in all. The unsigned side holds `x` for u8 (`x + 128` for i8) and the signed side
+//!   `x - 128` for u8 (`x` for i8); the offset terms are removed exactly when the sums are
+//!   widened. A lane gains at most 4 * 255 * 128 per quad, so 65,536 rows fit its 32 bits.
+//! - **16 and 32-bit: IFMA.** `vpmadd52luq` / `vpmadd52huq` add the low and high 52 bits of the
+//!   104-bit product of two 52-bit lanes. Items are widened to 64-bit lanes, signed ones shifted
+//!   to unsigned by adding 2^15 or 2^31 (again removed exactly at widening). A 32-bit product
+//!   is below 2^64, so the low halves (below 2^52 each) fill a 64-bit lane after 4,096 rows at
+//!   the earliest; 16-bit products are below 2^32 and need no high half.
+//!
+//! Both sweep a *panel* of rows (up to 1 MiB, so it stays in L2) tile by tile: a tile is MR
+//! broadcast streams times NZ lane groups, its MR * NZ accumulators held in registers over
+//! every row of the panel, then added to the *mid* sums (one per pair, upper triangle by lane
+//! group). The mid sums are widened into the exact [`Statistics`] before they could overflow.
+//! Results are the exact integer sums, so they equal the `f64` tile kernels' bit for bit (the
+//! tests compare every type, stream count and chunking).
+#![allow(unsafe_code)]
+// Kernels index small fixed arrays by lane; iterators would hide the register layout.
+#![allow(clippy::needless_range_loop, clippy::too_many_arguments)]
+
+use crate::stats::{tri_row, Data, Statistics};
+use crate::DType;
+use inpath_core::{Error, Result};
+
+/// Panel bytes to aim for: the tiles sweep the panel once per tile, from L2.
+const PANEL_BYTES: usize = 1 << 14;
+
+/// Whether the integer kernels can run `dtype` on this CPU.
+pub(crate) fn supported(dtype: DType) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        let base = has!("avx512f") && has!("avx512bw") && has!("avx512vl");
+        match dtype {
+            DType::U8 | DType::I8 => base && has!("avx512vnni") && has!("avx512vbmi"),
+            DType::U16 | DType::I16 | DType::U32 | DType::I32 => base && has!("avx512ifma"),
+            _ => false,
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = dtype;
+        false
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Form {
+    /// 8-bit items, `vpdpbusd`, 16 streams per lane group.
+    Vnni,
+    /// 16/32-bit items, `vpmadd52[lh]uq`, 8 streams per lane group; `hi`: 32-bit products need
+    /// the high halves.
+    Ifma { hi: bool },
+}
+
+impl Form {
+    /// Streams per lane group (one 512-bit register).
+    fn lanes(self) -> usize {
+        match self {
+            Form::Vnni => 16,
+            Form::Ifma { .. } => 8,
+        }
+    }
+
+    /// Lane groups per tile call, and broadcast streams per tile for each group count: as many
+    /// accumulators as fit the 32 registers beside the loads, and never fewer than 8 in flight
+    /// (the multiply-adds have a latency of 4-5 cycles and two issue ports).
+    fn max_nz(self) -> usize {
+        match self {
+            Form::Vnni => 4,
+            Form::Ifma { .. } => 3,
+        }
+    }
+
+    fn mr(self, nz: usize) -> usize {
+        match (self, nz) {
+            (Form::Vnni, 1) => 16,
+            (Form::Vnni, 2 | 3) => 8,
+            (Form::Vnni, _) => 4,
+            (Form::Ifma { hi: true }, 1) => 8,
+            (Form::Ifma { hi: true }, _) => 4,
+            (Form::Ifma { hi: false }, _) => 8,
+        }
+    }
+
+    /// Rows the mid sums take before they must be widened.
+    fn batch_limit(self) -> u64 {
+        match self {
+            // 32-bit lanes, at most 255 * 128 per row: 65,536 * 32,640 < 2^31.
+            Form::Vnni => 1 << 16,
+            // Low halves below 2^52 in 64-bit lanes.
+            Form::Ifma { hi: true } => 1 << 12,
+            // Products below 2^32 in 64-bit lanes.
+            Form::Ifma { hi: false } => 1 << 31,
+        }
+    }
+}
+
+/// One tile: broadcast streams `i0..i0 + mr` against lane groups starting at stream `c0`.
+#[derive(Clone, Copy, Debug)]
+struct Tile {
+    i0: usize,
+    c0: usize,
+    mr: usize,
+    nz: usize,
+}
+
+/// Statistics of 8/16/32-bit rows through the integer kernels.
+pub(crate) struct IntAccumulator {
+    form: Form,
+    /// The amount added to each item to make it unsigned (IFMA), 0 for unsigned types.
+    offset: i128,
+    signed: bool,
+    width: usize,
+    m: usize,
+    /// Streams padded to whole lane groups.
+    mp: usize,
+    /// Panel capacity in rows (a multiple of 4).
+    rows: usize,
+    /// Rows in the panel.
+    fill: usize,
+    /// IFMA: `rows * mp` widened items.
+    wide: Vec<u64>,
+    /// VNNI: `rows / 4 * mp` quads, unsigned side (lanes).
+    quad_u: Vec<u32>,
+    /// VNNI: `rows / 4 * mp` quads, signed side (broadcasts).
+    quad_s: Vec<u32>,
+    /// VNNI: rows waiting to complete a quad.
+    stage: Vec<u8>,
+    staged: usize,
+    tiles: Vec<Tile>,
+    /// Start of each stream's row of mid sums (which begins at its lane group's first stream).
+    mid_off: Vec<usize>,
+    mid_lo: Vec<u64>,
+    mid_hi: Vec<u64>,
+    mid32: Vec<i32>,
+    /// Per-stream sums of the kernel's (offset) items since the last widening.
+    col: Vec<u64>,
+    /// Rows since the last widening.
+    batch: u64,
+}
+
+fn group_start(i: usize, lanes: usize) -> usize {
+    i - i % lanes
+}
+
+impl IntAccumulator {
+    /// A new accumulator; only call when [`supported`] says the CPU can run `dtype`.
+    pub fn new(dtype: DType, m: usize) -> IntAccumulator {
+        let (form, offset) = match dtype {
+            DType::U8 | DType::I8 => (Form::Vnni, 0),
+            DType::U16 => (Form::Ifma { hi: false }, 0),
+            DType::I16 => (Form::Ifma { hi: false }, 1i128 << 15),
+            DType::U32 => (Form::Ifma { hi: true }, 0),
+            DType::I32 => (Form::Ifma { hi: true }, 1i128 << 31),
+            _ => unreachable!("integer kernels take 8, 16 and 32-bit integers"),
+        };
+        let lanes = form.lanes();
+        let mp = m.div_ceil(lanes) * lanes;
+        let row_cost = match form {
+            Form::Vnni => 2 * mp,
+            Form::Ifma { .. } => 8 * mp,
+        };
+        let rows = ((PANEL_BYTES / row_cost).clamp(64, 4096)) & !3;
+        let mut mid_off = Vec::with_capacity(mp + 1);
+        let mut total = 0usize;
+        for i in 0..mp {
+            mid_off.push(total);
+            total += mp - group_start(i, lanes);
+        }
+        mid_off.push(total);
+        let mut tiles = Vec::new();
+        let groups = mp / lanes;
+        for gi in 0..groups {
+            let firsts: Vec<usize> = (gi..groups).collect();
+            for chunk in firsts.chunks(form.max_nz()) {
+                let nz = chunk.len();
+                let mr = form.mr(nz);
+                for i0 in (gi * lanes..(gi + 1) * lanes).step_by(mr) {
+                    if i0 < m {
+                        tiles.push(Tile {
+                            i0,
+                            c0: chunk[0] * lanes,
+                            mr,
+                            nz,
+                        });
+                    }
+                }
+            }
+        }
+        let vnni = form == Form::Vnni;
+        let hi = form == Form::Ifma { hi: true };
+        IntAccumulator {
+            form,
+            offset,
+            signed: dtype_signed(dtype),
+            width: dtype.width(),
+            m,
+            mp,
+            rows,
+            fill: 0,
+            wide: if vnni { Vec::new() } else { vec![0; rows * mp] },
+            quad_u: if vnni {
+                vec![0; rows / 4 * mp]
+            } else {
+                Vec::new()
+            },
+            quad_s: if vnni {
+                vec![0; rows / 4 * mp]
+            } else {
+                Vec::new()
+            },
+            stage: if vnni { vec![0; 4 * m] } else { Vec::new() },
+            staged: 0,
+            tiles,
+            mid_off,
+            mid_lo: if vnni { Vec::new() } else { vec![0; total] },
+            mid_hi: if hi { vec![0; total] } else { Vec::new() },
+            mid32: if vnni { vec![0; total] } else { Vec::new() },
+            col: vec![0; mp],
+            batch: 0,
+        }
+    }
+
+    /// Adds whole rows: `bytes` holds `rows * M` little-endian items.
+    pub fn push_rows(&mut self, mut bytes: &[u8], stats: &mut Statistics) -> Result<()> {
+        let row_bytes = self.m * self.width;
+        debug_assert_eq!(bytes.len() % row_bytes, 0);
+        match self.form {
+            Form::Ifma { .. } => {
+                while !bytes.is_empty() {
+                    let n = (self.rows - self.fill).min(bytes.len() / row_bytes);
+                    let (now, rest) = bytes.split_at(n * row_bytes);
+                    // SAFETY: `supported` checked the CPU (the only way to build an
+                    // IntAccumulator in the engine); the panel has room for `n` more rows.
+                    unsafe { x86::pack_wide(now, n, self) };
+                    self.fill += n;
+                    bytes = rest;
+                    if self.fill == self.rows {
+                        self.flush_rows(stats, self.fill, bytes)?;
+                    }
+                }
+            }
+            Form::Vnni => {
+                let quad_bytes = 4 * row_bytes;
+                while !bytes.is_empty() {
+                    if self.staged > 0 || bytes.len() < quad_bytes {
+                        // Complete (or start) a quad in the stage.
+                        let take = (4 - self.staged).min(bytes.len() / row_bytes);
+                        let at = self.staged * row_bytes;
+                        self.stage[at..at + take * row_bytes]
+                            .copy_from_slice(&bytes[..take * row_bytes]);
+                        self.staged += take;
+                        bytes = &bytes[take * row_bytes..];
+                        if self.staged == 4 {
+                            let stage = std::mem::take(&mut self.stage);
+                            // SAFETY: as above; the panel has room for a quad (fill is a
+                            // multiple of 4 below the capacity, also a multiple of 4).
+                            unsafe { x86::pack_quads(&stage, 1, self) };
+                            self.stage = stage;
+                            self.staged = 0;
+                            self.fill += 4;
+                        }
+                    } else {
+                        let quads = ((self.rows - self.fill) / 4).min(bytes.len() / quad_bytes);
+                        let (now, rest) = bytes.split_at(quads * quad_bytes);
+                        // SAFETY: as above.
+                        unsafe { x86::pack_quads(now, quads, self) };
+                        self.fill += 4 * quads;
+                        bytes = rest;
+                    }
+                    if self.fill == self.rows {
+                        self.flush_rows(stats, self.fill, bytes)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the input: runs the partial panel and brings `stats` up to date.
+    pub fn close(&mut self, stats: &mut Statistics) -> Result<()> {
+        if self.staged > 0 {
+            // The last rows: a partial quad, the missing rows zero on both sides.
+            let real = self.staged;
+            self.pack_partial_quad(real);
+            self.staged = 0;
+            self.fill += 4;
+            self.flush_rows(stats, self.fill - 4 + real, &[])?;
+        } else {
+            self.flush_rows(stats, self.fill, &[])?;
+        }
+        self.widen(stats)
+    }
+
+    /// Runs the tiles over the panel (`fill` rows packed, of which `real` are input rows).
+    /// `next` is the input that follows: the tiles prefetch the start of it into L2 while they
+    /// compute, so packing the next panel does not wait for memory.
+    fn flush_rows(&mut self, stats: &mut Statistics, real: usize, next: &[u8]) -> Result<()> {
+        if self.fill == 0 {
+            return Ok(());
+        }
+        if self.batch + real as u64 > self.form.batch_limit() {
+            self.widen(stats)?;
+        }
+        // SAFETY: `supported` checked the CPU features.
+        let ahead = next.len().min(self.rows * self.m * self.width);
+        unsafe { x86::sweep(self, &next[..ahead]) };
+        self.batch += real as u64;
+        self.fill = 0;
+        Ok(())
+    }
+
+    /// Packs the staged rows `0..real` as one quad, later rows zero.
+    fn pack_partial_quad(&mut self, real: usize) {
+        let (m, mp) = (self.m, self.mp);
+        let q = self.fill / 4;
+        for s in 0..m {
+            let mut u = 0u32;
+            let mut v = 0u32;
+            for t in 0..real {
+                let x = self.stage[t * m + s];
+                let (ub, sb) = if self.signed {
+                    (x ^ 0x80, x)
+                } else {
+                    (x, x ^ 0x80)
+                };
+                u |= (ub as u32) << (8 * t);
+                v |= (sb as u32) << (8 * t);
+                self.col[s] += ub as u64;
+            }
+            self.quad_u[q * mp + s] = u;
+            self.quad_s[q * mp + s] = v;
+        }
+        for s in m..mp {
+            self.quad_u[q * mp + s] = 0;
+            self.quad_s[q * mp + s] = 0;
+        }
+    }
+
+    /// Adds the mid sums into `stats`, removing the offsets, and clears them.
+    fn widen(&mut self, stats: &mut Statistics) -> Result<()> {
+        if self.batch == 0 {
+            return Ok(());
+        }
+        let (m, lanes) = (self.m, self.form.lanes());
+        let n = self.batch as i128;
+        let overflow = || Error::State("statistics overflow".into());
+        let Data::Int { sums, products } = &mut stats.data else {
+            return Err(Error::State(
+                "integer kernels need integer statistics".into(),
+            ));
+        };
+        // The kernel's column sums, and the true sums of the items.
+        let col: Vec<i128> = self.col[..m].iter().map(|&c| c as i128).collect();
+        let item_sum: Vec<i128> = col
+            .iter()
+            .map(|&c| match self.form {
+                Form::Vnni if self.signed => c - 128 * n,
+                Form::Vnni => c,
+                Form::Ifma { .. } => c - n * self.offset,
+            })
+            .collect();
+        for (s, v) in sums.iter_mut().zip(&item_sum) {
+            *s = s.checked_add(*v).ok_or_else(overflow)?;
+        }
+        let off = self.offset;
+        for i in 0..m {
+            let row = tri_row(m, i);
+            let base = self.mid_off[i] - group_start(i, lanes);
+            for j in i..m {
+                let at = base + j;
+                let p = match self.form {
+                    Form::Vnni => {
+                        let dot = self.mid32[at] as i128;
+                        if self.signed {
+                            // Lanes held x_j + 128: dot = P + 128 * sum x_i.
+                            dot - 128 * item_sum[i]
+                        } else {
+                            // Broadcasts held x_i - 128: dot = P - 128 * sum x_j.
+                            dot + 128 * col[j]
+                        }
+                    }
+                    Form::Ifma { hi } => {
+                        let mut raw = self.mid_lo[at] as i128;
+                        if hi {
+                            raw += (self.mid_hi[at] as i128) << 52;
+                        }
+                        // (x_i + o)(x_j + o) = x_i x_j + o (sum'_i + sum'_j) - n o^2.
+                        raw - off * (col[i] + col[j]) + n * off * off
+                    }
+                };
+                let d = &mut products[row + j - i];
+                *d = d.checked_add(p).ok_or_else(overflow)?;
+            }
+        }
+        stats.add_count(self.batch)?;
+        self.batch = 0;
+        self.mid_lo.iter_mut().for_each(|v| *v = 0);
+        self.mid_hi.iter_mut().for_each(|v| *v = 0);
+        self.mid32.iter_mut().for_each(|v| *v = 0);
+        self.col.iter_mut().for_each(|v| *v = 0);
+        Ok(())
+    }
+}
+
+fn dtype_signed(dtype: DType) -> bool {
+    matches!(dtype, DType::I8 | DType::I16 | DType::I32)
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{Form, IntAccumulator};
+    use std::arch::x86_64::*;
+
+    /// Widens `n` rows of 16/32-bit items into the panel's 64-bit lanes (offset to unsigned;
+    /// padding lanes zero).
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    pub(super) unsafe fn pack_wide(src: &[u8], n: usize, acc: &mut IntAccumulator) {
+        unsafe {
+            let (m, mp, w) = (acc.m, acc.mp, acc.width);
+            assert!(src.len() >= n * m * w && (acc.fill + n) * mp <= acc.wide.len());
+            let flip = _mm512_set1_epi64(acc.offset as i64);
+            let dst = acc.wide.as_mut_ptr().add(acc.fill * mp);
+            let col = acc.col.as_mut_ptr();
+            // Blocks of rows, column group by column group, so each group's sum stays in a
+            // register (the block's rows stay in L1).
+            for r0 in (0..n).step_by(32) {
+                let r1 = (r0 + 32).min(n);
+                for s0 in (0..mp).step_by(8) {
+                    let k = (m - s0).min(8);
+                    let mask = ((1u32 << k) - 1) as u8;
+                    let mut sum = _mm512_setzero_si512();
+                    for r in r0..r1 {
+                        let item = src.as_ptr().add((r * m + s0) * w);
+                        // Masked-off lanes are not read, so the row is never overrun.
+                        let v = if w == 4 {
+                            _mm512_cvtepu32_epi64(_mm256_maskz_loadu_epi32(
+                                mask,
+                                item as *const i32,
+                            ))
+                        } else {
+                            _mm512_cvtepu16_epi64(_mm_maskz_loadu_epi16(mask, item as *const i16))
+                        };
+                        let v = _mm512_maskz_xor_epi64(mask, v, flip);
+                        _mm512_storeu_si512(dst.add(r * mp + s0) as *mut __m512i, v);
+                        sum = _mm512_add_epi64(sum, v);
+                    }
+                    let c = col.add(s0).cast::<__m512i>();
+                    _mm512_storeu_si512(c, _mm512_add_epi64(_mm512_loadu_si512(c), sum));
+                }
+            }
+        }
+    }
+
+    /// Packs `quads` groups of four rows of 8-bit items into the quad panels.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni")]
+    pub(super) unsafe fn pack_quads(src: &[u8], quads: usize, acc: &mut IntAccumulator) {
+        unsafe {
+            let (m, mp) = (acc.m, acc.mp);
+            let q0 = acc.fill / 4;
+            assert!(src.len() >= quads * 4 * m && (q0 + quads) * mp <= acc.quad_u.len());
+            // Output byte 4s + t is row t's byte s: the four rows' 16 bytes sit at 16t.
+            let mut idx = [0u8; 64];
+            for (b, v) in idx.iter_mut().enumerate() {
+                *v = (16 * (b % 4) + b / 4) as u8;
+            }
+            let idx = _mm512_loadu_si512(idx.as_ptr() as *const __m512i);
+            let flip = _mm512_set1_epi8(0x80u8 as i8);
+            let u_out = acc.quad_u.as_mut_ptr().add(q0 * mp);
+            let s_out = acc.quad_s.as_mut_ptr().add(q0 * mp);
+            let ones = _mm512_set1_epi8(1);
+            for qb in (0..quads).step_by(16) {
+                let qe = (qb + 16).min(quads);
+                for s0 in (0..mp).step_by(16) {
+                    let k = (m - s0).min(16);
+                    let bytes = ((1u32 << k) - 1) as u16;
+                    let mut sum = _mm512_setzero_si512();
+                    for q in qb..qe {
+                        let base = src.as_ptr().add(q * 4 * m + s0);
+                        let r0 = _mm_maskz_loadu_epi8(bytes, base as *const i8);
+                        let r1 = _mm_maskz_loadu_epi8(bytes, base.add(m) as *const i8);
+                        let r2 = _mm_maskz_loadu_epi8(bytes, base.add(2 * m) as *const i8);
+                        let r3 = _mm_maskz_loadu_epi8(bytes, base.add(3 * m) as *const i8);
+                        let v = _mm512_inserti32x4::<1>(_mm512_castsi128_si512(r0), r1);
+                        let v = _mm512_inserti32x4::<2>(v, r2);
+                        let v = _mm512_inserti32x4::<3>(v, r3);
+                        let t = _mm512_permutexvar_epi8(idx, v);
+                        let flipped = _mm512_maskz_xor_epi32(bytes, t, flip);
+                        let (u, s) = if acc.signed {
+                            (flipped, t)
+                        } else {
+                            (t, flipped)
+                        };
+                        let at = q * mp + s0;
+                        _mm512_storeu_si512(u_out.add(at) as *mut __m512i, u);
+                        _mm512_storeu_si512(s_out.add(at) as *mut __m512i, s);
+                        sum = _mm512_dpbusd_epi32(sum, u, ones);
+                    }
+                    // Column sums of the unsigned side (at most 16 * 4 * 255 per lane here).
+                    let c = acc.col.as_mut_ptr().add(s0);
+                    let lo = _mm512_cvtepu32_epi64(_mm512_castsi512_si256(sum));
+                    let hi = _mm512_cvtepu32_epi64(_mm512_extracti64x4_epi64::<1>(sum));
+                    let c0 = c.cast::<__m512i>();
+                    let c1 = c.add(8).cast::<__m512i>();
+                    _mm512_storeu_si512(c0, _mm512_add_epi64(_mm512_loadu_si512(c0), lo));
+                    _mm512_storeu_si512(c1, _mm512_add_epi64(_mm512_loadu_si512(c1), hi));
+                }
+            }
+        }
+    }
+
+    /// Runs every tile over the panel, prefetching `next` (the input that follows) into L2.
+    pub(super) unsafe fn sweep(acc: &mut IntAccumulator, next: &[u8]) {
+        unsafe {
+            match acc.form {
+                Form::Vnni => sweep_vnni(acc, next),
+                Form::Ifma { hi } => sweep_ifma(acc, hi, next),
+            }
+        }
+    }
+
+    /// Where a tile's sums go, and the input lines it prefetches (one per row or quad).
+    struct TileArgs {
+        offs: [usize; 16],
+        prefetch: *const u8,
+        lines: usize,
+    }
+
+    /// The arguments of tile `k`: its offsets into the mid sums (one per broadcast stream) and
+    /// its share of the lines of `next` to prefetch.
+    #[inline(always)]
+    fn tile_args(acc: &IntAccumulator, k: usize, next: &[u8]) -> TileArgs {
+        let tile = &acc.tiles[k];
+        let lanes = acc.form.lanes();
+        let mut offs = [0usize; 16];
+        let start = tile.i0 - tile.i0 % lanes;
+        for (i, o) in offs.iter_mut().enumerate().take(tile.mr) {
+            *o = acc.mid_off[tile.i0 + i] + tile.c0 - start;
+        }
+        let total = next.len() / 64;
+        let n = acc.tiles.len();
+        let (l0, l1) = (total * k / n, total * (k + 1) / n);
+        TileArgs {
+            offs,
+            prefetch: next.as_ptr().wrapping_add(l0 * 64),
+            lines: l1 - l0,
+        }
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+    unsafe fn sweep_vnni(acc: &mut IntAccumulator, next: &[u8]) {
+        let quads = acc.fill / 4;
+        let (u, s, mid, mp) = (
+            acc.quad_u.as_ptr(),
+            acc.quad_s.as_ptr(),
+            acc.mid32.as_mut_ptr(),
+            acc.mp,
+        );
+        for k in 0..acc.tiles.len() {
+            let t = acc.tiles[k];
+            let args = tile_args(acc, k, next);
+            let (i0, c0) = (t.i0, t.c0);
+            // SAFETY: the tiles stay inside the quad panels (`quads * mp` lanes, streams
+            // padded to whole groups) and the mid sums (`mid_off` rows per stream).
+            unsafe {
+                match (t.mr, t.nz) {
+                    (16, 1) => vnni::<16, 1>(u, s, mp, quads, i0, c0, mid, &args),
+                    (8, 2) => vnni::<8, 2>(u, s, mp, quads, i0, c0, mid, &args),
+                    (8, 3) => vnni::<8, 3>(u, s, mp, quads, i0, c0, mid, &args),
+                    (4, 4) => vnni::<4, 4>(u, s, mp, quads, i0, c0, mid, &args),
+                    _ => unreachable!("tile shapes come from Form::mr"),
+                }
+            }
+        }
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512ifma")]
+    unsafe fn sweep_ifma(acc: &mut IntAccumulator, hi: bool, next: &[u8]) {
+        let (p, lo_mid, hi_mid) = (
+            acc.wide.as_ptr(),
+            acc.mid_lo.as_mut_ptr(),
+            acc.mid_hi.as_mut_ptr(),
+        );
+        let (mp, rows) = (acc.mp, acc.fill);
+        for k in 0..acc.tiles.len() {
+            let t = acc.tiles[k];
+            let a = tile_args(acc, k, next);
+            let (i0, c0) = (t.i0, t.c0);
+            // SAFETY: the tiles stay inside the panel (`rows * mp` lanes) and the mid sums.
+            unsafe {
+                match (hi, t.mr, t.nz) {
+                    (true, 8, 1) => ifma::<8, 1, true>(p, mp, rows, i0, c0, lo_mid, hi_mid, &a),
+                    (true, 4, 2) => ifma::<4, 2, true>(p, mp, rows, i0, c0, lo_mid, hi_mid, &a),
+                    (true, 4, 3) => ifma::<4, 3, true>(p, mp, rows, i0, c0, lo_mid, hi_mid, &a),
+                    (false, 8, 1) => ifma::<8, 1, false>(p, mp, rows, i0, c0, lo_mid, hi_mid, &a),
+                    (false, 8, 2) => ifma::<8, 2, false>(p, mp, rows, i0, c0, lo_mid, hi_mid, &a),
+                    (false, 8, 3) => ifma::<8, 3, false>(p, mp, rows, i0, c0, lo_mid, hi_mid, &a),
+                    _ => unreachable!("tile shapes come from Form::mr"),
+                }
+            }
+        }
+    }
+
+    /// MR broadcast streams x NZ groups of 16 lane streams over `quads` quads.
+    #[inline(always)]
+    unsafe fn vnni<const MR: usize, const NZ: usize>(
+        u: *const u32,
+        s: *const u32,
+        mp: usize,
+        quads: usize,
+        i0: usize,
+        c0: usize,
+        mid: *mut i32,
+        args: &TileArgs,
+    ) {
+        unsafe {
+            let mut acc = [[_mm512_setzero_si512(); NZ]; MR];
+            for q in 0..quads {
+                if q < args.lines {
+                    _mm_prefetch::<_MM_HINT_T0>(args.prefetch.add(64 * q).cast());
+                }
+                let ub = u.add(q * mp + c0);
+                let mut lanes = [_mm512_setzero_si512(); NZ];
+                for z in 0..NZ {
+                    lanes[z] = _mm512_loadu_si512(ub.add(16 * z).cast());
+                }
+                let sb = s.add(q * mp + i0);
+                for i in 0..MR {
+                    let b = _mm512_set1_epi32(*sb.add(i) as i32);
+                    for z in 0..NZ {
+                        acc[i][z] = _mm512_dpbusd_epi32(acc[i][z], lanes[z], b);
+                    }
+                }
+            }
+            for i in 0..MR {
+                for z in 0..NZ {
+                    let p = mid.add(args.offs[i] + 16 * z).cast::<__m512i>();
+                    _mm512_storeu_si512(p, _mm512_add_epi32(_mm512_loadu_si512(p), acc[i][z]));
+                }
+            }
+        }
+    }
+
+    /// MR broadcast streams x NZ groups of 8 lane streams over `rows` rows.
+    #[inline(always)]
+    unsafe fn ifma<const MR: usize, const NZ: usize, const HI: bool>(
+        p: *const u64,
+        mp: usize,
+        rows: usize,
+        i0: usize,
+        c0: usize,
+        lo_mid: *mut u64,
+        hi_mid: *mut u64,
+        args: &TileArgs,
+    ) {
+        unsafe {
+            let mut lo = [[_mm512_setzero_si512(); NZ]; MR];
+            let mut hi = [[_mm512_setzero_si512(); NZ]; MR];
+            for r in 0..rows {
+                if r < args.lines {
+                    _mm_prefetch::<_MM_HINT_T0>(args.prefetch.add(64 * r).cast());
+                }
+                let row = p.add(r * mp);
+                let mut lanes = [_mm512_setzero_si512(); NZ];
+                for z in 0..NZ {
+                    lanes[z] = _mm512_loadu_si512(row.add(c0 + 8 * z).cast());
+                }
+                for i in 0..MR {
+                    let b = _mm512_set1_epi64(*row.add(i0 + i) as i64);
+                    for z in 0..NZ {
+                        lo[i][z] = _mm512_madd52lo_epu64(lo[i][z], lanes[z], b);
+                        if HI {
+                            hi[i][z] = _mm512_madd52hi_epu64(hi[i][z], lanes[z], b);
+                        }
+                    }
+                }
+            }
+            for i in 0..MR {
+                for z in 0..NZ {
+                    let at = args.offs[i] + 8 * z;
+                    let l = lo_mid.add(at).cast::<__m512i>();
+                    _mm512_storeu_si512(l, _mm512_add_epi64(_mm512_loadu_si512(l), lo[i][z]));
+                    if HI {
+                        let h = hi_mid.add(at).cast::<__m512i>();
+                        _mm512_storeu_si512(h, _mm512_add_epi64(_mm512_loadu_si512(h), hi[i][z]));
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+mod x86 {
+    use super::IntAccumulator;
+    pub(super) unsafe fn pack_wide(_: &[u8], _: usize, _: &mut IntAccumulator) {
+        unreachable!("integer kernels are x86-64 only")
+    }
+    pub(super) unsafe fn pack_quads(_: &[u8], _: usize, _: &mut IntAccumulator) {
+        unreachable!("integer kernels are x86-64 only")
+    }
+    pub(super) unsafe fn sweep(_: &mut IntAccumulator, _: &[u8]) {
+        unreachable!("integer kernels are x86-64 only")
+    }
+}
