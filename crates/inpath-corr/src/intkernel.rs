@@ -649,6 +649,32 @@ mod x86 {
         }
     }
 
+    /// One row of an IFMA tile.
+    #[inline(always)]
+    unsafe fn ifma_row<const MR: usize, const NZ: usize, const HI: bool>(
+        row: *const u64,
+        i0: usize,
+        c0: usize,
+        lo: &mut [[__m512i; NZ]; MR],
+        hi: &mut [[__m512i; NZ]; MR],
+    ) {
+        unsafe {
+            let mut lanes = [_mm512_setzero_si512(); NZ];
+            for z in 0..NZ {
+                lanes[z] = _mm512_loadu_si512(row.add(c0 + 8 * z).cast());
+            }
+            for i in 0..MR {
+                let b = _mm512_set1_epi64(*row.add(i0 + i) as i64);
+                for z in 0..NZ {
+                    lo[i][z] = _mm512_madd52lo_epu64(lo[i][z], lanes[z], b);
+                    if HI {
+                        hi[i][z] = _mm512_madd52hi_epu64(hi[i][z], lanes[z], b);
+                    }
+                }
+            }
+        }
+    }
+
     /// MR broadcast streams x NZ groups of 8 lane streams over `rows` rows.
     #[inline(always)]
     unsafe fn ifma<const MR: usize, const NZ: usize, const HI: bool>(
@@ -664,24 +690,16 @@ mod x86 {
         unsafe {
             let mut lo = [[_mm512_setzero_si512(); NZ]; MR];
             let mut hi = [[_mm512_setzero_si512(); NZ]; MR];
-            for r in 0..rows {
-                if r < args.lines {
-                    _mm_prefetch::<_MM_HINT_T0>(args.prefetch.add(64 * r).cast());
+            let ahead = args.lines.min(rows / 2);
+            for r2 in 0..rows / 2 {
+                if r2 < ahead {
+                    _mm_prefetch::<_MM_HINT_T0>(args.prefetch.add(64 * r2).cast());
                 }
-                let row = p.add(r * mp);
-                let mut lanes = [_mm512_setzero_si512(); NZ];
-                for z in 0..NZ {
-                    lanes[z] = _mm512_loadu_si512(row.add(c0 + 8 * z).cast());
-                }
-                for i in 0..MR {
-                    let b = _mm512_set1_epi64(*row.add(i0 + i) as i64);
-                    for z in 0..NZ {
-                        lo[i][z] = _mm512_madd52lo_epu64(lo[i][z], lanes[z], b);
-                        if HI {
-                            hi[i][z] = _mm512_madd52hi_epu64(hi[i][z], lanes[z], b);
-                        }
-                    }
-                }
+                ifma_row::<MR, NZ, HI>(p.add(2 * r2 * mp), i0, c0, &mut lo, &mut hi);
+                ifma_row::<MR, NZ, HI>(p.add((2 * r2 + 1) * mp), i0, c0, &mut lo, &mut hi);
+            }
+            if rows % 2 == 1 {
+                ifma_row::<MR, NZ, HI>(p.add((rows - 1) * mp), i0, c0, &mut lo, &mut hi);
             }
             for i in 0..MR {
                 for z in 0..NZ {
