@@ -110,6 +110,8 @@ struct Tile {
     c0: usize,
     mr: usize,
     nz: usize,
+    /// Where each broadcast stream's sums start in the mid sums (at lane stream `c0`).
+    offs: [usize; 16],
 }
 
 /// Statistics of 8/16/32-bit rows through the integer kernels.
@@ -185,11 +187,17 @@ impl IntAccumulator {
                 let mr = form.mr(nz);
                 for i0 in (gi * lanes..(gi + 1) * lanes).step_by(mr) {
                     if i0 < m {
+                        let c0 = chunk[0] * lanes;
+                        let mut offs = [0usize; 16];
+                        for (i, o) in offs.iter_mut().enumerate().take(mr) {
+                            *o = mid_off[i0 + i] + c0 - gi * lanes;
+                        }
                         tiles.push(Tile {
                             i0,
-                            c0: chunk[0] * lanes,
+                            c0,
                             mr,
                             nz,
+                            offs,
                         });
                     }
                 }
@@ -534,24 +542,16 @@ mod x86 {
         lines: usize,
     }
 
-    /// The arguments of tile `k`: its offsets into the mid sums (one per broadcast stream) and
-    /// its share of the lines of `next` to prefetch.
+    /// The arguments of tile `k`: its offsets into the mid sums and its share (`per` lines)
+    /// of the lines of `next` to prefetch.
     #[inline(always)]
-    fn tile_args(acc: &IntAccumulator, k: usize, next: &[u8]) -> TileArgs {
-        let tile = &acc.tiles[k];
-        let lanes = acc.form.lanes();
-        let mut offs = [0usize; 16];
-        let start = tile.i0 - tile.i0 % lanes;
-        for (i, o) in offs.iter_mut().enumerate().take(tile.mr) {
-            *o = acc.mid_off[tile.i0 + i] + tile.c0 - start;
-        }
+    fn tile_args(acc: &IntAccumulator, k: usize, next: &[u8], per: usize) -> TileArgs {
         let total = next.len() / 64;
-        let n = acc.tiles.len();
-        let (l0, l1) = (total * k / n, total * (k + 1) / n);
+        let l0 = (k * per).min(total);
         TileArgs {
-            offs,
+            offs: acc.tiles[k].offs,
             prefetch: next.as_ptr().wrapping_add(l0 * 64),
-            lines: l1 - l0,
+            lines: per.min(total - l0),
         }
     }
 
@@ -564,9 +564,10 @@ mod x86 {
             acc.mid32.as_mut_ptr(),
             acc.mp,
         );
+        let per = (next.len() / 64).div_ceil(acc.tiles.len());
         for k in 0..acc.tiles.len() {
             let t = acc.tiles[k];
-            let args = tile_args(acc, k, next);
+            let args = tile_args(acc, k, next, per);
             let (i0, c0) = (t.i0, t.c0);
             // SAFETY: the tiles stay inside the quad panels (`quads * mp` lanes, streams
             // padded to whole groups) and the mid sums (`mid_off` rows per stream).
@@ -590,9 +591,10 @@ mod x86 {
             acc.mid_hi.as_mut_ptr(),
         );
         let (mp, rows) = (acc.mp, acc.fill);
+        let per = (next.len() / 64).div_ceil(acc.tiles.len());
         for k in 0..acc.tiles.len() {
             let t = acc.tiles[k];
-            let a = tile_args(acc, k, next);
+            let a = tile_args(acc, k, next, per);
             let (i0, c0) = (t.i0, t.c0);
             // SAFETY: the tiles stay inside the panel (`rows * mp` lanes) and the mid sums.
             unsafe {
