@@ -1024,6 +1024,7 @@ pub fn demo_report() -> Result<String> {
     }
     let start = Instant::now();
     let mut engine = Corr::new(CorrConfig::rows(DType::U32, M))?;
+    let kernel = engine.kernel_name();
     inpath_core::run_slice(&mut engine, &data, 1)?;
     let stats = engine.finish()?;
     let r = stats.pearson(NanPolicy::Nan);
@@ -1041,11 +1042,12 @@ pub fn demo_report() -> Result<String> {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "corr: Pearson of 16 u32 streams x {} rows ({}) in {:.1} ms ({:.2} GB/s), {} coefficients",
+        "corr: Pearson of 16 u32 streams x {} rows ({}) in {:.1} ms ({:.2} GB/s, {} kernel), {} coefficients",
         common::thousands(N as u64),
         common::bytes(data.len() as u64),
         seconds * 1e3,
         data.len() as f64 / seconds / 1e9,
+        kernel,
         r.len()
     );
     let _ = writeln!(
