@@ -2,7 +2,7 @@
 //! row-interleaved data held in memory, at each requested thread count.
 use crate::timing::{measure, Measurement};
 use inpath_core::{run_slice, Engine};
-use inpath_corr::{Corr, CorrConfig, DType, NanPolicy};
+use inpath_corr::{Corr, CorrConfig, DType, Kernel, NanPolicy};
 use std::path::PathBuf;
 
 /// Arguments of `inpath-bench corr`.
@@ -26,11 +26,25 @@ pub struct Args {
     /// Label prefix for the measurement names.
     #[arg(long, default_value = "")]
     label: String,
+    /// Kernels: auto, noamx (AVX-512 VNNI/IFMA, never AMX), tiles (f64) or portable.
+    #[arg(long, default_value = "auto")]
+    kernel: String,
 }
 
 /// Runs the corr timings.
 pub fn run(args: Args) -> anyhow::Result<Vec<Measurement>> {
     let dtype = DType::parse(&args.dtype)?;
+    let kernel = match args.kernel.as_str() {
+        "auto" => Kernel::Auto,
+        "noamx" => Kernel::NoAmx,
+        "tiles" => Kernel::Tiles,
+        "portable" => Kernel::Portable,
+        other => anyhow::bail!("--kernel {other}: expected auto, noamx, tiles or portable"),
+    };
+    let config = CorrConfig {
+        kernel,
+        ..CorrConfig::rows(dtype, args.streams)
+    };
     let data = std::fs::read(&args.data)?;
     let rows = data.len() / (args.streams * dtype.width());
     let mut out = Vec::new();
@@ -46,15 +60,14 @@ pub fn run(args: Args) -> anyhow::Result<Vec<Measurement>> {
             (rows * args.streams) as u64,
             args.reps,
             || {
-                let mut corr =
-                    Corr::new(CorrConfig::rows(dtype, args.streams)).expect("valid configuration");
+                let mut corr = Corr::new(config.clone()).expect("valid configuration");
                 run_slice(&mut corr, &data, threads).expect("whole rows");
                 let stats = corr.finish().expect("statistics");
                 let r = stats.pearson(NanPolicy::Nan);
                 checksum = r.iter().filter(|v| v.is_finite()).sum::<f64>();
             },
         );
-        let kernel = Corr::new(CorrConfig::rows(dtype, args.streams))?.kernel_name();
+        let kernel = Corr::new(config.clone())?.kernel_name();
         m.extra = serde_json::json!({ "threads": threads, "streams": args.streams, "rows": rows, "sum_of_r": checksum, "kernel": kernel });
         out.push(m);
     }

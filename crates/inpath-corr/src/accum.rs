@@ -37,8 +37,10 @@ impl Accumulator {
     /// The accumulator for `dtype`: the integer kernels where `kernel` allows them and the CPU
     /// has them, else the `f64` tiles on `isa`.
     pub fn new(dtype: DType, m: usize, kernel: Kernel, isa: Isa) -> Accumulator {
-        if kernel == Kernel::Auto && intkernel::supported(dtype) {
-            Accumulator::Int(Box::new(IntAccumulator::new(dtype, m)))
+        if kernel == Kernel::Auto && intkernel::amx_chosen(dtype, m) {
+            Accumulator::Int(Box::new(IntAccumulator::new(dtype, m, true)))
+        } else if matches!(kernel, Kernel::Auto | Kernel::NoAmx) && intkernel::supported(dtype) {
+            Accumulator::Int(Box::new(IntAccumulator::new(dtype, m, false)))
         } else {
             Accumulator::Tiles(Box::new(TileAccumulator::new(dtype, m, isa)))
         }

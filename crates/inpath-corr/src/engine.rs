@@ -184,9 +184,13 @@ impl Corr {
     /// The kernels this engine runs on this CPU (see [`Kernel::name_for`]); Spearman ranks
     /// are floats, so they always take the `f64` tiles.
     pub fn kernel_name(&self) -> &'static str {
+        let m = match &self.config.layout {
+            Layout::Rows { streams } => *streams,
+            Layout::Csv(_) => self.sink.m.unwrap_or(2),
+        };
         match self.config.method {
-            Method::Pearson => self.config.kernel.name_for(self.config.dtype),
-            Method::Spearman => self.config.kernel.name_for(DType::F64),
+            Method::Pearson => self.config.kernel.name_for(self.config.dtype, m),
+            Method::Spearman => self.config.kernel.name_for(DType::F64, m),
         }
     }
 

@@ -29,8 +29,14 @@ use crate::stats::{tri_row, Data, Statistics};
 use crate::DType;
 use inpath_core::{Error, Result};
 
-/// Panel bytes to aim for: the tiles sweep the panel once per tile, from L2.
+/// Panel bytes to aim for: small enough that the tiles sweep it from L1.
 const PANEL_BYTES: usize = 1 << 14;
+/// AMX: the quad panel plus its transposed tiles, swept from L2.
+const AMX_PANEL_BYTES: usize = 64 << 10;
+/// AMX: 64-row steps the 32-bit block sums take: 512 * 64 * 255 * 255 < 2^31.
+const AMX_C32_STEPS: usize = 512;
+/// AMX: the most byte streams (M x item width); the byte-pair sums grow with their square.
+const AMX_MAX_BYTE_STREAMS: usize = 512;
 
 /// Whether the integer kernels can run `dtype` on this CPU.
 pub(crate) fn supported(dtype: DType) -> bool {
@@ -51,6 +57,56 @@ pub(crate) fn supported(dtype: DType) -> bool {
     }
 }
 
+/// Whether the AMX kernel can run `m` streams of `dtype` here: 8/16/32-bit integers, at most
+/// 512 byte streams, a CPU with AMX-INT8 (and the AVX-512 used for packing), and an OS that
+/// grants this process the tile state (Linux `arch_prctl(ARCH_REQ_XCOMP_PERM)`, asked once).
+pub(crate) fn amx_supported(dtype: DType, m: usize) -> bool {
+    matches!(
+        dtype,
+        DType::U8 | DType::I8 | DType::U16 | DType::I16 | DType::U32 | DType::I32
+    ) && m * dtype.width() <= AMX_MAX_BYTE_STREAMS
+        && supported(DType::U8)
+        && amx_granted()
+}
+
+/// Whether `Kernel::Auto` takes the AMX kernel for `m` streams of `dtype`: where it can, for
+/// 16-bit items and for rows of 128 bytes or more. Measured on 128 MiB in memory, one core:
+/// 32 x u16 25 ms (IFMA 38), 256 x u8 38-46 ms (VNNI 88), 64 x u32 51-61 ms (IFMA 67); but
+/// 64 x u8 24-31 ms (VNNI 22-24) and 16 x u32 23-26 ms (IFMA 23-24), where packing and
+/// transposing 64-byte rows costs more than the multiplies it saves.
+pub(crate) fn amx_chosen(dtype: DType, m: usize) -> bool {
+    (dtype.width() == 2 || m * dtype.width() >= 128) && amx_supported(dtype, m)
+}
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+fn amx_granted() -> bool {
+    static GRANTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *GRANTED.get_or_init(|| {
+        // CPUID.(EAX=7,ECX=0):EDX bit 24 AMX-TILE, bit 25 AMX-INT8.
+        let leaf = std::arch::x86_64::__cpuid_count(7, 0);
+        if leaf.edx & (3 << 24) != 3 << 24 {
+            return false;
+        }
+        const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
+        const XFEATURE_XTILEDATA: libc::c_long = 18;
+        // SAFETY: a plain system call with integer arguments; it only changes which extended
+        // states this process may use.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_arch_prctl,
+                ARCH_REQ_XCOMP_PERM,
+                XFEATURE_XTILEDATA,
+            )
+        };
+        r == 0
+    })
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+fn amx_granted() -> bool {
+    false
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Form {
     /// 8-bit items, `vpdpbusd`, 16 streams per lane group.
@@ -58,6 +114,9 @@ enum Form {
     /// 16/32-bit items, `vpmadd52[lh]uq`, 8 streams per lane group; `hi`: 32-bit products need
     /// the high halves.
     Ifma { hi: bool },
+    /// Any 8/16/32-bit items as byte streams, AMX `tdpbuud` on 16 x 16 tiles of byte streams,
+    /// padded to pairs of tiles.
+    Amx,
 }
 
 impl Form {
@@ -66,6 +125,7 @@ impl Form {
         match self {
             Form::Vnni => 16,
             Form::Ifma { .. } => 8,
+            Form::Amx => 32,
         }
     }
 
@@ -76,6 +136,7 @@ impl Form {
         match self {
             Form::Vnni => 4,
             Form::Ifma { .. } => 3,
+            Form::Amx => 1,
         }
     }
 
@@ -87,6 +148,7 @@ impl Form {
             (Form::Ifma { hi: true }, 1) => 8,
             (Form::Ifma { hi: true }, _) => 4,
             (Form::Ifma { hi: false }, _) => 8,
+            (Form::Amx, _) => 16,
         }
     }
 
@@ -99,6 +161,8 @@ impl Form {
             Form::Ifma { hi: true } => 1 << 12,
             // Products below 2^32 in 64-bit lanes.
             Form::Ifma { hi: false } => 1 << 31,
+            // Byte products below 2^16 in 64-bit sums.
+            Form::Amx => 1 << 40,
         }
     }
 }
@@ -122,8 +186,14 @@ pub(crate) struct IntAccumulator {
     signed: bool,
     width: usize,
     m: usize,
-    /// Streams padded to whole lane groups.
+    /// Streams as the kernels see them: M, or M x width byte streams for AMX.
+    pm: usize,
+    /// Those padded to whole lane groups.
     mp: usize,
+    /// Quad packing: what each lane's four bytes are XORed with on the unsigned (lane) side and
+    /// the signed (broadcast) side.
+    u_flip: [u32; 16],
+    s_flip: [u32; 16],
     /// Panel capacity in rows (a multiple of 4).
     rows: usize,
     /// Rows in the panel.
@@ -143,6 +213,15 @@ pub(crate) struct IntAccumulator {
     mid_lo: Vec<u64>,
     mid_hi: Vec<u64>,
     mid32: Vec<i32>,
+    /// AMX: the quads of each 64-row step transposed into 16 x 64-byte tiles (one row per
+    /// byte stream).
+    a_tiles: Vec<u32>,
+    /// AMX: 32-bit sums of each 16 x 16 block of byte-stream pairs (full grid of blocks).
+    c32: Vec<i32>,
+    /// AMX: 64-row steps in `c32` since it was last added to `mid64`.
+    c_steps: usize,
+    /// AMX: 64-bit sums of the same blocks.
+    mid64: Vec<i64>,
     /// Per-stream sums of the kernel's (offset) items since the last widening.
     col: Vec<u64>,
     /// Rows since the last widening.
@@ -154,8 +233,12 @@ fn group_start(i: usize, lanes: usize) -> usize {
 }
 
 impl IntAccumulator {
-    /// A new accumulator; only call when [`supported`] says the CPU can run `dtype`.
-    pub fn new(dtype: DType, m: usize) -> IntAccumulator {
+    /// A new accumulator; only call when [`supported`] (or [`amx_supported`] with `amx`) says
+    /// the CPU can run `dtype`.
+    pub fn new(dtype: DType, m: usize, amx: bool) -> IntAccumulator {
+        if amx {
+            return IntAccumulator::new_amx(dtype, m);
+        }
         let (form, offset) = match dtype {
             DType::U8 | DType::I8 => (Form::Vnni, 0),
             DType::U16 => (Form::Ifma { hi: false }, 0),
@@ -167,7 +250,7 @@ impl IntAccumulator {
         let lanes = form.lanes();
         let mp = m.div_ceil(lanes) * lanes;
         let row_cost = match form {
-            Form::Vnni => 2 * mp,
+            Form::Vnni | Form::Amx => 2 * mp,
             Form::Ifma { .. } => 8 * mp,
         };
         let rows = ((PANEL_BYTES / row_cost).clamp(64, 4096)) & !3;
@@ -205,13 +288,22 @@ impl IntAccumulator {
         }
         let vnni = form == Form::Vnni;
         let hi = form == Form::Ifma { hi: true };
+        let signed = dtype_signed(dtype);
+        let (u_flip, s_flip) = if signed {
+            ([0x8080_8080; 16], [0; 16])
+        } else {
+            ([0; 16], [0x8080_8080; 16])
+        };
         IntAccumulator {
             form,
             offset,
-            signed: dtype_signed(dtype),
+            signed,
             width: dtype.width(),
             m,
+            pm: m,
             mp,
+            u_flip,
+            s_flip,
             rows,
             fill: 0,
             wide: if vnni { Vec::new() } else { vec![0; rows * mp] },
@@ -232,6 +324,62 @@ impl IntAccumulator {
             mid_lo: if vnni { Vec::new() } else { vec![0; total] },
             mid_hi: if hi { vec![0; total] } else { Vec::new() },
             mid32: if vnni { vec![0; total] } else { Vec::new() },
+            a_tiles: Vec::new(),
+            c32: Vec::new(),
+            c_steps: 0,
+            mid64: Vec::new(),
+            col: vec![0; mp],
+            batch: 0,
+        }
+    }
+
+    /// The AMX form: every item split into its bytes, the byte streams multiplied pairwise
+    /// in 16 x 16 tiles, and recombined (by powers of 256) when widening.
+    fn new_amx(dtype: DType, m: usize) -> IntAccumulator {
+        let w = dtype.width();
+        let signed = dtype_signed(dtype);
+        let pm = m * w;
+        let mp = pm.div_ceil(32) * 32;
+        // The quad panel and its transposed tiles, 2 * rows * mp bytes (64 KiB: measured
+        // faster than L1-sized or larger panels on 16 x u32, 32 x u16 and 64 x u8 lines).
+        let steps = (AMX_PANEL_BYTES / (128 * mp)).clamp(4, 64);
+        let rows = 64 * steps;
+        let groups = mp / 16;
+        // Signed items are offset to unsigned by flipping their top byte.
+        let mut u_flip = [0u32; 16];
+        if signed {
+            for (l, f) in u_flip.iter_mut().enumerate() {
+                if l % w == w - 1 {
+                    *f = 0x8080_8080;
+                }
+            }
+        }
+        IntAccumulator {
+            form: Form::Amx,
+            offset: if signed { 1i128 << (8 * w - 1) } else { 0 },
+            signed,
+            width: w,
+            m,
+            pm,
+            mp,
+            u_flip,
+            s_flip: [0; 16],
+            rows,
+            fill: 0,
+            wide: Vec::new(),
+            quad_u: vec![0; rows / 4 * mp],
+            quad_s: Vec::new(),
+            stage: vec![0; 4 * pm],
+            staged: 0,
+            tiles: Vec::new(),
+            mid_off: Vec::new(),
+            mid_lo: Vec::new(),
+            mid_hi: Vec::new(),
+            mid32: Vec::new(),
+            a_tiles: vec![0; rows / 4 * mp],
+            c32: vec![0; groups * groups * 256],
+            c_steps: 0,
+            mid64: vec![0; groups * groups * 256],
             col: vec![0; mp],
             batch: 0,
         }
@@ -256,7 +404,7 @@ impl IntAccumulator {
                     }
                 }
             }
-            Form::Vnni => {
+            Form::Vnni | Form::Amx => {
                 let quad_bytes = 4 * row_bytes;
                 while !bytes.is_empty() {
                     if self.staged > 0 || bytes.len() < quad_bytes {
@@ -318,7 +466,16 @@ impl IntAccumulator {
         if self.batch + real as u64 > self.form.batch_limit() {
             self.widen(stats)?;
         }
+        if self.form == Form::Amx && !self.fill.is_multiple_of(64) {
+            // The last rows: zero quads up to a whole 64-row step.
+            let end = self.fill.next_multiple_of(64);
+            self.quad_u[self.fill / 4 * self.mp..end / 4 * self.mp].fill(0);
+            self.fill = end;
+        }
         // SAFETY: `supported` checked the CPU features.
+        if self.form == Form::Amx && self.c_steps + self.fill / 64 > AMX_C32_STEPS {
+            self.fold_c32();
+        }
         let ahead = next.len().min(self.rows * self.m * self.width);
         unsafe { x86::sweep(self, &next[..ahead]) };
         self.batch += real as u64;
@@ -328,29 +485,40 @@ impl IntAccumulator {
 
     /// Packs the staged rows `0..real` as one quad, later rows zero.
     fn pack_partial_quad(&mut self, real: usize) {
-        let (m, mp) = (self.m, self.mp);
+        let (pm, mp) = (self.pm, self.mp);
         let q = self.fill / 4;
-        for s in 0..m {
+        let amx = self.form == Form::Amx;
+        for s in 0..pm {
             let mut u = 0u32;
             let mut v = 0u32;
             for t in 0..real {
-                let x = self.stage[t * m + s];
-                let (ub, sb) = if self.signed {
-                    (x ^ 0x80, x)
-                } else {
-                    (x, x ^ 0x80)
-                };
+                let x = self.stage[t * pm + s];
+                let ub = x ^ self.u_flip[s % 16] as u8;
+                let sb = x ^ self.s_flip[s % 16] as u8;
                 u |= (ub as u32) << (8 * t);
                 v |= (sb as u32) << (8 * t);
                 self.col[s] += ub as u64;
             }
             self.quad_u[q * mp + s] = u;
-            self.quad_s[q * mp + s] = v;
+            if !amx {
+                self.quad_s[q * mp + s] = v;
+            }
         }
-        for s in m..mp {
+        for s in pm..mp {
             self.quad_u[q * mp + s] = 0;
-            self.quad_s[q * mp + s] = 0;
+            if !amx {
+                self.quad_s[q * mp + s] = 0;
+            }
         }
+    }
+
+    /// AMX: adds the 32-bit block sums into the 64-bit ones and clears them.
+    fn fold_c32(&mut self) {
+        for (d, c) in self.mid64.iter_mut().zip(self.c32.iter_mut()) {
+            *d += *c as i64;
+            *c = 0;
+        }
+        self.c_steps = 0;
     }
 
     /// Adds the mid sums into `stats`, removing the offsets, and clears them.
@@ -366,6 +534,46 @@ impl IntAccumulator {
                 "integer kernels need integer statistics".into(),
             ));
         };
+        if self.form == Form::Amx {
+            self.fold_c32();
+            let (w, groups, off) = (self.width, self.mp / 16, self.offset);
+            let mid = &self.mid64;
+            // The sum over rows of byte stream a times byte stream b (blocks hold a <= b).
+            let pair = |a: usize, b: usize| -> i128 {
+                let (a, b) = (a.min(b), a.max(b));
+                mid[((a / 16) * groups + b / 16) * 256 + (a % 16) * 16 + b % 16] as i128
+            };
+            // Items from bytes: x' = sum over k of 256^k * byte k (x' = x + offset).
+            let col: Vec<i128> = (0..m)
+                .map(|i| {
+                    (0..w)
+                        .map(|k| (self.col[i * w + k] as i128) << (8 * k))
+                        .sum()
+                })
+                .collect();
+            for (s, c) in sums.iter_mut().zip(&col) {
+                *s = s.checked_add(c - n * off).ok_or_else(overflow)?;
+            }
+            for i in 0..m {
+                let row = tri_row(m, i);
+                for j in i..m {
+                    let mut raw = 0i128;
+                    for k in 0..w {
+                        for l in 0..w {
+                            raw += pair(i * w + k, j * w + l) << (8 * (k + l));
+                        }
+                    }
+                    let p = raw - off * (col[i] + col[j]) + n * off * off;
+                    let d = &mut products[row + j - i];
+                    *d = d.checked_add(p).ok_or_else(overflow)?;
+                }
+            }
+            stats.add_count(self.batch)?;
+            self.batch = 0;
+            self.mid64.iter_mut().for_each(|v| *v = 0);
+            self.col.iter_mut().for_each(|v| *v = 0);
+            return Ok(());
+        }
         // The kernel's column sums, and the true sums of the items.
         let col: Vec<i128> = self.col[..m].iter().map(|&c| c as i128).collect();
         let item_sum: Vec<i128> = col
@@ -373,7 +581,7 @@ impl IntAccumulator {
             .map(|&c| match self.form {
                 Form::Vnni if self.signed => c - 128 * n,
                 Form::Vnni => c,
-                Form::Ifma { .. } => c - n * self.offset,
+                Form::Ifma { .. } | Form::Amx => c - n * self.offset,
             })
             .collect();
         for (s, v) in sums.iter_mut().zip(&item_sum) {
@@ -396,6 +604,7 @@ impl IntAccumulator {
                             dot + 128 * col[j]
                         }
                     }
+                    Form::Amx => unreachable!("handled above"),
                     Form::Ifma { hi } => {
                         let mut raw = self.mid_lo[at] as i128;
                         if hi {
@@ -426,6 +635,7 @@ fn dtype_signed(dtype: DType) -> bool {
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::{Form, IntAccumulator};
+    use std::arch::asm;
     use std::arch::x86_64::*;
 
     /// Widens `n` rows of 16/32-bit items into the panel's 64-bit lanes (offset to unsigned;
@@ -472,7 +682,7 @@ mod x86 {
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni")]
     pub(super) unsafe fn pack_quads(src: &[u8], quads: usize, acc: &mut IntAccumulator) {
         unsafe {
-            let (m, mp) = (acc.m, acc.mp);
+            let (m, mp) = (acc.pm, acc.mp);
             let q0 = acc.fill / 4;
             assert!(src.len() >= quads * 4 * m && (q0 + quads) * mp <= acc.quad_u.len());
             // Output byte 4s + t is row t's byte s: the four rows' 16 bytes sit at 16t.
@@ -481,17 +691,25 @@ mod x86 {
                 *v = (16 * (b % 4) + b / 4) as u8;
             }
             let idx = _mm512_loadu_si512(idx.as_ptr() as *const __m512i);
-            let flip = _mm512_set1_epi8(0x80u8 as i8);
+            let u_flip = _mm512_loadu_si512(acc.u_flip.as_ptr().cast());
+            let s_flip = _mm512_loadu_si512(acc.s_flip.as_ptr().cast());
+            let both = !acc.quad_s.is_empty();
             let u_out = acc.quad_u.as_mut_ptr().add(q0 * mp);
-            let s_out = acc.quad_s.as_mut_ptr().add(q0 * mp);
+            let s_out = acc.quad_s.as_mut_ptr().wrapping_add(q0 * mp);
             let ones = _mm512_set1_epi8(1);
             for qb in (0..quads).step_by(16) {
                 let qe = (qb + 16).min(quads);
                 for s0 in (0..mp).step_by(16) {
-                    let k = (m - s0).min(16);
+                    let k = m.saturating_sub(s0).min(16);
                     let bytes = ((1u32 << k) - 1) as u16;
                     let mut sum = _mm512_setzero_si512();
                     for q in qb..qe {
+                        let at = q * mp + s0;
+                        if k == 0 {
+                            // A padding group (AMX pads to pairs of tiles).
+                            _mm512_storeu_si512(u_out.add(at).cast(), _mm512_setzero_si512());
+                            continue;
+                        }
                         let base = src.as_ptr().add(q * 4 * m + s0);
                         let r0 = _mm_maskz_loadu_epi8(bytes, base as *const i8);
                         let r1 = _mm_maskz_loadu_epi8(bytes, base.add(m) as *const i8);
@@ -501,15 +719,12 @@ mod x86 {
                         let v = _mm512_inserti32x4::<2>(v, r2);
                         let v = _mm512_inserti32x4::<3>(v, r3);
                         let t = _mm512_permutexvar_epi8(idx, v);
-                        let flipped = _mm512_maskz_xor_epi32(bytes, t, flip);
-                        let (u, s) = if acc.signed {
-                            (flipped, t)
-                        } else {
-                            (t, flipped)
-                        };
-                        let at = q * mp + s0;
+                        let u = _mm512_maskz_xor_epi32(bytes, t, u_flip);
                         _mm512_storeu_si512(u_out.add(at) as *mut __m512i, u);
-                        _mm512_storeu_si512(s_out.add(at) as *mut __m512i, s);
+                        if both {
+                            let s = _mm512_maskz_xor_epi32(bytes, t, s_flip);
+                            _mm512_storeu_si512(s_out.add(at) as *mut __m512i, s);
+                        }
                         sum = _mm512_dpbusd_epi32(sum, u, ones);
                     }
                     // Column sums of the unsigned side (at most 16 * 4 * 255 per lane here).
@@ -531,8 +746,184 @@ mod x86 {
             match acc.form {
                 Form::Vnni => sweep_vnni(acc, next),
                 Form::Ifma { hi } => sweep_ifma(acc, hi, next),
+                Form::Amx => {
+                    // Half of the next panel's input is prefetched while transposing, half
+                    // while multiplying, so memory reads overlap both.
+                    let half = (next.len() / 128) * 64;
+                    transpose_steps(acc, &next[..half]);
+                    sweep_amx(acc, &next[half..]);
+                }
             }
         }
+    }
+
+    /// AMX: transposes each 16 x 16 block of quads (16 quads of one 64-row step x 16 byte
+    /// streams) into a tile whose rows are byte streams: row `c` holds stream `c`'s 64 bytes.
+    #[target_feature(enable = "avx512f")]
+    unsafe fn transpose_steps(acc: &mut IntAccumulator, next: &[u8]) {
+        let (groups, steps) = (acc.mp / 16, acc.fill / 64);
+        let src = acc.quad_u.as_ptr();
+        let dst = acc.a_tiles.as_mut_ptr();
+        let lines = next.len() / 64;
+        let per_tile = lines.div_ceil((steps * groups).max(1));
+        let mut line = 0;
+        for step in 0..steps {
+            for g in 0..groups {
+                for _ in 0..per_tile {
+                    if line < lines {
+                        // SAFETY: line < lines keeps the address inside `next`.
+                        unsafe { _mm_prefetch::<_MM_HINT_T0>(next.as_ptr().add(64 * line).cast()) };
+                        line += 1;
+                    }
+                }
+                // SAFETY: step < fill / 64 and g < mp / 16 stay inside both panels.
+                unsafe {
+                    let from = src.add(step * 16 * acc.mp + g * 16);
+                    let to = dst.add((step * groups + g) * 256);
+                    transpose16(from, acc.mp, to);
+                }
+            }
+        }
+    }
+
+    #[cfg(test)]
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn transpose16_for_test(src: *const u32, stride: usize, dst: *mut u32) {
+        unsafe { transpose16(src, stride, dst) }
+    }
+
+    /// Transposes the 16 x 16 dwords at `src` (rows `stride` dwords apart) into `dst`.
+    #[inline(always)]
+    unsafe fn transpose16(src: *const u32, stride: usize, dst: *mut u32) {
+        unsafe {
+            let mut r = [_mm512_setzero_si512(); 16];
+            for (i, v) in r.iter_mut().enumerate() {
+                *v = _mm512_loadu_si512(src.add(i * stride).cast());
+            }
+            // Pairs of rows interleaved by dword, then by qword: u[4i + e] holds, in 128-bit
+            // lane L, element 4L + e of rows 4i..4i + 4.
+            let mut t = [_mm512_setzero_si512(); 16];
+            for i in 0..8 {
+                t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+                t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+            }
+            let mut u = [_mm512_setzero_si512(); 16];
+            for i in 0..4 {
+                u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+                u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+                u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+                u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+            }
+            // Output row 4L + e is lane L of u[e], u[4 + e], u[8 + e], u[12 + e].
+            for e in 0..4 {
+                let (a, b, c, d) = (u[e], u[4 + e], u[8 + e], u[12 + e]);
+                let x0 = _mm512_shuffle_i32x4::<0x88>(a, b);
+                let x1 = _mm512_shuffle_i32x4::<0xdd>(a, b);
+                let x2 = _mm512_shuffle_i32x4::<0x88>(c, d);
+                let x3 = _mm512_shuffle_i32x4::<0xdd>(c, d);
+                let out = [
+                    _mm512_shuffle_i32x4::<0x88>(x0, x2),
+                    _mm512_shuffle_i32x4::<0x88>(x1, x3),
+                    _mm512_shuffle_i32x4::<0xdd>(x0, x2),
+                    _mm512_shuffle_i32x4::<0xdd>(x1, x3),
+                ];
+                for (l, v) in out.iter().enumerate() {
+                    _mm512_storeu_si512(dst.add((4 * l + e) * 16).cast(), *v);
+                }
+            }
+        }
+    }
+
+    /// The AMX tile configuration: palette 1, tiles 0-7 all 16 rows of 64 bytes.
+    #[repr(C, align(64))]
+    struct TileConfig {
+        palette: u8,
+        start_row: u8,
+        reserved: [u8; 14],
+        colsb: [u16; 16],
+        rows: [u8; 16],
+    }
+
+    /// AMX: for every pair of tile pairs (a, a + 1) x (b, b + 1) with a <= b, the 32-bit block
+    /// sums are loaded into tiles 0-3, every 64-row step multiplies the transposed tiles of a
+    /// (tiles 4, 5) by the quads of b (tiles 6, 7, read in place), and the sums are stored back.
+    #[target_feature(enable = "avx512f")]
+    unsafe fn sweep_amx(acc: &mut IntAccumulator, next: &[u8]) {
+        let (groups, steps) = (acc.mp / 16, acc.fill / 64);
+        let mut config = TileConfig {
+            palette: 1,
+            start_row: 0,
+            reserved: [0; 14],
+            colsb: [0; 16],
+            rows: [0; 16],
+        };
+        for t in 0..8 {
+            config.colsb[t] = 64;
+            config.rows[t] = 16;
+        }
+        let quads = acc.quad_u.as_ptr().cast::<u8>();
+        let a_tiles = acc.a_tiles.as_ptr().cast::<u8>();
+        let c32 = acc.c32.as_mut_ptr().cast::<u8>();
+        let quad_stride = acc.mp * 4;
+        let lines = next.len() / 64;
+        let mut line = 0usize;
+        // Spread the prefetches of the next panel's input over every step of every batch.
+        let batches = (groups / 2) * (groups / 2 + 1) / 2;
+        let per_step = lines.div_ceil((batches * steps).max(1));
+        // SAFETY: amx_supported checked the CPU and the OS grant; every tile load and store
+        // stays inside the panels (steps * 16 quads of mp dwords) and c32 (groups^2 blocks).
+        unsafe {
+            asm!("ldtilecfg [{0}]", in(reg) &config as *const TileConfig, options(nostack));
+            for a in (0..groups).step_by(2) {
+                for b in (a..groups).step_by(2) {
+                    let c = |x: usize, y: usize| c32.add(((a + x) * groups + b + y) * 1024);
+                    asm!(
+                        "tileloadd tmm0, [{c00} + {s}*1]",
+                        "tileloadd tmm1, [{c01} + {s}*1]",
+                        "tileloadd tmm2, [{c10} + {s}*1]",
+                        "tileloadd tmm3, [{c11} + {s}*1]",
+                        c00 = in(reg) c(0, 0), c01 = in(reg) c(0, 1),
+                        c10 = in(reg) c(1, 0), c11 = in(reg) c(1, 1),
+                        s = in(reg) 64usize, options(nostack, readonly),
+                    );
+                    for step in 0..steps {
+                        for _ in 0..per_step {
+                            if line < lines {
+                                _mm_prefetch::<_MM_HINT_T0>(next.as_ptr().add(64 * line).cast());
+                                line += 1;
+                            }
+                        }
+                        let a0 = a_tiles.add((step * groups + a) * 1024);
+                        let b0 = quads.add(step * 16 * quad_stride + b * 64);
+                        asm!(
+                            "tileloadd tmm4, [{a0} + {s}*1]",
+                            "tileloadd tmm5, [{a1} + {s}*1]",
+                            "tileloadd tmm6, [{b0} + {qs}*1]",
+                            "tileloadd tmm7, [{b1} + {qs}*1]",
+                            "tdpbuud tmm0, tmm4, tmm6",
+                            "tdpbuud tmm1, tmm4, tmm7",
+                            "tdpbuud tmm2, tmm5, tmm6",
+                            "tdpbuud tmm3, tmm5, tmm7",
+                            a0 = in(reg) a0, a1 = in(reg) a0.add(1024),
+                            b0 = in(reg) b0, b1 = in(reg) b0.add(64),
+                            s = in(reg) 64usize, qs = in(reg) quad_stride,
+                            options(nostack, readonly),
+                        );
+                    }
+                    asm!(
+                        "tilestored [{c00} + {s}*1], tmm0",
+                        "tilestored [{c01} + {s}*1], tmm1",
+                        "tilestored [{c10} + {s}*1], tmm2",
+                        "tilestored [{c11} + {s}*1], tmm3",
+                        c00 = in(reg) c(0, 0), c01 = in(reg) c(0, 1),
+                        c10 = in(reg) c(1, 0), c11 = in(reg) c(1, 1),
+                        s = in(reg) 64usize, options(nostack),
+                    );
+                }
+            }
+            asm!("tilerelease", options(nostack, nomem));
+        }
+        acc.c_steps += steps;
     }
 
     /// Where a tile's sums go, and the input lines it prefetches (one per row or quad).
@@ -729,5 +1120,27 @@ mod x86 {
     }
     pub(super) unsafe fn sweep(_: &mut IntAccumulator, _: &[u8]) {
         unreachable!("integer kernels are x86-64 only")
+    }
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    #[test]
+    fn transpose16_matches_a_scalar_transpose() {
+        if !std::arch::is_x86_feature_detected!("avx512f") {
+            return;
+        }
+        let stride = 48;
+        let src: Vec<u32> = (0..16 * stride as u32)
+            .map(|v| v.wrapping_mul(2654435761))
+            .collect();
+        let mut dst = vec![0u32; 256];
+        // SAFETY: AVX-512F was detected; src holds 16 rows of `stride` dwords, dst 256.
+        unsafe { super::x86::transpose16_for_test(src.as_ptr(), stride, dst.as_mut_ptr()) };
+        for r in 0..16 {
+            for c in 0..16 {
+                assert_eq!(dst[c * 16 + r], src[r * stride + c], "row {r} column {c}");
+            }
+        }
     }
 }

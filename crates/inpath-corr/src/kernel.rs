@@ -25,6 +25,9 @@ pub enum Kernel {
     /// portable kernels.
     #[default]
     Auto,
+    /// The AVX-512 integer kernels (VNNI / IFMA) where the CPU has them, never AMX (for tests
+    /// and comparison).
+    NoAmx,
     /// The `f64` tile kernels for every type (AVX-512 where available), never the integer
     /// kernels (for tests and comparison).
     Tiles,
@@ -41,10 +44,16 @@ pub(crate) enum Isa {
 }
 
 impl Kernel {
-    /// The kernels this choice runs for `dtype` on this CPU: `avx512-vnni` (8-bit integers),
-    /// `avx512-ifma` (16 and 32-bit integers), `avx512-f64` (tiles) or `portable-f64`.
-    pub fn name_for(self, dtype: crate::DType) -> &'static str {
-        if self == Kernel::Auto && crate::intkernel::supported(dtype) {
+    /// The kernels this choice runs for `m` streams of `dtype` on this CPU: `amx-int8` (16-bit
+    /// integers, and 8 or 32-bit integers with rows of 128 to 512 bytes, where the CPU and OS
+    /// allow AMX),
+    /// `avx512-vnni` (8-bit integers), `avx512-ifma` (16 and 32-bit integers), `avx512-f64`
+    /// (tiles) or `portable-f64`.
+    pub fn name_for(self, dtype: crate::DType, m: usize) -> &'static str {
+        if self == Kernel::Auto && crate::intkernel::amx_chosen(dtype, m) {
+            return "amx-int8";
+        }
+        if matches!(self, Kernel::Auto | Kernel::NoAmx) && crate::intkernel::supported(dtype) {
             return if dtype.width() == 1 {
                 "avx512-vnni"
             } else {

@@ -44,37 +44,49 @@ fn statistics_equal_big_integer_sums_for_every_integer_type() {
     }
 }
 
-/// Where the CPU has AVX-512 VNNI / IFMA, `Kernel::Auto` runs the integer kernels (so the
-/// comparisons below exercise them), and `Kernel::Tiles` never does.
+/// Where the CPU has AVX-512 VNNI / IFMA (and AMX), `Kernel::Auto` runs the integer kernels
+/// (so the comparisons below exercise them), `Kernel::NoAmx` never AMX and `Kernel::Tiles`
+/// never the integer kernels.
 #[test]
 fn auto_runs_the_integer_kernels_where_the_cpu_has_them() {
-    let name = |dtype, kernel| Corr::new(config(dtype, 4, kernel)).unwrap().kernel_name();
+    let name = |dtype, m, kernel| Corr::new(config(dtype, m, kernel)).unwrap().kernel_name();
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::is_x86_feature_detected as has;
         let base = has!("avx512f") && has!("avx512bw") && has!("avx512vl");
-        if base && has!("avx512vnni") && has!("avx512vbmi") {
-            assert_eq!(name(DType::U8, Kernel::Auto), "avx512-vnni");
-            assert_eq!(name(DType::I8, Kernel::Auto), "avx512-vnni");
+        let vnni = base && has!("avx512vnni") && has!("avx512vbmi");
+        if vnni {
+            assert_eq!(name(DType::U8, 4, Kernel::NoAmx), "avx512-vnni");
+            assert_eq!(name(DType::I8, 4, Kernel::NoAmx), "avx512-vnni");
+            // Beyond 512 bytes per row AMX is never used.
+            assert_eq!(name(DType::U8, 513, Kernel::Auto), "avx512-vnni");
+            // 8-bit rows shorter than 128 bytes stay on VNNI.
+            assert_eq!(name(DType::U8, 64, Kernel::Auto), "avx512-vnni");
+            let auto = name(DType::U8, 128, Kernel::Auto);
+            assert!(auto == "amx-int8" || auto == "avx512-vnni", "{auto}");
         }
         if base && has!("avx512ifma") {
             for dtype in [DType::U16, DType::I16, DType::U32, DType::I32] {
-                assert_eq!(name(dtype, Kernel::Auto), "avx512-ifma");
+                assert_eq!(name(dtype, 4, Kernel::NoAmx), "avx512-ifma");
+                assert_eq!(name(dtype, 300, Kernel::Auto), "avx512-ifma");
+                let auto = name(dtype, 64, Kernel::Auto);
+                assert!(auto == "amx-int8" || auto == "avx512-ifma", "{auto}");
             }
         }
     }
     for dtype in [DType::U8, DType::U32, DType::U64, DType::F64] {
-        assert!(name(dtype, Kernel::Tiles).ends_with("-f64"));
-        assert_eq!(name(dtype, Kernel::Portable), "portable-f64");
+        assert!(name(dtype, 4, Kernel::Tiles).ends_with("-f64"));
+        assert_eq!(name(dtype, 4, Kernel::Portable), "portable-f64");
     }
     for dtype in [DType::U64, DType::I64, DType::F32, DType::F64] {
-        assert!(name(dtype, Kernel::Auto).ends_with("-f64"));
+        assert!(name(dtype, 4, Kernel::Auto).ends_with("-f64"));
     }
 }
 
-/// The integer kernels (VNNI for 8-bit, IFMA for 16/32-bit, where the CPU has them) against the
-/// f64 tile kernels: stream counts around every lane-group and tile boundary, row counts around
-/// the 4-row quads, the panel and the widening limits (4,096 rows for 32-bit, 65,536 for 8-bit),
+/// The integer kernels (AMX for up to 512 bytes per row, VNNI for 8-bit, IFMA for 16/32-bit,
+/// where the CPU has them) against the f64 tile kernels: stream counts around every lane-group
+/// and tile boundary, row counts around the 4-row quads, the 64-row AMX steps, the panels and
+/// the widening limits (4,096 rows for IFMA, 32,768 for AMX's 32-bit sums, 65,536 for VNNI),
 /// and uneven chunks (also partial rows).
 #[test]
 fn integer_kernels_equal_tile_kernels_at_every_boundary() {
@@ -88,8 +100,9 @@ fn integer_kernels_equal_tile_kernels_at_every_boundary() {
         DType::I32,
     ];
     let cases: &[(usize, &[usize])] = &[
-        (2, &[0, 1, 3, 4, 5, 4095, 4097, 9000]),
+        (2, &[0, 1, 3, 4, 5, 63, 64, 65, 4095, 4097, 9000]),
         (3, &[7, 70_001]),
+        (4, &[40_000]),
         (7, &[130]),
         (8, &[65]),
         (9, &[200]),
@@ -107,7 +120,7 @@ fn integer_kernels_equal_tile_kernels_at_every_boundary() {
     for dtype in types {
         for &(m, ns) in cases {
             for &n in ns {
-                if n > 20_000 && dtype.width() != 1 {
+                if n > 20_000 && dtype.width() * m > 16 {
                     continue;
                 }
                 let rows = random_ints(dtype, m, n, (m * 1000 + n) as u64);
@@ -116,6 +129,8 @@ fn integer_kernels_equal_tile_kernels_at_every_boundary() {
                 let tiles = run(config(dtype, m, Kernel::Tiles), &bytes);
                 let whole = run(config(dtype, m, Kernel::Auto), &bytes);
                 assert_eq!(whole, tiles, "{label}: one update");
+                let vector = run(config(dtype, m, Kernel::NoAmx), &bytes);
+                assert_eq!(vector, tiles, "{label}: without AMX");
                 let mut corr = Corr::new(config(dtype, m, Kernel::Auto)).unwrap();
                 let mut at = 0;
                 while at < bytes.len() {
