@@ -30,7 +30,7 @@
 //! # Ok::<(), inpath_seal::Error>(())
 //! ```
 #![deny(missing_docs)]
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)] // allowed only in `vaes`: the hand-written AES kernels (see there)
 
 pub mod aes;
 pub mod codec;
@@ -39,6 +39,7 @@ pub mod gen;
 pub mod kernel;
 pub mod keyfile;
 pub mod page;
+mod vaes;
 
 pub use crate::aes::{Key, KeyRing};
 pub use error::{Error, Result};

@@ -1,0 +1,804 @@
+//! Hand-written AES kernels for x86-64 CPUs with VAES and AVX-512 (Ice Lake and later, Zen 4
+//! and later): ECB, CTR, CBC decryption and CFB decryption four blocks per instruction with
+//! eight 512-bit registers in flight; CBC encryption of up to 16 independent pages side by side
+//! (each 128-bit lane of a register is a different page, so the chain latency is hidden); and
+//! one-block AES-NI loops for the inherently sequential CFB encryption and OFB.
+//!
+//! # Why this module has `unsafe`
+//!
+//! The crate forbids `unsafe` everywhere else. RustCrypto's `aes` crate (the library path, used
+//! when these instructions are missing) encrypts calls of fewer than 64 blocks one block at a
+//! time and prepares its round keys on every call, which made CTR, multi-page CBC and CFB
+//! decryption 2-3x slower than the AES units allow (measured in `docs/PERFORMANCE.md`). The
+//! intrinsics need `#[target_feature]` functions, which are `unsafe` to call, and raw-pointer
+//! loads and stores. Every call into a `#[target_feature]` function here is made only through a
+//! [`RoundKeys`], which can only be built after a run-time check that the CPU has every feature
+//! the kernels enable; every pointer access stays inside the slice it comes from (lengths are
+//! checked or masked, see each function).
+//!
+//! # Tests
+//!
+//! `tests/vaes.rs` compares every kernel with the `aes`/`ctr`/`cbc`/`cfb-mode`/`ofb` crates for
+//! all key sizes, lengths 0..=300 bytes and large, unaligned slices, counter wraps and every
+//! chunking of the streaming API; the key expansion is checked against FIPS-197 Appendix A.
+//! `INPATH_AES=library` in the environment turns these kernels off (the library path runs).
+#![allow(unsafe_code)]
+
+use zeroize::Zeroize;
+
+/// Expanded round keys for the kernels (encryption and the equivalent inverse cipher's
+/// decryption keys). Wiped on drop. Holding one proves the CPU has the kernels' features.
+#[derive(Clone)]
+pub(crate) struct RoundKeys {
+    rounds: usize,
+    enc: [[u8; 16]; 15],
+    dec: [[u8; 16]; 15],
+}
+
+impl Drop for RoundKeys {
+    fn drop(&mut self) {
+        self.enc.zeroize();
+        self.dec.zeroize();
+    }
+}
+
+/// Whether the CPU has what the kernels need (and `INPATH_AES=library` does not turn them off).
+pub(crate) fn supported() -> bool {
+    static SUPPORTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *SUPPORTED.get_or_init(|| {
+        if std::env::var_os("INPATH_AES").is_some_and(|v| v == "library") {
+            return false;
+        }
+        detect()
+    })
+}
+
+#[cfg(target_arch = "x86_64")]
+fn detect() -> bool {
+    std::arch::is_x86_feature_detected!("aes")
+        && std::arch::is_x86_feature_detected!("sse4.1")
+        && std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx512bw")
+        && std::arch::is_x86_feature_detected!("vaes")
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn detect() -> bool {
+    false
+}
+
+impl RoundKeys {
+    /// Expands a 16-, 24- or 32-byte key, or `None` when the CPU lacks the kernels' features
+    /// (or the key length is wrong).
+    pub(crate) fn new(key: &[u8]) -> Option<RoundKeys> {
+        if !supported() || !matches!(key.len(), 16 | 24 | 32) {
+            return None;
+        }
+        #[cfg(target_arch = "x86_64")]
+        {
+            // SAFETY: `supported()` checked the `aes` and `sse4.1` features at run time.
+            Some(unsafe { x86::expand(key) })
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        None
+    }
+
+    /// The encryption round keys (`rounds + 1` of them), for the key-expansion tests.
+    #[cfg(test)]
+    pub(crate) fn encryption_keys(&self) -> &[[u8; 16]] {
+        &self.enc[..=self.rounds]
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) use x86::{
+    cbc_decrypt, cbc_encrypt, cbc_encrypt_lanes, cfb_decrypt, cfb_encrypt, ctr_apply, ecb_decrypt,
+    ecb_encrypt, encrypt_block, ofb_apply, MAX_LANES,
+};
+
+#[cfg(not(target_arch = "x86_64"))]
+pub(crate) use portable_stubs::*;
+
+/// On other architectures no [`RoundKeys`] is ever built, so these are never reached.
+#[cfg(not(target_arch = "x86_64"))]
+mod portable_stubs {
+    use super::RoundKeys;
+    pub(crate) const MAX_LANES: usize = 16;
+    pub(crate) fn ecb_encrypt(_: &RoundKeys, _: &mut [u8]) {
+        unreachable!("no RoundKeys on this architecture")
+    }
+    pub(crate) fn ecb_decrypt(_: &RoundKeys, _: &mut [u8]) {
+        unreachable!("no RoundKeys on this architecture")
+    }
+    pub(crate) fn ctr_apply(_: &RoundKeys, _: &[u8; 16], _: &mut [u8]) {
+        unreachable!("no RoundKeys on this architecture")
+    }
+    pub(crate) fn cbc_decrypt(_: &RoundKeys, _: &mut [u8; 16], _: &mut [u8]) {
+        unreachable!("no RoundKeys on this architecture")
+    }
+    pub(crate) fn cbc_encrypt(_: &RoundKeys, _: &mut [u8; 16], _: &mut [u8]) {
+        unreachable!("no RoundKeys on this architecture")
+    }
+    pub(crate) fn cfb_decrypt(_: &RoundKeys, _: &mut [u8; 16], _: &mut [u8]) {
+        unreachable!("no RoundKeys on this architecture")
+    }
+    pub(crate) fn cfb_encrypt(_: &RoundKeys, _: &mut [u8; 16], _: &mut [u8]) {
+        unreachable!("no RoundKeys on this architecture")
+    }
+    pub(crate) fn ofb_apply(_: &RoundKeys, _: &mut [u8; 16], _: &mut [u8]) {
+        unreachable!("no RoundKeys on this architecture")
+    }
+    pub(crate) fn encrypt_block(_: &RoundKeys, _: &mut [u8; 16]) {
+        unreachable!("no RoundKeys on this architecture")
+    }
+    pub(crate) fn cbc_encrypt_lanes(_: &RoundKeys, _: &mut [([u8; 16], &mut [u8])]) {
+        unreachable!("no RoundKeys on this architecture")
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::RoundKeys;
+    use std::arch::x86_64::*;
+    use zeroize::Zeroize;
+
+    /// Pages [`cbc_encrypt_lanes`] encrypts side by side (four per 512-bit register).
+    pub(crate) const MAX_LANES: usize = 16;
+
+    /// Blocks per main-loop iteration of the parallel modes: 8 registers of 4 blocks.
+    const WIDE: usize = 32;
+
+    // ---------------------------------------------------------------------------------------
+    // Key expansion (FIPS-197 §5.2), with SubWord done by AESENCLAST so that no table is
+    // indexed by key bytes (constant time).
+
+    #[target_feature(enable = "aes,sse4.1")]
+    fn sub_word(w: u32) -> u32 {
+        // With all four columns equal, ShiftRows is the identity, so AESENCLAST with a zero
+        // round key is SubBytes on each byte.
+        let x = _mm_set1_epi32(w as i32);
+        let y = _mm_aesenclast_si128(x, _mm_setzero_si128());
+        _mm_cvtsi128_si32(y) as u32
+    }
+
+    /// Expands `key` (16, 24 or 32 bytes, checked by the caller).
+    ///
+    /// # Safety
+    /// The CPU must have AES-NI and SSE4.1.
+    #[target_feature(enable = "aes,sse4.1")]
+    pub(super) unsafe fn expand(key: &[u8]) -> RoundKeys {
+        let nk = key.len() / 4;
+        let rounds = nk + 6;
+        let total = 4 * (rounds + 1);
+        let mut w = [0u32; 60];
+        for (i, word) in key.chunks_exact(4).enumerate() {
+            w[i] = u32::from_le_bytes(word.try_into().expect("4 bytes"));
+        }
+        let mut rcon = 1u32;
+        for i in nk..total {
+            let mut t = w[i - 1];
+            if i % nk == 0 {
+                // RotWord on a little-endian word is a right rotation by one byte.
+                t = sub_word(t.rotate_right(8)) ^ rcon;
+                rcon = (rcon << 1) ^ if rcon & 0x80 != 0 { 0x11b } else { 0 };
+            } else if nk > 6 && i % nk == 4 {
+                t = sub_word(t);
+            }
+            w[i] = w[i - nk] ^ t;
+        }
+        let mut keys = RoundKeys {
+            rounds,
+            enc: [[0u8; 16]; 15],
+            dec: [[0u8; 16]; 15],
+        };
+        for r in 0..=rounds {
+            for c in 0..4 {
+                keys.enc[r][4 * c..4 * c + 4].copy_from_slice(&w[4 * r + c].to_le_bytes());
+            }
+        }
+        w.zeroize();
+        // The equivalent inverse cipher (FIPS-197 §5.3.5): reversed keys, InvMixColumns on the
+        // middle ones.
+        keys.dec[0] = keys.enc[rounds];
+        keys.dec[rounds] = keys.enc[0];
+        for r in 1..rounds {
+            let k = load128(&keys.enc[rounds - r]);
+            store128(&mut keys.dec[r], _mm_aesimc_si128(k));
+        }
+        keys
+    }
+
+    #[inline]
+    #[target_feature(enable = "sse2")]
+    fn load128(bytes: &[u8; 16]) -> __m128i {
+        // SAFETY: 16 readable bytes.
+        unsafe { _mm_loadu_si128(bytes.as_ptr().cast()) }
+    }
+
+    #[inline]
+    #[target_feature(enable = "sse2")]
+    fn store128(bytes: &mut [u8; 16], x: __m128i) {
+        // SAFETY: 16 writable bytes.
+        unsafe { _mm_storeu_si128(bytes.as_mut_ptr().cast(), x) }
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Register helpers. Every function below is only called from functions with the same or
+    // more target features, so they inline.
+
+    /// Round keys broadcast to all four lanes, indexes `0..=NR`.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,vaes,aes")]
+    fn broadcast(keys: &[[u8; 16]; 15]) -> [__m512i; 15] {
+        let mut out = [_mm512_setzero_si512(); 15];
+        for (o, k) in out.iter_mut().zip(keys) {
+            *o = _mm512_broadcast_i32x4(load128(k));
+        }
+        out
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,vaes,aes")]
+    fn encrypt_regs<const NR: usize, const N: usize>(rk: &[__m512i; 15], x: &mut [__m512i; N]) {
+        for v in x.iter_mut() {
+            *v = _mm512_xor_si512(*v, rk[0]);
+        }
+        for k in &rk[1..NR] {
+            for v in x.iter_mut() {
+                *v = _mm512_aesenc_epi128(*v, *k);
+            }
+        }
+        for v in x.iter_mut() {
+            *v = _mm512_aesenclast_epi128(*v, rk[NR]);
+        }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,vaes,aes")]
+    fn decrypt_regs<const NR: usize, const N: usize>(rk: &[__m512i; 15], x: &mut [__m512i; N]) {
+        for v in x.iter_mut() {
+            *v = _mm512_xor_si512(*v, rk[0]);
+        }
+        for k in &rk[1..NR] {
+            for v in x.iter_mut() {
+                *v = _mm512_aesdec_epi128(*v, *k);
+            }
+        }
+        for v in x.iter_mut() {
+            *v = _mm512_aesdeclast_epi128(*v, rk[NR]);
+        }
+    }
+
+    /// Loads 64 bytes from `bytes[at..at + 64]`.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,vaes,aes")]
+    fn load512(bytes: &[u8], at: usize) -> __m512i {
+        assert!(at + 64 <= bytes.len());
+        // SAFETY: bounds checked above.
+        unsafe { _mm512_loadu_si512(bytes.as_ptr().add(at).cast()) }
+    }
+
+    /// Stores 64 bytes to `bytes[at..at + 64]`.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,vaes,aes")]
+    fn store512(bytes: &mut [u8], at: usize, x: __m512i) {
+        assert!(at + 64 <= bytes.len());
+        // SAFETY: bounds checked above.
+        unsafe { _mm512_storeu_si512(bytes.as_mut_ptr().add(at).cast(), x) }
+    }
+
+    /// Mask of the first `n` bytes of a register (`n < 64`).
+    #[inline]
+    fn byte_mask(n: usize) -> __mmask64 {
+        debug_assert!(n < 64);
+        (1u64 << n) - 1
+    }
+
+    /// Loads `bytes[at..]` (fewer than 64 bytes), zero above; the masked load reads nothing
+    /// outside the mask.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,vaes,aes")]
+    fn load_partial(bytes: &[u8], at: usize) -> __m512i {
+        let n = bytes.len() - at;
+        // SAFETY: only the first `n` bytes from `at`, all inside `bytes`, are read.
+        unsafe { _mm512_maskz_loadu_epi8(byte_mask(n), bytes.as_ptr().add(at).cast()) }
+    }
+
+    /// Stores the first `bytes.len() - at` (< 64) bytes of `x` to `bytes[at..]`.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,vaes,aes")]
+    fn store_partial(bytes: &mut [u8], at: usize, x: __m512i) {
+        let n = bytes.len() - at;
+        // SAFETY: only the first `n` bytes from `at`, all inside `bytes`, are written.
+        unsafe { _mm512_mask_storeu_epi8(bytes.as_mut_ptr().add(at).cast(), byte_mask(n), x) }
+    }
+
+    /// Runs `$body` with the const `$nr` set to the key's number of rounds.
+    macro_rules! by_rounds {
+        ($keys:expr, $nr:ident => $body:expr) => {
+            match $keys.rounds {
+                10 => {
+                    const $nr: usize = 10;
+                    $body
+                }
+                12 => {
+                    const $nr: usize = 12;
+                    $body
+                }
+                _ => {
+                    const $nr: usize = 14;
+                    $body
+                }
+            }
+        };
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // ECB.
+
+    /// ECB encryption of whole blocks in place.
+    pub(crate) fn ecb_encrypt(keys: &RoundKeys, data: &mut [u8]) {
+        assert!(data.len().is_multiple_of(16), "whole blocks");
+        // SAFETY: a `RoundKeys` exists only when `supported()` found every feature enabled.
+        by_rounds!(keys, NR => unsafe { ecb::<NR, false>(keys, data) })
+    }
+
+    /// ECB decryption of whole blocks in place.
+    pub(crate) fn ecb_decrypt(keys: &RoundKeys, data: &mut [u8]) {
+        assert!(data.len().is_multiple_of(16), "whole blocks");
+        // SAFETY: as in `ecb_encrypt`.
+        by_rounds!(keys, NR => unsafe { ecb::<NR, true>(keys, data) })
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,vaes,aes")]
+    fn ecb<const NR: usize, const DECRYPT: bool>(keys: &RoundKeys, data: &mut [u8]) {
+        let rk = broadcast(if DECRYPT { &keys.dec } else { &keys.enc });
+        let mut at = 0;
+        while at + WIDE * 16 <= data.len() {
+            let mut x = [_mm512_setzero_si512(); 8];
+            for (i, v) in x.iter_mut().enumerate() {
+                *v = load512(data, at + 64 * i);
+            }
+            if DECRYPT {
+                decrypt_regs::<NR, 8>(&rk, &mut x);
+            } else {
+                encrypt_regs::<NR, 8>(&rk, &mut x);
+            }
+            for (i, v) in x.iter().enumerate() {
+                store512(data, at + 64 * i, *v);
+            }
+            at += WIDE * 16;
+        }
+        while at < data.len() {
+            let full = at + 64 <= data.len();
+            let mut x = [if full {
+                load512(data, at)
+            } else {
+                load_partial(data, at)
+            }];
+            if DECRYPT {
+                decrypt_regs::<NR, 1>(&rk, &mut x);
+            } else {
+                encrypt_regs::<NR, 1>(&rk, &mut x);
+            }
+            if full {
+                store512(data, at, x[0]);
+            } else {
+                store_partial(data, at, x[0]);
+            }
+            at += 64;
+        }
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // CTR with a 128-bit big-endian counter.
+
+    /// XORs the CTR keystream into `data` (any length), counter block starting at `iv` and
+    /// incremented as a 128-bit big-endian integer: the same bytes as `ctr::Ctr128BE`.
+    pub(crate) fn ctr_apply(keys: &RoundKeys, iv: &[u8; 16], data: &mut [u8]) {
+        // The kernel adds to the low 32-bit word only; split the data where that word wraps
+        // and carry into the upper 96 bits here.
+        let mut counter = u128::from_be_bytes(*iv);
+        let mut rest = data;
+        while !rest.is_empty() {
+            let room = (1u64 << 32) - u64::from(counter as u32); // blocks before the low word wraps
+            let take = (rest.len() as u64).min(room * 16) as usize;
+            let (now, later) = rest.split_at_mut(take);
+            // SAFETY: as in `ecb_encrypt`.
+            by_rounds!(keys, NR => unsafe { ctr32::<NR>(keys, &counter.to_be_bytes(), now) });
+            counter = counter.wrapping_add(u128::from(room));
+            rest = later;
+        }
+    }
+
+    /// CTR where the low 32-bit word of the counter does not wrap within `data`'s blocks.
+    #[target_feature(enable = "avx512f,avx512bw,vaes,aes")]
+    fn ctr32<const NR: usize>(keys: &RoundKeys, block: &[u8; 16], data: &mut [u8]) {
+        let rk = broadcast(&keys.enc);
+        // Counter blocks are kept with their low word little-endian, so VPADDD counts, and
+        // byte-swapped back before encryption.
+        let mut le = *block;
+        le[12..16].reverse();
+        let swap = _mm512_broadcast_i32x4(_mm_set_epi8(
+            12, 13, 14, 15, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0,
+        ));
+        let mut ctr = _mm512_add_epi32(
+            _mm512_broadcast_i32x4(load128(&le)),
+            _mm512_set_epi32(3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0),
+        );
+        le.zeroize();
+        let four = _mm512_set_epi32(4, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0);
+        let mut at = 0;
+        while at + WIDE * 16 <= data.len() {
+            let mut x = [_mm512_setzero_si512(); 8];
+            for v in x.iter_mut() {
+                *v = _mm512_shuffle_epi8(ctr, swap);
+                ctr = _mm512_add_epi32(ctr, four);
+            }
+            encrypt_regs::<NR, 8>(&rk, &mut x);
+            for (i, v) in x.iter().enumerate() {
+                let d = load512(data, at + 64 * i);
+                store512(data, at + 64 * i, _mm512_xor_si512(d, *v));
+            }
+            at += WIDE * 16;
+        }
+        while at < data.len() {
+            let mut x = [_mm512_shuffle_epi8(ctr, swap)];
+            ctr = _mm512_add_epi32(ctr, four);
+            encrypt_regs::<NR, 1>(&rk, &mut x);
+            if at + 64 <= data.len() {
+                let d = load512(data, at);
+                store512(data, at, _mm512_xor_si512(d, x[0]));
+            } else {
+                let d = load_partial(data, at);
+                store_partial(data, at, _mm512_xor_si512(d, x[0]));
+            }
+            at += 64;
+        }
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // CBC decryption and CFB decryption: parallel, with the previous ciphertext block of each
+    // block assembled from registers (the data is decrypted in place, so it cannot be re-read).
+
+    /// CBC decryption of whole blocks in place; `iv` becomes the last ciphertext block.
+    pub(crate) fn cbc_decrypt(keys: &RoundKeys, iv: &mut [u8; 16], data: &mut [u8]) {
+        assert!(data.len().is_multiple_of(16), "whole blocks");
+        chained_decrypt::<true>(keys, iv, data);
+    }
+
+    /// CFB-128 decryption of whole blocks in place; `iv` becomes the last ciphertext block.
+    pub(crate) fn cfb_decrypt(keys: &RoundKeys, iv: &mut [u8; 16], data: &mut [u8]) {
+        assert!(data.len().is_multiple_of(16), "whole blocks");
+        chained_decrypt::<false>(keys, iv, data);
+    }
+
+    fn chained_decrypt<const CBC: bool>(keys: &RoundKeys, iv: &mut [u8; 16], data: &mut [u8]) {
+        if data.is_empty() {
+            return;
+        }
+        let last: [u8; 16] = data[data.len() - 16..].try_into().expect("16 bytes");
+        // SAFETY: as in `ecb_encrypt`.
+        by_rounds!(keys, NR => unsafe { chained::<NR, CBC>(keys, iv, data) });
+        *iv = last;
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,vaes,aes")]
+    fn chained<const NR: usize, const CBC: bool>(keys: &RoundKeys, iv: &[u8; 16], data: &mut [u8]) {
+        let rk = broadcast(if CBC { &keys.dec } else { &keys.enc });
+        // `carry` holds the ciphertext block before the current register in its lane 3.
+        let mut carry = _mm512_broadcast_i32x4(load128(iv));
+        let mut at = 0;
+        while at + WIDE * 16 <= data.len() {
+            let mut c = [_mm512_setzero_si512(); 8];
+            for (i, v) in c.iter_mut().enumerate() {
+                *v = load512(data, at + 64 * i);
+            }
+            let mut prev = [_mm512_setzero_si512(); 8];
+            prev[0] = _mm512_alignr_epi64::<6>(c[0], carry);
+            for i in 1..8 {
+                prev[i] = _mm512_alignr_epi64::<6>(c[i], c[i - 1]);
+            }
+            carry = c[7];
+            if CBC {
+                decrypt_regs::<NR, 8>(&rk, &mut c);
+                for i in 0..8 {
+                    store512(data, at + 64 * i, _mm512_xor_si512(c[i], prev[i]));
+                }
+            } else {
+                let cipher = c;
+                encrypt_regs::<NR, 8>(&rk, &mut prev);
+                for i in 0..8 {
+                    store512(data, at + 64 * i, _mm512_xor_si512(cipher[i], prev[i]));
+                }
+            }
+            at += WIDE * 16;
+        }
+        while at < data.len() {
+            let full = at + 64 <= data.len();
+            let c = if full {
+                load512(data, at)
+            } else {
+                load_partial(data, at)
+            };
+            let mut p = [_mm512_alignr_epi64::<6>(c, carry)];
+            carry = c;
+            let out = if CBC {
+                let mut d = [c];
+                decrypt_regs::<NR, 1>(&rk, &mut d);
+                _mm512_xor_si512(d[0], p[0])
+            } else {
+                encrypt_regs::<NR, 1>(&rk, &mut p);
+                _mm512_xor_si512(c, p[0])
+            };
+            if full {
+                store512(data, at, out);
+            } else {
+                store_partial(data, at, out);
+            }
+            at += 64;
+        }
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Sequential modes, one block at a time (the chain allows nothing else): CFB encryption
+    // and OFB, and single blocks.
+
+    /// Encrypts one block in place.
+    pub(crate) fn encrypt_block(keys: &RoundKeys, block: &mut [u8; 16]) {
+        // SAFETY: as in `ecb_encrypt`.
+        by_rounds!(keys, NR => unsafe { encrypt_one::<NR>(keys, block) })
+    }
+
+    #[target_feature(enable = "aes,sse4.1")]
+    fn encrypt_one<const NR: usize>(keys: &RoundKeys, block: &mut [u8; 16]) {
+        let mut x = _mm_xor_si128(load128(block), load128(&keys.enc[0]));
+        for k in &keys.enc[1..NR] {
+            x = _mm_aesenc_si128(x, load128(k));
+        }
+        x = _mm_aesenclast_si128(x, load128(&keys.enc[NR]));
+        store128(block, x);
+    }
+
+    /// CFB-128 encryption of whole blocks in place; `iv` becomes the last ciphertext block.
+    pub(crate) fn cfb_encrypt(keys: &RoundKeys, iv: &mut [u8; 16], data: &mut [u8]) {
+        assert!(data.len().is_multiple_of(16), "whole blocks");
+        // SAFETY: as in `ecb_encrypt`.
+        by_rounds!(keys, NR => unsafe { sequential::<NR, CFB>(keys, iv, data) })
+    }
+
+    /// OFB over whole blocks in place; `iv` becomes the last keystream block.
+    pub(crate) fn ofb_apply(keys: &RoundKeys, iv: &mut [u8; 16], data: &mut [u8]) {
+        assert!(data.len().is_multiple_of(16), "whole blocks");
+        // SAFETY: as in `ecb_encrypt`.
+        by_rounds!(keys, NR => unsafe { sequential::<NR, OFB>(keys, iv, data) })
+    }
+
+    /// CBC encryption of one chain of whole blocks in place; `iv` becomes the last ciphertext
+    /// block.
+    pub(crate) fn cbc_encrypt(keys: &RoundKeys, iv: &mut [u8; 16], data: &mut [u8]) {
+        assert!(data.len().is_multiple_of(16), "whole blocks");
+        // SAFETY: as in `ecb_encrypt`.
+        by_rounds!(keys, NR => unsafe { sequential::<NR, CBC>(keys, iv, data) })
+    }
+
+    const CFB: u8 = 0;
+    const OFB: u8 = 1;
+    const CBC: u8 = 2;
+
+    #[target_feature(enable = "aes,sse4.1")]
+    fn sequential<const NR: usize, const MODE: u8>(
+        keys: &RoundKeys,
+        iv: &mut [u8; 16],
+        data: &mut [u8],
+    ) {
+        let mut rk = [_mm_setzero_si128(); 15];
+        for (r, k) in rk.iter_mut().zip(&keys.enc) {
+            *r = load128(k);
+        }
+        let mut reg = load128(iv);
+        for block in data.as_chunks_mut::<16>().0 {
+            let input = if MODE == CBC {
+                _mm_xor_si128(reg, load128(block))
+            } else {
+                reg
+            };
+            let mut x = _mm_xor_si128(input, rk[0]);
+            for k in &rk[1..NR] {
+                x = _mm_aesenc_si128(x, *k);
+            }
+            x = _mm_aesenclast_si128(x, rk[NR]);
+            reg = match MODE {
+                CBC => x,
+                CFB => _mm_xor_si128(x, load128(block)),
+                _ => {
+                    store128(block, _mm_xor_si128(x, load128(block)));
+                    x
+                }
+            };
+            if MODE != OFB {
+                store128(block, reg);
+            }
+        }
+        store128(iv, reg);
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // CBC encryption across pages.
+
+    /// CBC-encrypts up to [`MAX_LANES`] independent pages in place, side by side. Each lane is
+    /// `(iv, data)` with `data` whole blocks; lanes may differ in length. Each `iv` becomes
+    /// the lane's last ciphertext block.
+    pub(crate) fn cbc_encrypt_lanes(keys: &RoundKeys, lanes: &mut [([u8; 16], &mut [u8])]) {
+        assert!(lanes.len() <= MAX_LANES);
+        assert!(lanes.iter().all(|(_, d)| d.len().is_multiple_of(16)));
+        // Phases: all running lanes are at the same block; each phase runs them together until
+        // the shortest one ends, then drops the lanes that ended.
+        let mut pos = 0usize;
+        loop {
+            let running: Vec<usize> = (0..lanes.len())
+                .filter(|&j| lanes[j].1.len() / 16 > pos)
+                .collect();
+            let Some(steps) = running.iter().map(|&j| lanes[j].1.len() / 16 - pos).min() else {
+                break;
+            };
+            let mut chains = [[0u8; 16]; MAX_LANES];
+            let mut slices: Vec<&mut [u8]> = Vec::with_capacity(running.len());
+            {
+                let mut taken: Vec<Option<&mut ([u8; 16], &mut [u8])>> =
+                    lanes.iter_mut().map(Some).collect();
+                for (s, &j) in running.iter().enumerate() {
+                    let lane = taken[j].take().expect("each lane once");
+                    chains[s] = lane.0;
+                    slices.push(&mut lane.1[pos * 16..(pos + steps) * 16]);
+                }
+                // SAFETY: as in `ecb_encrypt`.
+                by_rounds!(keys, NR => unsafe {
+                    match running.len().div_ceil(4) {
+                        1 => cbc_phase::<NR, 1>(keys, &mut chains, &mut slices, steps),
+                        2 => cbc_phase::<NR, 2>(keys, &mut chains, &mut slices, steps),
+                        3 => cbc_phase::<NR, 3>(keys, &mut chains, &mut slices, steps),
+                        _ => cbc_phase::<NR, 4>(keys, &mut chains, &mut slices, steps),
+                    }
+                });
+            }
+            for (s, &j) in running.iter().enumerate() {
+                lanes[j].0 = chains[s];
+            }
+            chains.zeroize();
+            pos += steps;
+        }
+    }
+
+    /// `steps` blocks of CBC on each of `slices` (each exactly `steps` blocks long, at most
+    /// `4 * Z` of them), chaining values in `chains` (updated).
+    #[target_feature(enable = "avx512f,avx512bw,vaes,aes")]
+    fn cbc_phase<const NR: usize, const Z: usize>(
+        keys: &RoundKeys,
+        chains: &mut [[u8; 16]; MAX_LANES],
+        slices: &mut [&mut [u8]],
+        steps: usize,
+    ) {
+        assert!(slices.len() <= 4 * Z && slices.iter().all(|s| s.len() == steps * 16));
+        let rk = broadcast(&keys.enc);
+        // Lanes beyond `slices.len()` read and write a scratch block (stride 0).
+        let mut scratch = [0u8; 16];
+        let mut ptr = [scratch.as_mut_ptr(); 16];
+        let mut stride = [0usize; 16];
+        for (s, slice) in slices.iter_mut().enumerate() {
+            ptr[s] = slice.as_mut_ptr();
+            stride[s] = 16;
+        }
+        let mut chain = [_mm512_setzero_si512(); Z];
+        for (z, c) in chain.iter_mut().enumerate() {
+            *c = gather(&chains[4 * z..4 * z + 4]);
+        }
+        for i in 0..steps {
+            let mut x = [_mm512_setzero_si512(); Z];
+            for (z, v) in x.iter_mut().enumerate() {
+                // SAFETY: lane `s` points at `steps` blocks (stride 16) or at the 16-byte
+                // scratch block (stride 0); block `i < steps` is inside it.
+                let p = |s: usize| unsafe { ptr[s].add(i * stride[s]) };
+                let v0 = unsafe { _mm_loadu_si128(p(4 * z).cast()) };
+                let v1 = unsafe { _mm_loadu_si128(p(4 * z + 1).cast()) };
+                let v2 = unsafe { _mm_loadu_si128(p(4 * z + 2).cast()) };
+                let v3 = unsafe { _mm_loadu_si128(p(4 * z + 3).cast()) };
+                let lo = _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(v0), v1);
+                let hi = _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(v2), v3);
+                let all = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi);
+                *v = _mm512_xor_si512(all, chain[z]);
+            }
+            encrypt_regs::<NR, Z>(&rk, &mut x);
+            for (z, v) in x.iter().enumerate() {
+                chain[z] = *v;
+                // SAFETY: as for the loads.
+                let p = |s: usize| unsafe { ptr[s].add(i * stride[s]) };
+                unsafe {
+                    _mm_storeu_si128(p(4 * z).cast(), _mm512_castsi512_si128(*v));
+                    _mm_storeu_si128(p(4 * z + 1).cast(), _mm512_extracti32x4_epi32::<1>(*v));
+                    _mm_storeu_si128(p(4 * z + 2).cast(), _mm512_extracti32x4_epi32::<2>(*v));
+                    _mm_storeu_si128(p(4 * z + 3).cast(), _mm512_extracti32x4_epi32::<3>(*v));
+                }
+            }
+        }
+        for (z, c) in chain.iter().enumerate() {
+            scatter(*c, &mut chains[4 * z..4 * z + 4]);
+        }
+        scratch.zeroize();
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,vaes,aes")]
+    fn gather(blocks: &[[u8; 16]]) -> __m512i {
+        let v: [__m128i; 4] = std::array::from_fn(|k| load128(&blocks[k]));
+        let lo = _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(v[0]), v[1]);
+        let hi = _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(v[2]), v[3]);
+        _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,vaes,aes")]
+    fn scatter(x: __m512i, blocks: &mut [[u8; 16]]) {
+        store128(&mut blocks[0], _mm512_castsi512_si128(x));
+        store128(&mut blocks[1], _mm512_extracti32x4_epi32::<1>(x));
+        store128(&mut blocks[2], _mm512_extracti32x4_epi32::<2>(x));
+        store128(&mut blocks[3], _mm512_extracti32x4_epi32::<3>(x));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    /// FIPS-197 Appendix A: key expansion examples for AES-128, AES-192 and AES-256 (first and
+    /// last round keys, and the first expanded words).
+    #[test]
+    fn key_expansion_matches_fips_197_appendix_a() {
+        if !supported() {
+            eprintln!("skipped: no VAES/AVX-512 on this CPU");
+            return;
+        }
+        let cases = [
+            (
+                "2b7e151628aed2a6abf7158809cf4f3c",
+                1,
+                "a0fafe1788542cb123a339392a6c7605",
+                "d014f9a8c9ee2589e13f0cc8b6630ca6",
+            ),
+            (
+                "8e73b0f7da0e6452c810f32b809079e562f8ead2522c6b7b",
+                1,
+                "62f8ead2522c6b7bfe0c91f72402f5a5",
+                "e98ba06f448c773c8ecc720401002202",
+            ),
+            (
+                "603deb1015ca71be2b73aef0857d77811f352c073b6108d72d9810a30914dff4",
+                2,
+                "9ba354118e6925afa51a8b5f2067fcde",
+                "fe4890d1e6188d0b046df344706c631e",
+            ),
+        ];
+        for (key, r, round_r, last) in cases {
+            let keys = RoundKeys::new(&hex(key)).unwrap();
+            let rk = keys.encryption_keys();
+            assert_eq!(rk.len(), hex(key).len() / 4 + 7);
+            assert_eq!(rk[0].to_vec(), hex(key)[..16].to_vec(), "{key}");
+            assert_eq!(rk[r].to_vec(), hex(round_r), "{key} round {r}");
+            assert_eq!(rk[rk.len() - 1].to_vec(), hex(last), "{key} last round");
+        }
+    }
+
+    #[test]
+    fn wrong_key_lengths_are_refused() {
+        for len in [0, 8, 15, 17, 31, 33] {
+            assert!(RoundKeys::new(&vec![0u8; len]).is_none());
+        }
+    }
+}
