@@ -65,6 +65,11 @@ use flate2::{
 };
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// Pages a batch encrypts side by side in the CBC tier (per thread): the VAES kernel keeps
+/// four per register and up to 16 in flight.
+const BATCH_LANES: usize = 16;
 
 /// Magic number at the start of every record.
 pub const MAGIC: [u8; 4] = *b"IPSL";
@@ -529,6 +534,8 @@ impl Header {
 /// Per-thread codec state reused across pages (compression contexts are not free to make).
 #[derive(Default)]
 pub struct Workspace {
+    /// The decrypted body of a compressed record, reused across records.
+    body: Vec<u8>,
     deflate: Option<(u8, Compress)>,
     inflate: Option<Decompress>,
     zstd_c: Option<(i8, zstd::bulk::Compressor<'static>)>,
@@ -632,14 +639,25 @@ impl Workspace {
     }
 
     /// Decompresses `body` (codec `code`) into exactly `page_len` bytes.
-    fn decompress(&mut self, code: u8, body: &[u8], page_len: usize) -> Result<Vec<u8>> {
+    /// `page` is a buffer to reuse; only bytes beyond its old length are zero-filled first.
+    fn decompress(
+        &mut self,
+        code: u8,
+        body: &[u8],
+        page_len: usize,
+        page: &mut Vec<u8>,
+    ) -> Result<()> {
         let fail = |format: &'static str, detail: String| Error::Corrupt { format, detail };
-        let mut page = vec![0u8; page_len];
+        if page.len() > page_len {
+            page.truncate(page_len);
+        } else {
+            page.resize(page_len, 0);
+        }
         let n = match code {
             1 => {
                 let d = self.inflate.get_or_insert_with(|| Decompress::new(false));
                 d.reset(false);
-                match d.decompress(body, &mut page, FlushDecompress::Finish) {
+                match d.decompress(body, page, FlushDecompress::Finish) {
                     Ok(Status::StreamEnd) if d.total_in() as usize == body.len() => {
                         d.total_out() as usize
                     }
@@ -658,7 +676,7 @@ impl Workspace {
                     Err(e) => return Err(fail("deflate", e.to_string())),
                 }
             }
-            2 => lz4_flex::block::decompress_into(body, &mut page)
+            2 => lz4_flex::block::decompress_into(body, page)
                 .map_err(|e| fail("lz4", e.to_string()))?,
             3 => {
                 let d = match &mut self.zstd_d {
@@ -671,7 +689,8 @@ impl Workspace {
                     })?),
                 };
                 page.clear();
-                d.decompress_to_buffer(body, &mut page)
+                page.reserve(page_len);
+                d.decompress_to_buffer(body, page)
                     .map_err(|e| fail("zstd", e.to_string()))?
             }
             4 => {
@@ -684,7 +703,7 @@ impl Workspace {
                     ));
                 }
                 let d = self.snap_d.get_or_insert_with(snap::raw::Decoder::new);
-                d.decompress(body, &mut page)
+                d.decompress(body, page)
                     .map_err(|e| fail("snappy", e.to_string()))?
             }
             _ => unreachable!("codes checked by Header::parse"),
@@ -696,7 +715,7 @@ impl Workspace {
             ));
         }
         page.truncate(n);
-        Ok(page)
+        Ok(())
     }
 }
 
@@ -807,15 +826,31 @@ impl Sealer {
 
     /// Seals one page into a record.
     pub fn seal(&mut self, page: &[u8]) -> Result<Vec<u8>> {
-        let nonce = self.next_nonce()?;
-        let mut ws = std::mem::take(&mut self.workspace);
-        let result = self.seal_with(page, nonce, &mut ws);
-        self.workspace = ws;
-        result
+        let mut record = Vec::new();
+        self.seal_into(page, &mut record)?;
+        Ok(record)
     }
 
-    fn seal_with(&self, page: &[u8], nonce: Nonce, ws: &mut Workspace) -> Result<Vec<u8>> {
-        let mut rec = self.prepare(page, nonce, ws)?;
+    /// Seals one page into `record`, replacing its contents and reusing its memory: the way to
+    /// seal a stream of pages without a fresh allocation (and its first-touch page faults) per
+    /// page. The bytes are the same as [`Sealer::seal`]'s.
+    pub fn seal_into(&mut self, page: &[u8], record: &mut Vec<u8>) -> Result<()> {
+        let nonce = self.next_nonce()?;
+        let mut ws = std::mem::take(&mut self.workspace);
+        let result = self.seal_with(page, nonce, &mut ws, std::mem::take(record));
+        self.workspace = ws;
+        *record = result?;
+        Ok(())
+    }
+
+    fn seal_with(
+        &self,
+        page: &[u8],
+        nonce: Nonce,
+        ws: &mut Workspace,
+        buf: Vec<u8>,
+    ) -> Result<Vec<u8>> {
+        let mut rec = self.prepare(page, nonce, ws, buf)?;
         if self.config.cipher == Cipher::Cbc {
             let aes = self.aes.as_ref().expect("cbc has a key");
             let iv = rec.iv;
@@ -826,7 +861,14 @@ impl Sealer {
 
     /// Compresses, pads and (except CBC, which the caller does, possibly for several pages at
     /// once) encrypts one page into a record buffer whose header is filled in by `complete`.
-    fn prepare(&self, page: &[u8], nonce: Nonce, ws: &mut Workspace) -> Result<Prepared> {
+    /// `buf` is a buffer to reuse (its contents are overwritten).
+    fn prepare(
+        &self,
+        page: &[u8],
+        nonce: Nonce,
+        ws: &mut Workspace,
+        mut buf: Vec<u8>,
+    ) -> Result<Prepared> {
         let cipher = self.config.cipher;
         let extra = if cipher.padded() || cipher == Cipher::Gcm {
             16
@@ -834,11 +876,17 @@ impl Sealer {
             0
         };
         let bound = Workspace::bound(self.config.compression, page.len());
-        let mut buf = Vec::with_capacity(HEADER_LEN + bound.max(page.len()) + extra);
-        buf.resize(HEADER_LEN, 0);
+        let room = HEADER_LEN + bound.max(page.len()) + extra;
+        buf.reserve(room.saturating_sub(buf.len()));
         let mut stored = true;
         if self.config.compression != Compression::None {
-            buf.resize(HEADER_LEN + bound, 0);
+            // Only bytes beyond the buffer's old length are zero-filled: the codec overwrites
+            // what it uses and the rest is cut off.
+            if buf.len() > HEADER_LEN + bound {
+                buf.truncate(HEADER_LEN + bound);
+            } else {
+                buf.resize(HEADER_LEN + bound, 0);
+            }
             match ws.compress(self.config.compression, page, &mut buf[HEADER_LEN..])? {
                 Some(n) => {
                     buf.truncate(HEADER_LEN + n);
@@ -848,6 +896,8 @@ impl Sealer {
             }
         }
         if stored {
+            buf.truncate(HEADER_LEN);
+            buf.resize(HEADER_LEN, 0);
             buf.extend_from_slice(page);
         }
         let page_crc = if cipher == Cipher::Gcm {
@@ -942,24 +992,54 @@ impl Sealer {
 
     /// Seals `pages` on `threads` threads. Nonces are assigned in page order first, so the
     /// records are byte-identical to sealing the pages one by one with [`Sealer::seal`], for
-    /// any thread count. CBC encryption interleaves up to 8 pages per thread
+    /// any thread count. CBC encryption interleaves up to 16 pages per thread
     /// ([`kernel::cbc_encrypt_lanes`]).
     pub fn seal_batch(&mut self, pages: &[&[u8]], threads: usize) -> Result<Vec<Vec<u8>>> {
+        let mut records = Vec::new();
+        self.seal_batch_into(pages, &mut records, threads)?;
+        Ok(records)
+    }
+
+    /// As [`Sealer::seal_batch`], writing record `i` into `records[i]` (`records` is resized to
+    /// the number of pages) and reusing the memory of the buffers already there, so that a
+    /// caller sealing batch after batch allocates (and first-touches) no new memory. The bytes
+    /// are the same as [`Sealer::seal_batch`]'s. On error the contents of `records` are
+    /// unspecified.
+    pub fn seal_batch_into(
+        &mut self,
+        pages: &[&[u8]],
+        records: &mut Vec<Vec<u8>>,
+        threads: usize,
+    ) -> Result<()> {
         let nonces: Vec<Nonce> = (0..pages.len())
             .map(|_| self.next_nonce())
             .collect::<Result<_>>()?;
         let group = if self.config.cipher == Cipher::Cbc {
-            kernel::LANES
+            BATCH_LANES
         } else {
             1
         };
         let groups = pages.len().div_ceil(group);
+        records.resize_with(pages.len(), Vec::new);
+        // Hand each group its buffers.
+        let mut spare = records.drain(..);
+        let buffers: Vec<Mutex<Vec<Vec<u8>>>> = (0..groups)
+            .map(|g| {
+                let n = group.min(pages.len() - g * group);
+                Mutex::new(spare.by_ref().take(n).collect())
+            })
+            .collect();
+        drop(spare);
         let this = &*self;
         let outputs = for_each_group(groups, threads, |g, ws| {
             let range = g * group..((g + 1) * group).min(pages.len());
-            this.seal_group(&pages[range.clone()], &nonces[range], ws)
+            let bufs = std::mem::take(&mut *buffers[g].lock().unwrap_or_else(|e| e.into_inner()));
+            this.seal_group(&pages[range.clone()], &nonces[range], ws, bufs)
         });
-        outputs.into_iter().flatten().collect()
+        for record in outputs.into_iter().flatten() {
+            records.push(record?);
+        }
+        Ok(())
     }
 
     fn seal_group(
@@ -967,18 +1047,21 @@ impl Sealer {
         pages: &[&[u8]],
         nonces: &[Nonce],
         ws: &mut Workspace,
+        bufs: Vec<Vec<u8>>,
     ) -> Vec<Result<Vec<u8>>> {
         if self.config.cipher != Cipher::Cbc || pages.len() == 1 {
             return pages
                 .iter()
                 .zip(nonces)
-                .map(|(p, n)| self.seal_with(p, *n, ws))
+                .zip(bufs)
+                .map(|((p, n), buf)| self.seal_with(p, *n, ws, buf))
                 .collect();
         }
         let prepared: Vec<Result<Prepared>> = pages
             .iter()
             .zip(nonces)
-            .map(|(p, n)| self.prepare(p, *n, ws))
+            .zip(bufs)
+            .map(|((p, n), buf)| self.prepare(p, *n, ws, buf))
             .collect();
         let mut ok: Vec<Prepared> = Vec::with_capacity(pages.len());
         let mut slots: Vec<std::result::Result<usize, Error>> = Vec::with_capacity(pages.len());
@@ -1069,6 +1152,27 @@ impl Unsealer {
 
     /// Opens the record at the start of `bytes`; returns the page and the record's length.
     pub fn unseal_prefix(&self, bytes: &[u8], ws: &mut Workspace) -> Result<(Vec<u8>, usize)> {
+        let mut page = Vec::new();
+        let used = self.unseal_prefix_into(bytes, ws, &mut page)?;
+        Ok((page, used))
+    }
+
+    /// As [`Unsealer::unseal_prefix`], writing the page into `page` (replacing its contents and
+    /// reusing its memory); returns the record's length. On error `page` is left empty.
+    pub fn unseal_prefix_into(
+        &self,
+        bytes: &[u8],
+        ws: &mut Workspace,
+        page: &mut Vec<u8>,
+    ) -> Result<usize> {
+        let result = self.open_into(bytes, ws, page);
+        if result.is_err() {
+            page.clear();
+        }
+        result
+    }
+
+    fn open_into(&self, bytes: &[u8], ws: &mut Workspace, page: &mut Vec<u8>) -> Result<usize> {
         let h = Header::parse(bytes, self.max_page)?;
         let total = h.record_len();
         if (bytes.len() as u64) < total {
@@ -1112,8 +1216,14 @@ impl Unsealer {
             key_id: h.key_id,
             detail,
         };
-        // Decrypt into a copy of the payload.
-        let mut body = Vec::with_capacity(payload.len());
+        // Decrypt a copy of the payload: in the page buffer when the body is the page, else in
+        // the workspace's body buffer.
+        let mut body = if h.stored() {
+            std::mem::take(page)
+        } else {
+            std::mem::take(&mut ws.body)
+        };
+        body.clear();
         body.extend_from_slice(payload);
         match (h.cipher, keys) {
             (Cipher::None, _) => {}
@@ -1146,7 +1256,7 @@ impl Unsealer {
                 }
             }
         }
-        let page = if h.stored() {
+        if h.stored() {
             if body.len() as u64 != h.page_len {
                 return Err(wrong_key(format!(
                     "stored body is {} bytes, the header says {}",
@@ -1154,10 +1264,12 @@ impl Unsealer {
                     h.page_len
                 )));
             }
-            body
+            *page = body;
         } else {
-            match ws.decompress(h.compression, &body, h.page_len as usize) {
-                Ok(page) => page,
+            let result = ws.decompress(h.compression, &body, h.page_len as usize, page);
+            ws.body = body;
+            match result {
+                Ok(()) => {}
                 Err(e) if h.cipher == Cipher::None => return Err(e),
                 Err(e) => {
                     return Err(wrong_key(format!(
@@ -1165,9 +1277,9 @@ impl Unsealer {
                     )))
                 }
             }
-        };
+        }
         if h.cipher != Cipher::Gcm {
-            let computed = crc32c::crc32c(&page);
+            let computed = crc32c::crc32c(page);
             if computed != h.page_crc {
                 if h.cipher == Cipher::None {
                     return Err(Error::corrupt(
@@ -1184,22 +1296,54 @@ impl Unsealer {
                 )));
             }
         }
-        Ok((page, total))
+        Ok(total)
     }
 
     /// Opens many records on `threads` threads; the result for record `i` is at index `i`.
     pub fn unseal_batch(&self, records: &[&[u8]], threads: usize) -> Vec<Result<Vec<u8>>> {
-        let one = |r: &[u8], ws: &mut Workspace| -> Result<Vec<u8>> {
-            let (page, used) = self.unseal_prefix(r, ws)?;
+        let mut pages = Vec::new();
+        let results = self.unseal_batch_into(records, &mut pages, threads);
+        results
+            .into_iter()
+            .zip(pages)
+            .map(|(r, page)| r.map(|()| page))
+            .collect()
+    }
+
+    /// As [`Unsealer::unseal_batch`], writing page `i` into `pages[i]` (`pages` is resized to
+    /// the number of records) and reusing the memory of the buffers already there. Result `i`
+    /// says whether record `i` opened; where it did not, `pages[i]` is empty.
+    pub fn unseal_batch_into(
+        &self,
+        records: &[&[u8]],
+        pages: &mut Vec<Vec<u8>>,
+        threads: usize,
+    ) -> Vec<Result<()>> {
+        pages.resize_with(records.len(), Vec::new);
+        let buffers: Vec<Mutex<Vec<u8>>> = pages.drain(..).map(Mutex::new).collect();
+        let one = |r: &[u8], ws: &mut Workspace, page: &mut Vec<u8>| -> Result<()> {
+            let used = self.unseal_prefix_into(r, ws, page)?;
             if used != r.len() {
+                page.clear();
                 return Err(Error::TrailingData {
                     format: "seal record",
                     bytes: (r.len() - used) as u64,
                 });
             }
-            Ok(page)
+            Ok(())
         };
-        for_each_group(records.len(), threads, |i, ws| one(records[i], ws))
+        let outputs = for_each_group(records.len(), threads, |i, ws| {
+            let mut page =
+                std::mem::take(&mut *buffers[i].lock().unwrap_or_else(|e| e.into_inner()));
+            let result = one(records[i], ws, &mut page);
+            (result, page)
+        });
+        let mut results = Vec::with_capacity(records.len());
+        for (result, page) in outputs {
+            results.push(result);
+            pages.push(page);
+        }
+        results
     }
 }
 
