@@ -247,6 +247,96 @@ impl fmt::Debug for AnyAes {
     }
 }
 
+/// AES-256-GCM with 96-bit nonces and 16-byte tags (NIST SP 800-38D), in place with a
+/// detached tag: the hand-written VAES/VPCLMULQDQ kernel where the CPU has it, else the
+/// `aes-gcm` crate (the reference the kernel is tested against). Keys are wiped on drop.
+#[derive(Clone)]
+pub struct Gcm {
+    lib: Box<aes_gcm::Aes256Gcm>,
+    fast: Option<Box<crate::vaes::GcmKeys>>,
+}
+
+impl Gcm {
+    /// A GCM key from a 32-byte [`Key`].
+    pub fn new(key: &Key) -> Result<Gcm> {
+        let mut gcm = Gcm::library(key)?;
+        gcm.fast = crate::vaes::RoundKeys::new(key.expose_secret())
+            .map(|k| Box::new(crate::vaes::GcmKeys::new(k)));
+        Ok(gcm)
+    }
+
+    /// As [`Gcm::new`] with the `aes-gcm` crate only.
+    pub fn library(key: &Key) -> Result<Gcm> {
+        use aes_gcm::KeyInit as _;
+        if key.len() != 32 {
+            return Err(Error::parameter(
+                "gcm key length",
+                format!("{} bytes", key.len()),
+                "32 bytes (AES-256-GCM)",
+            ));
+        }
+        let lib = aes_gcm::Aes256Gcm::new_from_slice(key.expose_secret()).map_err(|e| {
+            Error::Internal {
+                what: "aes-gcm key",
+                detail: e.to_string(),
+            }
+        })?;
+        Ok(Gcm {
+            lib: Box::new(lib),
+            fast: None,
+        })
+    }
+
+    /// Whether the hand-written kernel does the work.
+    pub fn accelerated(&self) -> bool {
+        self.fast.is_some()
+    }
+
+    /// Encrypts `data` in place and returns the tag over `aad` and the ciphertext. At most
+    /// 2^36 - 32 bytes (the GCM limit).
+    pub fn encrypt(&self, nonce: &[u8; 12], aad: &[u8], data: &mut [u8]) -> Result<[u8; 16]> {
+        if data.len() as u64 > crate::vaes::GCM_MAX {
+            return Err(Error::parameter(
+                "gcm message length",
+                data.len(),
+                "at most 2^36 - 32 bytes",
+            ));
+        }
+        if let Some(k) = &self.fast {
+            return Ok(crate::vaes::gcm_encrypt(k, nonce, aad, data));
+        }
+        use aes_gcm::aead::AeadInOut as _;
+        let tag = self
+            .lib
+            .encrypt_inout_detached(&(*nonce).into(), aad, data.into())
+            .map_err(|_| Error::Internal {
+                what: "aes-gcm",
+                detail: "encryption failed".into(),
+            })?;
+        Ok(tag.into())
+    }
+
+    /// Checks `tag` over `aad` and the ciphertext `data` and decrypts `data` in place. Returns
+    /// `false` (authentication failed) when the tag does not match; `data` must then be
+    /// discarded.
+    #[must_use]
+    pub fn decrypt(&self, nonce: &[u8; 12], aad: &[u8], data: &mut [u8], tag: &[u8; 16]) -> bool {
+        if let Some(k) = &self.fast {
+            return crate::vaes::gcm_decrypt(k, nonce, aad, data, tag);
+        }
+        use aes_gcm::aead::AeadInOut as _;
+        self.lib
+            .decrypt_inout_detached(&(*nonce).into(), aad, data.into(), &(*tag).into())
+            .is_ok()
+    }
+}
+
+impl fmt::Debug for Gcm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Gcm(AES-256, redacted)")
+    }
+}
+
 /// Views a byte slice whose length is a multiple of 16 as blocks.
 pub(crate) fn as_blocks(data: &mut [u8]) -> &mut [Block] {
     let (blocks, rest) = Block::slice_as_chunks_mut(data);

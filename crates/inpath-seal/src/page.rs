@@ -55,11 +55,10 @@
 //! A batch assigns nonces in page order before any thread starts, so its records are
 //! byte-identical to sealing the pages one by one, whatever the number of threads.
 
+use crate::aes::Gcm;
 use crate::aes::{self, AnyAes, Key, KeyRing};
 use crate::error::{Error, Result};
 use crate::kernel;
-use aes_gcm::aead::AeadInOut;
-use aes_gcm::{Aes256Gcm, KeyInit};
 use flate2::{
     Compress, Compression as FlateLevel, Decompress, FlushCompress, FlushDecompress, Status,
 };
@@ -728,7 +727,7 @@ pub struct Sealer {
     config: SealConfig,
     key_id: u32,
     aes: Option<AnyAes>,
-    gcm: Option<Box<Aes256Gcm>>,
+    gcm: Option<Gcm>,
     prefix: [u8; 8],
     counter: u64,
     workspace: Workspace,
@@ -782,13 +781,7 @@ impl Sealer {
                         needed: 32,
                     });
                 }
-                let gcm = Aes256Gcm::new_from_slice(key.expose_secret()).map_err(|e| {
-                    Error::Internal {
-                        what: "aes-gcm key",
-                        detail: e.to_string(),
-                    }
-                })?;
-                (id, None, Some(Box::new(gcm)))
+                (id, None, Some(Gcm::new(key)?))
             }
             (_, Some((id, key))) => (id, Some(AnyAes::new(key)), None),
         };
@@ -967,16 +960,7 @@ impl Sealer {
                 let aad = header.to_bytes();
                 let gcm = self.gcm.as_ref().expect("gcm key");
                 let nonce: [u8; 12] = iv[..12].try_into().expect("12 bytes");
-                let tag = gcm
-                    .encrypt_inout_detached(
-                        &nonce.into(),
-                        &aad[..48],
-                        (&mut buf[HEADER_LEN..]).into(),
-                    )
-                    .map_err(|_| Error::Internal {
-                        what: "aes-gcm",
-                        detail: "encryption failed".into(),
-                    })?;
+                let tag = gcm.encrypt(&nonce, &aad[..48], &mut buf[HEADER_LEN..])?;
                 buf.extend_from_slice(&tag);
             }
         }
@@ -1102,7 +1086,7 @@ struct Prepared {
 
 /// Opens records with keys from a [`KeyRing`].
 pub struct Unsealer {
-    keys: HashMap<u32, (AnyAes, Option<Box<Aes256Gcm>>)>,
+    keys: HashMap<u32, (AnyAes, Option<Gcm>)>,
     ring_ids: String,
     max_page: u64,
 }
@@ -1114,9 +1098,7 @@ impl Unsealer {
         let mut keys = HashMap::new();
         for id in ring.ids() {
             let key = ring.get(id).expect("id from the ring");
-            let gcm = (key.len() == 32).then(|| {
-                Box::new(Aes256Gcm::new_from_slice(key.expose_secret()).expect("32-byte key"))
-            });
+            let gcm = (key.len() == 32).then(|| Gcm::new(key).expect("32-byte key"));
             keys.insert(id, (AnyAes::new(key), gcm));
         }
         let ids: Vec<String> = ring.ids().map(|id| id.to_string()).collect();
@@ -1236,13 +1218,9 @@ impl Unsealer {
                 body.truncate(tag_at);
                 let aad = h.to_bytes();
                 let nonce: [u8; 12] = h.iv[..12].try_into().expect("12 bytes");
-                gcm.decrypt_inout_detached(
-                    &nonce.into(),
-                    &aad[..48],
-                    (&mut body[..]).into(),
-                    &tag.into(),
-                )
-                .map_err(|_| Error::AuthenticationFailed { key_id: h.key_id })?;
+                if !gcm.decrypt(&nonce, &aad[..48], &mut body, &tag) {
+                    return Err(Error::AuthenticationFailed { key_id: h.key_id });
+                }
             }
             _ => unreachable!("key lengths checked above"),
         }

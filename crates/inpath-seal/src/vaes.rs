@@ -60,6 +60,8 @@ fn detect() -> bool {
         && std::arch::is_x86_feature_detected!("avx512f")
         && std::arch::is_x86_feature_detected!("avx512bw")
         && std::arch::is_x86_feature_detected!("vaes")
+        && std::arch::is_x86_feature_detected!("pclmulqdq")
+        && std::arch::is_x86_feature_detected!("vpclmulqdq")
 }
 
 #[cfg(not(target_arch = "x86_64"))]
@@ -89,6 +91,49 @@ impl RoundKeys {
         &self.enc[..=self.rounds]
     }
 }
+
+/// AES-GCM keys for the kernels: the block cipher's round keys and the powers `H^1..H^16` of
+/// the hash key (byte-reflected, as the carry-less multiplication works on them). Wiped on drop.
+#[derive(Clone)]
+pub(crate) struct GcmKeys {
+    aes: RoundKeys,
+    h: [[u8; 16]; 16],
+}
+
+impl Drop for GcmKeys {
+    fn drop(&mut self) {
+        self.h.zeroize();
+    }
+}
+
+/// Largest GCM plaintext: 2^32 - 2 blocks (NIST SP 800-38D, 2^39 - 256 bits).
+pub(crate) const GCM_MAX: u64 = ((1u64 << 32) - 2) * 16;
+
+impl GcmKeys {
+    /// GCM keys over `aes` (any key size).
+    pub(crate) fn new(aes: RoundKeys) -> GcmKeys {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let mut keys = GcmKeys {
+                aes,
+                h: [[0u8; 16]; 16],
+            };
+            // SAFETY: a `RoundKeys` exists only when `supported()` found every feature.
+            unsafe { x86::gcm_powers(&mut keys) };
+            keys
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            GcmKeys {
+                aes,
+                h: [[0u8; 16]; 16],
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) use x86::{gcm_decrypt, gcm_encrypt};
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) use x86::{
@@ -134,11 +179,28 @@ mod portable_stubs {
     pub(crate) fn cbc_encrypt_lanes(_: &RoundKeys, _: &mut [([u8; 16], &mut [u8])]) {
         unreachable!("no RoundKeys on this architecture")
     }
+    pub(crate) fn gcm_encrypt(
+        _: &super::GcmKeys,
+        _: &[u8; 12],
+        _: &[u8],
+        _: &mut [u8],
+    ) -> [u8; 16] {
+        unreachable!("no RoundKeys on this architecture")
+    }
+    pub(crate) fn gcm_decrypt(
+        _: &super::GcmKeys,
+        _: &[u8; 12],
+        _: &[u8],
+        _: &mut [u8],
+        _: &[u8; 16],
+    ) -> bool {
+        unreachable!("no RoundKeys on this architecture")
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::RoundKeys;
+    use super::{GcmKeys, RoundKeys, GCM_MAX};
     use std::arch::x86_64::*;
     use zeroize::Zeroize;
 
@@ -743,6 +805,221 @@ mod x86 {
         store128(&mut blocks[1], _mm512_extracti32x4_epi32::<1>(x));
         store128(&mut blocks[2], _mm512_extracti32x4_epi32::<2>(x));
         store128(&mut blocks[3], _mm512_extracti32x4_epi32::<3>(x));
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // AES-GCM (NIST SP 800-38D) with 96-bit nonces: CTR from the kernel above, GHASH with
+    // carry-less multiplication on byte-reflected blocks (the method of Intel's white paper
+    // "Intel Carry-Less Multiplication Instruction and its Usage for Computing the GCM Mode",
+    // algorithm 5), sixteen blocks per reduction with the powers H^16..H^1.
+
+    #[inline]
+    #[target_feature(enable = "pclmulqdq,sse4.1")]
+    fn reflect(x: __m128i) -> __m128i {
+        _mm_shuffle_epi8(
+            x,
+            _mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        )
+    }
+
+    /// The 256-bit carry-less product `hi:lo` of `a` and `b`.
+    #[inline]
+    #[target_feature(enable = "pclmulqdq,sse4.1")]
+    fn clmul256(a: __m128i, b: __m128i) -> (__m128i, __m128i) {
+        let lo = _mm_clmulepi64_si128::<0x00>(a, b);
+        let hi = _mm_clmulepi64_si128::<0x11>(a, b);
+        let mid = _mm_xor_si128(
+            _mm_clmulepi64_si128::<0x10>(a, b),
+            _mm_clmulepi64_si128::<0x01>(a, b),
+        );
+        (
+            _mm_xor_si128(lo, _mm_slli_si128::<8>(mid)),
+            _mm_xor_si128(hi, _mm_srli_si128::<8>(mid)),
+        )
+    }
+
+    /// Shifts the reflected 256-bit product left by one bit and reduces it modulo the GCM
+    /// polynomial (linear, so sums of products may be reduced once).
+    #[inline]
+    #[target_feature(enable = "pclmulqdq,sse4.1")]
+    fn reduce(lo: __m128i, hi: __m128i) -> __m128i {
+        let mut t3 = lo;
+        let mut t6 = hi;
+        let mut t7 = _mm_srli_epi32::<31>(t3);
+        let mut t8 = _mm_srli_epi32::<31>(t6);
+        t3 = _mm_slli_epi32::<1>(t3);
+        t6 = _mm_slli_epi32::<1>(t6);
+        let t9 = _mm_srli_si128::<12>(t7);
+        t8 = _mm_slli_si128::<4>(t8);
+        t7 = _mm_slli_si128::<4>(t7);
+        t3 = _mm_or_si128(t3, t7);
+        t6 = _mm_or_si128(t6, t8);
+        t6 = _mm_or_si128(t6, t9);
+        t7 = _mm_slli_epi32::<31>(t3);
+        t8 = _mm_slli_epi32::<30>(t3);
+        let t9 = _mm_slli_epi32::<25>(t3);
+        t7 = _mm_xor_si128(_mm_xor_si128(t7, t8), t9);
+        t8 = _mm_srli_si128::<4>(t7);
+        t7 = _mm_slli_si128::<12>(t7);
+        t3 = _mm_xor_si128(t3, t7);
+        let t2 = _mm_srli_epi32::<1>(t3);
+        let t4 = _mm_srli_epi32::<2>(t3);
+        let t5 = _mm_srli_epi32::<7>(t3);
+        let t2 = _mm_xor_si128(_mm_xor_si128(t2, t4), _mm_xor_si128(t5, t8));
+        t3 = _mm_xor_si128(t3, t2);
+        _mm_xor_si128(t6, t3)
+    }
+
+    #[inline]
+    #[target_feature(enable = "pclmulqdq,sse4.1")]
+    fn gfmul(a: __m128i, b: __m128i) -> __m128i {
+        let (lo, hi) = clmul256(a, b);
+        reduce(lo, hi)
+    }
+
+    /// Fills `keys.h` with H^1..H^16, H = AES_K(0^128), byte-reflected.
+    ///
+    /// # Safety
+    /// The CPU must have the kernels' features (a `RoundKeys` exists).
+    #[target_feature(enable = "pclmulqdq,sse4.1,aes")]
+    pub(super) unsafe fn gcm_powers(keys: &mut GcmKeys) {
+        let mut zero = [0u8; 16];
+        super::x86::encrypt_block(&keys.aes, &mut zero);
+        let h = reflect(load128(&zero));
+        zero.zeroize();
+        let mut p = h;
+        for slot in keys.h.iter_mut() {
+            store128(slot, p);
+            p = gfmul(p, h);
+        }
+    }
+
+    /// Horizontal XOR of the four 128-bit lanes.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,vaes,vpclmulqdq,pclmulqdq,aes")]
+    fn fold4(x: __m512i) -> __m128i {
+        let y = _mm256_xor_si256(_mm512_castsi512_si256(x), _mm512_extracti64x4_epi64::<1>(x));
+        _mm_xor_si128(_mm256_castsi256_si128(y), _mm256_extracti128_si256::<1>(y))
+    }
+
+    /// GHASH state `y` (reflected) updated with `data` (zero-padded to whole blocks).
+    #[target_feature(enable = "avx512f,avx512bw,vaes,vpclmulqdq,pclmulqdq,aes")]
+    fn ghash(keys: &GcmKeys, mut y: __m128i, data: &[u8]) -> __m128i {
+        let swap = _mm512_broadcast_i32x4(_mm_set_epi8(
+            0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
+        ));
+        // Register k multiplies blocks 4k..4k+3 of 16 by H^(16-4k)..H^(13-4k).
+        let mut hp = [_mm512_setzero_si512(); 4];
+        for (k, v) in hp.iter_mut().enumerate() {
+            let lanes: [[u8; 16]; 4] = std::array::from_fn(|l| keys.h[15 - 4 * k - l]);
+            *v = gather(&lanes);
+        }
+        let h1 = load128(&keys.h[0]);
+        let mut at = 0;
+        while at + 256 <= data.len() {
+            let mut lo = _mm512_setzero_si512();
+            let mut hi = _mm512_setzero_si512();
+            let mut mid = _mm512_setzero_si512();
+            for (k, h) in hp.iter().enumerate() {
+                let mut x = _mm512_shuffle_epi8(load512(data, at + 64 * k), swap);
+                if k == 0 {
+                    x = _mm512_xor_si512(x, _mm512_zextsi128_si512(y));
+                }
+                lo = _mm512_xor_si512(lo, _mm512_clmulepi64_epi128::<0x00>(x, *h));
+                hi = _mm512_xor_si512(hi, _mm512_clmulepi64_epi128::<0x11>(x, *h));
+                mid = _mm512_xor_si512(mid, _mm512_clmulepi64_epi128::<0x10>(x, *h));
+                mid = _mm512_xor_si512(mid, _mm512_clmulepi64_epi128::<0x01>(x, *h));
+            }
+            let (l, h, m) = (fold4(lo), fold4(hi), fold4(mid));
+            y = reduce(
+                _mm_xor_si128(l, _mm_slli_si128::<8>(m)),
+                _mm_xor_si128(h, _mm_srli_si128::<8>(m)),
+            );
+            at += 256;
+        }
+        for block in data[at..].chunks(16) {
+            let mut padded = [0u8; 16];
+            padded[..block.len()].copy_from_slice(block);
+            y = gfmul(_mm_xor_si128(y, reflect(load128(&padded))), h1);
+            padded.zeroize();
+        }
+        y
+    }
+
+    /// The GCM tag over `aad` and the ciphertext `ct`.
+    fn gcm_tag(keys: &GcmKeys, nonce: &[u8; 12], aad: &[u8], ct: &[u8]) -> [u8; 16] {
+        let mut j0 = [0u8; 16];
+        j0[..12].copy_from_slice(nonce);
+        j0[15] = 1;
+        let mut lengths = [0u8; 16];
+        lengths[..8].copy_from_slice(&(aad.len() as u64 * 8).to_be_bytes());
+        lengths[8..].copy_from_slice(&(ct.len() as u64 * 8).to_be_bytes());
+        let mut s = [0u8; 16];
+        // SAFETY: a `GcmKeys` holds a `RoundKeys`, which exists only when `supported()` found
+        // every feature enabled.
+        unsafe { ghash_all(keys, aad, ct, &lengths, &mut s) };
+        super::x86::encrypt_block(&keys.aes, &mut j0);
+        for (t, e) in s.iter_mut().zip(j0) {
+            *t ^= e;
+        }
+        s
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,vaes,vpclmulqdq,pclmulqdq,aes")]
+    fn ghash_all(keys: &GcmKeys, aad: &[u8], ct: &[u8], lengths: &[u8; 16], out: &mut [u8; 16]) {
+        let mut y = _mm_setzero_si128();
+        y = ghash(keys, y, aad);
+        y = ghash(keys, y, ct);
+        y = ghash(keys, y, lengths);
+        store128(out, reflect(y));
+    }
+
+    /// The first counter block for the data: nonce || 2.
+    fn gcm_counter(nonce: &[u8; 12]) -> [u8; 16] {
+        let mut c = [0u8; 16];
+        c[..12].copy_from_slice(nonce);
+        c[15] = 2;
+        c
+    }
+
+    /// AES-GCM encryption in place; returns the tag. `data` is at most [`GCM_MAX`] bytes
+    /// (checked by the caller).
+    pub(crate) fn gcm_encrypt(
+        keys: &GcmKeys,
+        nonce: &[u8; 12],
+        aad: &[u8],
+        data: &mut [u8],
+    ) -> [u8; 16] {
+        assert!(data.len() as u64 <= GCM_MAX);
+        // The 32-bit counter starts at 2 and cannot wrap within GCM_MAX, so the 128-bit
+        // counter of `ctr_apply` gives the same blocks as GCM's inc32.
+        ctr_apply(&keys.aes, &gcm_counter(nonce), data);
+        gcm_tag(keys, nonce, aad, data)
+    }
+
+    /// AES-GCM decryption in place: checks the tag first and decrypts only when it matches
+    /// (returns `false` and leaves `data` as it was otherwise).
+    pub(crate) fn gcm_decrypt(
+        keys: &GcmKeys,
+        nonce: &[u8; 12],
+        aad: &[u8],
+        data: &mut [u8],
+        tag: &[u8; 16],
+    ) -> bool {
+        if data.len() as u64 > GCM_MAX {
+            return false;
+        }
+        let expected = gcm_tag(keys, nonce, aad, data);
+        // Constant time over the tag bytes.
+        let diff = expected
+            .iter()
+            .zip(tag)
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b));
+        if std::hint::black_box(diff) != 0 {
+            return false;
+        }
+        ctr_apply(&keys.aes, &gcm_counter(nonce), data);
+        true
     }
 }
 
