@@ -66,10 +66,6 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-/// Pages a batch encrypts side by side in the CBC tier (per thread): the VAES kernel keeps
-/// four per register and up to 16 in flight.
-const BATCH_LANES: usize = 16;
-
 /// Magic number at the start of every record.
 pub const MAGIC: [u8; 4] = *b"IPSL";
 /// Format version written by this build.
@@ -888,15 +884,33 @@ impl Sealer {
                 None => buf.truncate(HEADER_LEN),
             }
         }
-        if stored {
-            buf.truncate(HEADER_LEN);
-            buf.resize(HEADER_LEN, 0);
-            buf.extend_from_slice(page);
-        }
-        let page_crc = if cipher == Cipher::Gcm {
-            0
+        // A stored page in the none and CTR tiers is copied (and encrypted) in one pass that
+        // computes both CRCs; otherwise the page CRC is one pass and the payload CRC another
+        // (in `complete`).
+        let fused = stored && matches!(cipher, Cipher::None | Cipher::Ctr);
+        let mut payload_crc = None;
+        let page_crc = if fused {
+            // Reused memory is not zero-filled first; the copy overwrites it.
+            if buf.len() > HEADER_LEN + page.len() {
+                buf.truncate(HEADER_LEN + page.len());
+            } else {
+                buf.resize(HEADER_LEN + page.len(), 0);
+            }
+            let (page_crc, crc) =
+                fused_copy(self.aes.as_ref(), &nonce.0, page, &mut buf[HEADER_LEN..]);
+            payload_crc = Some(crc);
+            page_crc
         } else {
-            crc32c::crc32c(page)
+            if stored {
+                buf.truncate(HEADER_LEN);
+                buf.resize(HEADER_LEN, 0);
+                buf.extend_from_slice(page);
+            }
+            if cipher == Cipher::Gcm {
+                0
+            } else {
+                crc32c::crc32c(page)
+            }
         };
         let iv = match cipher {
             Cipher::None | Cipher::Ecb => [0u8; 16],
@@ -953,6 +967,7 @@ impl Sealer {
             Cipher::Ecb => {
                 aes::ecb_encrypt(self.aes.as_ref().expect("key"), &mut buf[HEADER_LEN..])
             }
+            Cipher::Ctr if fused => {}
             Cipher::Ctr => {
                 aes::ctr_apply(self.aes.as_ref().expect("key"), &iv, &mut buf[HEADER_LEN..])
             }
@@ -964,12 +979,19 @@ impl Sealer {
                 buf.extend_from_slice(&tag);
             }
         }
-        Ok(Prepared { buf, header, iv })
+        Ok(Prepared {
+            buf,
+            header,
+            iv,
+            payload_crc,
+        })
     }
 
     /// Fills in the payload CRC and the header.
     fn complete(&self, mut rec: Prepared) -> Vec<u8> {
-        rec.header.payload_crc = crc32c::crc32c(&rec.buf[HEADER_LEN..]);
+        rec.header.payload_crc = rec
+            .payload_crc
+            .unwrap_or_else(|| crc32c::crc32c(&rec.buf[HEADER_LEN..]));
         rec.buf[..HEADER_LEN].copy_from_slice(&rec.header.to_bytes());
         rec.buf
     }
@@ -999,7 +1021,7 @@ impl Sealer {
             .map(|_| self.next_nonce())
             .collect::<Result<_>>()?;
         let group = if self.config.cipher == Cipher::Cbc {
-            BATCH_LANES
+            kernel::LANES
         } else {
             1
         };
@@ -1082,6 +1104,33 @@ struct Prepared {
     buf: Vec<u8>,
     header: Header,
     iv: [u8; 16],
+    /// The payload CRC when it was computed on the way (else `complete` computes it).
+    payload_crc: Option<u32>,
+}
+
+/// Copies `src` to `dst` (same length), CTR-encrypting it with `aes` from counter block `iv`
+/// when a key is given, in chunks small enough to stay in the L1 cache between the steps;
+/// returns the CRC-32Cs of `src` and of `dst`. One pass over memory instead of four (CRC,
+/// copy, CTR, CRC).
+fn fused_copy(aes: Option<&AnyAes>, iv: &[u8; 16], src: &[u8], dst: &mut [u8]) -> (u32, u32) {
+    const CHUNK: usize = 16 << 10;
+    let mut counter = u128::from_be_bytes(*iv);
+    let (mut src_crc, mut dst_crc) = (0u32, 0u32);
+    for (s, d) in src.chunks(CHUNK).zip(dst.chunks_mut(CHUNK)) {
+        src_crc = crc32c::crc32c_append(src_crc, s);
+        match aes {
+            Some(aes) => {
+                kernel::ctr_apply_to(aes, &counter.to_be_bytes(), s, d);
+                dst_crc = crc32c::crc32c_append(dst_crc, d);
+            }
+            None => d.copy_from_slice(s),
+        }
+        counter = counter.wrapping_add((CHUNK / 16) as u128);
+    }
+    if aes.is_none() {
+        dst_crc = src_crc;
+    }
+    (src_crc, dst_crc)
 }
 
 /// Opens records with keys from a [`KeyRing`].
@@ -1187,77 +1236,96 @@ impl Unsealer {
             }
             Some((aes, gcm))
         };
-        let computed = crc32c::crc32c(payload);
-        if computed != h.payload_crc {
-            return Err(Error::PayloadChecksum {
-                stored: h.payload_crc,
-                computed,
-            });
-        }
         let wrong_key = |detail: String| Error::WrongKey {
             key_id: h.key_id,
             detail,
         };
-        // Decrypt a copy of the payload: in the page buffer when the body is the page, else in
-        // the workspace's body buffer.
-        let mut body = if h.stored() {
-            std::mem::take(page)
+        let page_crc = if h.stored() && matches!(h.cipher, Cipher::None | Cipher::Ctr) {
+            // The body is the page: copy (and decrypt) it in one pass, both CRCs on the way.
+            if page.len() > payload.len() {
+                page.truncate(payload.len());
+            } else {
+                page.resize(payload.len(), 0);
+            }
+            let (payload_crc, page_crc) =
+                fused_copy(keys.map(|(aes, _)| aes), &h.iv, payload, page);
+            if payload_crc != h.payload_crc {
+                return Err(Error::PayloadChecksum {
+                    stored: h.payload_crc,
+                    computed: payload_crc,
+                });
+            }
+            Some(page_crc)
         } else {
-            std::mem::take(&mut ws.body)
-        };
-        body.clear();
-        body.extend_from_slice(payload);
-        match (h.cipher, keys) {
-            (Cipher::None, _) => {}
-            (Cipher::Ecb, Some((aes, _))) => aes::ecb_decrypt(aes, &mut body),
-            (Cipher::Cbc, Some((aes, _))) => aes::cbc_decrypt(aes, &h.iv, &mut body),
-            (Cipher::Ctr, Some((aes, _))) => aes::ctr_apply(aes, &h.iv, &mut body),
-            (Cipher::Gcm, Some((_, Some(gcm)))) => {
-                let tag_at = body.len() - GCM_TAG;
-                let tag: [u8; 16] = body[tag_at..].try_into().expect("16 bytes");
-                body.truncate(tag_at);
-                let aad = h.to_bytes();
-                let nonce: [u8; 12] = h.iv[..12].try_into().expect("12 bytes");
-                if !gcm.decrypt(&nonce, &aad[..48], &mut body, &tag) {
-                    return Err(Error::AuthenticationFailed { key_id: h.key_id });
+            let computed = crc32c::crc32c(payload);
+            if computed != h.payload_crc {
+                return Err(Error::PayloadChecksum {
+                    stored: h.payload_crc,
+                    computed,
+                });
+            }
+            // Decrypt a copy of the payload: in the page buffer when the body is the page, else in
+            // the workspace's body buffer.
+            let mut body = if h.stored() {
+                std::mem::take(page)
+            } else {
+                std::mem::take(&mut ws.body)
+            };
+            body.clear();
+            body.extend_from_slice(payload);
+            match (h.cipher, keys) {
+                (Cipher::None, _) => {}
+                (Cipher::Ecb, Some((aes, _))) => aes::ecb_decrypt(aes, &mut body),
+                (Cipher::Cbc, Some((aes, _))) => aes::cbc_decrypt(aes, &h.iv, &mut body),
+                (Cipher::Ctr, Some((aes, _))) => aes::ctr_apply(aes, &h.iv, &mut body),
+                (Cipher::Gcm, Some((_, Some(gcm)))) => {
+                    let tag_at = body.len() - GCM_TAG;
+                    let tag: [u8; 16] = body[tag_at..].try_into().expect("16 bytes");
+                    body.truncate(tag_at);
+                    let aad = h.to_bytes();
+                    let nonce: [u8; 12] = h.iv[..12].try_into().expect("12 bytes");
+                    if !gcm.decrypt(&nonce, &aad[..48], &mut body, &tag) {
+                        return Err(Error::AuthenticationFailed { key_id: h.key_id });
+                    }
+                }
+                _ => unreachable!("key lengths checked above"),
+            }
+            if h.cipher.padded() {
+                match aes::pkcs7_unpadded_len(&body) {
+                    Some(n) => body.truncate(n),
+                    None => {
+                        return Err(wrong_key(
+                            "PKCS#7 padding is not valid after decryption".into(),
+                        ))
+                    }
                 }
             }
-            _ => unreachable!("key lengths checked above"),
-        }
-        if h.cipher.padded() {
-            match aes::pkcs7_unpadded_len(&body) {
-                Some(n) => body.truncate(n),
-                None => {
-                    return Err(wrong_key(
-                        "PKCS#7 padding is not valid after decryption".into(),
-                    ))
-                }
-            }
-        }
-        if h.stored() {
-            if body.len() as u64 != h.page_len {
-                return Err(wrong_key(format!(
-                    "stored body is {} bytes, the header says {}",
-                    body.len(),
-                    h.page_len
-                )));
-            }
-            *page = body;
-        } else {
-            let result = ws.decompress(h.compression, &body, h.page_len as usize, page);
-            ws.body = body;
-            match result {
-                Ok(()) => {}
-                Err(e) if h.cipher == Cipher::None => return Err(e),
-                Err(e) => {
+            if h.stored() {
+                if body.len() as u64 != h.page_len {
                     return Err(wrong_key(format!(
-                        "the decrypted body does not decompress: {e}"
-                    )))
+                        "stored body is {} bytes, the header says {}",
+                        body.len(),
+                        h.page_len
+                    )));
+                }
+                *page = body;
+            } else {
+                let result = ws.decompress(h.compression, &body, h.page_len as usize, page);
+                ws.body = body;
+                match result {
+                    Ok(()) => {}
+                    Err(e) if h.cipher == Cipher::None => return Err(e),
+                    Err(e) => {
+                        return Err(wrong_key(format!(
+                            "the decrypted body does not decompress: {e}"
+                        )))
+                    }
                 }
             }
-        }
+            None
+        };
         if h.cipher != Cipher::Gcm {
-            let computed = crc32c::crc32c(page);
+            let computed = page_crc.unwrap_or_else(|| crc32c::crc32c(page));
             if computed != h.page_crc {
                 if h.cipher == Cipher::None {
                     return Err(Error::corrupt(

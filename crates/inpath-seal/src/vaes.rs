@@ -137,8 +137,8 @@ pub(crate) use x86::{gcm_decrypt, gcm_encrypt};
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) use x86::{
-    cbc_decrypt, cbc_encrypt, cbc_encrypt_lanes, cfb_decrypt, cfb_encrypt, ctr_apply, ecb_decrypt,
-    ecb_encrypt, encrypt_block, ofb_apply, MAX_LANES,
+    cbc_decrypt, cbc_encrypt, cbc_encrypt_lanes, cfb_decrypt, cfb_encrypt, ctr_apply, ctr_apply_to,
+    ecb_decrypt, ecb_encrypt, encrypt_block, ofb_apply, MAX_LANES,
 };
 
 #[cfg(not(target_arch = "x86_64"))]
@@ -156,6 +156,9 @@ mod portable_stubs {
         unreachable!("no RoundKeys on this architecture")
     }
     pub(crate) fn ctr_apply(_: &RoundKeys, _: &[u8; 16], _: &mut [u8]) {
+        unreachable!("no RoundKeys on this architecture")
+    }
+    pub(crate) fn ctr_apply_to(_: &RoundKeys, _: &[u8; 16], _: &[u8], _: &mut [u8]) {
         unreachable!("no RoundKeys on this architecture")
     }
     pub(crate) fn cbc_decrypt(_: &RoundKeys, _: &mut [u8; 16], _: &mut [u8]) {
@@ -458,24 +461,54 @@ mod x86 {
     /// XORs the CTR keystream into `data` (any length), counter block starting at `iv` and
     /// incremented as a 128-bit big-endian integer: the same bytes as `ctr::Ctr128BE`.
     pub(crate) fn ctr_apply(keys: &RoundKeys, iv: &[u8; 16], data: &mut [u8]) {
-        // The kernel adds to the low 32-bit word only; split the data where that word wraps
-        // and carry into the upper 96 bits here.
-        let mut counter = u128::from_be_bytes(*iv);
-        let mut rest = data;
-        while !rest.is_empty() {
-            let room = (1u64 << 32) - u64::from(counter as u32); // blocks before the low word wraps
-            let take = (rest.len() as u64).min(room * 16) as usize;
-            let (now, later) = rest.split_at_mut(take);
+        ctr_segments(iv, data.len(), |counter, range| {
             // SAFETY: as in `ecb_encrypt`.
-            by_rounds!(keys, NR => unsafe { ctr32::<NR>(keys, &counter.to_be_bytes(), now) });
+            by_rounds!(keys, NR => unsafe {
+                ctr32::<NR, false>(keys, counter, &[], &mut data[range])
+            })
+        });
+    }
+
+    /// As [`ctr_apply`], reading `src` and writing `dst` (of the same length).
+    pub(crate) fn ctr_apply_to(keys: &RoundKeys, iv: &[u8; 16], src: &[u8], dst: &mut [u8]) {
+        assert_eq!(src.len(), dst.len());
+        ctr_segments(iv, src.len(), |counter, range| {
+            // SAFETY: as in `ecb_encrypt`.
+            by_rounds!(keys, NR => unsafe {
+                ctr32::<NR, true>(keys, counter, &src[range.clone()], &mut dst[range])
+            })
+        });
+    }
+
+    /// Splits `len` bytes of CTR where the low 32-bit word of the counter wraps (the kernel
+    /// adds to that word only) and calls `run(first counter block, byte range)` for each piece,
+    /// carrying into the upper 96 bits here.
+    fn ctr_segments(
+        iv: &[u8; 16],
+        len: usize,
+        mut run: impl FnMut(&[u8; 16], std::ops::Range<usize>),
+    ) {
+        let mut counter = u128::from_be_bytes(*iv);
+        let mut at = 0;
+        while at < len {
+            let room = (1u64 << 32) - u64::from(counter as u32); // blocks before the low word wraps
+            let take = ((len - at) as u64).min(room * 16) as usize;
+            run(&counter.to_be_bytes(), at..at + take);
             counter = counter.wrapping_add(u128::from(room));
-            rest = later;
+            at += take;
         }
     }
 
-    /// CTR where the low 32-bit word of the counter does not wrap within `data`'s blocks.
+    /// CTR where the low 32-bit word of the counter does not wrap within `data`'s blocks; in
+    /// place, or (`OUT`) from `src` to `data`.
     #[target_feature(enable = "avx512f,avx512bw,vaes,aes")]
-    fn ctr32<const NR: usize>(keys: &RoundKeys, block: &[u8; 16], data: &mut [u8]) {
+    fn ctr32<const NR: usize, const OUT: bool>(
+        keys: &RoundKeys,
+        block: &[u8; 16],
+        src: &[u8],
+        data: &mut [u8],
+    ) {
+        debug_assert!(!OUT || src.len() == data.len());
         let rk = broadcast(&keys.enc);
         // Counter blocks are kept with their low word little-endian, so VPADDD counts, and
         // byte-swapped back before encryption.
@@ -499,7 +532,7 @@ mod x86 {
             }
             encrypt_regs::<NR, 8>(&rk, &mut x);
             for (i, v) in x.iter().enumerate() {
-                let d = load512(data, at + 64 * i);
+                let d = load512(if OUT { src } else { data }, at + 64 * i);
                 store512(data, at + 64 * i, _mm512_xor_si512(d, *v));
             }
             at += WIDE * 16;
@@ -509,10 +542,10 @@ mod x86 {
             ctr = _mm512_add_epi32(ctr, four);
             encrypt_regs::<NR, 1>(&rk, &mut x);
             if at + 64 <= data.len() {
-                let d = load512(data, at);
+                let d = load512(if OUT { src } else { data }, at);
                 store512(data, at, _mm512_xor_si512(d, x[0]));
             } else {
-                let d = load_partial(data, at);
+                let d = load_partial(if OUT { src } else { data }, at);
                 store_partial(data, at, _mm512_xor_si512(d, x[0]));
             }
             at += 64;

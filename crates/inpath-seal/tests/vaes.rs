@@ -108,6 +108,9 @@ fn ecb_cbc_ctr_equal_the_library_for_all_lengths_and_offsets() {
                 modes::ctr_apply(&fast, &iv, &mut a);
                 modes::ctr_apply_library(&lib, &iv, &mut b);
                 assert_eq!(a, b, "ctr AES-{bits} len {len}");
+                let mut c = vec![0x33u8; len];
+                kernel::ctr_apply_to(&fast, &iv, data, &mut c);
+                assert_eq!(c, b, "ctr out of place AES-{bits} len {len}");
                 // ECB both ways.
                 let mut a = blocks.to_vec();
                 let mut b = blocks.to_vec();
@@ -153,6 +156,14 @@ fn ctr_carries_across_the_32_and_64_bit_words() {
                 modes::ctr_apply(&fast, &iv, &mut a);
                 modes::ctr_apply_library(&lib, &iv, &mut b);
                 assert_eq!(a, b, "AES-{} iv {iv:02x?} len {len}", key.bits());
+                let mut c = vec![0u8; len];
+                kernel::ctr_apply_to(&fast, &iv, &data, &mut c);
+                assert_eq!(
+                    c,
+                    b,
+                    "out of place, AES-{} iv {iv:02x?} len {len}",
+                    key.bits()
+                );
             }
         }
     }
