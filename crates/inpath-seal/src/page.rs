@@ -884,33 +884,32 @@ impl Sealer {
                 None => buf.truncate(HEADER_LEN),
             }
         }
-        // A stored page in the none and CTR tiers is copied (and encrypted) in one pass that
-        // computes both CRCs; otherwise the page CRC is one pass and the payload CRC another
-        // (in `complete`).
-        let fused = stored && matches!(cipher, Cipher::None | Cipher::Ctr);
+        // A stored page is copied in one pass that also computes its CRC, in chunks that stay
+        // in the L1 cache; in the CTR tier the same pass encrypts it and computes the payload
+        // CRC (in the other tiers `complete` computes that after encryption).
+        let fused = stored && cipher == Cipher::Ctr;
         let mut payload_crc = None;
-        let page_crc = if fused {
+        let page_crc = if stored {
             // Reused memory is not zero-filled first; the copy overwrites it.
             if buf.len() > HEADER_LEN + page.len() {
                 buf.truncate(HEADER_LEN + page.len());
             } else {
                 buf.resize(HEADER_LEN + page.len(), 0);
             }
-            let (page_crc, crc) =
-                fused_copy(self.aes.as_ref(), &nonce.0, page, &mut buf[HEADER_LEN..]);
-            payload_crc = Some(crc);
-            page_crc
-        } else {
-            if stored {
-                buf.truncate(HEADER_LEN);
-                buf.resize(HEADER_LEN, 0);
-                buf.extend_from_slice(page);
+            let ctr = if fused { self.aes.as_ref() } else { None };
+            let (page_crc, crc) = fused_copy(ctr, &nonce.0, page, &mut buf[HEADER_LEN..]);
+            if matches!(cipher, Cipher::None | Cipher::Ctr) {
+                payload_crc = Some(crc);
             }
             if cipher == Cipher::Gcm {
                 0
             } else {
-                crc32c::crc32c(page)
+                page_crc
             }
+        } else if cipher == Cipher::Gcm {
+            0
+        } else {
+            bulk_crc32c(page)
         };
         let iv = match cipher {
             Cipher::None | Cipher::Ecb => [0u8; 16],
@@ -991,7 +990,7 @@ impl Sealer {
     fn complete(&self, mut rec: Prepared) -> Vec<u8> {
         rec.header.payload_crc = rec
             .payload_crc
-            .unwrap_or_else(|| crc32c::crc32c(&rec.buf[HEADER_LEN..]));
+            .unwrap_or_else(|| bulk_crc32c(&rec.buf[HEADER_LEN..]));
         rec.buf[..HEADER_LEN].copy_from_slice(&rec.header.to_bytes());
         rec.buf
     }
@@ -1115,22 +1114,33 @@ struct Prepared {
 fn fused_copy(aes: Option<&AnyAes>, iv: &[u8; 16], src: &[u8], dst: &mut [u8]) -> (u32, u32) {
     const CHUNK: usize = 16 << 10;
     let mut counter = u128::from_be_bytes(*iv);
-    let (mut src_crc, mut dst_crc) = (0u32, 0u32);
+    let mut src_crc = crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi);
+    let mut dst_crc = crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi);
     for (s, d) in src.chunks(CHUNK).zip(dst.chunks_mut(CHUNK)) {
-        src_crc = crc32c::crc32c_append(src_crc, s);
+        src_crc.update(s);
         match aes {
             Some(aes) => {
                 kernel::ctr_apply_to(aes, &counter.to_be_bytes(), s, d);
-                dst_crc = crc32c::crc32c_append(dst_crc, d);
+                dst_crc.update(d);
             }
             None => d.copy_from_slice(s),
         }
         counter = counter.wrapping_add((CHUNK / 16) as u128);
     }
-    if aes.is_none() {
-        dst_crc = src_crc;
-    }
+    let src_crc = src_crc.finalize() as u32;
+    let dst_crc = if aes.is_none() {
+        src_crc
+    } else {
+        dst_crc.finalize() as u32
+    };
     (src_crc, dst_crc)
+}
+
+/// CRC-32C (Castagnoli) of a page or payload: the `crc-fast` crate, which folds with
+/// VPCLMULQDQ where the CPU has it (about 4x the `crc32c` crate's SSE4.2 loop on cached data
+/// here); the same function as `crc32c::crc32c` (the header CRC, 60 bytes, uses that one).
+fn bulk_crc32c(data: &[u8]) -> u32 {
+    crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, data) as u32
 }
 
 /// Opens records with keys from a [`KeyRing`].
@@ -1257,7 +1267,7 @@ impl Unsealer {
             }
             Some(page_crc)
         } else {
-            let computed = crc32c::crc32c(payload);
+            let computed = bulk_crc32c(payload);
             if computed != h.payload_crc {
                 return Err(Error::PayloadChecksum {
                     stored: h.payload_crc,
@@ -1325,7 +1335,7 @@ impl Unsealer {
             None
         };
         if h.cipher != Cipher::Gcm {
-            let computed = page_crc.unwrap_or_else(|| crc32c::crc32c(page));
+            let computed = page_crc.unwrap_or_else(|| bulk_crc32c(page));
             if computed != h.page_crc {
                 if h.cipher == Cipher::None {
                     return Err(Error::corrupt(
