@@ -2,10 +2,13 @@
 //! operations for the page codec, and a chunked [`CipherStream`] in which any split of the input
 //! gives the same bytes as one call (the Vitis security library's chunk API).
 //!
-//! The block cipher and the modes are RustCrypto's (`aes`, `cbc`, `ctr`, `cfb-mode`, `ofb`);
-//! `aes` picks AES-NI, VAES-256 or VAES-512 at run time. This module adds key handling, chunk
-//! buffering, PKCS#7 padding for ECB/CBC, and the multi-page CBC encryption in
-//! [`crate::kernel`].
+//! On x86-64 CPUs with VAES and AVX-512 the block work runs on the hand-written kernels of the
+//! private `vaes` module (see `docs/seal.md`); elsewhere, and with `INPATH_AES=library`, on
+//! RustCrypto's crates (`aes`, `cbc`, `ctr`, `cfb-mode`, `ofb`, `aes-gcm`; `aes` picks AES-NI
+//! at run time), which are also the reference the kernels are tested against
+//! ([`AnyAes::library`], [`Gcm::library`]). This module adds key handling, the modes' chaining
+//! state and partial blocks for streaming, PKCS#7 padding for ECB/CBC, and AES-256-GCM
+//! ([`Gcm`]); the multi-page CBC encryption is in [`crate::kernel`].
 //!
 //! Conventions (the same as OpenSSL's and NIST SP 800-38A's):
 //! - CTR: the 16-byte IV is the initial counter block, incremented as a 128-bit big-endian

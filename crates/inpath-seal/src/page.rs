@@ -1019,83 +1019,90 @@ impl Sealer {
         let nonces: Vec<Nonce> = (0..pages.len())
             .map(|_| self.next_nonce())
             .collect::<Result<_>>()?;
-        let group = if self.config.cipher == Cipher::Cbc {
-            kernel::LANES
-        } else {
-            1
-        };
-        let groups = pages.len().div_ceil(group);
         records.resize_with(pages.len(), Vec::new);
-        // Hand each group its buffers.
-        let mut spare = records.drain(..);
-        let buffers: Vec<Mutex<Vec<Vec<u8>>>> = (0..groups)
-            .map(|g| {
-                let n = group.min(pages.len() - g * group);
-                Mutex::new(spare.by_ref().take(n).collect())
-            })
-            .collect();
-        drop(spare);
+        let buffers: Vec<Mutex<Vec<u8>>> = records.drain(..).map(Mutex::new).collect();
+        let take = |i: usize| std::mem::take(&mut *lock(&buffers[i]));
         let this = &*self;
-        let outputs = for_each_group(groups, threads, |g, ws| {
-            let range = g * group..((g + 1) * group).min(pages.len());
-            let bufs = std::mem::take(&mut *buffers[g].lock().unwrap_or_else(|e| e.into_inner()));
-            this.seal_group(&pages[range.clone()], &nonces[range], ws, bufs)
-        });
-        for record in outputs.into_iter().flatten() {
-            records.push(record?);
-        }
-        Ok(())
-    }
-
-    fn seal_group(
-        &self,
-        pages: &[&[u8]],
-        nonces: &[Nonce],
-        ws: &mut Workspace,
-        bufs: Vec<Vec<u8>>,
-    ) -> Vec<Result<Vec<u8>>> {
-        if self.config.cipher != Cipher::Cbc || pages.len() == 1 {
-            return pages
-                .iter()
-                .zip(nonces)
-                .zip(bufs)
-                .map(|((p, n), buf)| self.seal_with(p, *n, ws, buf))
-                .collect();
-        }
-        let prepared: Vec<Result<Prepared>> = pages
-            .iter()
-            .zip(nonces)
-            .zip(bufs)
-            .map(|((p, n), buf)| self.prepare(p, *n, ws, buf))
-            .collect();
-        let mut ok: Vec<Prepared> = Vec::with_capacity(pages.len());
-        let mut slots: Vec<std::result::Result<usize, Error>> = Vec::with_capacity(pages.len());
-        for p in prepared {
-            match p {
-                Ok(p) => {
-                    slots.push(Ok(ok.len()));
-                    ok.push(p);
-                }
-                Err(e) => slots.push(Err(e)),
+        if self.config.cipher != Cipher::Cbc {
+            let outputs = for_each_group(pages.len(), threads, |i, ws| {
+                this.seal_with(pages[i], nonces[i], ws, take(i))
+            });
+            for record in outputs {
+                records.push(record?);
             }
+            return Ok(());
         }
-        {
-            let aes = self.aes.as_ref().expect("cbc has a key");
-            let mut lanes: Vec<(aes::Block, &mut [u8])> = ok
+        // CBC: encrypt groups of up to `kernel::LANES` payloads of similar length (longest
+        // first) side by side, so that the lanes of a group run together for most of their
+        // length. Without compression the payload length follows from the page length and a
+        // group prepares (copies, pads) its own pages, which keeps them in cache; with
+        // compression every page is compressed first (in parallel: that is most of the work,
+        // and it balances best page by page), then grouped by compressed length. Only the
+        // schedule depends on this; each record's bytes depend on its page and nonce alone.
+        let prepared: Vec<Mutex<Option<Result<Prepared>>>> =
+            (0..pages.len()).map(|_| Mutex::new(None)).collect();
+        let two_phase = self.config.compression != Compression::None;
+        let mut order: Vec<(usize, usize)> = if two_phase {
+            for_each_group(pages.len(), threads, |i, ws| {
+                *lock(&prepared[i]) = Some(this.prepare(pages[i], nonces[i], ws, take(i)));
+            });
+            (0..pages.len())
+                .filter_map(|i| match &*lock(&prepared[i]) {
+                    Some(Ok(p)) => Some((i, p.buf.len())),
+                    _ => None,
+                })
+                .collect()
+        } else {
+            (0..pages.len()).map(|i| (i, pages[i].len())).collect()
+        };
+        order.sort_by_key(|&(_, len)| std::cmp::Reverse(len));
+        let order: Vec<usize> = order.into_iter().map(|(i, _)| i).collect();
+        let groups: Vec<&[usize]> = order.chunks(kernel::LANES).collect();
+        let aes = self.aes.as_ref().expect("cbc has a key");
+        let sealed: Vec<Vec<(usize, Vec<u8>)>> = for_each_group(groups.len(), threads, |g, ws| {
+            let mut recs: Vec<(usize, Prepared)> = Vec::with_capacity(groups[g].len());
+            for &i in groups[g] {
+                let p = if two_phase {
+                    lock(&prepared[i]).take()
+                } else {
+                    Some(this.prepare(pages[i], nonces[i], ws, take(i)))
+                };
+                match p {
+                    Some(Ok(p)) => recs.push((i, p)),
+                    Some(Err(e)) => *lock(&prepared[i]) = Some(Err(e)),
+                    None => {}
+                }
+            }
+            let mut lanes: Vec<(aes::Block, &mut [u8])> = recs
                 .iter_mut()
-                .map(|p| (aes::Block::from(p.iv), &mut p.buf[HEADER_LEN..]))
+                .map(|(_, p)| (aes::Block::from(p.iv), &mut p.buf[HEADER_LEN..]))
                 .collect();
             kernel::cbc_encrypt_lanes(aes, &mut lanes);
+            drop(lanes);
+            recs.into_iter()
+                .map(|(i, p)| (i, this.complete(p)))
+                .collect()
+        });
+        // Back in page order; the first failure (in page order) is the error.
+        let mut slots: Vec<Option<Vec<u8>>> = (0..pages.len()).map(|_| None).collect();
+        for (i, record) in sealed.into_iter().flatten() {
+            slots[i] = Some(record);
         }
-        let mut done: Vec<Option<Vec<u8>>> =
-            ok.into_iter().map(|p| Some(self.complete(p))).collect();
-        slots
-            .into_iter()
-            .map(|s| match s {
-                Ok(i) => Ok(done[i].take().expect("each record once")),
-                Err(e) => Err(e),
-            })
-            .collect()
+        for (i, slot) in slots.into_iter().enumerate() {
+            match slot {
+                Some(record) => records.push(record),
+                None => {
+                    return Err(match lock(&prepared[i]).take() {
+                        Some(Err(e)) => e,
+                        _ => Error::Internal {
+                            what: "seal batch",
+                            detail: format!("page {i} was not sealed"),
+                        },
+                    })
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -1389,8 +1396,7 @@ impl Unsealer {
             Ok(())
         };
         let outputs = for_each_group(records.len(), threads, |i, ws| {
-            let mut page =
-                std::mem::take(&mut *buffers[i].lock().unwrap_or_else(|e| e.into_inner()));
+            let mut page = std::mem::take(&mut *lock(&buffers[i]));
             let result = one(records[i], ws, &mut page);
             (result, page)
         });
@@ -1401,6 +1407,11 @@ impl Unsealer {
         }
         results
     }
+}
+
+/// Locks `m`, also after a panic elsewhere poisoned it (the data is a plain buffer).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Runs `work(g, workspace)` for every group `g` in `0..groups` on up to `threads` threads, each

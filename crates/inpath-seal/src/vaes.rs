@@ -691,31 +691,52 @@ mod x86 {
         for (r, k) in rk.iter_mut().zip(&keys.enc) {
             *r = load128(k);
         }
-        let mut reg = load128(iv);
-        for block in data.as_chunks_mut::<16>().0 {
-            let input = if MODE == CBC {
-                _mm_xor_si128(reg, load128(block))
-            } else {
-                reg
-            };
-            let mut x = _mm_xor_si128(input, rk[0]);
+        // The chain is the latency of the rounds, so keep everything else off it: the loop
+        // carries the *whitened* next input (input ^ rk0), and the last round key has rk0
+        // folded in, so AESENCLAST yields E(input) ^ rk0 directly.
+        let rk0 = rk[0];
+        let last = _mm_xor_si128(rk[NR], rk0);
+        let blocks = data.as_chunks_mut::<16>().0;
+        let Some(first) = blocks.first() else {
+            return;
+        };
+        let mut state = _mm_xor_si128(load128(iv), rk0);
+        if MODE == CBC {
+            state = _mm_xor_si128(state, load128(first));
+        }
+        let n = blocks.len();
+        for i in 0..n {
+            let mut y = state;
             for k in &rk[1..NR] {
-                x = _mm_aesenc_si128(x, *k);
+                y = _mm_aesenc_si128(y, *k);
             }
-            x = _mm_aesenclast_si128(x, rk[NR]);
-            reg = match MODE {
-                CBC => x,
-                CFB => _mm_xor_si128(x, load128(block)),
-                _ => {
-                    store128(block, _mm_xor_si128(x, load128(block)));
-                    x
+            let z = _mm_aesenclast_si128(y, last); // E(input) ^ rk0
+            match MODE {
+                CBC => {
+                    // Ciphertext z ^ rk0; the next input is that ^ P[i + 1].
+                    store128(&mut blocks[i], _mm_xor_si128(z, rk0));
+                    state = match blocks.get(i + 1) {
+                        Some(next) => _mm_xor_si128(z, load128(next)),
+                        None => z,
+                    };
                 }
-            };
-            if MODE != OFB {
-                store128(block, reg);
+                CFB => {
+                    // Ciphertext E(input) ^ P = (z ^ P) ^ rk0, which is also the next input.
+                    state = _mm_xor_si128(z, load128(&blocks[i]));
+                    store128(&mut blocks[i], _mm_xor_si128(state, rk0));
+                }
+                _ => {
+                    // Keystream E(input) = z ^ rk0, which is also the next input.
+                    let ks = _mm_xor_si128(z, rk0);
+                    let plain = load128(&blocks[i]);
+                    store128(&mut blocks[i], _mm_xor_si128(ks, plain));
+                    state = z;
+                }
             }
         }
-        store128(iv, reg);
+        // The last ciphertext (CBC, CFB) or keystream block (OFB), un-whitened. For CBC the
+        // state after the last block is z itself.
+        store128(iv, _mm_xor_si128(state, rk0));
     }
 
     // ---------------------------------------------------------------------------------------
