@@ -1000,18 +1000,49 @@ mod x86 {
         y
     }
 
-    /// The GCM tag over `aad` and the ciphertext `ct`.
-    fn gcm_tag(keys: &GcmKeys, nonce: &[u8; 12], aad: &[u8], ct: &[u8]) -> [u8; 16] {
+    /// Bytes per step of the fused GCM loop: CTR and GHASH on the same chunk while it is in
+    /// the L1 cache (a multiple of the 256-byte GHASH stride, so chunks are whole blocks).
+    const GCM_CHUNK: usize = 16 << 10;
+
+    /// GCM over `data` in place, CTR and GHASH chunk by chunk (GHASH before CTR when
+    /// decrypting, after when encrypting, so it always hashes the ciphertext); returns the
+    /// tag computed over `aad` and the ciphertext.
+    fn gcm_fused(
+        keys: &GcmKeys,
+        nonce: &[u8; 12],
+        aad: &[u8],
+        data: &mut [u8],
+        decrypt: bool,
+    ) -> [u8; 16] {
         let mut j0 = [0u8; 16];
         j0[..12].copy_from_slice(nonce);
         j0[15] = 1;
         let mut lengths = [0u8; 16];
         lengths[..8].copy_from_slice(&(aad.len() as u64 * 8).to_be_bytes());
-        lengths[8..].copy_from_slice(&(ct.len() as u64 * 8).to_be_bytes());
+        lengths[8..].copy_from_slice(&(data.len() as u64 * 8).to_be_bytes());
+        // The 32-bit counter starts at 2 and cannot wrap within GCM_MAX, so the 128-bit
+        // counter of `ctr_apply` gives the same blocks as GCM's inc32.
+        let mut counter = u128::from_be_bytes(gcm_counter(nonce));
+        let mut y = [0u8; 16];
+        // SAFETY (all three `ghash_into` calls): a `GcmKeys` holds a `RoundKeys`, which exists
+        // only when `supported()` found every feature enabled.
+        unsafe { ghash_into(keys, &mut y, aad) };
+        for chunk in data.chunks_mut(GCM_CHUNK) {
+            if decrypt {
+                unsafe { ghash_into(keys, &mut y, chunk) };
+            }
+            ctr_apply(&keys.aes, &counter.to_be_bytes(), chunk);
+            if !decrypt {
+                unsafe { ghash_into(keys, &mut y, chunk) };
+            }
+            counter = counter.wrapping_add((chunk.len() / 16) as u128);
+        }
+        unsafe { ghash_into(keys, &mut y, &lengths) };
+        // `y` is kept reflected between calls; the tag is E(J0) ^ GHASH.
         let mut s = [0u8; 16];
-        // SAFETY: a `GcmKeys` holds a `RoundKeys`, which exists only when `supported()` found
-        // every feature enabled.
-        unsafe { ghash_all(keys, aad, ct, &lengths, &mut s) };
+        // SAFETY: as above.
+        unsafe { unreflect(&y, &mut s) };
+        y.zeroize();
         super::x86::encrypt_block(&keys.aes, &mut j0);
         for (t, e) in s.iter_mut().zip(j0) {
             *t ^= e;
@@ -1019,13 +1050,16 @@ mod x86 {
         s
     }
 
+    /// GHASH state `y` (reflected bytes) updated with `data`, zero-padded to whole blocks.
     #[target_feature(enable = "avx512f,avx512bw,vaes,vpclmulqdq,pclmulqdq,aes")]
-    fn ghash_all(keys: &GcmKeys, aad: &[u8], ct: &[u8], lengths: &[u8; 16], out: &mut [u8; 16]) {
-        let mut y = _mm_setzero_si128();
-        y = ghash(keys, y, aad);
-        y = ghash(keys, y, ct);
-        y = ghash(keys, y, lengths);
-        store128(out, reflect(y));
+    fn ghash_into(keys: &GcmKeys, y: &mut [u8; 16], data: &[u8]) {
+        let out = ghash(keys, load128(y), data);
+        store128(y, out);
+    }
+
+    #[target_feature(enable = "pclmulqdq,sse4.1")]
+    fn unreflect(y: &[u8; 16], out: &mut [u8; 16]) {
+        store128(out, reflect(load128(y)));
     }
 
     /// The first counter block for the data: nonce || 2.
@@ -1045,14 +1079,12 @@ mod x86 {
         data: &mut [u8],
     ) -> [u8; 16] {
         assert!(data.len() as u64 <= GCM_MAX);
-        // The 32-bit counter starts at 2 and cannot wrap within GCM_MAX, so the 128-bit
-        // counter of `ctr_apply` gives the same blocks as GCM's inc32.
-        ctr_apply(&keys.aes, &gcm_counter(nonce), data);
-        gcm_tag(keys, nonce, aad, data)
+        gcm_fused(keys, nonce, aad, data, false)
     }
 
-    /// AES-GCM decryption in place: checks the tag first and decrypts only when it matches
-    /// (returns `false` and leaves `data` as it was otherwise).
+    /// AES-GCM decryption in place: returns whether the tag matches. The data is decrypted
+    /// chunk by chunk as it is hashed; when the tag does not match it is encrypted back, so a
+    /// refused message is left as it was.
     pub(crate) fn gcm_decrypt(
         keys: &GcmKeys,
         nonce: &[u8; 12],
@@ -1063,16 +1095,16 @@ mod x86 {
         if data.len() as u64 > GCM_MAX {
             return false;
         }
-        let expected = gcm_tag(keys, nonce, aad, data);
+        let expected = gcm_fused(keys, nonce, aad, data, true);
         // Constant time over the tag bytes.
         let diff = expected
             .iter()
             .zip(tag)
             .fold(0u8, |acc, (a, b)| acc | (a ^ b));
         if std::hint::black_box(diff) != 0 {
+            ctr_apply(&keys.aes, &gcm_counter(nonce), data);
             return false;
         }
-        ctr_apply(&keys.aes, &gcm_counter(nonce), data);
         true
     }
 }
