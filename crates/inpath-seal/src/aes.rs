@@ -2,10 +2,13 @@
 //! operations for the page codec, and a chunked [`CipherStream`] in which any split of the input
 //! gives the same bytes as one call (the Vitis security library's chunk API).
 //!
-//! The block cipher and the modes are RustCrypto's (`aes`, `cbc`, `ctr`, `cfb-mode`, `ofb`);
-//! `aes` picks AES-NI, VAES-256 or VAES-512 at run time. This module adds key handling, chunk
-//! buffering, PKCS#7 padding for ECB/CBC, and the multi-page CBC encryption in
-//! [`crate::kernel`].
+//! On x86-64 CPUs with VAES and AVX-512 the block work runs on the hand-written kernels of the
+//! private `vaes` module (see `docs/seal.md`); elsewhere, and with `INPATH_AES=library`, on
+//! RustCrypto's crates (`aes`, `cbc`, `ctr`, `cfb-mode`, `ofb`, `aes-gcm`; `aes` picks AES-NI
+//! at run time), which are also the reference the kernels are tested against
+//! ([`AnyAes::library`], [`Gcm::library`]). This module adds key handling, the modes' chaining
+//! state and partial blocks for streaming, PKCS#7 padding for ECB/CBC, and AES-256-GCM
+//! ([`Gcm`]); the multi-page CBC encryption is in [`crate::kernel`].
 //!
 //! Conventions (the same as OpenSSL's and NIST SP 800-38A's):
 //! - CTR: the 16-byte IV is the initial counter block, incremented as a 128-bit big-endian
@@ -139,9 +142,18 @@ impl KeyRing {
     }
 }
 
-/// An expanded AES key of any size (round keys wiped on drop by the `aes` crate).
+/// An expanded AES key of any size: the `aes` crate's cipher and, on CPUs with VAES and
+/// AVX-512, the round keys of the hand-written kernels (`crate::vaes`), which then do the bulk
+/// work. Both are wiped on drop.
 #[derive(Clone)]
-pub enum AnyAes {
+pub struct AnyAes {
+    pub(crate) lib: LibAes,
+    fast: Option<crate::vaes::RoundKeys>,
+}
+
+/// The `aes` crate's cipher for one key size.
+#[derive(Clone)]
+pub(crate) enum LibAes {
     /// AES-128.
     A128(aes::Aes128),
     /// AES-192.
@@ -150,53 +162,181 @@ pub enum AnyAes {
     A256(aes::Aes256),
 }
 
-/// Runs `$body` with `$c` bound to the concrete AES type inside an [`AnyAes`].
+/// Runs `$body` with `$c` bound to the concrete `aes` crate type inside an [`AnyAes`].
 macro_rules! with_aes {
     ($aes:expr, $c:ident => $body:expr) => {
-        match $aes {
-            $crate::aes::AnyAes::A128($c) => $body,
-            $crate::aes::AnyAes::A192($c) => $body,
-            $crate::aes::AnyAes::A256($c) => $body,
+        match &$aes.lib {
+            $crate::aes::LibAes::A128($c) => $body,
+            $crate::aes::LibAes::A192($c) => $body,
+            $crate::aes::LibAes::A256($c) => $body,
         }
     };
 }
 pub(crate) use with_aes;
 
 impl AnyAes {
-    /// Expands `key`.
+    /// Expands `key`; the hand-written kernels are used when the CPU has VAES and AVX-512
+    /// (and `INPATH_AES=library` is not set).
     pub fn new(key: &Key) -> AnyAes {
+        let mut aes = AnyAes::library(key);
+        aes.fast = crate::vaes::RoundKeys::new(key.expose_secret());
+        aes
+    }
+
+    /// Expands `key` for the `aes` crate only (no hand-written kernels): the reference the
+    /// kernels are tested against, and the path on CPUs without VAES.
+    pub fn library(key: &Key) -> AnyAes {
         let bytes = key.expose_secret();
         // The lengths are guaranteed by `Key::new`.
-        match bytes.len() {
-            16 => AnyAes::A128(aes::Aes128::new(bytes.try_into().expect("16-byte key"))),
-            24 => AnyAes::A192(aes::Aes192::new(bytes.try_into().expect("24-byte key"))),
-            _ => AnyAes::A256(aes::Aes256::new(bytes.try_into().expect("32-byte key"))),
-        }
+        let lib = match bytes.len() {
+            16 => LibAes::A128(aes::Aes128::new(bytes.try_into().expect("16-byte key"))),
+            24 => LibAes::A192(aes::Aes192::new(bytes.try_into().expect("24-byte key"))),
+            _ => LibAes::A256(aes::Aes256::new(bytes.try_into().expect("32-byte key"))),
+        };
+        AnyAes { lib, fast: None }
+    }
+
+    /// Whether the hand-written VAES-512 kernels do the work for this key.
+    pub fn accelerated(&self) -> bool {
+        self.fast.is_some()
+    }
+
+    pub(crate) fn fast(&self) -> Option<&crate::vaes::RoundKeys> {
+        self.fast.as_ref()
     }
 
     /// Key size in bits.
     pub fn bits(&self) -> u32 {
-        match self {
-            AnyAes::A128(_) => 128,
-            AnyAes::A192(_) => 192,
-            AnyAes::A256(_) => 256,
+        match self.lib {
+            LibAes::A128(_) => 128,
+            LibAes::A192(_) => 192,
+            LibAes::A256(_) => 256,
         }
     }
 
     /// Encrypts whole blocks in place (ECB).
     pub fn encrypt_blocks(&self, blocks: &mut [Block]) {
-        with_aes!(self, c => c.encrypt_blocks(blocks))
+        match &self.fast {
+            Some(k) => crate::vaes::ecb_encrypt(k, Block::slice_as_flattened_mut(blocks)),
+            None => with_aes!(self, c => c.encrypt_blocks(blocks)),
+        }
     }
 
     /// Decrypts whole blocks in place (ECB).
     pub fn decrypt_blocks(&self, blocks: &mut [Block]) {
-        with_aes!(self, c => c.decrypt_blocks(blocks))
+        match &self.fast {
+            Some(k) => crate::vaes::ecb_decrypt(k, Block::slice_as_flattened_mut(blocks)),
+            None => with_aes!(self, c => c.decrypt_blocks(blocks)),
+        }
+    }
+
+    /// Encrypts one block in place.
+    pub(crate) fn encrypt_block(&self, block: &mut [u8; 16]) {
+        match &self.fast {
+            Some(k) => crate::vaes::encrypt_block(k, block),
+            None => {
+                let mut b = Block::from(*block);
+                with_aes!(self, c => c.encrypt_block(&mut b));
+                *block = b.into();
+                b.zeroize();
+            }
+        }
     }
 }
 
 impl fmt::Debug for AnyAes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "AnyAes(AES-{}, redacted)", self.bits())
+    }
+}
+
+/// AES-256-GCM with 96-bit nonces and 16-byte tags (NIST SP 800-38D), in place with a
+/// detached tag: the hand-written VAES/VPCLMULQDQ kernel where the CPU has it, else the
+/// `aes-gcm` crate (the reference the kernel is tested against). Keys are wiped on drop.
+#[derive(Clone)]
+pub struct Gcm {
+    lib: Box<aes_gcm::Aes256Gcm>,
+    fast: Option<Box<crate::vaes::GcmKeys>>,
+}
+
+impl Gcm {
+    /// A GCM key from a 32-byte [`Key`].
+    pub fn new(key: &Key) -> Result<Gcm> {
+        let mut gcm = Gcm::library(key)?;
+        gcm.fast = crate::vaes::RoundKeys::new(key.expose_secret())
+            .map(|k| Box::new(crate::vaes::GcmKeys::new(k)));
+        Ok(gcm)
+    }
+
+    /// As [`Gcm::new`] with the `aes-gcm` crate only.
+    pub fn library(key: &Key) -> Result<Gcm> {
+        use aes_gcm::KeyInit as _;
+        if key.len() != 32 {
+            return Err(Error::parameter(
+                "gcm key length",
+                format!("{} bytes", key.len()),
+                "32 bytes (AES-256-GCM)",
+            ));
+        }
+        let lib = aes_gcm::Aes256Gcm::new_from_slice(key.expose_secret()).map_err(|e| {
+            Error::Internal {
+                what: "aes-gcm key",
+                detail: e.to_string(),
+            }
+        })?;
+        Ok(Gcm {
+            lib: Box::new(lib),
+            fast: None,
+        })
+    }
+
+    /// Whether the hand-written kernel does the work.
+    pub fn accelerated(&self) -> bool {
+        self.fast.is_some()
+    }
+
+    /// Encrypts `data` in place and returns the tag over `aad` and the ciphertext. At most
+    /// 2^36 - 32 bytes (the GCM limit).
+    pub fn encrypt(&self, nonce: &[u8; 12], aad: &[u8], data: &mut [u8]) -> Result<[u8; 16]> {
+        if data.len() as u64 > crate::vaes::GCM_MAX {
+            return Err(Error::parameter(
+                "gcm message length",
+                data.len(),
+                "at most 2^36 - 32 bytes",
+            ));
+        }
+        if let Some(k) = &self.fast {
+            return Ok(crate::vaes::gcm_encrypt(k, nonce, aad, data));
+        }
+        use aes_gcm::aead::AeadInOut as _;
+        let tag = self
+            .lib
+            .encrypt_inout_detached(&(*nonce).into(), aad, data.into())
+            .map_err(|_| Error::Internal {
+                what: "aes-gcm",
+                detail: "encryption failed".into(),
+            })?;
+        Ok(tag.into())
+    }
+
+    /// Checks `tag` over `aad` and the ciphertext `data` and decrypts `data` in place. Returns
+    /// `false` (authentication failed) when the tag does not match; `data` must then be
+    /// discarded.
+    #[must_use]
+    pub fn decrypt(&self, nonce: &[u8; 12], aad: &[u8], data: &mut [u8], tag: &[u8; 16]) -> bool {
+        if let Some(k) = &self.fast {
+            return crate::vaes::gcm_decrypt(k, nonce, aad, data, tag);
+        }
+        use aes_gcm::aead::AeadInOut as _;
+        self.lib
+            .decrypt_inout_detached(&(*nonce).into(), aad, data.into(), &(*tag).into())
+            .is_ok()
+    }
+}
+
+impl fmt::Debug for Gcm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Gcm(AES-256, redacted)")
     }
 }
 
@@ -281,13 +421,13 @@ pub enum Padding {
 // ---------------------------------------------------------------------------------------------
 // One-shot page operations (in place), used by the page codec.
 
-/// CTR keystream XOR over `data` in place, counter starting at `iv` (the batched kernel,
-/// [`crate::kernel::ctr_apply`]).
+/// CTR keystream XOR over `data` in place, counter starting at `iv` (the VAES kernel where
+/// available, else the batched library path, [`crate::kernel::ctr_apply`]).
 pub fn ctr_apply(aes: &AnyAes, iv: &[u8; 16], data: &mut [u8]) {
     crate::kernel::ctr_apply(aes, iv, data);
 }
 
-/// CTR through the plain `ctr` crate: the reference the kernel is tested against.
+/// CTR through the plain `ctr` crate: the reference the kernels are tested against.
 pub fn ctr_apply_library(aes: &AnyAes, iv: &[u8; 16], data: &mut [u8]) {
     with_aes!(aes, c => {
         let mut mode = ctr::Ctr128BE::from_core(ctr::CtrCore::inner_iv_init(c.clone(), iv.into()));
@@ -305,20 +445,92 @@ pub fn ecb_decrypt(aes: &AnyAes, data: &mut [u8]) {
     aes.decrypt_blocks(as_blocks(data));
 }
 
-/// CBC encryption of whole blocks in place (the plain library path, one chain).
+/// CBC encryption of whole blocks in place (one chain: sequential).
 pub fn cbc_encrypt(aes: &AnyAes, iv: &[u8; 16], data: &mut [u8]) {
-    with_aes!(aes, c => {
-        let mut mode = cbc::Encryptor::inner_iv_init(c.clone(), iv.into());
-        mode.encrypt_blocks(as_blocks(data));
-    })
+    let mut iv = *iv;
+    cbc_encrypt_chained(aes, &mut iv, data);
 }
 
-/// CBC decryption of whole blocks in place (parallel across blocks inside the library).
+/// CBC encryption of whole blocks in place; `iv` becomes the last ciphertext block.
+fn cbc_encrypt_chained(aes: &AnyAes, iv: &mut [u8; 16], data: &mut [u8]) {
+    match aes.fast() {
+        Some(k) => crate::vaes::cbc_encrypt(k, iv, data),
+        None => with_aes!(aes, c => {
+            let mut mode = cbc::Encryptor::inner_iv_init(c.clone(), (&*iv).into());
+            mode.encrypt_blocks(as_blocks(data));
+            if let Some(last) = data.len().checked_sub(16) {
+                iv.copy_from_slice(&data[last..]);
+            }
+        }),
+    }
+}
+
+/// CBC decryption of whole blocks in place (parallel across blocks).
 pub fn cbc_decrypt(aes: &AnyAes, iv: &[u8; 16], data: &mut [u8]) {
-    with_aes!(aes, c => {
-        let mut mode = cbc::Decryptor::inner_iv_init(c.clone(), iv.into());
-        mode.decrypt_blocks(as_blocks(data));
-    })
+    let mut iv = *iv;
+    cbc_decrypt_chained(aes, &mut iv, data);
+}
+
+/// CBC decryption of whole blocks in place; `iv` becomes the last ciphertext block.
+fn cbc_decrypt_chained(aes: &AnyAes, iv: &mut [u8; 16], data: &mut [u8]) {
+    match aes.fast() {
+        Some(k) => crate::vaes::cbc_decrypt(k, iv, data),
+        None => {
+            let last: Option<[u8; 16]> = data
+                .len()
+                .checked_sub(16)
+                .map(|at| data[at..].try_into().expect("16 bytes"));
+            with_aes!(aes, c => {
+                let mut mode = cbc::Decryptor::inner_iv_init(c.clone(), (&*iv).into());
+                mode.decrypt_blocks(as_blocks(data));
+            });
+            if let Some(last) = last {
+                *iv = last;
+            }
+        }
+    }
+}
+
+/// CFB-128 over whole blocks in place; `iv` becomes the last ciphertext block.
+fn cfb_chained(aes: &AnyAes, direction: Direction, iv: &mut [u8; 16], data: &mut [u8]) {
+    let Some(at) = data.len().checked_sub(16) else {
+        return;
+    };
+    match (aes.fast(), direction) {
+        (Some(k), Direction::Encrypt) => crate::vaes::cfb_encrypt(k, iv, data),
+        (Some(k), Direction::Decrypt) => crate::vaes::cfb_decrypt(k, iv, data),
+        (None, Direction::Encrypt) => {
+            with_aes!(aes, c => cfb_mode::Encryptor::inner_iv_init(c.clone(), (&*iv).into())
+                .encrypt_blocks(as_blocks(data)));
+            iv.copy_from_slice(&data[at..]);
+        }
+        (None, Direction::Decrypt) => {
+            let last: [u8; 16] = data[at..].try_into().expect("16 bytes");
+            with_aes!(aes, c => cfb_mode::Decryptor::inner_iv_init(c.clone(), (&*iv).into())
+                .decrypt_blocks(as_blocks(data)));
+            *iv = last;
+        }
+    }
+}
+
+/// OFB over whole blocks in place; `iv` becomes the last keystream block.
+fn ofb_chained(aes: &AnyAes, iv: &mut [u8; 16], data: &mut [u8]) {
+    let Some(at) = data.len().checked_sub(16) else {
+        return;
+    };
+    match aes.fast() {
+        Some(k) => crate::vaes::ofb_apply(k, iv, data),
+        None => {
+            let mut last: [u8; 16] = data[at..].try_into().expect("16 bytes");
+            with_aes!(aes, c => ofb::OfbCore::inner_iv_init(c.clone(), (&*iv).into())
+                .encrypt_blocks(as_blocks(data)));
+            for (l, d) in last.iter_mut().zip(&data[at..]) {
+                *l ^= d;
+            }
+            *iv = last;
+            last.zeroize();
+        }
+    }
 }
 
 /// Appends PKCS#7 padding to `data` (1 to 16 bytes).
@@ -345,91 +557,103 @@ pub fn pkcs7_unpadded_len(data: &[u8]) -> Option<usize> {
 // Chunked streaming.
 
 /// The mode state behind a [`CipherStream`]: applies the mode to the bytes it is given
-/// (whole blocks for ECB and CBC, any length for the stream modes) and keeps its chaining state.
-trait ModeState: Send {
-    fn apply(&mut self, data: &mut [u8]);
+/// (whole blocks for ECB and CBC, any length for the stream modes) and keeps its chaining state
+/// (wiped on drop).
+struct ModeState {
+    aes: AnyAes,
+    mode: Mode,
+    direction: Direction,
+    /// CBC/CFB: the last ciphertext block; OFB: the last keystream block; CTR: the next counter
+    /// block.
+    reg: [u8; 16],
+    /// Stream modes: the keystream of a block begun by an earlier call...
+    ks: [u8; 16],
+    /// ...of which this many bytes are used (16: none pending).
+    used: usize,
+    /// CFB: the ciphertext bytes of the begun block.
+    fb: [u8; 16],
 }
 
-struct EcbEnc<C>(C);
-struct EcbDec<C>(C);
-struct CbcEnc<C: BlockCipherEncrypt<BlockSize = U16>>(cbc::Encryptor<C>);
-struct CbcDec<C: BlockCipherDecrypt<BlockSize = U16>>(cbc::Decryptor<C>);
-struct Ctr<C: BlockCipherEncrypt<BlockSize = U16>>(ctr::Ctr128BE<C>);
-struct CfbEnc<C: BlockCipherEncrypt<BlockSize = U16>>(cfb_mode::BufEncryptor<C>);
-struct CfbDec<C: BlockCipherEncrypt<BlockSize = U16>>(cfb_mode::BufDecryptor<C>);
-struct Ofb<C: BlockCipherEncrypt<BlockSize = U16>>(ofb::Ofb<C>);
-
-impl<C: BlockCipherEncrypt<BlockSize = U16> + Send> ModeState for EcbEnc<C> {
-    fn apply(&mut self, data: &mut [u8]) {
-        self.0.encrypt_blocks(as_blocks(data));
-    }
-}
-impl<C: BlockCipherDecrypt<BlockSize = U16> + Send> ModeState for EcbDec<C> {
-    fn apply(&mut self, data: &mut [u8]) {
-        self.0.decrypt_blocks(as_blocks(data));
-    }
-}
-impl<C: BlockCipherEncrypt<BlockSize = U16> + Send> ModeState for CbcEnc<C> {
-    fn apply(&mut self, data: &mut [u8]) {
-        self.0.encrypt_blocks(as_blocks(data));
-    }
-}
-impl<C: BlockCipherDecrypt<BlockSize = U16> + Send> ModeState for CbcDec<C> {
-    fn apply(&mut self, data: &mut [u8]) {
-        self.0.decrypt_blocks(as_blocks(data));
-    }
-}
-impl<C: BlockCipherEncrypt<BlockSize = U16> + Send> ModeState for Ctr<C> {
-    fn apply(&mut self, data: &mut [u8]) {
-        self.0.apply_keystream(data);
-    }
-}
-impl<C: BlockCipherEncrypt<BlockSize = U16> + Send> ModeState for CfbEnc<C> {
-    fn apply(&mut self, data: &mut [u8]) {
-        self.0.encrypt(data);
-    }
-}
-impl<C: BlockCipherEncrypt<BlockSize = U16> + Send> ModeState for CfbDec<C> {
-    fn apply(&mut self, data: &mut [u8]) {
-        self.0.decrypt(data);
-    }
-}
-impl<C: BlockCipherEncrypt<BlockSize = U16> + Send> ModeState for Ofb<C> {
-    fn apply(&mut self, data: &mut [u8]) {
-        self.0.apply_keystream(data);
+impl Drop for ModeState {
+    fn drop(&mut self) {
+        self.reg.zeroize();
+        self.ks.zeroize();
+        self.fb.zeroize();
     }
 }
 
-fn mode_state<C>(cipher: C, mode: Mode, direction: Direction, iv: &[u8; 16]) -> Box<dyn ModeState>
-where
-    C: BlockCipherEncrypt<BlockSize = U16>
-        + BlockCipherDecrypt<BlockSize = U16>
-        + Clone
-        + Send
-        + 'static,
-{
-    let iv = iv.into();
-    match (mode, direction) {
-        (Mode::Ecb, Direction::Encrypt) => Box::new(EcbEnc(cipher)),
-        (Mode::Ecb, Direction::Decrypt) => Box::new(EcbDec(cipher)),
-        (Mode::Cbc, Direction::Encrypt) => {
-            Box::new(CbcEnc(cbc::Encryptor::inner_iv_init(cipher, iv)))
+impl ModeState {
+    fn new(aes: AnyAes, mode: Mode, direction: Direction, iv: &[u8; 16]) -> ModeState {
+        ModeState {
+            aes,
+            mode,
+            direction,
+            reg: *iv,
+            ks: [0; 16],
+            used: 16,
+            fb: [0; 16],
         }
-        (Mode::Cbc, Direction::Decrypt) => {
-            Box::new(CbcDec(cbc::Decryptor::inner_iv_init(cipher, iv)))
+    }
+
+    fn apply(&mut self, data: &mut [u8]) {
+        let decrypt = self.direction == Direction::Decrypt;
+        match self.mode {
+            Mode::Ecb if decrypt => ecb_decrypt(&self.aes, data),
+            Mode::Ecb => ecb_encrypt(&self.aes, data),
+            Mode::Cbc if decrypt => cbc_decrypt_chained(&self.aes, &mut self.reg, data),
+            Mode::Cbc => cbc_encrypt_chained(&self.aes, &mut self.reg, data),
+            Mode::Ctr | Mode::Cfb | Mode::Ofb => {
+                // 1. The rest of a block begun by the previous call.
+                let n = self.take_keystream(data);
+                let data = &mut data[n..];
+                // 2. Whole blocks through the kernels.
+                let whole = data.len() / 16 * 16;
+                let (bulk, tail) = data.split_at_mut(whole);
+                match self.mode {
+                    Mode::Ctr => {
+                        ctr_apply(&self.aes, &self.reg, bulk);
+                        let next = u128::from_be_bytes(self.reg).wrapping_add((whole / 16) as u128);
+                        self.reg = next.to_be_bytes();
+                    }
+                    Mode::Cfb => cfb_chained(&self.aes, self.direction, &mut self.reg, bulk),
+                    _ => ofb_chained(&self.aes, &mut self.reg, bulk),
+                }
+                // 3. A partial last block: make its keystream and keep the rest for later.
+                if !tail.is_empty() {
+                    self.ks = self.reg;
+                    self.aes.encrypt_block(&mut self.ks);
+                    match self.mode {
+                        Mode::Ctr => {
+                            self.reg = u128::from_be_bytes(self.reg).wrapping_add(1).to_be_bytes()
+                        }
+                        Mode::Ofb => self.reg = self.ks,
+                        _ => {}
+                    }
+                    self.used = 0;
+                    self.take_keystream(tail);
+                }
+            }
         }
-        (Mode::Ctr, _) => Box::new(Ctr(ctr::Ctr128BE::from_core(ctr::CtrCore::inner_iv_init(
-            cipher, iv,
-        )))),
-        (Mode::Cfb, Direction::Encrypt) => {
-            Box::new(CfbEnc(cfb_mode::BufEncryptor::inner_iv_init(cipher, iv)))
+    }
+
+    /// XORs the pending keystream bytes into the start of `data`; returns how many were used.
+    fn take_keystream(&mut self, data: &mut [u8]) -> usize {
+        let n = (16 - self.used).min(data.len());
+        let cfb = self.mode == Mode::Cfb;
+        let decrypt = self.direction == Direction::Decrypt;
+        for (i, byte) in data[..n].iter_mut().enumerate() {
+            let at = self.used + i;
+            let input = *byte;
+            *byte ^= self.ks[at];
+            if cfb {
+                self.fb[at] = if decrypt { input } else { *byte };
+            }
         }
-        (Mode::Cfb, Direction::Decrypt) => {
-            Box::new(CfbDec(cfb_mode::BufDecryptor::inner_iv_init(cipher, iv)))
+        self.used += n;
+        if n > 0 && self.used == 16 && cfb {
+            self.reg = self.fb;
         }
-        (Mode::Ofb, _) => Box::new(Ofb(ofb::Ofb::from_core(ofb::OfbCore::inner_iv_init(
-            cipher, iv,
-        )))),
+        n
     }
 }
 
@@ -462,7 +686,7 @@ pub struct CipherStream {
     mode: Mode,
     direction: Direction,
     padding: Padding,
-    state: Option<Box<dyn ModeState>>,
+    state: Option<ModeState>,
     /// Bytes of an incomplete block (ECB/CBC), or the held-back last block when decrypting
     /// with padding.
     pending: Vec<u8>,
@@ -516,12 +740,16 @@ impl CipherStream {
         self.pending.zeroize();
         self.pending.clear();
         self.total = 0;
-        self.state =
-            Some(with_aes!(&self.aes, c => mode_state(c.clone(), self.mode, self.direction, &iv)));
+        self.state = Some(ModeState::new(
+            self.aes.clone(),
+            self.mode,
+            self.direction,
+            &iv,
+        ));
         Ok(())
     }
 
-    fn state(&mut self) -> Result<&mut Box<dyn ModeState>> {
+    fn state(&mut self) -> Result<&mut ModeState> {
         self.state.as_mut().ok_or_else(|| {
             Error::State("cipher stream finished: call restart with a new IV first".into())
         })

@@ -134,6 +134,75 @@ fn batch_is_byte_identical_to_page_by_page_for_any_thread_count() {
 }
 
 #[test]
+fn reused_buffers_give_the_same_records_and_pages() {
+    // Pages of uneven sizes; buffers left over from other (longer, shorter, garbage) records.
+    let pages: Vec<Vec<u8>> = (0..37)
+        .map(|i| match i % 3 {
+            0 => data(Data::Text, 997 * i + 3, i as u64),
+            1 => data(Data::Random, 70_000 - 911 * i, i as u64),
+            _ => data(Data::Zero, 33 * i, i as u64),
+        })
+        .collect();
+    let refs: Vec<&[u8]> = pages.iter().map(|p| p.as_slice()).collect();
+    let unsealer = Unsealer::new(&ring());
+    for (name, config, bits) in tiers() {
+        let mut one = sealer(config, bits);
+        let expected: Vec<Vec<u8>> = refs.iter().map(|p| one.seal(p).unwrap()).collect();
+        let recs: Vec<&[u8]> = expected.iter().map(|r| r.as_slice()).collect();
+        // seal_into, one page at a time, into a buffer holding the previous record.
+        let mut into = sealer(config, bits);
+        let mut buf = vec![0xa5u8; 200_000];
+        for (p, want) in refs.iter().zip(&expected) {
+            into.seal_into(p, &mut buf).unwrap();
+            assert_eq!(&buf, want, "{name} seal_into");
+        }
+        // seal_batch_into, twice over the same buffers (and once with more buffers than pages).
+        let mut batch = sealer(config, bits);
+        let mut records: Vec<Vec<u8>> = (0..40).map(|i| vec![i as u8; i * 3001]).collect();
+        for threads in [1, 3] {
+            batch
+                .seal_batch_into(&refs[..5], &mut records, threads)
+                .unwrap();
+            batch
+                .seal_batch_into(&refs[5..], &mut records, threads)
+                .unwrap();
+        }
+        let mut again = sealer(config, bits);
+        let mut first: Vec<Vec<u8>> = Vec::new();
+        for _ in 0..2 {
+            again.seal_batch_into(&refs[..5], &mut first, 2).unwrap();
+            again.seal_batch_into(&refs[5..], &mut first, 2).unwrap();
+        }
+        assert_eq!(records, first, "{name} seal_batch_into");
+        let mut fresh = sealer(config, bits);
+        fresh.seal_batch(&refs[..5], 1).unwrap();
+        fresh.seal_batch(&refs[5..], 1).unwrap();
+        fresh.seal_batch(&refs[..5], 1).unwrap();
+        assert_eq!(records, fresh.seal_batch(&refs[5..], 1).unwrap());
+        // unseal_batch_into over buffers of other sizes, twice.
+        let mut back: Vec<Vec<u8>> = (0..3).map(|i| vec![0x5a; 100_000 * i]).collect();
+        for threads in [1, 2] {
+            let results = unsealer.unseal_batch_into(&recs, &mut back, threads);
+            assert!(results.iter().all(|r| r.is_ok()), "{name}");
+            assert_eq!(back, pages, "{name} unseal_batch_into");
+        }
+        // A damaged record leaves its page empty, the others are opened.
+        let mut bad = expected[1].clone();
+        let last = bad.len() - 1;
+        bad[last] ^= 1;
+        let mixed: Vec<&[u8]> = vec![recs[0], &bad, recs[2]];
+        let results = unsealer.unseal_batch_into(&mixed, &mut back, 2);
+        assert!(
+            results[0].is_ok() && results[1].is_err() && results[2].is_ok(),
+            "{name}"
+        );
+        assert!(back[1].is_empty());
+        assert_eq!(back[0], pages[0]);
+        assert_eq!(back[2], pages[2]);
+    }
+}
+
+#[test]
 fn nonces_are_unique_per_record_and_per_sealer() {
     let key = ring_key(256);
     for cipher in [Cipher::Ctr, Cipher::Cbc, Cipher::Gcm] {
