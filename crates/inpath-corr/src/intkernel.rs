@@ -70,12 +70,18 @@ pub(crate) fn amx_supported(dtype: DType, m: usize) -> bool {
 }
 
 /// Whether `Kernel::Auto` takes the AMX kernel for `m` streams of `dtype`: where it can, for
-/// 16-bit items and for rows of 128 bytes or more. Measured on 128 MiB in memory, one core:
-/// 32 x u16 25 ms (IFMA 38), 256 x u8 38-46 ms (VNNI 88), 64 x u32 51-61 ms (IFMA 67); but
-/// 64 x u8 24-31 ms (VNNI 22-24) and 16 x u32 23-26 ms (IFMA 23-24), where packing and
-/// transposing 64-byte rows costs more than the multiplies it saves.
+/// rows of 64 bytes or more of 16 and 32-bit items and 128 bytes or more of 8-bit items.
+/// Measured on 128 MiB in memory (`inpath-bench corr`, 1 / 2 threads): 16 x u32 23.2 / 12.0 ms
+/// (IFMA 25.5 / 13.5), 32 x u16 21.8 / 12.5 ms (IFMA 38 / 20), 256 x u8 38-46 ms (VNNI 88),
+/// but 64 x u8 24.5 / 15.5 ms against VNNI's 22-24 / 12-15: on short rows the packing and
+/// transposing cost about what the multiplies save.
 pub(crate) fn amx_chosen(dtype: DType, m: usize) -> bool {
-    (dtype.width() == 2 || m * dtype.width() >= 128) && amx_supported(dtype, m)
+    let bytes = m * dtype.width();
+    (if dtype.width() == 1 {
+        bytes >= 128
+    } else {
+        bytes >= 64
+    }) && amx_supported(dtype, m)
 }
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
@@ -772,7 +778,7 @@ mod x86 {
                 for _ in 0..per_tile {
                     if line < lines {
                         // SAFETY: line < lines keeps the address inside `next`.
-                        unsafe { _mm_prefetch::<_MM_HINT_T0>(next.as_ptr().add(64 * line).cast()) };
+                        unsafe { _mm_prefetch::<_MM_HINT_T1>(next.as_ptr().add(64 * line).cast()) };
                         line += 1;
                     }
                 }
@@ -889,7 +895,7 @@ mod x86 {
                     for step in 0..steps {
                         for _ in 0..per_step {
                             if line < lines {
-                                _mm_prefetch::<_MM_HINT_T0>(next.as_ptr().add(64 * line).cast());
+                                _mm_prefetch::<_MM_HINT_T1>(next.as_ptr().add(64 * line).cast());
                                 line += 1;
                             }
                         }

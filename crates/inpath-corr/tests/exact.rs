@@ -69,6 +69,7 @@ fn auto_runs_the_integer_kernels_where_the_cpu_has_them() {
             for dtype in [DType::U16, DType::I16, DType::U32, DType::I32] {
                 assert_eq!(name(dtype, 4, Kernel::NoAmx), "avx512-ifma");
                 assert_eq!(name(dtype, 300, Kernel::Auto), "avx512-ifma");
+                assert_eq!(name(dtype, 4, Kernel::Auto), "avx512-ifma");
                 let auto = name(dtype, 64, Kernel::Auto);
                 assert!(auto == "amx-int8" || auto == "avx512-ifma", "{auto}");
             }
