@@ -70,17 +70,17 @@ pub(crate) fn amx_supported(dtype: DType, m: usize) -> bool {
 }
 
 /// Whether `Kernel::Auto` takes the AMX kernel for `m` streams of `dtype`: where it can, for
-/// rows of 64 bytes or more of 16 and 32-bit items and 128 bytes or more of 8-bit items.
-/// Measured on 128 MiB in memory (`inpath-bench corr`, 1 / 2 threads): 16 x u32 23.2 / 12.0 ms
-/// (IFMA 25.5 / 13.5), 32 x u16 21.8 / 12.5 ms (IFMA 38 / 20), 256 x u8 38-46 ms (VNNI 88),
-/// but 64 x u8 24.5 / 15.5 ms against VNNI's 22-24 / 12-15: on short rows the packing and
-/// transposing cost about what the multiplies save.
+/// rows of 64 bytes or more of 16-bit items and 128 bytes or more of 8 and 32-bit items.
+/// Measured on 128 MiB in memory (`inpath-bench corr`, one thread): 32 x u16 22-31 ms (IFMA
+/// 38-43), 256 x u8 38-46 ms (VNNI 88), 64 x u32 51-61 ms (IFMA 67); but on 64-byte rows of u8
+/// and u32 (64 x u8 24.5 against VNNI's 22-24 ms; 16 x u32 23-30 ms against IFMA's 25-26, the
+/// AMX time depending on the data) packing and transposing cost about what the multiplies save.
 pub(crate) fn amx_chosen(dtype: DType, m: usize) -> bool {
     let bytes = m * dtype.width();
-    (if dtype.width() == 1 {
-        bytes >= 128
-    } else {
+    (if dtype.width() == 2 {
         bytes >= 64
+    } else {
+        bytes >= 128
     }) && amx_supported(dtype, m)
 }
 

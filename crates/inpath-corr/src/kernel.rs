@@ -45,7 +45,7 @@ pub(crate) enum Isa {
 
 impl Kernel {
     /// The kernels this choice runs for `m` streams of `dtype` on this CPU: `amx-int8` (rows of
-    /// 64 to 512 bytes of 16 or 32-bit integers, 128 to 512 bytes of 8-bit integers, where the
+    /// 64 to 512 bytes of 16-bit integers, 128 to 512 bytes of 8 and 32-bit integers, where the
     /// CPU and OS allow AMX),
     /// `avx512-vnni` (8-bit integers), `avx512-ifma` (16 and 32-bit integers), `avx512-f64`
     /// (tiles) or `portable-f64`.

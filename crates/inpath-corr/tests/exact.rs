@@ -70,7 +70,7 @@ fn auto_runs_the_integer_kernels_where_the_cpu_has_them() {
                 assert_eq!(name(dtype, 4, Kernel::NoAmx), "avx512-ifma");
                 assert_eq!(name(dtype, 300, Kernel::Auto), "avx512-ifma");
                 assert_eq!(name(dtype, 4, Kernel::Auto), "avx512-ifma");
-                let auto = name(dtype, 64, Kernel::Auto);
+                let auto = name(dtype, 32 * (4 / dtype.width()), Kernel::Auto);
                 assert!(auto == "amx-int8" || auto == "avx512-ifma", "{auto}");
             }
         }
