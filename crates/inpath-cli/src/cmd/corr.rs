@@ -572,12 +572,13 @@ fn text_report(
     if let Some(t) = &timing {
         let _ = writeln!(
             s,
-            "time: {:.3} s for {} ({:.2} GB/s, {} thread{})",
+            "time: {:.3} s for {} ({:.2} GB/s, {} thread{}, {} kernel)",
             t.seconds,
             common::bytes(t.bytes),
             t.bytes as f64 / t.seconds.max(1e-9) / 1e9,
             t.threads,
-            if t.threads == 1 { "" } else { "s" }
+            if t.threads == 1 { "" } else { "s" },
+            t.kernel
         );
     }
     let width = names
