@@ -478,11 +478,12 @@ impl IntAccumulator {
             self.quad_u[self.fill / 4 * self.mp..end / 4 * self.mp].fill(0);
             self.fill = end;
         }
-        // SAFETY: `supported` checked the CPU features.
         if self.form == Form::Amx && self.c_steps + self.fill / 64 > AMX_C32_STEPS {
             self.fold_c32();
         }
         let ahead = next.len().min(self.rows * self.m * self.width);
+        // SAFETY: `supported` (and for AMX `amx_supported`) checked the CPU features and the
+        // OS grant before this accumulator was built; the panel holds `fill` packed rows.
         unsafe { x86::sweep(self, &next[..ahead]) };
         self.batch += real as u64;
         self.fill = 0;
