@@ -142,7 +142,7 @@ impl Form {
         match self {
             Form::Vnni => 4,
             Form::Ifma { .. } => 3,
-            Form::Amx => 1,
+            Form::Amx => unreachable!("AMX multiplies whole tiles, not register tiles"),
         }
     }
 
@@ -154,7 +154,7 @@ impl Form {
             (Form::Ifma { hi: true }, 1) => 8,
             (Form::Ifma { hi: true }, _) => 4,
             (Form::Ifma { hi: false }, _) => 8,
-            (Form::Amx, _) => 16,
+            (Form::Amx, _) => unreachable!("AMX multiplies whole tiles, not register tiles"),
         }
     }
 
