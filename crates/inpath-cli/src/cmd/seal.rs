@@ -627,14 +627,23 @@ pub fn demo_report() -> anyhow::Result<String> {
             },
             Some((1, &key)),
         )?;
-        let start = Instant::now();
-        let records = sealer.seal_batch(&pages, 1)?;
-        let seal_s = start.elapsed().as_secs_f64();
+        // Best of three, so the first run's page faults and cold caches do not set the figure.
+        let mut seal_s = f64::MAX;
+        let mut records = Vec::new();
+        for _ in 0..3 {
+            let start = Instant::now();
+            records = sealer.seal_batch(&pages, 1)?;
+            seal_s = seal_s.min(start.elapsed().as_secs_f64());
+        }
         let sealed: usize = records.iter().map(|r| r.len()).sum();
         let refs: Vec<&[u8]> = records.iter().map(|r| r.as_slice()).collect();
-        let start = Instant::now();
-        let back = unsealer.unseal_batch(&refs, 1);
-        let unseal_s = start.elapsed().as_secs_f64();
+        let mut unseal_s = f64::MAX;
+        let mut back = Vec::new();
+        for _ in 0..3 {
+            let start = Instant::now();
+            back = unsealer.unseal_batch(&refs, 1);
+            unseal_s = unseal_s.min(start.elapsed().as_secs_f64());
+        }
         for (page, got) in pages.iter().zip(back) {
             if got? != *page {
                 bail!("demo: a page did not round-trip");
