@@ -32,6 +32,9 @@ echo "== cargo clippy"
 cargo clippy --release --workspace --all-targets --quiet -- -D warnings
 echo "== cargo test"
 cargo test --release --workspace
+echo "== inpath-seal with ISA-L (the optional isal feature)"
+cargo clippy --release -p inpath-seal --features isal --all-targets --quiet -- -D warnings
+cargo test --release -p inpath-seal --features isal --quiet
 echo "== python package (pip install ./python) and pytest"
 cargo build --release --quiet -p inpath-cli
 .venv/bin/pip install --quiet --disable-pip-version-check ./python
