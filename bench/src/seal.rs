@@ -139,76 +139,31 @@ pub fn run(args: Args) -> anyhow::Result<Vec<Measurement>> {
                 m.extra = serde_json::json!({"group": "aes", "bits": bits, "op": op, "size": size});
                 out.push(m);
             };
-            add(
-                "ecb-enc",
-                measure(
-                    &format!("aes{bits}-ecb enc {size}"),
-                    bytes,
-                    count as u64,
-                    reps,
-                    || {
-                        for _ in 0..count {
-                            aes::ecb_encrypt(&aes, &mut buf);
-                        }
-                    },
-                ),
-            );
-            add(
-                "ecb-dec",
-                measure(
-                    &format!("aes{bits}-ecb dec {size}"),
-                    bytes,
-                    count as u64,
-                    reps,
-                    || {
-                        for _ in 0..count {
-                            aes::ecb_decrypt(&aes, &mut buf);
-                        }
-                    },
-                ),
-            );
-            add(
-                "ctr",
-                measure(
-                    &format!("aes{bits}-ctr {size}"),
-                    bytes,
-                    count as u64,
-                    reps,
-                    || {
-                        for _ in 0..count {
-                            aes::ctr_apply(&aes, &iv, &mut buf);
-                        }
-                    },
-                ),
-            );
-            add(
-                "cbc-enc",
-                measure(
-                    &format!("aes{bits}-cbc enc {size}"),
-                    bytes,
-                    count as u64,
-                    reps,
-                    || {
-                        for _ in 0..count {
-                            aes::cbc_encrypt(&aes, &iv, &mut buf);
-                        }
-                    },
-                ),
-            );
-            add(
-                "cbc-dec",
-                measure(
-                    &format!("aes{bits}-cbc dec {size}"),
-                    bytes,
-                    count as u64,
-                    reps,
-                    || {
-                        for _ in 0..count {
-                            aes::cbc_decrypt(&aes, &iv, &mut buf);
-                        }
-                    },
-                ),
-            );
+            // The one-call modes: (op, label, the call on one buffer).
+            type OneCall = fn(&AnyAes, &[u8; 16], &mut [u8]);
+            let calls: [(&str, &str, OneCall); 5] = [
+                ("ecb-enc", "ecb enc", |a, _, b| aes::ecb_encrypt(a, b)),
+                ("ecb-dec", "ecb dec", |a, _, b| aes::ecb_decrypt(a, b)),
+                ("ctr", "ctr", aes::ctr_apply),
+                ("cbc-enc", "cbc enc", aes::cbc_encrypt),
+                ("cbc-dec", "cbc dec", aes::cbc_decrypt),
+            ];
+            for (op, label, call) in calls {
+                add(
+                    op,
+                    measure(
+                        &format!("aes{bits}-{label} {size}"),
+                        bytes,
+                        count as u64,
+                        reps,
+                        || {
+                            for _ in 0..count {
+                                call(&aes, &iv, &mut buf);
+                            }
+                        },
+                    ),
+                );
+            }
             // CBC encryption of 8 and of 16 independent pages at once (the batch path; a
             // batch interleaves `kernel::LANES` = 16). Pages cut from the random data, wrapping
             // around when the pages exceed it.

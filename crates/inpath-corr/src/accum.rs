@@ -272,7 +272,7 @@ impl TileAccumulator {
                 }
             }
             DType::U64 | DType::I64 => {
-                let signed = self.dtype == DType::I64;
+                let signed = self.dtype.is_signed();
                 let bits = self.plan.limb_bits;
                 let mask = (1i128 << bits) - 1;
                 for (row, ar) in rows.zip(a.chunks_exact_mut(lda)) {

@@ -104,6 +104,11 @@ impl DType {
         DType::ALL.get(code as usize).copied()
     }
 
+    /// Whether the type is a signed integer.
+    pub(crate) fn is_signed(self) -> bool {
+        matches!(self, DType::I8 | DType::I16 | DType::I32 | DType::I64)
+    }
+
     /// Whether the type is a float (statistics rounded) rather than an integer (exact).
     pub fn is_float(self) -> bool {
         matches!(self, DType::F32 | DType::F64)

@@ -294,7 +294,7 @@ impl IntAccumulator {
         }
         let vnni = form == Form::Vnni;
         let hi = form == Form::Ifma { hi: true };
-        let signed = dtype_signed(dtype);
+        let signed = dtype.is_signed();
         let (u_flip, s_flip) = if signed {
             ([0x8080_8080; 16], [0; 16])
         } else {
@@ -343,7 +343,7 @@ impl IntAccumulator {
     /// in 16 x 16 tiles, and recombined (by powers of 256) when widening.
     fn new_amx(dtype: DType, m: usize) -> IntAccumulator {
         let w = dtype.width();
-        let signed = dtype_signed(dtype);
+        let signed = dtype.is_signed();
         let pm = m * w;
         let mp = pm.div_ceil(32) * 32;
         // The quad panel and its transposed tiles, 2 * rows * mp bytes (64 KiB: measured
@@ -633,10 +633,6 @@ impl IntAccumulator {
         self.col.iter_mut().for_each(|v| *v = 0);
         Ok(())
     }
-}
-
-fn dtype_signed(dtype: DType) -> bool {
-    matches!(dtype, DType::I8 | DType::I16 | DType::I32)
 }
 
 #[cfg(target_arch = "x86_64")]
