@@ -233,43 +233,15 @@ impl TileAccumulator {
             DType::F64 => plain::<8>(rows, a, lda, f64::from_le_bytes),
             DType::U32 => {
                 let bpanel = &mut self.b[fill * ldb..(fill + n) * ldb];
-                for ((row, ar), br) in rows
-                    .zip(a.chunks_exact_mut(lda))
-                    .zip(bpanel.chunks_exact_mut(ldb))
-                {
-                    let (lo, hi) = br.split_at_mut(mp);
-                    // Three simple passes vectorise where one interleaved pass does not.
-                    let (items, _) = row.as_chunks::<4>();
-                    for (x, item) in ar.iter_mut().zip(items) {
-                        *x = u32::from_le_bytes(*item) as f64;
-                    }
-                    for (l, item) in lo.iter_mut().zip(items) {
-                        *l = (u32::from_le_bytes(*item) & 0xffff) as f64;
-                    }
-                    for (h, item) in hi.iter_mut().zip(items) {
-                        *h = (u32::from_le_bytes(*item) >> 16) as f64;
-                    }
-                }
+                halves(rows, a, lda, bpanel, ldb, mp, |b| {
+                    u32::from_le_bytes(b) as i64
+                });
             }
             DType::I32 => {
                 let bpanel = &mut self.b[fill * ldb..(fill + n) * ldb];
-                for ((row, ar), br) in rows
-                    .zip(a.chunks_exact_mut(lda))
-                    .zip(bpanel.chunks_exact_mut(ldb))
-                {
-                    let (lo, hi) = br.split_at_mut(mp);
-                    // Three simple passes vectorise where one interleaved pass does not.
-                    let (items, _) = row.as_chunks::<4>();
-                    for (x, item) in ar.iter_mut().zip(items) {
-                        *x = i32::from_le_bytes(*item) as f64;
-                    }
-                    for (l, item) in lo.iter_mut().zip(items) {
-                        *l = (i32::from_le_bytes(*item) & 0xffff) as f64;
-                    }
-                    for (h, item) in hi.iter_mut().zip(items) {
-                        *h = (i32::from_le_bytes(*item) >> 16) as f64;
-                    }
-                }
+                halves(rows, a, lda, bpanel, ldb, mp, |b| {
+                    i32::from_le_bytes(b) as i64
+                });
             }
             DType::U64 | DType::I64 => {
                 let signed = self.dtype.is_signed();
@@ -455,6 +427,37 @@ fn plain<'a, const W: usize>(
         let (items, _) = row.as_chunks::<W>();
         for (d, item) in ar.iter_mut().zip(items) {
             *d = f(*item);
+        }
+    }
+}
+
+/// Decodes rows of 32-bit items: the value into the A panel, its low and high 16-bit halves
+/// (the high half keeping the sign) into the B panel's two limb lanes.
+#[inline(always)]
+fn halves<'a>(
+    rows: impl Iterator<Item = &'a [u8]>,
+    a: &mut [f64],
+    lda: usize,
+    b: &mut [f64],
+    ldb: usize,
+    mp: usize,
+    value: impl Fn([u8; 4]) -> i64,
+) {
+    for ((row, ar), br) in rows
+        .zip(a.chunks_exact_mut(lda))
+        .zip(b.chunks_exact_mut(ldb))
+    {
+        let (lo, hi) = br.split_at_mut(mp);
+        // Three simple passes vectorise where one interleaved pass does not.
+        let (items, _) = row.as_chunks::<4>();
+        for (x, item) in ar.iter_mut().zip(items) {
+            *x = value(*item) as f64;
+        }
+        for (l, item) in lo.iter_mut().zip(items) {
+            *l = (value(*item) & 0xffff) as f64;
+        }
+        for (h, item) in hi.iter_mut().zip(items) {
+            *h = (value(*item) >> 16) as f64;
         }
     }
 }
