@@ -74,12 +74,17 @@ class Report:
         self.setup.update(
             {
                 "cpu": _cpu_model(),
+                "cpu_flags": _cpu_flags(),
+                "isa_cap": os.environ.get("INPATH_ISA", "none"),
                 "cores": os.cpu_count(),
                 "python": platform.python_version(),
                 "date": time.strftime("%Y-%m-%d %H:%M:%S"),
             }
         )
-        print(f"# {engine} benchmark on {self.setup['cpu']} ({self.setup['cores']} cores)")
+        print(
+            f"# {engine} benchmark on {self.setup['cpu']} ({self.setup['cores']} cores); "
+            f"flags: {' '.join(self.setup['cpu_flags']) or '-'}; INPATH_ISA={self.setup['isa_cap']}"
+        )
 
     def add(self, name, bytes_, ours_s, peer, peer_s, extra=None):
         """One line: our median seconds against a peer's on the same `bytes_` of input.
@@ -119,15 +124,35 @@ class Report:
         print(f"# wrote {os.path.relpath(path, ROOT)}")
 
 
-def _cpu_model():
+def _cpuinfo_field(name):
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("model name"):
+                if line.split(":", 1)[0].strip() == name:
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or "unknown CPU"
+    return None
+
+
+def _cpu_model():
+    """The model name plus family/model numbers (some cloud guests name only "AMD EPYC")."""
+    name = _cpuinfo_field("model name") or platform.processor() or "unknown CPU"
+    family, model = _cpuinfo_field("cpu family"), _cpuinfo_field("model")
+    if family and model:
+        name += f" (family {family} model {model})"
+    return name
+
+
+# The CPU features that decide which kernels run (see docs/PERFORMANCE.md, one section per level).
+KERNEL_FLAGS = ("avx2", "fma", "bmi2", "aes", "pclmulqdq", "vaes", "vpclmulqdq", "avx512f",
+                "avx512bw", "avx512ifma", "avx512_vnni", "avx512vbmi", "amx_int8", "sha_ni")
+
+
+def _cpu_flags():
+    """The kernel-relevant flags this CPU has, in KERNEL_FLAGS order."""
+    flags = set((_cpuinfo_field("flags") or _cpuinfo_field("Features") or "").split())
+    return [f for f in KERNEL_FLAGS if f in flags]
 
 
 def need(module, hint="run bench/setup.sh first"):

@@ -38,6 +38,7 @@
 pub mod engine;
 pub mod error;
 pub mod framing;
+pub mod isa;
 pub mod lanes;
 pub mod source;
 
