@@ -4,7 +4,7 @@
 #![deny(missing_docs)]
 
 use inpath_core::Error;
-use inpath_sketch::{format, report, Estimator, HashMode, ItemKind, Params, Sketch};
+use inpath_sketch::{format, report, Estimator, HashMode, ItemKind, Params, Parts, Sketch};
 use pyo3::buffer::PyUntypedBuffer;
 use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -149,6 +149,18 @@ struct PySketch {
 }
 
 impl PySketch {
+    /// An error naming the sketch a query needs when it is not kept.
+    fn require(&self, kept: bool, name: &str, query: &str) -> PyResult<()> {
+        if kept {
+            Ok(())
+        } else {
+            Err(InpathError::new_err(format!(
+                "{query}() needs the {name} sketch, but this sketch keeps only {:?} (sketches=...)",
+                self.params.parts().names()
+            )))
+        }
+    }
+
     fn resolve(&mut self, kind: ItemKind, what: &str) -> PyResult<&mut Sketch> {
         match &self.sketch {
             Some(existing) if existing.kind() != kind => {
@@ -243,7 +255,8 @@ impl PySketch {
 #[pymethods]
 impl PySketch {
     #[new]
-    #[pyo3(signature = (hll_p=16, cm=(6, 13), agms=(6, 13), hash="fast", seed=None, kind=None))]
+    #[pyo3(signature = (hll_p=16, cm=(6, 13), agms=(6, 13), hash="fast", seed=None, kind=None, sketches="all"))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         hll_p: u8,
         cm: (u8, u8),
@@ -251,6 +264,7 @@ impl PySketch {
         hash: &str,
         seed: Option<u64>,
         kind: Option<&str>,
+        sketches: &str,
     ) -> PyResult<Self> {
         let hash = parse_hash(hash)?;
         let ((cm_rows, cm_p), (agms_rows, agms_p)) = (cm, agms);
@@ -264,6 +278,8 @@ impl PySketch {
             seed: seed.unwrap_or(hash.default_seed()),
         };
         params.validate().map_err(to_py)?;
+        // The sketches not chosen get zero size (each shape is checked as given first).
+        let params = params.with_parts(Parts::parse(sketches).map_err(to_py)?);
         let sketch = kind
             .map(|k| parse_kind(k).and_then(|k| Sketch::new(params, k).map_err(to_py)))
             .transpose()?;
@@ -317,20 +333,30 @@ impl PySketch {
     #[pyo3(signature = (estimator="ertl"))]
     fn cardinality(&self, estimator: &str) -> PyResult<f64> {
         let estimator = parse_estimator(estimator)?;
+        self.require(self.params.parts().hll, "hll", "cardinality")?;
         Ok(self
             .sketch
             .as_ref()
-            .map_or(0.0, |s| s.cardinality(estimator)))
+            .and_then(|s| s.cardinality(estimator))
+            .unwrap_or(0.0))
     }
 
     /// Estimated second frequency moment F2 = Σ f² (Fast-AGMS).
-    fn f2(&self) -> f64 {
-        self.sketch.as_ref().map_or(0.0, |s| s.f2())
+    fn f2(&self) -> PyResult<f64> {
+        self.require(self.params.parts().agms, "agms", "f2")?;
+        Ok(self.sketch.as_ref().and_then(|s| s.f2()).unwrap_or(0.0))
+    }
+
+    /// Which sketches this one keeps, e.g. ``"hll,cm,agms"`` (the ``sketches`` argument).
+    #[getter]
+    fn sketches(&self) -> String {
+        self.params.parts().names()
     }
 
     /// Count-Min point query: how often ``key`` occurred (never below the true count). ``key``
     /// is an int for integer sketches, str or bytes for text sketches.
     fn frequency(&self, key: &Bound<'_, PyAny>) -> PyResult<u64> {
+        self.require(self.params.parts().cm, "cm", "frequency")?;
         let Some(sketch) = &self.sketch else {
             return Ok(0);
         };
@@ -446,7 +472,7 @@ impl PySketch {
                 "Sketch({} {} items, ~{:.0} distinct, hll_p={}, cm=({}, {}), agms=({}, {}), hash={:?})",
                 s.count(),
                 s.kind().name(),
-                s.cardinality(Estimator::Ertl),
+                s.cardinality(Estimator::Ertl).unwrap_or(f64::NAN),
                 p.hll_p,
                 p.cm_rows,
                 p.cm_p,

@@ -3,13 +3,13 @@
 //! ```text
 //! offset  size  field
 //!  0       8    magic "INPSKTCH"
-//!  8       2    format version, u16 LE (this is version 1)
+//!  8       2    format version, u16 LE: 1, or 2 when a sketch is not kept (see below)
 //! 10       1    hash: 0 = fast (XXH3-128), 1 = compat (MurmurHash3_x64_128)
 //! 11       1    item kind: 0 = u32, 1 = u64, 2 = bytes
-//! 12       1    HLL precision P (4..18)
-//! 13       1    Count-Min rows R (1..16)
+//! 12       1    HLL precision P (4..18; 0 = no HyperLogLog, version 2 only)
+//! 13       1    Count-Min rows R (1..16; 0 = no Count-Min, version 2 only)
 //! 14       1    Count-Min index bits P (4..20)
-//! 15       1    Fast-AGMS rows R (1..16)
+//! 15       1    Fast-AGMS rows R (1..16; 0 = no Fast-AGMS, version 2 only)
 //! 16       1    Fast-AGMS index bits P (4..20)
 //! 17       7    reserved, zero
 //! 24       8    seed, u64 LE
@@ -22,6 +22,9 @@
 //!  ...     R·2^P · 8        Fast-AGMS counters, i64 LE, row-major
 //! end−4    4                CRC-32 (IEEE) of every byte before it, u32 LE
 //! ```
+//! A sketch that is not kept (`inpath sketch --sketches`) has zero size: its section is empty.
+//! Writers use version 1 when all three are kept, so older readers still read such files, and
+//! version 2 otherwise (version 1 readers then refuse the file by its version, not silently).
 //! All integers are little-endian. Readers check the magic, the version, every parameter's
 //! range, the exact file length the parameters imply (before allocating anything), the
 //! checksum, and that every register is a possible rank.
@@ -33,8 +36,9 @@ use crate::{Error, Result};
 
 /// The file magic.
 pub const MAGIC: &[u8; 8] = b"INPSKTCH";
-/// The version this code writes; it reads every version up to it.
-pub const VERSION: u16 = 1;
+/// The newest version this code writes (for sketches that do not keep all three); it reads
+/// every version up to it.
+pub const VERSION: u16 = 2;
 const HEADER: usize = 64;
 
 /// Serializes a sketch.
@@ -42,7 +46,8 @@ pub fn to_bytes(sketch: &Sketch) -> Vec<u8> {
     let p = sketch.params();
     let mut out = Vec::with_capacity(file_len(p));
     out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&VERSION.to_le_bytes());
+    let version: u16 = if p.parts() == crate::Parts::ALL { 1 } else { 2 };
+    out.extend_from_slice(&version.to_le_bytes());
     out.push(match p.hash {
         HashMode::Fast => 0,
         HashMode::Compat => 1,
@@ -148,6 +153,12 @@ pub fn from_bytes(bytes: &[u8], what: &str) -> Result<Sketch> {
     params
         .validate()
         .map_err(|e| bad(format!("invalid parameters in header: {e}")))?;
+    if version == 1 && params.parts() != crate::Parts::ALL {
+        return Err(bad(format!(
+            "a version 1 file must keep all three sketches, but its header has HLL P={}, Count-Min rows {}, Fast-AGMS rows {}",
+            params.hll_p, params.cm_rows, params.agms_rows
+        )));
+    }
     let expected = file_len(&params);
     if bytes.len() != expected {
         return Err(bad(format!(

@@ -11,7 +11,8 @@
 #![allow(unsafe_code)]
 
 use crate::hash::{self, HashMode};
-use crate::sketch::{Parts, BATCH};
+use crate::params::Parts;
+use crate::sketch::BATCH;
 
 /// The state arrays a kernel updates.
 pub(crate) struct Target<'a> {

@@ -44,6 +44,6 @@ pub use engine::SketchEngine;
 pub use hash::HashMode;
 pub use hll::Estimator;
 pub use inpath_core::{Error, Result};
-pub use params::Params;
+pub use params::{Params, Parts};
 pub use query::{CountMinReport, Summary};
-pub use sketch::{Extremes, ItemKind, Parts, Sketch, ValueBatcher};
+pub use sketch::{Extremes, ItemKind, Sketch, ValueBatcher};

@@ -2,24 +2,118 @@
 
 use crate::{Error, HashMode, Result};
 
+/// Which of the three sketches a [`Params`] keeps (min/max/count are always kept: they cost
+/// next to nothing). Parsed from and printed as a list such as `hll,cm,agms`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Parts {
+    /// HyperLogLog (distinct count).
+    pub hll: bool,
+    /// Count-Min (point frequencies).
+    pub cm: bool,
+    /// Fast-AGMS (second frequency moment F2).
+    pub agms: bool,
+}
+
+impl Parts {
+    /// All three sketches (the default).
+    pub const ALL: Parts = Parts {
+        hll: true,
+        cm: true,
+        agms: true,
+    };
+    /// HyperLogLog only.
+    pub const HLL: Parts = Parts {
+        hll: true,
+        cm: false,
+        agms: false,
+    };
+    /// No sketch (not a valid choice for a sketch; used to report errors).
+    pub const NONE: Parts = Parts {
+        hll: false,
+        cm: false,
+        agms: false,
+    };
+
+    /// The names of the sketches kept, comma-separated (`hll,cm,agms`).
+    pub fn names(&self) -> String {
+        let mut names = Vec::new();
+        if self.hll {
+            names.push("hll");
+        }
+        if self.cm {
+            names.push("cm");
+        }
+        if self.agms {
+            names.push("agms");
+        }
+        names.join(",")
+    }
+
+    /// Parses a list of sketch names separated by `,` or `+`: `hll` (also `hyperloglog`), `cm`
+    /// (`count-min`, `countmin`), `agms` (`fast-agms`, `f2`), or `all`.
+    pub fn parse(text: &str) -> Result<Parts> {
+        let mut parts = Parts::NONE;
+        for name in text.split([',', '+']).map(str::trim) {
+            match name.to_ascii_lowercase().as_str() {
+                "hll" | "hyperloglog" => parts.hll = true,
+                "cm" | "count-min" | "countmin" => parts.cm = true,
+                "agms" | "fast-agms" | "f2" => parts.agms = true,
+                "all" => parts = Parts::ALL,
+                _ => {
+                    return Err(Error::parameter(
+                        "sketches",
+                        format!("{text:?}"),
+                        "a list of hll, cm, agms (or all), e.g. hll,cm",
+                    ))
+                }
+            }
+        }
+        if parts == Parts::NONE {
+            return Err(Error::parameter(
+                "sketches",
+                format!("{text:?}"),
+                "at least one of hll, cm, agms",
+            ));
+        }
+        Ok(parts)
+    }
+}
+
+impl std::str::FromStr for Parts {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Parts> {
+        Parts::parse(s)
+    }
+}
+
+impl std::fmt::Display for Parts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.names())
+    }
+}
+
 /// Valid HyperLogLog precisions.
 pub const HLL_P_RANGE: std::ops::RangeInclusive<u8> = 4..=18;
-/// Valid row counts for Count-Min and Fast-AGMS.
+/// Valid row counts for Count-Min and Fast-AGMS (0 means that sketch is not kept).
 pub const ROWS_RANGE: std::ops::RangeInclusive<u8> = 1..=16;
 /// Valid index bits for Count-Min and Fast-AGMS rows.
 pub const P_RANGE: std::ops::RangeInclusive<u8> = 4..=20;
 
 /// Everything that fixes a sketch's layout and hashing. Two sketches merge only if their
 /// parameters (and item kinds) are equal.
+///
+/// A sketch that is not kept has a zero size: `hll_p = 0` (no HyperLogLog), `cm_rows = 0` (no
+/// Count-Min), `agms_rows = 0` (no Fast-AGMS). [`Params::with_parts`] sets them from a [`Parts`]
+/// choice; the kernel then pays only for the sketches kept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Params {
-    /// HyperLogLog precision P: 2^P registers (4..=18, default 16).
+    /// HyperLogLog precision P: 2^P registers (4..=18, default 16; 0 = no HyperLogLog).
     pub hll_p: u8,
-    /// Count-Min rows R (1..=16, default 6).
+    /// Count-Min rows R (1..=16, default 6; 0 = no Count-Min).
     pub cm_rows: u8,
     /// Count-Min index bits P: 2^P counters per row (4..=20, default 13).
     pub cm_p: u8,
-    /// Fast-AGMS rows R (1..=16, default 6).
+    /// Fast-AGMS rows R (1..=16, default 6; 0 = no Fast-AGMS).
     pub agms_rows: u8,
     /// Fast-AGMS index bits P: 2^P counters per row (4..=20, default 13).
     pub agms_p: u8,
@@ -53,11 +147,24 @@ impl Params {
     /// Checks every value against its range; in compat mode also that all slices fit in the one
     /// 128-bit MurmurHash3 (the reference's Eq. 4.3).
     pub fn validate(&self) -> Result<()> {
-        check("hll_p", self.hll_p, HLL_P_RANGE)?;
-        check("cm_rows", self.cm_rows, ROWS_RANGE)?;
+        if self.hll_p != 0 {
+            check("hll_p", self.hll_p, HLL_P_RANGE)?;
+        }
+        if self.cm_rows != 0 {
+            check("cm_rows", self.cm_rows, ROWS_RANGE)?;
+        }
         check("cm_p", self.cm_p, P_RANGE)?;
-        check("agms_rows", self.agms_rows, ROWS_RANGE)?;
+        if self.agms_rows != 0 {
+            check("agms_rows", self.agms_rows, ROWS_RANGE)?;
+        }
         check("agms_p", self.agms_p, P_RANGE)?;
+        if self.parts() == Parts::NONE {
+            return Err(Error::parameter(
+                "sketches",
+                "none",
+                "at least one of hll, cm, agms",
+            ));
+        }
         if self.seed > self.hash.max_seed() {
             return Err(Error::parameter(
                 "seed",
@@ -90,9 +197,37 @@ impl Params {
         Ok(())
     }
 
-    /// HLL registers.
+    /// Which sketches these parameters keep.
+    pub fn parts(&self) -> Parts {
+        Parts {
+            hll: self.hll_p != 0,
+            cm: self.cm_rows != 0,
+            agms: self.agms_rows != 0,
+        }
+    }
+
+    /// These parameters keeping only the sketches in `parts` (the others get zero size; the
+    /// sizes of the kept ones are unchanged, so their states equal a full sketch's).
+    pub fn with_parts(mut self, parts: Parts) -> Self {
+        if !parts.hll {
+            self.hll_p = 0;
+        }
+        if !parts.cm {
+            self.cm_rows = 0;
+        }
+        if !parts.agms {
+            self.agms_rows = 0;
+        }
+        self
+    }
+
+    /// HLL registers (0 without HyperLogLog).
     pub fn hll_registers(&self) -> usize {
-        1 << self.hll_p
+        if self.hll_p == 0 {
+            0
+        } else {
+            1 << self.hll_p
+        }
     }
 
     /// Counters per Count-Min row.

@@ -36,24 +36,27 @@ pub struct CountMinReport {
 pub struct Summary {
     /// Items seen.
     pub count: u64,
-    /// Estimated distinct items (HyperLogLog).
-    pub cardinality: f64,
+    /// Estimated distinct items (HyperLogLog; `None` when the sketch keeps no HyperLogLog).
+    pub cardinality: Option<f64>,
     /// The estimator used.
     pub estimator: Estimator,
-    /// HLL's relative standard error, 1.04/sqrt(2^P).
-    pub cardinality_std_error: f64,
-    /// Estimated second frequency moment F2 = Σ f_i² (Fast-AGMS).
-    pub f2: f64,
-    /// Per-row F2 estimates; `f2` is their median.
+    /// HLL's relative standard error, 1.04/sqrt(2^P) (`None` without HyperLogLog).
+    pub cardinality_std_error: Option<f64>,
+    /// Estimated second frequency moment F2 = Σ f_i² (Fast-AGMS; `None` without it).
+    pub f2: Option<f64>,
+    /// Per-row F2 estimates; `f2` is their median (empty without Fast-AGMS).
     pub f2_rows: Vec<f64>,
-    /// Count-Min's bound and trust flag.
-    pub count_min: CountMinReport,
+    /// Count-Min's bound and trust flag (`None` without Count-Min).
+    pub count_min: Option<CountMinReport>,
 }
 
 impl Sketch {
-    /// Estimated distinct items.
-    pub fn cardinality(&self, estimator: Estimator) -> f64 {
-        hll::estimate(self.hll_registers(), self.params().hll_p, estimator)
+    /// Estimated distinct items (`None` when the sketch keeps no HyperLogLog).
+    pub fn cardinality(&self, estimator: Estimator) -> Option<f64> {
+        self.params()
+            .parts()
+            .hll
+            .then(|| hll::estimate(self.hll_registers(), self.params().hll_p, estimator))
     }
 
     /// Per-row Fast-AGMS estimates Σ counter².
@@ -69,14 +72,20 @@ impl Sketch {
             .collect()
     }
 
-    /// Estimated F2: the median over rows of Σ counter² (mean of the middle two for even R).
-    pub fn f2(&self) -> f64 {
-        median(self.f2_rows())
+    /// Estimated F2: the median over rows of Σ counter² (mean of the middle two for even R);
+    /// `None` when the sketch keeps no Fast-AGMS.
+    pub fn f2(&self) -> Option<f64> {
+        self.params().parts().agms.then(|| median(self.f2_rows()))
     }
 
     /// Count-Min point query for a key given in the item's own encoding (4 or 8 little-endian
     /// bytes for integer items, the value's bytes otherwise). Never below the true count.
     pub fn frequency_of_bytes(&self, key: &[u8]) -> Result<u64> {
+        if !self.params().parts().cm {
+            return Err(Error::State(
+                "this sketch keeps no Count-Min (it was made with a --sketches list without cm), so it cannot answer frequency queries".into(),
+            ));
+        }
         let h = match self.kind() {
             ItemKind::U32 => {
                 let v: [u8; 4] = key.try_into().map_err(|_| {
@@ -134,33 +143,42 @@ impl Sketch {
             .unwrap_or(0)
     }
 
-    /// Count-Min's error bound and trust flag.
-    pub fn count_min_report(&self, estimator: Estimator) -> CountMinReport {
+    /// Count-Min's error bound and trust flag (`None` when the sketch keeps no Count-Min). The
+    /// collision load needs HyperLogLog and the typical error Fast-AGMS: without them they are
+    /// NaN and the trust flag rests on what is there.
+    pub fn count_min_report(&self, estimator: Estimator) -> Option<CountMinReport> {
+        if !self.params().parts().cm {
+            return None;
+        }
         let width = self.params().cm_width() as f64;
         let n = self.count() as f64;
-        let cardinality = self.cardinality(estimator);
-        let f2 = self.f2();
-        let collision_load = cardinality / width;
-        let typical_relative_error = if f2 > 0.0 { n * n / (width * f2) } else { 0.0 };
-        CountMinReport {
+        let collision_load = self.cardinality(estimator).map_or(f64::NAN, |c| c / width);
+        let typical_relative_error = match self.f2() {
+            Some(f2) if f2 > 0.0 => n * n / (width * f2),
+            Some(_) => 0.0,
+            None => f64::NAN,
+        };
+        // NaN comparisons are false: a missing measure does not by itself distrust Count-Min.
+        Some(CountMinReport {
             error_bound: 2.0 * n / width,
             confidence: 1.0 - (-(self.params().cm_rows as f64)).exp2(),
             collision_load,
             typical_relative_error,
             trustworthy: !(collision_load > TRUST_MAX_LOAD
                 && typical_relative_error > TRUST_MAX_TYPICAL_ERROR),
-        }
+        })
     }
 
     /// All estimates at once.
     pub fn summary(&self, estimator: Estimator) -> Summary {
         let f2_rows = self.f2_rows();
+        let parts = self.params().parts();
         Summary {
             count: self.count(),
             cardinality: self.cardinality(estimator),
             estimator,
-            cardinality_std_error: hll::standard_error(self.params().hll_p),
-            f2: median(f2_rows.clone()),
+            cardinality_std_error: parts.hll.then(|| hll::standard_error(self.params().hll_p)),
+            f2: parts.agms.then(|| median(f2_rows.clone())),
             f2_rows,
             count_min: self.count_min_report(estimator),
         }

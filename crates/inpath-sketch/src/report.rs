@@ -19,6 +19,15 @@ fn extremes_json(sketch: &Sketch) -> (serde_json::Value, serde_json::Value, serd
     }
 }
 
+/// A number, or null when it is not known (NaN: the sketch it needs is not kept).
+fn finite(x: f64) -> serde_json::Value {
+    if x.is_nan() {
+        serde_json::Value::Null
+    } else {
+        json!(x)
+    }
+}
+
 /// The summary as JSON (the schema is documented in docs/sketch.md).
 pub fn summary_json(sketch: &Sketch, summary: &Summary) -> serde_json::Value {
     let p = sketch.params();
@@ -33,13 +42,14 @@ pub fn summary_json(sketch: &Sketch, summary: &Summary) -> serde_json::Value {
         "estimator": summary.estimator.name(),
         "f2": summary.f2,
         "f2_rows": summary.f2_rows,
-        "count_min": {
-            "error_bound": summary.count_min.error_bound,
-            "confidence": summary.count_min.confidence,
-            "collision_load": summary.count_min.collision_load,
-            "typical_relative_error": summary.count_min.typical_relative_error,
-            "trustworthy": summary.count_min.trustworthy,
-        },
+        "count_min": summary.count_min.as_ref().map(|cm| json!({
+            "error_bound": cm.error_bound,
+            "confidence": cm.confidence,
+            "collision_load": finite(cm.collision_load),
+            "typical_relative_error": finite(cm.typical_relative_error),
+            "trustworthy": cm.trustworthy,
+        })),
+        "sketches": p.parts().names(),
         "params": {
             "item_kind": sketch.kind().name(),
             "hash": p.hash.name(),

@@ -15,7 +15,7 @@
 use crate::counters::{Tiers, HOT_LIMIT, MID_LIMIT};
 use crate::hash::{self, Hash128};
 use crate::kernel::{self, Items, Job, Layout, Level, Target};
-use crate::params::{Params, Slicing};
+use crate::params::{Params, Parts, Slicing};
 use crate::{Error, Result};
 
 /// Items hashed per batch before the sketch rows are updated.
@@ -162,7 +162,7 @@ impl Sketch {
     /// Inserts `u32` items given as little-endian bytes (`items.len()` must be a multiple of 4).
     pub fn update_u32_le(&mut self, items: &[u8]) -> Result<()> {
         self.expect_kind(ItemKind::U32)?;
-        self.ingest(Items::U32(items), Parts::ALL, None);
+        self.ingest(Items::U32(items), self.params.parts(), None);
         Ok(())
     }
 
@@ -182,7 +182,7 @@ impl Sketch {
     /// Inserts `u64` items given as little-endian bytes (`items.len()` must be a multiple of 8).
     pub fn update_u64_le(&mut self, items: &[u8]) -> Result<()> {
         self.expect_kind(ItemKind::U64)?;
-        self.ingest(Items::U64(items), Parts::ALL, None);
+        self.ingest(Items::U64(items), self.params.parts(), None);
         Ok(())
     }
 
@@ -240,7 +240,7 @@ impl Sketch {
 
     /// Updates all three sketches from hashes `h = (hi << 64) | lo` of byte values.
     pub(crate) fn apply(&mut self, lo: &[u64], hi: &[u64]) {
-        self.ingest(Items::Hashes(lo, hi), Parts::ALL, None);
+        self.ingest(Items::Hashes(lo, hi), self.params.parts(), None);
     }
 
     /// Feeds items through the kernel (at `level`, or the best one), folding the hot counters
@@ -293,15 +293,21 @@ impl Sketch {
     #[doc(hidden)]
     pub fn update_u32_le_at(&mut self, items: &[u8], level: Level) -> Result<()> {
         self.expect_kind(ItemKind::U32)?;
-        self.ingest(Items::U32(items), Parts::ALL, Some(level));
+        self.ingest(Items::U32(items), self.params.parts(), Some(level));
         Ok(())
     }
 
-    /// Benchmark hook: inserts `u32` items into only the chosen sketches, so each sketch's cost
-    /// can be measured alone. The other sketches are left untouched (and so inconsistent with
-    /// the count): use only on throw-away sketches.
+    /// Benchmark hook: inserts `u32` items into only the chosen sketches of those kept
+    /// ([`Parts::NONE`] measures the hash alone). The other sketches are left untouched (and so
+    /// inconsistent with the count): use only on throw-away sketches.
     #[doc(hidden)]
     pub fn bench_update_u32_parts(&mut self, items: &[u8], parts: Parts) {
+        let kept = self.params.parts();
+        let parts = Parts {
+            hll: parts.hll && kept.hll,
+            cm: parts.cm && kept.cm,
+            agms: parts.agms && kept.agms,
+        };
         self.ingest(Items::U32(items), parts, None);
     }
 
@@ -541,25 +547,4 @@ fn empty_extremes(kind: ItemKind) -> Extremes {
             numeric: 0,
         },
     }
-}
-
-/// Which sketches a batch updates (all three, except in per-sketch benchmarks).
-#[doc(hidden)]
-#[derive(Clone, Copy, Debug)]
-pub struct Parts {
-    /// Update the HyperLogLog registers.
-    pub hll: bool,
-    /// Update the Count-Min counters.
-    pub cm: bool,
-    /// Update the Fast-AGMS counters.
-    pub agms: bool,
-}
-
-impl Parts {
-    /// All three sketches.
-    pub const ALL: Parts = Parts {
-        hll: true,
-        cm: true,
-        agms: true,
-    };
 }

@@ -63,7 +63,7 @@ fn distinct_stream_errors(hash: HashMode, trial: u64, max: u64) -> Vec<(u64, f64
         }
         errors.push((
             checkpoint,
-            relative(sketch.cardinality(Estimator::Ertl), checkpoint as f64),
+            relative(sketch.cardinality(Estimator::Ertl).unwrap(), checkpoint as f64),
         ));
     }
     errors
@@ -129,8 +129,8 @@ fn check(name: &str, items: &[u64], hash: HashMode) -> (f64, f64, f64) {
     let params = Params::with_hash(hash);
     let mut sketch = Sketch::new(params, ItemKind::U64).unwrap();
     sketch.update_u64(items).unwrap();
-    let hll = relative(sketch.cardinality(Estimator::Ertl), truth.distinct as f64);
-    let f2 = relative(sketch.f2(), truth.f2);
+    let hll = relative(sketch.cardinality(Estimator::Ertl).unwrap(), truth.distinct as f64);
+    let f2 = relative(sketch.f2().unwrap(), truth.f2);
     let mut sum_relative = 0.0;
     for (&key, &f) in &truth.freq {
         let estimate = sketch.frequency_of_bytes(&key.to_le_bytes()).unwrap();
@@ -141,7 +141,7 @@ fn check(name: &str, items: &[u64], hash: HashMode) -> (f64, f64, f64) {
         sum_relative += (estimate - f) as f64 / f as f64;
     }
     let cm = sum_relative / truth.freq.len() as f64;
-    let report = sketch.count_min_report(Estimator::Ertl);
+    let report = sketch.count_min_report(Estimator::Ertl).unwrap();
     eprintln!(
         "{name:<28} {:?}: n = {:>10}, distinct = {:>9}: HLL {:+.3}%, F2 {:+.3}%, Count-Min avg rel. error {:.3}% (trusted: {}, load {:.2}, typical {:.4})",
         hash,
@@ -220,7 +220,7 @@ fn count_min_trust_flag_follows_cardinality_and_skew() {
     let verdict = |items: &[u64]| {
         let mut sketch = Sketch::new(Params::default(), ItemKind::U64).unwrap();
         sketch.update_u64(items).unwrap();
-        sketch.count_min_report(Estimator::Ertl).trustworthy
+        sketch.count_min_report(Estimator::Ertl).unwrap().trustworthy
     };
     assert!(
         verdict(&few),

@@ -109,19 +109,32 @@ fn parameter_ranges_are_enforced() {
     for bad in [
         Params { hll_p: 3, ..base },
         Params { hll_p: 19, ..base },
-        Params { cm_rows: 0, ..base },
         Params {
             cm_rows: 17,
             ..base
         },
         Params { cm_p: 3, ..base },
         Params { agms_p: 21, ..base },
+        // Zero size means "not kept", but at least one sketch must be.
         Params {
+            hll_p: 0,
+            cm_rows: 0,
             agms_rows: 0,
             ..base
         },
     ] {
         let err = Sketch::new(bad, ItemKind::U32).unwrap_err();
         assert!(matches!(err, inpath_core::Error::Parameter { .. }), "{err}");
+    }
+    // A single zero turns that sketch off.
+    for off in [
+        Params { hll_p: 0, ..base },
+        Params { cm_rows: 0, ..base },
+        Params {
+            agms_rows: 0,
+            ..base
+        },
+    ] {
+        Sketch::new(off, ItemKind::U32).unwrap();
     }
 }

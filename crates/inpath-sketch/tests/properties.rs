@@ -240,8 +240,8 @@ fn count_min_never_underestimates_and_min_max_are_exact() {
 fn empty_sketch_is_all_zero() {
     let sketch = Sketch::new(Params::default(), ItemKind::U32).unwrap();
     let s = sketch.summary(Estimator::Ertl);
-    assert_eq!((s.count, s.cardinality, s.f2), (0, 0.0, 0.0));
-    assert_eq!(sketch.cardinality(Estimator::Reference), 0.0);
+    assert_eq!((s.count, s.cardinality, s.f2), (0, Some(0.0), Some(0.0)));
+    assert_eq!(sketch.cardinality(Estimator::Reference), Some(0.0));
     assert_eq!(sketch.extremes(), Extremes::Int(None));
     assert_eq!(sketch.frequency("5").unwrap(), 0);
 }

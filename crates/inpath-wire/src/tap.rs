@@ -29,7 +29,7 @@
 use crate::{Result, WireError};
 use inpath_core::{ColumnRef, Engine, Lane};
 
-use inpath_sketch::{format, Estimator, HashMode, Params, Sketch, SketchEngine};
+use inpath_sketch::{format, Estimator, HashMode, Params, Parts, Sketch, SketchEngine};
 use serde_json::{json, Value};
 use std::any::Any;
 use std::path::PathBuf;
@@ -162,8 +162,9 @@ enum SketchFormat {
 ///
 /// Options (all optional): `format=u32|u64|lines|csv` (default `lines`, or `csv` with
 /// `column`), `column=NAME|INDEX`, `delimiter=C|tab|comma|semicolon|pipe`, `no_header`,
-/// `hll_p=P`, `cm=RxP`, `agms=RxP`, `hash=fast|compat`, `seed=N|0xN`,
-/// `estimator=ertl|reference`, `save=DIR` (write each job's sketch file to
+/// `hll_p=P`, `cm=RxP`, `agms=RxP`, `sketches=hll+cm+agms` (which sketches to keep, joined
+/// with `+`; default all: `sketches=hll` lets a tap keep up with a fast link),
+/// `hash=fast|compat`, `seed=N|0xN`, `estimator=ertl|reference`, `save=DIR` (write each job's sketch file to
 /// `DIR/conn<C>-<direction>-job<J>.skt`).
 #[derive(Clone, Debug)]
 pub struct SketchTapFactory {
@@ -177,7 +178,7 @@ pub struct SketchTapFactory {
 }
 
 const SKETCH_OPTIONS: &str =
-    "format, column, delimiter, no_header, hll_p, cm, agms, hash, seed, estimator, save";
+    "format, column, delimiter, no_header, hll_p, cm, agms, sketches, hash, seed, estimator, save";
 
 impl SketchTapFactory {
     /// A factory for `u32` items with the given parameters (for library users and tests).
@@ -198,6 +199,7 @@ impl SketchTapFactory {
         let mut seed = None;
         let mut params = Params::with_hash(hash);
         let mut format = None;
+        let mut parts = Parts::ALL;
         let mut out = SketchTapFactory::u32(params);
         for (key, value) in pairs {
             let need = |v: &Option<&str>| -> Result<String> {
@@ -254,6 +256,14 @@ impl SketchTapFactory {
                 "agms" => {
                     (params.agms_rows, params.agms_p) = parse_shape(spec, key, &need(value)?)?
                 }
+                "sketches" => {
+                    parts = Parts::parse(&need(value)?).map_err(|_| {
+                        option_error(
+                            spec,
+                            "sketches must list hll, cm and/or agms joined with + (e.g. sketches=hll+cm)",
+                        )
+                    })?
+                }
                 "hash" => {
                     hash = need(value)?.parse().map_err(|_| {
                         option_error(spec, "hash must be fast (XXH3-128) or compat (MurmurHash3)")
@@ -277,7 +287,7 @@ impl SketchTapFactory {
         params.hash = hash;
         params.seed = seed.unwrap_or(hash.default_seed());
         params.validate()?;
-        out.params = params;
+        out.params = params.with_parts(parts);
         out.format = match (format, &out.column) {
             (Some(SketchFormat::Csv), None) => {
                 return Err(option_error(spec, "format=csv needs column=NAME|INDEX"))
@@ -362,13 +372,22 @@ impl TapFactory for SketchTapFactory {
                 if self.has_header { "" } else { ",no_header" }
             ),
         };
+        let parts = p.parts();
+        let mut shapes = String::new();
+        if parts.hll {
+            shapes.push_str(&format!(",hll_p={}", p.hll_p));
+        }
+        if parts.cm {
+            shapes.push_str(&format!(",cm={}x{}", p.cm_rows, p.cm_p));
+        }
+        if parts.agms {
+            shapes.push_str(&format!(",agms={}x{}", p.agms_rows, p.agms_p));
+        }
+        if parts != Parts::ALL {
+            shapes.push_str(&format!(",sketches={}", parts.names().replace(',', "+")));
+        }
         format!(
-            "sketch:format={format},hll_p={},cm={}x{},agms={}x{},hash={},seed={:#x}",
-            p.hll_p,
-            p.cm_rows,
-            p.cm_p,
-            p.agms_rows,
-            p.agms_p,
+            "sketch:format={format}{shapes},hash={},seed={:#x}",
             p.hash.name(),
             p.seed
         )
@@ -637,6 +656,23 @@ mod tests {
     }
 
     #[test]
+    fn parses_sketch_choice() {
+        let tap = parse_tap("sketch:format=u32,sketches=hll").unwrap();
+        assert_eq!(
+            tap.describe(),
+            "sketch:format=u32,hll_p=16,sketches=hll,hash=fast,seed=0x0"
+        );
+        // What describe() prints parses back to the same tap.
+        let again = parse_tap(&tap.describe()).unwrap();
+        assert_eq!(again.describe(), tap.describe());
+        let tap = parse_tap("sketch:format=u32,sketches=cm+agms,cm=4x12").unwrap();
+        assert_eq!(
+            tap.describe(),
+            "sketch:format=u32,cm=4x12,agms=6x13,sketches=cm+agms,hash=fast,seed=0x0"
+        );
+    }
+
+    #[test]
     fn parses_sketch_options() {
         let tap = parse_tap("sketch:format=u32,cm=4x12,agms=5x10,hll_p=14,seed=0x10").unwrap();
         assert_eq!(
@@ -663,6 +699,7 @@ mod tests {
         assert!(err("sketch:cm=6").contains("not ROWSxP"));
         assert!(err("sketch:format=u32,format=u64").contains("twice"));
         assert!(err("sketch:format=csv").contains("needs column"));
+        assert!(err("sketch:sketches=hll+xyz").contains("joined with +"));
         assert!(err("sketch:format=u32,column=a").contains("only applies"));
         assert!(err("sketch:save=/nonexistent/dir").contains("not an existing directory"));
         assert!(err("sketch:hash=md5").contains("fast"));

@@ -2,7 +2,7 @@
 //! inpath's so the report shows what each engine is for and how well it does.
 
 use crate::common::{bytes, thousands};
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Args;
 use inpath_core::run_slice;
 use inpath_sketch::{Estimator, Params, SketchEngine};
@@ -157,10 +157,16 @@ fn sketch_section(items: usize) -> Result<String> {
     row(
         &mut out,
         "distinct pages (HLL)",
-        summary.cardinality,
+        // The demo's sketch keeps all three sketches, so every estimate is there.
+        summary.cardinality.unwrap_or(f64::NAN),
         distinct as f64,
     )?;
-    row(&mut out, "F2 = Σ views² (AGMS)", summary.f2, f2)?;
+    row(
+        &mut out,
+        "F2 = Σ views² (AGMS)",
+        summary.f2.unwrap_or(f64::NAN),
+        f2,
+    )?;
     if let inpath_sketch::Extremes::Int(Some((smin, smax))) = sketch.extremes() {
         writeln!(
             out,
@@ -195,7 +201,10 @@ fn sketch_section(items: usize) -> Result<String> {
             estimate as i64 - exact as i64
         )?;
     }
-    let cm = &summary.count_min;
+    let cm = summary
+        .count_min
+        .as_ref()
+        .context("the demo's sketch keeps Count-Min")?;
     writeln!(
         out,
         "\n  Count-Min bound: at most {} too high with probability {:.1}%; {:.0} distinct pages per counter, so it is {}",
@@ -288,7 +297,7 @@ fn wire_section() -> Result<String> {
         out,
         "  the four connections' sketches merged: {} items, ~{} distinct pages; {} the sketch of the same bytes in memory",
         thousands(merged.count()),
-        thousands(merged.cardinality(Estimator::Ertl).round() as u64),
+        thousands(merged.cardinality(Estimator::Ertl).unwrap_or(0.0).round() as u64),
         if merged.same_state(&memory) { "register for register and counter for counter equal to" } else { "DIFFERENT from" }
     )?;
     writeln!(out, "  try it: inpath wire sink --listen 127.0.0.1:9000 --tap sketch:format=u32 --http 127.0.0.1:9100, or inpath wire relay --to HOST:PORT ...")?;

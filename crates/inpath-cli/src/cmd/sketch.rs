@@ -5,7 +5,9 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use inpath_core::{run_reader, ColumnRef, Input, LaneOptions};
 use inpath_sketch::report::summary_json;
-use inpath_sketch::{format, Estimator, Extremes, HashMode, Params, Sketch, SketchEngine, Summary};
+use inpath_sketch::{
+    format, Estimator, Extremes, HashMode, Params, Parts, Sketch, SketchEngine, Summary,
+};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -108,6 +110,11 @@ struct ParamArgs {
     /// Fast-AGMS shape ROWSxP: ROWS (1 to 16) rows of 2^P counters (P 4 to 20).
     #[arg(long, default_value = "6x13", value_name = "ROWSxP")]
     agms: String,
+    /// Which sketches to keep, comma-separated: hll (distinct count), cm (Count-Min point
+    /// frequencies), agms (Fast-AGMS F2), or all. Min/max/count are always kept. Fewer sketches
+    /// run faster: `--sketches hll` pays only for the distinct count.
+    #[arg(long, default_value = "all", value_name = "LIST")]
+    sketches: String,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -198,6 +205,7 @@ fn params_from(args: &ParamArgs) -> Result<Params> {
     };
     let (cm_rows, cm_p) = parse_shape("--cm", &args.cm)?;
     let (agms_rows, agms_p) = parse_shape("--agms", &args.agms)?;
+    let parts = Parts::parse(&args.sketches).context("--sketches")?;
     let params = Params {
         hll_p: args.hll_p,
         cm_rows,
@@ -207,7 +215,10 @@ fn params_from(args: &ParamArgs) -> Result<Params> {
         hash,
         seed,
     };
+    // Each shape is checked as given (so `--cm 0x13` is still an error), then the sketches not
+    // chosen get zero size.
     params.validate()?;
+    let params = params.with_parts(parts);
     Ok(params)
 }
 
@@ -398,7 +409,13 @@ fn run_merge(args: MergeArgs) -> Result<()> {
 
 fn run_query(args: QueryArgs) -> Result<()> {
     let sketch = load(&args.sketch)?;
-    let report = sketch.count_min_report(Estimator::Ertl);
+    let Some(report) = sketch.count_min_report(Estimator::Ertl) else {
+        bail!(
+            "{} keeps no Count-Min (it was made with --sketches {}), so it cannot answer point queries; sketch the data again with cm in --sketches",
+            args.sketch.display(),
+            sketch.params().parts()
+        );
+    };
     let answers: Vec<(String, u64)> = args
         .keys
         .iter()
@@ -467,49 +484,59 @@ pub fn summary_text(sketch: &Sketch, summary: &Summary) -> String {
         ),
         Extremes::Numeric { range: None, .. } => "- (no numeric values)".into(),
     };
-    let cm = &summary.count_min;
-    let trust = if cm.trustworthy {
-        if cm.collision_load > 0.5 {
-            format!(
-                "yes for the frequent items (skewed stream); rare items share counters with {:.1} others",
-                cm.collision_load
-            )
-        } else {
-            "yes".to_string()
-        }
-    } else {
-        format!(
-            "no: {:.1} distinct items per counter and a flat distribution (use --cm with a larger P)",
-            cm.collision_load
-        )
-    };
     let mut text = String::new();
     text.push_str(&format!(
         "  count        {}\n",
         common::thousands(summary.count)
     ));
     text.push_str(&format!("  min / max    {range}\n"));
-    text.push_str(&format!(
-        "  distinct     ≈ {}   (HyperLogLog P={}, ±{:.2}% std. error, {} estimator)\n",
-        approx(summary.cardinality),
-        p.hll_p,
-        summary.cardinality_std_error * 100.0,
-        summary.estimator.name()
-    ));
-    text.push_str(&format!(
-        "  F2           ≈ {}   (Fast-AGMS {}x{}: Σ frequency², the stream's skew)\n",
-        approx(summary.f2),
-        p.agms_rows,
-        p.agms_p
-    ));
-    text.push_str(&format!(
-        "  Count-Min    {}x{}: point queries are at most {} too high with probability {:.1}%\n",
-        p.cm_rows,
-        p.cm_p,
-        common::thousands(cm.error_bound.ceil() as u64),
-        cm.confidence * 100.0
-    ));
-    text.push_str(&format!("  trustworthy  {trust}\n"));
+    match (summary.cardinality, summary.cardinality_std_error) {
+        (Some(cardinality), Some(error)) => text.push_str(&format!(
+            "  distinct     ≈ {}   (HyperLogLog P={}, ±{:.2}% std. error, {} estimator)\n",
+            approx(cardinality),
+            p.hll_p,
+            error * 100.0,
+            summary.estimator.name()
+        )),
+        _ => text.push_str("  distinct     - (HyperLogLog not kept: --sketches without hll)\n"),
+    }
+    match summary.f2 {
+        Some(f2) => text.push_str(&format!(
+            "  F2           ≈ {}   (Fast-AGMS {}x{}: Σ frequency², the stream's skew)\n",
+            approx(f2),
+            p.agms_rows,
+            p.agms_p
+        )),
+        None => text.push_str("  F2           - (Fast-AGMS not kept: --sketches without agms)\n"),
+    }
+    match &summary.count_min {
+        Some(cm) => {
+            let trust = if cm.trustworthy {
+                if cm.collision_load > 0.5 {
+                    format!(
+                        "yes for the frequent items (skewed stream); rare items share counters with {:.1} others",
+                        cm.collision_load
+                    )
+                } else {
+                    "yes".to_string()
+                }
+            } else {
+                format!(
+                    "no: {:.1} distinct items per counter and a flat distribution (use --cm with a larger P)",
+                    cm.collision_load
+                )
+            };
+            text.push_str(&format!(
+                "  Count-Min    {}x{}: point queries are at most {} too high with probability {:.1}%\n",
+                p.cm_rows,
+                p.cm_p,
+                common::thousands(cm.error_bound.ceil() as u64),
+                cm.confidence * 100.0
+            ));
+            text.push_str(&format!("  trustworthy  {trust}\n"));
+        }
+        None => text.push_str("  Count-Min    - (not kept: --sketches without cm)\n"),
+    }
     text.push_str(&format!(
         "  hash         {} ({}, seed {:#x}), {}\n",
         p.hash.name(),
