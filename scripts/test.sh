@@ -30,8 +30,25 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --release --workspace --all-targets --quiet -- -D warnings
-echo "== cargo test"
+echo "== cargo test (best kernels for this CPU)"
 cargo test --release --workspace
+# Every kernel level this CPU has below its best one: the engines' tests again with the kernels
+# capped by INPATH_ISA (the run above used the best level), so an AVX-512 machine also tests the
+# AVX2 and portable paths and an AVX2 machine the portable one.
+has_flags() {
+  local flag
+  for flag in "$@"; do grep -qw "$flag" /proc/cpuinfo 2>/dev/null || return 1; done
+}
+lower_levels=()
+if has_flags avx2 fma bmi1 bmi2; then
+  lower_levels+=(portable)
+  if has_flags avx512f avx512bw avx512cd avx512dq avx512vl; then lower_levels+=(avx2); fi
+fi
+for level in "${lower_levels[@]}"; do
+  echo "== engine tests with INPATH_ISA=$level"
+  INPATH_ISA=$level cargo test --release --quiet -p inpath-sketch -p inpath-corr -p inpath-seal
+done
+
 echo "== inpath-seal with ISA-L (the optional isal feature)"
 cargo clippy --release -p inpath-seal --features isal --all-targets --quiet -- -D warnings
 cargo test --release -p inpath-seal --features isal --quiet

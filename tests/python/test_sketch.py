@@ -176,3 +176,30 @@ def test_update_releases_the_gil():
     # With the GIL held for the whole update this loop could not run while it lasts.
     assert ticks > 1000
     assert s.count == 40_000_000
+
+
+def test_sketch_choice_matches_cli_and_refuses_absent_queries(tmp_path, inpath_bin):
+    data = np.random.default_rng(7).integers(0, 100_000, 200_000, dtype=np.uint32)
+    path = tmp_path / "c.bin"
+    data.tofile(path)
+    saved = tmp_path / "c.skt"
+    run_cli(inpath_bin, "sketch", "--format", "u32", "--sketches", "hll", str(path), "--save", str(saved), "-q")
+    s = inpath.Sketch(sketches="hll")
+    s.update(data)
+    assert s.sketches == "hll"
+    assert s.to_bytes() == saved.read_bytes()
+    full = inpath.Sketch()
+    full.update(data)
+    # The kept sketch holds exactly what the full sketch holds.
+    assert s.cardinality() == full.cardinality()
+    summary = s.summary()
+    assert summary["f2"] is None and summary["count_min"] is None and summary["sketches"] == "hll"
+    with pytest.raises(inpath.InpathError, match="needs the agms sketch"):
+        s.f2()
+    with pytest.raises(inpath.InpathError, match="needs the cm sketch"):
+        s.frequency(1)
+    with pytest.raises(inpath.InpathError, match="hll, cm, agms"):
+        inpath.Sketch(sketches="hll,bogus")
+    # A sketch keeping other parts does not merge.
+    with pytest.raises(inpath.InpathError):
+        s.merge(full)

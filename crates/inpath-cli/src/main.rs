@@ -46,6 +46,10 @@ enum Command {
 
 fn main() {
     let cli = Cli::parse();
+    // A mistyped kernel cap would silently run the best kernels: refuse it instead.
+    if let Err(message) = inpath_core::isa::check_env() {
+        common::exit_with(Err(anyhow::anyhow!(message)));
+    }
     let result = match cli.command {
         Command::Demo(args) => cmd::demo::run(args),
         Command::Sketch(args) => cmd::sketch::run(*args),

@@ -63,7 +63,10 @@ fn distinct_stream_errors(hash: HashMode, trial: u64, max: u64) -> Vec<(u64, f64
         }
         errors.push((
             checkpoint,
-            relative(sketch.cardinality(Estimator::Ertl).unwrap(), checkpoint as f64),
+            relative(
+                sketch.cardinality(Estimator::Ertl).unwrap(),
+                checkpoint as f64,
+            ),
         ));
     }
     errors
@@ -129,7 +132,10 @@ fn check(name: &str, items: &[u64], hash: HashMode) -> (f64, f64, f64) {
     let params = Params::with_hash(hash);
     let mut sketch = Sketch::new(params, ItemKind::U64).unwrap();
     sketch.update_u64(items).unwrap();
-    let hll = relative(sketch.cardinality(Estimator::Ertl).unwrap(), truth.distinct as f64);
+    let hll = relative(
+        sketch.cardinality(Estimator::Ertl).unwrap(),
+        truth.distinct as f64,
+    );
     let f2 = relative(sketch.f2().unwrap(), truth.f2);
     let mut sum_relative = 0.0;
     for (&key, &f) in &truth.freq {
@@ -220,7 +226,10 @@ fn count_min_trust_flag_follows_cardinality_and_skew() {
     let verdict = |items: &[u64]| {
         let mut sketch = Sketch::new(Params::default(), ItemKind::U64).unwrap();
         sketch.update_u64(items).unwrap();
-        sketch.count_min_report(Estimator::Ertl).unwrap().trustworthy
+        sketch
+            .count_min_report(Estimator::Ertl)
+            .unwrap()
+            .trustworthy
     };
     assert!(
         verdict(&few),

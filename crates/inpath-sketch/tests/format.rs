@@ -86,8 +86,8 @@ fn damage_is_reported() {
     magic[0] = b'X';
     assert!(corrupt_detail(&magic).contains("not a sketch file"));
     let mut version = good.clone();
-    version[8] = 2;
-    assert!(corrupt_detail(&version).contains("version 2"));
+    version[8] = 3;
+    assert!(corrupt_detail(&version).contains("version 3"));
     let mut params = good.clone();
     params[12] = 30;
     assert!(corrupt_detail(&params).contains("hll_p = 30"));

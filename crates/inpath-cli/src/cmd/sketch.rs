@@ -331,6 +331,7 @@ fn run_build(args: BuildArgs) -> Result<()> {
             "seconds": seconds,
             "gb_per_s": bytes as f64 / seconds.max(1e-9) / 1e9,
             "threads": threads,
+            "kernel": inpath_sketch::kernel::kernel_name(),
         });
         if let Some(path) = &args.save {
             value["saved"] = json!(path);
@@ -342,12 +343,13 @@ fn run_build(args: BuildArgs) -> Result<()> {
             None => args.files.join(", "),
         };
         let mut text = format!(
-            "sketched {} items from {source} ({}) in {:.2} s ({:.2} GB/s, {threads} thread{})\n",
+            "sketched {} items from {source} ({}) in {:.2} s ({:.2} GB/s, {threads} thread{}, {} kernel)\n",
             common::thousands(sketch.count()),
             common::bytes(bytes),
             seconds,
             bytes as f64 / seconds.max(1e-9) / 1e9,
             if threads == 1 { "" } else { "s" },
+            inpath_sketch::kernel::kernel_name(),
         );
         text.push_str(&summary_text(&sketch, &summary));
         if let Some(path) = &args.save {
