@@ -12,18 +12,24 @@
 //! - [`format`] reads and writes the versioned, checksummed sketch file.
 //!
 //! ```
-//! use inpath_sketch::{Estimator, Params, Sketch, ItemKind};
+//! use inpath_sketch::{Estimator, ItemKind, Params, Parts, Sketch};
 //!
 //! let mut sketch = Sketch::new(Params::default(), ItemKind::U32)?;
 //! let items: Vec<u32> = (0..100_000).map(|i| i % 1000).collect();
 //! sketch.update_u32(&items)?;
 //! let summary = sketch.summary(Estimator::Ertl);
 //! assert_eq!(summary.count, 100_000);
-//! assert!((summary.cardinality - 1000.0).abs() < 10.0);
+//! assert!((summary.cardinality.unwrap() - 1000.0).abs() < 10.0);
 //! // Count-Min never underestimates: item 7 occurred 100 times.
 //! assert!(sketch.frequency("7")? >= 100);
 //! // Each item occurs 100 times, so F2 = 1000 * 100^2.
-//! assert!((summary.f2 / 1e7 - 1.0).abs() < 0.05);
+//! assert!((summary.f2.unwrap() / 1e7 - 1.0).abs() < 0.05);
+//!
+//! // Only the distinct count: HyperLogLog alone, the other sketches are not kept.
+//! let mut ids = Sketch::new(Params::default().with_parts(Parts::HLL), ItemKind::U32)?;
+//! ids.update_u32(&items)?;
+//! assert_eq!(ids.cardinality(Estimator::Ertl), sketch.cardinality(Estimator::Ertl));
+//! assert_eq!(ids.f2(), None);
 //! # Ok::<(), inpath_core::Error>(())
 //! ```
 #![deny(missing_docs)]
