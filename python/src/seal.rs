@@ -132,7 +132,7 @@ fn ring(keys: Option<&Bound<'_, PyDict>>) -> PyResult<KeyRing> {
 /// >>> inpath.unseal(record, keys={1: key}) == b"page" * 1000
 /// True
 #[pyfunction]
-#[pyo3(signature = (page, key=None, key_id=1, compress="deflate", cipher="aes256-cbc", level=None))]
+#[pyo3(signature = (page, key=None, key_id=1, compress="deflate", cipher="aes256-gcm", level=None))]
 fn seal<'py>(
     py: Python<'py>,
     page: &Bound<'py, PyAny>,
@@ -154,7 +154,7 @@ fn seal<'py>(
 /// Seals many pages on ``threads`` threads; byte-identical to sealing them one by one and
 /// independent of the thread count.
 #[pyfunction]
-#[pyo3(signature = (pages, key=None, key_id=1, compress="deflate", cipher="aes256-cbc", level=None, threads=None))]
+#[pyo3(signature = (pages, key=None, key_id=1, compress="deflate", cipher="aes256-gcm", level=None, threads=None))]
 #[allow(clippy::too_many_arguments)]
 fn seal_batch<'py>(
     py: Python<'py>,

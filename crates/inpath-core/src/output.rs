@@ -71,7 +71,10 @@ pub fn check_distinct(output: &Path, inputs: &[Input]) -> Result<()> {
         if identity(input_path(input)).as_ref() == Some(&out_id) {
             return Err(Error::SameFile {
                 output: output.to_path_buf(),
-                input: input.path().to_path_buf(),
+                input: match input {
+                    Input::Stdin => PathBuf::from("standard input"),
+                    Input::File(p) => p.clone(),
+                },
             });
         }
     }
@@ -85,7 +88,7 @@ pub fn check_stdout_distinct(inputs: &[Input]) -> Result<()> {
     match std::fs::metadata(stdout) {
         Ok(m) if m.is_file() => check_distinct(stdout, inputs).map_err(|e| match e {
             Error::SameFile { input, .. } => Error::SameFile {
-                output: PathBuf::from("-"),
+                output: PathBuf::from("standard output"),
                 input,
             },
             other => other,

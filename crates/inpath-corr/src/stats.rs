@@ -514,12 +514,10 @@ impl Statistics {
         Ok(stats)
     }
 
-    /// Writes the statistics file.
+    /// Writes the statistics file, all-or-nothing (a temporary file renamed into place; see
+    /// `inpath_core::output`).
     pub fn save(&self, path: &Path) -> Result<()> {
-        std::fs::write(path, self.to_bytes()).map_err(|e| Error::Write {
-            path: path.into(),
-            source: e,
-        })
+        inpath_core::output::write_file(path, &self.to_bytes(), &[])
     }
 
     /// Reads a statistics file.

@@ -274,7 +274,9 @@ impl Default for SealConfig {
     fn default() -> Self {
         SealConfig {
             compression: Compression::DEFAULT,
-            cipher: Cipher::Ctr,
+            // Authenticated by default: GCM detects any change to a record; ECB, CTR and CBC
+            // detect accidental damage only (a CRC is not a MAC).
+            cipher: Cipher::Gcm,
         }
     }
 }
