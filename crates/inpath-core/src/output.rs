@@ -7,7 +7,8 @@
 //!   links, symlinks and `./a` vs `a` are all caught; standard input counts when it is a
 //!   redirected file). A match is refused with [`Error::SameFile`].
 //! - **All or nothing.** A file output is written to a temporary file in the target's own
-//!   directory (`.NAME.XXXXXX.inpath-tmp`), flushed, `fsync`ed and renamed over the target only
+//!   directory (`.NAME.XXXXXXXX.inpath-tmp`,
+//!   created with `O_EXCL`), flushed, `fsync`ed and renamed over the target only
 //!   by [`OutputFile::commit`]; the directory is then `fsync`ed too. If anything fails first
 //!   (bad input, full disk, a killed pipe, a panic that unwinds), the temporary file is removed
 //!   when the [`OutputFile`] is dropped and the target keeps its old contents, or stays absent.
@@ -35,7 +36,7 @@
 //! ```
 
 use crate::{Error, Input, Result};
-use std::fs::Permissions;
+use std::fs::{File, Permissions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
@@ -104,7 +105,10 @@ pub struct OutputFile {
     shown: PathBuf,
     /// The file that is replaced on commit (the link's target when `shown` is a symlink).
     target: PathBuf,
-    file: Option<BufWriter<tempfile::NamedTempFile>>,
+    /// The temporary file, removed on drop unless committed.
+    tmp: PathBuf,
+    file: Option<BufWriter<File>>,
+    committed: bool,
 }
 
 impl OutputFile {
@@ -158,13 +162,14 @@ impl OutputFile {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "output".into());
-        let prefix = format!(".{name}.");
-        let mut builder = tempfile::Builder::new();
-        builder
-            .prefix(&prefix)
-            .suffix(".inpath-tmp")
-            .permissions(permissions(mode.unwrap_or(0o666)));
-        let tmp = builder.tempfile_in(&dir).map_err(write_err)?;
+        let (tmp, file) = create_temp(&dir, &name, mode.unwrap_or(0o666)).map_err(write_err)?;
+        let mut out = OutputFile {
+            shown: path.to_path_buf(),
+            target,
+            tmp,
+            file: None,
+            committed: false,
+        };
         // Keep the mode of a file being replaced; set an asked-for mode exactly (open(2) applied
         // the umask to it).
         let keep = match (mode, &existing) {
@@ -173,13 +178,10 @@ impl OutputFile {
             (None, None) => None,
         };
         if let Some(p) = keep {
-            tmp.as_file().set_permissions(p).map_err(write_err)?;
+            file.set_permissions(p).map_err(write_err)?;
         }
-        Ok(OutputFile {
-            shown: path.to_path_buf(),
-            target,
-            file: Some(BufWriter::with_capacity(1 << 20, tmp)),
-        })
+        out.file = Some(BufWriter::with_capacity(1 << 20, file));
+        Ok(out)
     }
 
     /// The path as given.
@@ -190,14 +192,17 @@ impl OutputFile {
     /// Flushes, `fsync`s and renames the temporary file over the target, then `fsync`s the
     /// directory. Only after this does the output exist under its name.
     pub fn commit(mut self) -> Result<()> {
+        let shown = self.shown.clone();
         let write_err = |source: std::io::Error| Error::Write {
-            path: self.shown.clone(),
+            path: shown.clone(),
             source,
         };
         let file = self.file.take().expect("an OutputFile is committed once");
-        let tmp = file.into_inner().map_err(|e| write_err(e.into_error()))?;
-        tmp.as_file().sync_all().map_err(write_err)?;
-        tmp.persist(&self.target).map_err(|e| write_err(e.error))?;
+        let file = file.into_inner().map_err(|e| write_err(e.into_error()))?;
+        file.sync_all().map_err(write_err)?;
+        drop(file);
+        std::fs::rename(&self.tmp, &self.target).map_err(write_err)?;
+        self.committed = true;
         #[cfg(unix)]
         if let Some(dir) = self.target.parent() {
             let dir = if dir.as_os_str().is_empty() {
@@ -207,11 +212,20 @@ impl OutputFile {
             };
             // The rename is durable once the directory is; failing to sync it is not fatal
             // (some file systems refuse fsync on directories).
-            if let Ok(d) = std::fs::File::open(dir) {
+            if let Ok(d) = File::open(dir) {
                 let _ = d.sync_all();
             }
         }
         Ok(())
+    }
+}
+
+impl Drop for OutputFile {
+    fn drop(&mut self) {
+        if !self.committed {
+            drop(self.file.take());
+            let _ = std::fs::remove_file(&self.tmp);
+        }
     }
 }
 
@@ -229,6 +243,37 @@ impl Write for OutputFile {
     }
 }
 
+/// Creates `.NAME.XXXXXXXX.inpath-tmp` in `dir` with `create_new` (never an existing file),
+/// mode `mode` less the umask.
+fn create_temp(dir: &Path, name: &str, mode: u32) -> std::io::Result<(PathBuf, File)> {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut last = None;
+    for _ in 0..64 {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+        h.write_u32(std::process::id());
+        let tag = h.finish() & 0xffff_ffff;
+        let tmp = dir.join(format!(".{name}.{tag:08x}.inpath-tmp"));
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(mode);
+        }
+        #[cfg(not(unix))]
+        let _ = mode;
+        match options.open(&tmp) {
+            Ok(file) => return Ok((tmp, file)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.expect("at least one attempt"))
+}
+
 #[cfg(unix)]
 fn permissions(mode: u32) -> Permissions {
     use std::os::unix::fs::PermissionsExt;
@@ -237,7 +282,7 @@ fn permissions(mode: u32) -> Permissions {
 
 #[cfg(not(unix))]
 fn permissions(_mode: u32) -> Permissions {
-    std::fs::File::open(".")
+    File::open(".")
         .and_then(|f| f.metadata())
         .map(|m| m.permissions())
         .expect("current directory metadata")
@@ -320,9 +365,12 @@ mod tests {
     use super::*;
 
     fn no_temp_files(dir: &Path) -> bool {
-        std::fs::read_dir(dir)
-            .unwrap()
-            .all(|e| !e.unwrap().file_name().to_string_lossy().ends_with(".inpath-tmp"))
+        std::fs::read_dir(dir).unwrap().all(|e| {
+            !e.unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".inpath-tmp")
+        })
     }
 
     #[test]

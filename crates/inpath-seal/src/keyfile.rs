@@ -185,9 +185,15 @@ mod tests {
     fn unparsable_text_names_the_line_and_the_format() {
         for (text, fragment) in [
             ("", "empty"),
-            ("603deb1015ca71be2b73aef0857d7781\n", "line 1: expected the signature"),
+            (
+                "603deb1015ca71be2b73aef0857d7781\n",
+                "line 1: expected the signature",
+            ),
             ("inpath-seal-keys 1\nkey x 00\n", "line 2: the key id"),
-            ("inpath-seal-keys 1\nkey 1 abc\n", "line 2: the key is not hex"),
+            (
+                "inpath-seal-keys 1\nkey 1 abc\n",
+                "line 2: the key is not hex",
+            ),
             ("inpath-seal-keys 1\nkey 1 0011\n", "AES needs 16, 24 or 32"),
         ] {
             let err = parse_bytes(Zeroizing::new(text.as_bytes().to_vec()))
