@@ -153,6 +153,20 @@ impl Fixture {
         let mut tampered = sealed.clone();
         tampered[64 + 20] ^= 0x10;
         f.write("tampered.sealed", &tampered);
+        // Headers with a valid CRC claiming enormous records: 2^40 bytes (more than arrives),
+        // and 2^64 - 11 (which once wrapped the record length around).
+        for (name, n) in [("huge.sealed", 1u64 << 40), ("wrap.sealed", u64::MAX - 10)] {
+            let mut h = Vec::new();
+            h.extend_from_slice(b"IPSL");
+            h.extend_from_slice(&[1, 64, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+            h.extend_from_slice(&n.to_le_bytes());
+            h.extend_from_slice(&n.to_le_bytes());
+            h.extend_from_slice(&[0; 28]);
+            let crc = crc32c::crc32c(&h);
+            h.extend_from_slice(&crc.to_le_bytes());
+            h.extend_from_slice(&[7; 100]);
+            f.write(name, &h);
+        }
         f.ok(&["compress", "--format", "gzip", "data.csv", "-o", "data.gz"]);
         let gz = std::fs::read(f.path("data.gz")).unwrap();
         f.write("trunc.gz", &gz[..gz.len() / 2]);
@@ -686,6 +700,40 @@ fn seal_bad_inputs() {
         (
             &["seal", "inspect", "nope.sealed"],
             "cannot read nope.sealed",
+        ),
+        (
+            &["seal", "inspect", "huge.sealed"],
+            "seal record payload is truncated: 1099511627840 bytes needed, 164 available",
+        ),
+        (
+            &["seal", "inspect", "wrap.sealed"],
+            "seal record payload length claims 18446744073709551605 bytes",
+        ),
+        (
+            &["unseal", "huge.sealed", "-o", "out.txt"],
+            "page length claims 1099511627776 bytes, more than the limit of 1073741824 bytes",
+        ),
+        (
+            &[
+                "unseal",
+                "huge.sealed",
+                "-o",
+                "out.txt",
+                "--max-page",
+                "2000GiB",
+            ],
+            "seal record payload is truncated",
+        ),
+        (
+            &[
+                "unseal",
+                "wrap.sealed",
+                "-o",
+                "out.txt",
+                "--max-page",
+                "18446744073709551615",
+            ],
+            "payload length claims",
         ),
         (
             &["seal", "keygen", "-o", "keys.txt"],

@@ -39,6 +39,7 @@
 pub mod engine;
 pub mod error;
 pub mod framing;
+pub mod fuzz;
 pub mod isa;
 pub mod lanes;
 pub mod output;

@@ -416,6 +416,12 @@ impl Statistics {
             1 => Kind::SpearmanRanks,
             k => return Err(bad(format!("unknown statistics kind {k}"))),
         };
+        if bytes[12..16] != [0; 4] {
+            return Err(bad(format!(
+                "reserved bytes 12 to 15 are {:02x?}, not zero (a newer or damaged file)",
+                &bytes[12..16]
+            )));
+        }
         let mut r = Reader {
             bytes: body,
             at: 16,

@@ -467,6 +467,16 @@ impl Header {
                 limit: max_page,
             });
         }
+        // The whole record's length (header + payload) must be a number: a payload length
+        // near 2^64 would wrap `record_len` around to less than a header.
+        let limit = u64::MAX - HEADER_LEN as u64;
+        if self.payload_len > limit {
+            return Err(Error::TooLarge {
+                what: "seal record payload length",
+                claimed: self.payload_len,
+                limit,
+            });
+        }
         // The body length the payload implies (for ECB/CBC: padding of 1..16 bytes).
         let (body_lo, body_hi) = match self.cipher {
             Cipher::None | Cipher::Ctr => (self.payload_len, self.payload_len),

@@ -352,16 +352,25 @@ fn next_record(
         Header::parse(&rec[..n], max_page)?;
     }
     let header = Header::parse(rec, max_page)?;
-    let total = header.record_len() as usize;
-    rec.resize(total, 0);
-    let got = read_full(reader, &mut rec[HEADER_LEN..], path)?;
-    if got < total - HEADER_LEN {
-        return Err(inpath_seal::Error::Truncated {
-            what: "seal record payload",
-            needed: total as u64,
-            available: (HEADER_LEN + got) as u64,
+    let total = header.record_len();
+    // Read the payload in steps of at most 1 MiB, so memory follows the bytes that actually
+    // arrive, never the length a (damaged) header claims.
+    let mut have = HEADER_LEN as u64;
+    while have < total {
+        let step = (total - have).min(1 << 20) as usize;
+        let old = rec.len();
+        rec.resize(old + step, 0);
+        let got = read_full(reader, &mut rec[old..], path)?;
+        have += got as u64;
+        if got < step {
+            rec.truncate(old + got);
+            return Err(inpath_seal::Error::Truncated {
+                what: "seal record payload",
+                needed: total,
+                available: have,
+            }
+            .into());
         }
-        .into());
     }
     Ok(true)
 }
