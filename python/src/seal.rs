@@ -107,6 +107,17 @@ fn sealer(
     Sealer::new(config, key.as_ref().map(|k| (key_id, k))).map_err(seal_err)
 }
 
+/// ``threads``: at least 1 (None: the number of CPUs).
+fn threads_arg(threads: Option<usize>) -> PyResult<usize> {
+    match threads {
+        Some(0) => Err(InpathError::new_err(
+            "threads = 0 is out of range: 1 or more (None: one per CPU)",
+        )),
+        Some(n) => Ok(n),
+        None => Ok(std::thread::available_parallelism().map_or(1, |n| n.get())),
+    }
+}
+
 fn ring(keys: Option<&Bound<'_, PyDict>>) -> PyResult<KeyRing> {
     let mut ring = KeyRing::new();
     if let Some(keys) = keys {
@@ -171,8 +182,7 @@ fn seal_batch<'py>(
         .try_iter()?
         .map(|p| Bytes::from_object(&p?, "each page"))
         .collect::<PyResult<_>>()?;
-    let threads =
-        threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let threads = threads_arg(threads)?;
     let records = py
         .detach(|| {
             // SAFETY: `held` outlives the closure.
@@ -218,8 +228,7 @@ fn unseal_batch<'py>(
         .try_iter()?
         .map(|r| Bytes::from_object(&r?, "each record"))
         .collect::<PyResult<_>>()?;
-    let threads =
-        threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let threads = threads_arg(threads)?;
     let unsealer = Unsealer::new(&ring).with_max_page(max_page);
     let pages = py.detach(|| {
         // SAFETY: `held` outlives the closure.
