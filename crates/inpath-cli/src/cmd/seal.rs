@@ -642,6 +642,7 @@ pub fn demo_report() -> anyhow::Result<String> {
         (Compression::None, Cipher::Gcm),
         (Compression::Deflate(1), Cipher::Ctr),
         (Compression::Deflate(1), Cipher::Cbc),
+        (Compression::Deflate(1), Cipher::Gcm),
         (Compression::Lz4, Cipher::Ctr),
         (Compression::Zstd(1), Cipher::Gcm),
     ];
