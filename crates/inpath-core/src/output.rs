@@ -19,8 +19,8 @@
 //! - **Standard output (`-`) streams**, as users expect from pipes: bytes go out as they are
 //!   made, and a failure part-way leaves what was already written.
 //!
-//! Only a process killed outright (SIGKILL, power loss before the rename) can leave the hidden
-//! temporary file behind; the target is still intact.
+//! Only a process killed by a signal (Ctrl-C, SIGTERM, SIGKILL) or a power loss before the
+//! rename can leave the hidden temporary file behind; the target is still intact.
 //!
 //! ```
 //! use inpath_core::output::OutputFile;
