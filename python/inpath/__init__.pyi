@@ -94,7 +94,7 @@ def seal(
     key: Optional[bytes] = None,
     key_id: int = 1,
     compress: str = "deflate",
-    cipher: str = "aes256-cbc",
+    cipher: str = "aes256-gcm",
     level: Optional[int] = None,
 ) -> bytes: ...
 def seal_batch(
@@ -102,7 +102,7 @@ def seal_batch(
     key: Optional[bytes] = None,
     key_id: int = 1,
     compress: str = "deflate",
-    cipher: str = "aes256-cbc",
+    cipher: str = "aes256-gcm",
     level: Optional[int] = None,
     threads: Optional[int] = None,
 ) -> list[bytes]: ...

@@ -107,6 +107,17 @@ fn sealer(
     Sealer::new(config, key.as_ref().map(|k| (key_id, k))).map_err(seal_err)
 }
 
+/// ``threads``: at least 1 (None: the number of CPUs).
+fn threads_arg(threads: Option<usize>) -> PyResult<usize> {
+    match threads {
+        Some(0) => Err(InpathError::new_err(
+            "threads = 0 is out of range: 1 or more (None: one per CPU)",
+        )),
+        Some(n) => Ok(n),
+        None => Ok(std::thread::available_parallelism().map_or(1, |n| n.get())),
+    }
+}
+
 fn ring(keys: Option<&Bound<'_, PyDict>>) -> PyResult<KeyRing> {
     let mut ring = KeyRing::new();
     if let Some(keys) = keys {
@@ -132,7 +143,7 @@ fn ring(keys: Option<&Bound<'_, PyDict>>) -> PyResult<KeyRing> {
 /// >>> inpath.unseal(record, keys={1: key}) == b"page" * 1000
 /// True
 #[pyfunction]
-#[pyo3(signature = (page, key=None, key_id=1, compress="deflate", cipher="aes256-cbc", level=None))]
+#[pyo3(signature = (page, key=None, key_id=1, compress="deflate", cipher="aes256-gcm", level=None))]
 fn seal<'py>(
     py: Python<'py>,
     page: &Bound<'py, PyAny>,
@@ -154,7 +165,7 @@ fn seal<'py>(
 /// Seals many pages on ``threads`` threads; byte-identical to sealing them one by one and
 /// independent of the thread count.
 #[pyfunction]
-#[pyo3(signature = (pages, key=None, key_id=1, compress="deflate", cipher="aes256-cbc", level=None, threads=None))]
+#[pyo3(signature = (pages, key=None, key_id=1, compress="deflate", cipher="aes256-gcm", level=None, threads=None))]
 #[allow(clippy::too_many_arguments)]
 fn seal_batch<'py>(
     py: Python<'py>,
@@ -171,8 +182,7 @@ fn seal_batch<'py>(
         .try_iter()?
         .map(|p| Bytes::from_object(&p?, "each page"))
         .collect::<PyResult<_>>()?;
-    let threads =
-        threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let threads = threads_arg(threads)?;
     let records = py
         .detach(|| {
             // SAFETY: `held` outlives the closure.
@@ -218,8 +228,7 @@ fn unseal_batch<'py>(
         .try_iter()?
         .map(|r| Bytes::from_object(&r?, "each record"))
         .collect::<PyResult<_>>()?;
-    let threads =
-        threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let threads = threads_arg(threads)?;
     let unsealer = Unsealer::new(&ring).with_max_page(max_page);
     let pages = py.detach(|| {
         // SAFETY: `held` outlives the closure.

@@ -55,6 +55,20 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// An output names the same file as one of the inputs (writing it would destroy the input).
+    #[error(
+        "refusing to write {}: it is the same file as the input {} (writing would destroy the \
+         input); choose another output path",
+        output.display(),
+        input.display()
+    )]
+    SameFile {
+        /// The output as named.
+        output: PathBuf,
+        /// The input it matches, as named.
+        input: PathBuf,
+    },
+
     /// A CSV column named by the user does not exist.
     #[error("CSV column {column} not found; the header has {available}")]
     MissingColumn {

@@ -5,7 +5,8 @@
 //! result and resets; partial states from parallel [`lanes`] merge associatively.
 //!
 //! This crate also cuts byte streams into records ([`Framing`], [`Deframer`]), opens inputs
-//! ([`Input`]) and defines the typed [`Error`] all engines return.
+//! ([`Input`]), writes outputs all-or-nothing ([`output`]) and defines the typed [`Error`] all
+//! engines return.
 //!
 //! ```
 //! use inpath_core::{Deframer, Framing, RecordSink, Result};
@@ -38,8 +39,10 @@
 pub mod engine;
 pub mod error;
 pub mod framing;
+pub mod fuzz;
 pub mod isa;
 pub mod lanes;
+pub mod output;
 pub mod source;
 
 pub use engine::{Engine, Lane, Transform};

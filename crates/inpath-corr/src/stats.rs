@@ -416,6 +416,12 @@ impl Statistics {
             1 => Kind::SpearmanRanks,
             k => return Err(bad(format!("unknown statistics kind {k}"))),
         };
+        if bytes[12..16] != [0; 4] {
+            return Err(bad(format!(
+                "reserved bytes 12 to 15 are {:02x?}, not zero (a newer or damaged file)",
+                &bytes[12..16]
+            )));
+        }
         let mut r = Reader {
             bytes: body,
             at: 16,
@@ -514,12 +520,10 @@ impl Statistics {
         Ok(stats)
     }
 
-    /// Writes the statistics file.
+    /// Writes the statistics file, all-or-nothing (a temporary file renamed into place; see
+    /// `inpath_core::output`).
     pub fn save(&self, path: &Path) -> Result<()> {
-        std::fs::write(path, self.to_bytes()).map_err(|e| Error::Write {
-            path: path.into(),
-            source: e,
-        })
+        inpath_core::output::write_file(path, &self.to_bytes(), &[])
     }
 
     /// Reads a statistics file.

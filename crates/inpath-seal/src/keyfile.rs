@@ -19,6 +19,11 @@ use zeroize::Zeroizing;
 /// The signature line.
 pub const SIGNATURE: &str = "inpath-seal-keys 1";
 
+/// What a key file should look like, for error messages.
+pub const EXPECTED: &str = "an inpath key file is text: the line `inpath-seal-keys 1`, then one \
+    `key <id> <hex>` line per key (32, 48 or 64 hex digits); make one with \
+    `inpath seal keygen -o keys.txt`";
+
 /// A parsed key file: the keys and the id of the first key (the default for sealing).
 #[derive(Debug)]
 pub struct KeyFile {
@@ -94,6 +99,31 @@ pub fn parse(text: Zeroizing<String>) -> Result<KeyFile> {
     Ok(KeyFile { ring, first_id })
 }
 
+/// Parses key file bytes as read from disk: like [`parse`], but bytes that are not text (a
+/// raw binary key, say) get an error naming the expected format and `inpath seal keygen`
+/// instead of a UTF-8 complaint. Takes ownership so the bytes can be wiped.
+pub fn parse_bytes(bytes: Zeroizing<Vec<u8>>) -> Result<KeyFile> {
+    let text = match std::str::from_utf8(&bytes) {
+        Ok(text) => Zeroizing::new(text.to_owned()),
+        Err(_) => {
+            return Err(Error::Corrupt {
+                format: "key file",
+                detail: format!(
+                    "it is not text ({} bytes, perhaps a raw binary key); {EXPECTED}",
+                    bytes.len()
+                ),
+            })
+        }
+    };
+    parse(text).map_err(|e| match e {
+        Error::Corrupt { format, detail } => Error::Corrupt {
+            format,
+            detail: format!("{detail} ({EXPECTED})"),
+        },
+        other => other,
+    })
+}
+
 /// Formats keys as key file text (wiped when dropped).
 pub fn format(keys: &[(u32, &Key)]) -> Zeroizing<String> {
     let mut text = Zeroizing::new(String::new());
@@ -126,4 +156,54 @@ fn decode_hex(text: &str) -> Option<Vec<u8>> {
         .chunks(2)
         .map(|p| Some(digit(p[0])? << 4 | digit(p[1])?))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formatted_keys_parse_back() {
+        let key = Key::new(&[7u8; 32]).unwrap();
+        let text = format(&[(3, &key)]);
+        let parsed = parse_bytes(Zeroizing::new(text.as_bytes().to_vec())).unwrap();
+        assert_eq!(parsed.first_id, 3);
+        assert_eq!(parsed.ring.get(3).unwrap().expose_secret(), &[7u8; 32]);
+    }
+
+    #[test]
+    fn raw_binary_key_names_the_format_and_keygen() {
+        let raw: Vec<u8> = (0..32u8).map(|i| i.wrapping_mul(37) | 0x80).collect();
+        let err = parse_bytes(Zeroizing::new(raw)).unwrap_err().to_string();
+        assert!(err.contains("not text"), "{err}");
+        assert!(err.contains("inpath-seal-keys 1"), "{err}");
+        assert!(err.contains("inpath seal keygen"), "{err}");
+        assert!(!err.contains("UTF-8"), "{err}");
+    }
+
+    #[test]
+    fn unparsable_text_names_the_line_and_the_format() {
+        for (text, fragment) in [
+            ("", "empty"),
+            (
+                "603deb1015ca71be2b73aef0857d7781\n",
+                "line 1: expected the signature",
+            ),
+            ("inpath-seal-keys 1\nkey x 00\n", "line 2: the key id"),
+            (
+                "inpath-seal-keys 1\nkey 1 abc\n",
+                "line 2: the key is not hex",
+            ),
+            ("inpath-seal-keys 1\nkey 1 0011\n", "AES needs 16, 24 or 32"),
+        ] {
+            let err = parse_bytes(Zeroizing::new(text.as_bytes().to_vec()))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(fragment), "{text:?}: {err}");
+            assert!(
+                err.contains("inpath seal keygen") || fragment == "empty",
+                "{text:?}: {err}"
+            );
+        }
+    }
 }

@@ -274,7 +274,9 @@ impl Default for SealConfig {
     fn default() -> Self {
         SealConfig {
             compression: Compression::DEFAULT,
-            cipher: Cipher::Ctr,
+            // Authenticated by default: GCM detects any change to a record; ECB, CTR and CBC
+            // detect accidental damage only (a CRC is not a MAC).
+            cipher: Cipher::Gcm,
         }
     }
 }
@@ -463,6 +465,16 @@ impl Header {
                 what: "seal record page length",
                 claimed: self.page_len,
                 limit: max_page,
+            });
+        }
+        // The whole record's length (header + payload) must be a number: a payload length
+        // near 2^64 would wrap `record_len` around to less than a header.
+        let limit = u64::MAX - HEADER_LEN as u64;
+        if self.payload_len > limit {
+            return Err(Error::TooLarge {
+                what: "seal record payload length",
+                claimed: self.payload_len,
+                limit,
             });
         }
         // The body length the payload implies (for ECB/CBC: padding of 1..16 bytes).

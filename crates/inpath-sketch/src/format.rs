@@ -27,7 +27,8 @@
 //! version 2 otherwise (version 1 readers then refuse the file by its version, not silently).
 //! All integers are little-endian. Readers check the magic, the version, every parameter's
 //! range, the exact file length the parameters imply (before allocating anything), the
-//! checksum, and that every register is a possible rank.
+//! checksum, that every register is a possible rank, that no counter exceeds the item count in
+//! magnitude and that every Count-Min row sums to it.
 
 use crate::hash::HashMode;
 use crate::params::Params;
@@ -182,6 +183,24 @@ pub fn from_bytes(bytes: &[u8], what: &str) -> Result<Sketch> {
     }
     let count = u64_at(32);
     let (min, max, covered) = (u64_at(40), u64_at(48), u64_at(56));
+    // The min/max fields have one encoding each (see the table above); anything else was not
+    // written by a writer of this format.
+    let consistent = match kind {
+        ItemKind::U32 | ItemKind::U64 => {
+            covered == count && (count > 0 || (min, max) == (u64::MAX, 0))
+        }
+        ItemKind::Bytes => {
+            covered <= count
+                && (covered > 0
+                    || (min, max) == (f64::INFINITY.to_bits(), f64::NEG_INFINITY.to_bits()))
+        }
+    };
+    if !consistent {
+        return Err(bad(format!(
+            "the min/max fields (min {min:#x}, max {max:#x}, covering {covered} items) do not fit \
+             the count of {count} items"
+        )));
+    }
     let extremes = match kind {
         ItemKind::U32 | ItemKind::U64 => Extremes::Int((count > 0).then_some((min, max))),
         ItemKind::Bytes => Extremes::Numeric {
@@ -200,17 +219,31 @@ pub fn from_bytes(bytes: &[u8], what: &str) -> Result<Sketch> {
         )));
     }
     let cm_len = params.cm_rows as usize * params.cm_width();
-    let cm: Vec<i64> = body[at..at + 8 * cm_len]
+    let cm_raw: Vec<u64> = body[at..at + 8 * cm_len]
         .chunks_exact(8)
         .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
-        .map(|c| i64::try_from(c).unwrap_or(i64::MAX))
         .collect();
+    if let Some(pos) = cm_raw.iter().position(|&c| c > count) {
+        return Err(bad(format!(
+            "Count-Min counter {pos} holds {} but the file counts only {count} items",
+            cm_raw[pos]
+        )));
+    }
+    let cm: Vec<i64> = cm_raw.into_iter().map(|c| c as i64).collect();
     at += 8 * cm_len;
     let agms_len = params.agms_rows as usize * params.agms_width();
     let agms: Vec<i64> = body[at..at + 8 * agms_len]
         .chunks_exact(8)
         .map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes")))
         .collect();
+    // Each item moves one Fast-AGMS counter per row by one: no counter exceeds the count (the
+    // in-memory tiers rely on it).
+    if let Some(pos) = agms.iter().position(|&c| c.unsigned_abs() > count) {
+        return Err(bad(format!(
+            "Fast-AGMS counter {pos} holds {} but the file counts only {count} items",
+            agms[pos]
+        )));
+    }
     // Every Count-Min row sums to the item count; a mismatch means a writer bug or tampering
     // that kept the checksum valid.
     for (row, counters) in cm.chunks_exact(params.cm_width()).enumerate() {

@@ -482,9 +482,9 @@ impl Tap for SketchTap {
                 job.direction.name(),
                 job.job
             ));
-            match std::fs::write(&path, format::to_bytes(&sketch)) {
+            match inpath_core::output::write_file(&path, &format::to_bytes(&sketch), &[]) {
                 Ok(()) => value["saved"] = json!(path),
-                Err(e) => value["save_error"] = json!(format!("{}: {e}", path.display())),
+                Err(e) => value["save_error"] = json!(e.to_string()),
             }
         }
         TapOutput {

@@ -2,6 +2,7 @@
 use crate::common::{bytes, print_out, Progress};
 use anyhow::{bail, Context};
 use clap::Args;
+use inpath_core::output::Output;
 use inpath_core::source::read_full;
 use inpath_core::Input;
 use inpath_seal::codec::{Compressor, Decompressor, Format};
@@ -64,19 +65,13 @@ pub struct DecompressArgs {
     quiet: bool,
 }
 
-fn open_output(path: &str, binary: bool) -> anyhow::Result<Box<dyn Write>> {
-    if path == "-" {
-        if binary && std::io::stdout().is_terminal() {
-            bail!("refusing to write compressed data to a terminal; use -o FILE or a pipe");
-        }
-        Ok(Box::new(std::io::BufWriter::with_capacity(
-            1 << 20,
-            std::io::stdout().lock(),
-        )))
-    } else {
-        let file = std::fs::File::create(path).with_context(|| format!("cannot create {path}"))?;
-        Ok(Box::new(std::io::BufWriter::with_capacity(1 << 20, file)))
+/// Opens the output after checking it is not the input: a file written all-or-nothing (see
+/// `inpath_core::output`), or standard output.
+fn open_output(path: &str, binary: bool, input: &Input) -> anyhow::Result<Output> {
+    if path == "-" && binary && std::io::stdout().is_terminal() {
+        bail!("refusing to write compressed data to a terminal; use -o FILE or a pipe");
     }
+    Ok(Output::open(path, std::slice::from_ref(input))?)
 }
 
 fn report(json: bool, output: &str, value: serde_json::Value) -> anyhow::Result<()> {
@@ -97,8 +92,8 @@ pub fn run_compress(args: CompressArgs) -> anyhow::Result<()> {
     let format = Format::parse(&args.format)?;
     let mut c = Compressor::new(format, args.level)?;
     let input = Input::from_arg(&args.file);
+    let mut out = open_output(&args.output, true, &input)?;
     let (mut reader, total) = input.open()?;
-    let mut out = open_output(&args.output, true)?;
     let progress = Progress::new(total, "compressing", args.quiet);
     let mut buf = vec![0u8; CHUNK];
     let mut packed = Vec::with_capacity(CHUNK);
@@ -122,8 +117,7 @@ pub fn run_compress(args: CompressArgs) -> anyhow::Result<()> {
             break;
         }
     }
-    out.flush()
-        .with_context(|| format!("cannot write {}", args.output))?;
+    out.commit()?;
     progress.done();
     let secs = start.elapsed().as_secs_f64();
     report(
@@ -139,6 +133,7 @@ pub fn run_compress(args: CompressArgs) -> anyhow::Result<()> {
 /// Runs `inpath decompress`.
 pub fn run_decompress(args: DecompressArgs) -> anyhow::Result<()> {
     let input = Input::from_arg(&args.file);
+    let mut out = open_output(&args.output, false, &input)?;
     let (mut reader, total) = input.open()?;
     let mut buf = vec![0u8; CHUNK];
     let first = read_full(&mut reader, &mut buf, input.path())?;
@@ -152,7 +147,6 @@ pub fn run_decompress(args: DecompressArgs) -> anyhow::Result<()> {
         })?,
     };
     let mut d = Decompressor::new(format);
-    let mut out = open_output(&args.output, false)?;
     let progress = Progress::new(total, "decompressing", args.quiet);
     let mut scratch = Vec::with_capacity(2 << 20);
     let (mut read, mut written) = (0u64, 0u64);
@@ -187,8 +181,7 @@ pub fn run_decompress(args: DecompressArgs) -> anyhow::Result<()> {
     out.write_all(&scratch)
         .with_context(|| format!("cannot write {}", args.output))?;
     written += scratch.len() as u64;
-    out.flush()
-        .with_context(|| format!("cannot write {}", args.output))?;
+    out.commit()?;
     progress.done();
     let secs = start.elapsed().as_secs_f64();
     if !args.json && !args.quiet && args.output != "-" && std::io::stderr().is_terminal() {

@@ -196,6 +196,8 @@ pub fn run(args: CorrArgs) -> Result<()> {
 }
 
 fn run_merge(args: MergeArgs) -> Result<()> {
+    let inputs: Vec<Input> = args.inputs.iter().cloned().map(Input::File).collect();
+    check_outputs(&[Some(&args.output), args.report.heatmap.as_ref()], &inputs)?;
     let mut merged: Option<Statistics> = None;
     for path in &args.inputs {
         let stats = Statistics::load(path)?;
@@ -207,13 +209,28 @@ fn run_merge(args: MergeArgs) -> Result<()> {
         }
     }
     let merged = merged.context("no statistics files given")?;
-    merged.save(&args.output)?;
+    inpath_core::output::write_file(&args.output, &merged.to_bytes(), &inputs)?;
     let sources: Vec<String> = args
         .inputs
         .iter()
         .map(|p| p.display().to_string())
         .collect();
     report(&merged, &args.report, &sources, None)
+}
+
+/// Refuses, before any work, outputs that are inputs, and two outputs that are one file.
+fn check_outputs(outputs: &[Option<&PathBuf>], inputs: &[Input]) -> Result<()> {
+    let outputs: Vec<&PathBuf> = outputs.iter().flatten().copied().collect();
+    for (i, out) in outputs.iter().enumerate() {
+        inpath_core::output::check_distinct(out, inputs)?;
+        if outputs[..i].iter().any(|o| o == out) {
+            bail!(
+                "{} is named as two outputs (--save/-o and --heatmap); give each its own file",
+                out.display()
+            );
+        }
+    }
+    Ok(())
 }
 
 struct Timing {
@@ -306,6 +323,7 @@ fn run_job(args: RunArgs) -> Result<()> {
         engine.set_names(args.names.clone())?;
     }
     let inputs: Vec<Input> = args.files.iter().map(|f| Input::from_arg(f)).collect();
+    check_outputs(&[args.save.as_ref(), args.output.heatmap.as_ref()], &inputs)?;
     let sizes: Vec<Option<u64>> = inputs
         .iter()
         .map(|i| match i {
@@ -347,7 +365,7 @@ fn run_job(args: RunArgs) -> Result<()> {
     let seconds = start.elapsed().as_secs_f64();
     progress.done();
     if let Some(path) = &args.save {
-        stats.save(path)?;
+        inpath_core::output::write_file(path, &stats.to_bytes(), &inputs)?;
     }
     report(
         &stats,
@@ -466,7 +484,8 @@ fn report(
     let pearson = stats.pearson(policy);
     if let Some(path) = &out.heatmap {
         let svg = heatmap_svg(stats, &pearson, &sources.join(", "));
-        std::fs::write(path, svg).with_context(|| format!("cannot write {}", path.display()))?;
+        let inputs: Vec<Input> = sources.iter().map(|s| Input::from_arg(s)).collect();
+        inpath_core::output::write_file(path, svg.as_bytes(), &inputs)?;
     }
     let text = if out.json {
         json_report(stats, &pearson, out, timing)?

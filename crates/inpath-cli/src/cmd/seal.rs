@@ -4,6 +4,7 @@
 use crate::common::{bytes, print_out, thousands, Progress};
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
+use inpath_core::output::{Output, OutputFile};
 use inpath_core::source::read_full;
 use inpath_core::Input;
 use inpath_seal::page::{Header, DEFAULT_MAX_PAGE, HEADER_LEN};
@@ -42,13 +43,19 @@ pub struct SealArgs {
     /// zstd[-LEVEL], snappy. A page that does not shrink is stored as is.
     #[arg(long, default_value = "deflate")]
     compress: String,
-    /// Encryption tier: none, aes{128,192,256}-{ecb,ctr,cbc}, aes256-gcm (the only one that
-    /// detects tampering; see docs/seal.md).
-    #[arg(long, default_value = "aes256-ctr")]
+    /// Encryption tier: aes256-gcm (authenticated: detects any change to a record), or for
+    /// compatibility with the reference engine's tiers aes{128,192,256}-{ecb,ctr,cbc}, which
+    /// detect accidental damage only (anyone who can write the file can alter the plaintext
+    /// undetected; see docs/seal.md), or none.
+    #[arg(long, default_value = "aes256-gcm")]
     cipher: String,
-    /// Key file (see `inpath seal keygen`); required unless --cipher none.
+    /// Key file (see `inpath seal keygen`); required unless --cipher none. It must not be
+    /// readable by group or others (chmod 600).
     #[arg(long)]
     key_file: Option<PathBuf>,
+    /// Use a key file even when group or others can read it (not recommended).
+    #[arg(long)]
+    allow_insecure_key_file: bool,
     /// Key id to seal with (default: the first key in the file).
     #[arg(long)]
     key_id: Option<u32>,
@@ -113,9 +120,13 @@ pub struct UnsealArgs {
     /// Output file, or `-` for standard output.
     #[arg(short, long, default_value = "-")]
     output: String,
-    /// Key file holding the keys the records name (not needed for unencrypted records).
+    /// Key file holding the keys the records name (not needed for unencrypted records). It must
+    /// not be readable by group or others (chmod 600).
     #[arg(long)]
     key_file: Option<PathBuf>,
+    /// Use a key file even when group or others can read it (not recommended).
+    #[arg(long)]
+    allow_insecure_key_file: bool,
     /// Largest page accepted (a record claiming more is refused before anything is allocated).
     #[arg(long, default_value = "1GiB", value_parser = crate::common::parse_size)]
     max_page: u64,
@@ -130,41 +141,55 @@ pub struct UnsealArgs {
     quiet: bool,
 }
 
-/// Reads a key file; warns when others may read it.
-pub(crate) fn read_keys(path: &Path) -> anyhow::Result<keyfile::KeyFile> {
-    let text = Zeroizing::new(
-        std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read key file {}", path.display()))?,
-    );
+/// Reads a key file. Like ssh, refuses one that group or others may read unless
+/// `allow_insecure` (then it warns); a file that does not parse gets a message naming the
+/// expected format and `inpath seal keygen`.
+pub(crate) fn read_keys(path: &Path, allow_insecure: bool) -> anyhow::Result<keyfile::KeyFile> {
+    let meta = std::fs::metadata(path)
+        .with_context(|| format!("cannot read key file {}", path.display()))?;
+    if meta.is_dir() {
+        bail!("cannot read key file {}: is a directory", path.display());
+    }
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        if let Ok(meta) = std::fs::metadata(path) {
-            if meta.permissions().mode() & 0o077 != 0 {
-                eprintln!(
-                    "warning: key file {} is readable by others (chmod 600 it)",
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            if !allow_insecure {
+                bail!(
+                    "key file {} has mode {mode:04o}: group or others can read it, so its keys may \
+                     already be exposed; make it private with `chmod 600 {}` (or pass \
+                     --allow-insecure-key-file to use it anyway)",
+                    path.display(),
                     path.display()
                 );
             }
+            eprintln!(
+                "warning: key file {} has mode {mode:04o} (readable by others; chmod 600 it)",
+                path.display()
+            );
         }
     }
-    keyfile::parse(text).with_context(|| format!("key file {}", path.display()))
+    let bytes = Zeroizing::new(
+        std::fs::read(path).with_context(|| format!("cannot read key file {}", path.display()))?,
+    );
+    keyfile::parse_bytes(bytes).with_context(|| format!("key file {}", path.display()))
 }
 
-/// Opens the output: a file, or standard output (refused on a terminal: the data is binary).
-fn open_output(path: &str) -> anyhow::Result<Box<dyn Write>> {
-    if path == "-" {
-        if std::io::stdout().is_terminal() {
-            bail!("refusing to write binary output to a terminal; use -o FILE or a pipe");
-        }
-        Ok(Box::new(std::io::BufWriter::with_capacity(
-            1 << 20,
-            std::io::stdout().lock(),
-        )))
-    } else {
-        let file = std::fs::File::create(path).with_context(|| format!("cannot create {path}"))?;
-        Ok(Box::new(std::io::BufWriter::with_capacity(1 << 20, file)))
+/// Opens the output after checking it against the inputs: a file written all-or-nothing, or
+/// standard output (refused on a terminal: the data is binary).
+fn open_output(path: &str, inputs: &[Input]) -> anyhow::Result<Output> {
+    if path == "-" && std::io::stdout().is_terminal() {
+        bail!("refusing to write binary output to a terminal; use -o FILE or a pipe");
     }
+    Ok(Output::open(path, inputs)?)
+}
+
+/// The inputs an output must differ from: the data input and the key file.
+fn inputs_of(file: &Input, key_file: Option<&PathBuf>) -> Vec<Input> {
+    let mut inputs = vec![file.clone()];
+    inputs.extend(key_file.map(|k| Input::File(k.clone())));
+    inputs
 }
 
 /// Prints a summary: JSON or text, to standard output unless the data went there.
@@ -213,7 +238,7 @@ pub fn run(args: SealArgs) -> anyhow::Result<()> {
             "--cipher {} needs --key-file (make one with `inpath seal keygen -o keys.txt`)",
             args.cipher
         ),
-        (Some(path), _) => Some(read_keys(path)?),
+        (Some(path), _) => Some(read_keys(path, args.allow_insecure_key_file)?),
     };
     let key_id = match &keys {
         Some(k) => args.key_id.unwrap_or(k.first_id),
@@ -239,8 +264,8 @@ pub fn run(args: SealArgs) -> anyhow::Result<()> {
     let mut sealer = Sealer::new(config, key.map(|k| (key_id, k)))?;
 
     let input = Input::from_arg(&file);
+    let mut out = open_output(&args.output, &inputs_of(&input, args.key_file.as_ref()))?;
     let (mut reader, total) = input.open()?;
-    let mut out = open_output(&args.output)?;
     let progress = Progress::new(total, "sealing", args.quiet);
     let page_size = args.page_size as usize;
     let batch = args.threads * inpath_seal::kernel::LANES;
@@ -274,8 +299,7 @@ pub fn run(args: SealArgs) -> anyhow::Result<()> {
             break;
         }
     }
-    out.flush()
-        .with_context(|| format!("cannot write {}", args.output))?;
+    out.commit()?;
     progress.done();
     let secs = start.elapsed().as_secs_f64();
     if args.quiet {
@@ -328,16 +352,25 @@ fn next_record(
         Header::parse(&rec[..n], max_page)?;
     }
     let header = Header::parse(rec, max_page)?;
-    let total = header.record_len() as usize;
-    rec.resize(total, 0);
-    let got = read_full(reader, &mut rec[HEADER_LEN..], path)?;
-    if got < total - HEADER_LEN {
-        return Err(inpath_seal::Error::Truncated {
-            what: "seal record payload",
-            needed: total as u64,
-            available: (HEADER_LEN + got) as u64,
+    let total = header.record_len();
+    // Read the payload in steps of at most 1 MiB, so memory follows the bytes that actually
+    // arrive, never the length a (damaged) header claims.
+    let mut have = HEADER_LEN as u64;
+    while have < total {
+        let step = (total - have).min(1 << 20) as usize;
+        let old = rec.len();
+        rec.resize(old + step, 0);
+        let got = read_full(reader, &mut rec[old..], path)?;
+        have += got as u64;
+        if got < step {
+            rec.truncate(old + got);
+            return Err(inpath_seal::Error::Truncated {
+                what: "seal record payload",
+                needed: total,
+                available: have,
+            }
+            .into());
         }
-        .into());
     }
     Ok(true)
 }
@@ -348,13 +381,13 @@ pub fn run_unseal(args: UnsealArgs) -> anyhow::Result<()> {
         bail!("--threads must be at least 1");
     }
     let ring = match &args.key_file {
-        Some(path) => read_keys(path)?.ring,
+        Some(path) => read_keys(path, args.allow_insecure_key_file)?.ring,
         None => KeyRing::new(),
     };
     let unsealer = Unsealer::new(&ring).with_max_page(args.max_page);
     let input = Input::from_arg(&args.file);
+    let mut out = open_output(&args.output, &inputs_of(&input, args.key_file.as_ref()))?;
     let (mut reader, total) = input.open()?;
-    let mut out = open_output(&args.output)?;
     let progress = Progress::new(total, "unsealing", args.quiet);
     let batch = args.threads * 8;
     let (mut records, mut read_bytes, mut written) = (0u64, 0u64, 0u64);
@@ -416,8 +449,7 @@ pub fn run_unseal(args: UnsealArgs) -> anyhow::Result<()> {
         records += recs.len() as u64;
         progress.set(read_bytes);
     }
-    out.flush()
-        .with_context(|| format!("cannot write {}", args.output))?;
+    out.commit()?;
     progress.done();
     if args.quiet {
         return Ok(());
@@ -543,7 +575,7 @@ fn keygen(args: KeygenArgs) -> anyhow::Result<()> {
     let key = Key::generate(args.bits)?;
     let mut entries: Vec<(u32, Key)> = Vec::new();
     if args.append {
-        let existing = read_keys(&args.output)?;
+        let existing = read_keys(&args.output, false)?;
         for id in existing.ring.ids() {
             entries.push((id, existing.ring.get(id)?.clone()));
         }
@@ -562,8 +594,7 @@ fn keygen(args: KeygenArgs) -> anyhow::Result<()> {
     entries.push((id, key));
     let refs: Vec<(u32, &Key)> = entries.iter().map(|(i, k)| (*i, k)).collect();
     let text = keyfile::format(&refs);
-    write_private(&args.output, text.as_bytes())
-        .with_context(|| format!("cannot write {}", args.output.display()))?;
+    write_private(&args.output, text.as_bytes())?;
     eprintln!(
         "wrote AES-{} key id {id} to {} (mode 0600; keep it secret)",
         args.bits,
@@ -572,21 +603,16 @@ fn keygen(args: KeygenArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn write_private(path: &Path, data: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp-keygen");
-    {
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create_new(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            options.mode(0o600);
-        }
-        let mut f = options.open(&tmp)?;
-        f.write_all(data)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)
+/// Writes a key file all-or-nothing with mode 0600 (also when --append replaces one).
+fn write_private(path: &Path, data: &[u8]) -> anyhow::Result<()> {
+    let mut out = OutputFile::create_with_mode(path, &[], 0o600)?;
+    out.write_all(data)
+        .map_err(|source| inpath_core::Error::Write {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    out.commit()?;
+    Ok(())
 }
 
 /// A short report of the page codec on generated pages, for `inpath demo`: compression ratio
@@ -616,6 +642,7 @@ pub fn demo_report() -> anyhow::Result<String> {
         (Compression::None, Cipher::Gcm),
         (Compression::Deflate(1), Cipher::Ctr),
         (Compression::Deflate(1), Cipher::Cbc),
+        (Compression::Deflate(1), Cipher::Gcm),
         (Compression::Lz4, Cipher::Ctr),
         (Compression::Zstd(1), Cipher::Gcm),
     ];

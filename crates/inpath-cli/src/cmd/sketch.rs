@@ -313,11 +313,16 @@ fn parse_delimiter(text: &str) -> Result<u8> {
 }
 
 fn run_build(args: BuildArgs) -> Result<()> {
+    let inputs: Vec<Input> = args.files.iter().map(|f| Input::from_arg(f)).collect();
+    if let Some(path) = &args.save {
+        // Refuse before reading: the sketch must not replace one of its inputs.
+        inpath_core::output::check_distinct(path, &inputs)?;
+    }
     let start = Instant::now();
     let (sketch, bytes, column) = build(&args)?;
     let seconds = start.elapsed().as_secs_f64();
     if let Some(path) = &args.save {
-        save(&sketch, path)?;
+        save(&sketch, path, &inputs)?;
     }
     let estimator = Estimator::from(args.estimator);
     let summary = sketch.summary(estimator);
@@ -359,11 +364,9 @@ fn run_build(args: BuildArgs) -> Result<()> {
     }
 }
 
-fn save(sketch: &Sketch, path: &Path) -> Result<()> {
-    std::fs::write(path, format::to_bytes(sketch)).map_err(|e| inpath_core::Error::Write {
-        path: path.to_path_buf(),
-        source: e,
-    })?;
+/// Writes a sketch file all-or-nothing (see `inpath_core::output`), never over an input.
+fn save(sketch: &Sketch, path: &Path, inputs: &[Input]) -> Result<()> {
+    inpath_core::output::write_file(path, &format::to_bytes(sketch), inputs)?;
     Ok(())
 }
 
@@ -376,6 +379,8 @@ fn load(path: &Path) -> Result<Sketch> {
 }
 
 fn run_merge(args: MergeArgs) -> Result<()> {
+    let inputs: Vec<Input> = args.inputs.iter().cloned().map(Input::File).collect();
+    inpath_core::output::check_distinct(&args.output, &inputs)?;
     let mut merged: Option<Sketch> = None;
     for path in &args.inputs {
         let sketch = load(path)?;
@@ -391,7 +396,7 @@ fn run_merge(args: MergeArgs) -> Result<()> {
         }
     }
     let merged = merged.expect("clap requires at least one input");
-    save(&merged, &args.output)?;
+    save(&merged, &args.output, &inputs)?;
     let summary = merged.summary(args.estimator.into());
     if args.json {
         let mut value = summary_json(&merged, &summary);
