@@ -14,8 +14,9 @@
 //!
 //! For float types the kernel's block sums are added to double-double accumulators instead.
 
+use crate::arch::{self, Path};
 use crate::dtype::Plan;
-use crate::intkernel::{self, IntAccumulator};
+use crate::intkernel::IntAccumulator;
 use crate::kernel::{self, Isa, Kernel, Mid, TileSpec, MAX_NZ, MR};
 use crate::stats::{tri_row, Data, Statistics};
 use crate::wide::{two_sum, Dd, I256};
@@ -29,20 +30,18 @@ const PANEL_BYTES: usize = 1 << 20;
 pub(crate) enum Accumulator {
     /// The `f64` tile kernels (every type).
     Tiles(Box<TileAccumulator>),
-    /// The integer kernels (8, 16 and 32-bit integers on AVX-512 with VNNI / IFMA).
+    /// The integer kernels (8, 16 and 32-bit integers on AVX-512 with VNNI / IFMA or AMX, 8-bit
+    /// integers on AVX2).
     Int(Box<IntAccumulator>),
 }
 
 impl Accumulator {
     /// The accumulator for `dtype`: the integer kernels where `kernel` allows them and the CPU
     /// has them, else the `f64` tiles on `isa`.
-    pub fn new(dtype: DType, m: usize, kernel: Kernel, isa: Isa) -> Accumulator {
-        if kernel == Kernel::Auto && intkernel::amx_chosen(dtype, m) {
-            Accumulator::Int(Box::new(IntAccumulator::new(dtype, m, true)))
-        } else if matches!(kernel, Kernel::Auto | Kernel::NoAmx) && intkernel::supported(dtype) {
-            Accumulator::Int(Box::new(IntAccumulator::new(dtype, m, false)))
-        } else {
-            Accumulator::Tiles(Box::new(TileAccumulator::new(dtype, m, isa)))
+    pub fn new(dtype: DType, m: usize, kernel: Kernel) -> Accumulator {
+        match arch::choose(kernel, dtype, m) {
+            Path::Tiles(isa) => Accumulator::Tiles(Box::new(TileAccumulator::new(dtype, m, isa))),
+            path => Accumulator::Int(Box::new(IntAccumulator::new(dtype, m, path))),
         }
     }
 
