@@ -197,7 +197,13 @@ impl TileAccumulator {
     /// Adds whole rows: `bytes` holds `rows * M` little-endian items.
     pub fn push_rows(&mut self, bytes: &[u8], stats: &mut Statistics) -> Result<()> {
         let isa = self.isa;
-        kernel::dispatch(isa, || self.push_rows_body(bytes, stats))
+        // The closure must be inlined into the dispatch's AVX2 / AVX-512 function, or its loops
+        // are compiled for the baseline ISA.
+        kernel::dispatch(
+            isa,
+            #[inline(always)]
+            || self.push_rows_body(bytes, stats),
+        )
     }
 
     #[inline(always)]
@@ -315,7 +321,11 @@ impl TileAccumulator {
     /// Ends the input: runs the partial block and brings `stats` up to date.
     pub fn close(&mut self, stats: &mut Statistics) -> Result<()> {
         let isa = self.isa;
-        kernel::dispatch(isa, || self.block(stats))?;
+        kernel::dispatch(
+            isa,
+            #[inline(always)]
+            || self.block(stats),
+        )?;
         self.widen(stats)
     }
 

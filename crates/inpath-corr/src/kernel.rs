@@ -229,12 +229,16 @@ fn portable_n<const NZ: usize>(
 
 /// The AVX2 + FMA tile kernel: the same fused multiply-adds in the same row order as
 /// [`tile_portable`], 4-wide. A tile's `2 * nz` vectors of B lanes are taken in chunks of up
-/// to three (12 accumulators, 3 B loads and a broadcast: all 16 ymm registers); each
-/// accumulator is one (A lane, 4 B lanes) sum, so chunking changes no result.
+/// to two (8 accumulators, 2 B loads and a broadcast; chunks of three, 12 accumulators, made
+/// the compiler spill one in the row loop); each accumulator is one (A lane, 4 B lanes) sum,
+/// so chunking changes no result.
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::{Mid, TileSpec, MR};
     use std::arch::x86_64::*;
+
+    /// Vectors of 4 B lanes per chunk.
+    const CHUNK: usize = 2;
 
     /// Calls `f` in a function compiled with AVX2 and FMA enabled.
     ///
@@ -261,9 +265,9 @@ mod avx2 {
         let vecs = 2 * spec.nz;
         let mut v = 0;
         while v < vecs {
-            let w = (vecs - v).min(3);
-            let mut boff = [0usize; 3];
-            let mut rel = [0usize; 3];
+            let w = (vecs - v).min(CHUNK);
+            let mut boff = [0usize; CHUNK];
+            let mut rel = [0usize; CHUNK];
             for k in 0..w {
                 let (z, h) = ((v + k) / 2, (v + k) % 2);
                 boff[k] = spec.boff[z] + 4 * h;
@@ -274,8 +278,7 @@ mod avx2 {
             unsafe {
                 match w {
                     1 => chunk::<1>(a, lda, b, ldb, spec, &boff, &rel, rows, mid),
-                    2 => chunk::<2>(a, lda, b, ldb, spec, &boff, &rel, rows, mid),
-                    _ => chunk::<3>(a, lda, b, ldb, spec, &boff, &rel, rows, mid),
+                    _ => chunk::<2>(a, lda, b, ldb, spec, &boff, &rel, rows, mid),
                 }
             }
             v += w;
@@ -290,8 +293,8 @@ mod avx2 {
         b: &[f64],
         ldb: usize,
         spec: &TileSpec,
-        boff: &[usize; 3],
-        rel: &[usize; 3],
+        boff: &[usize; CHUNK],
+        rel: &[usize; CHUNK],
         rows: usize,
         mid: &mut Mid,
     ) {
@@ -327,7 +330,9 @@ mod avx2 {
                         // SAFETY: `s` holds four f64.
                         unsafe { _mm256_storeu_pd(s.as_mut_ptr(), acc[i][k]) };
                         for (d, v) in m[at..at + 4].iter_mut().zip(s) {
-                            *d += v as i64;
+                            // SAFETY: an integer below 2^53 in magnitude (the block bound of
+                            // `Plan::max_rows`), so in range of i64 and not NaN.
+                            *d += unsafe { v.to_int_unchecked::<i64>() };
                         }
                     }
                     Mid::Float { hi, lo } => {
