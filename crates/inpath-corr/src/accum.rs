@@ -94,6 +94,37 @@ pub(crate) struct TileAccumulator {
     pending: u64,
     /// Per-block column sums (exact for integer types: below 2^53).
     col_block: Vec<f64>,
+    /// Whether the tiles read group-major copies of the panels (`pa`, `pb`).
+    packed: bool,
+    pa: Vec<f64>,
+    pb: Vec<f64>,
+}
+
+/// Panels with rows of at least this many lanes are copied group-major before the tiles run
+/// (AVX2 and portable levels): 2 KiB or more between a lane's rows made the tiles' loads
+/// alias in L1 (measured on 1024 x f64, AMD EPYC Zen 3).
+const PACK_MIN_LANES: usize = 256;
+
+/// Whether the tiles at `isa` read group-major panels (the AVX-512 path is left as it was).
+fn packs(isa: Isa, lanes: usize) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx512 {
+        return false;
+    }
+    let _ = isa;
+    lanes >= PACK_MIN_LANES
+}
+
+/// Copies `rows` rows of `ld` lanes (a multiple of 8) group-major: group `g`'s rows at
+/// `g * rows * 8`, 8 lanes each.
+#[inline(always)]
+fn pack_groups(src: &[f64], ld: usize, rows: usize, dst: &mut [f64]) {
+    for g in 0..ld / 8 {
+        let out = &mut dst[g * rows * 8..(g + 1) * rows * 8];
+        for (r, o) in out.chunks_exact_mut(8).enumerate() {
+            o.copy_from_slice(&src[r * ld + g * 8..r * ld + g * 8 + 8]);
+        }
+    }
 }
 
 /// First stream of the 8-lane group holding stream `i`.
@@ -191,6 +222,17 @@ impl TileAccumulator {
             mid_limit,
             pending: 0,
             col_block: vec![0.0; lda],
+            packed: packs(isa, lda.max(ldb)),
+            pa: if packs(isa, lda.max(ldb)) {
+                vec![0.0; rows * lda]
+            } else {
+                Vec::new()
+            },
+            pb: if packs(isa, lda.max(ldb)) && !plan.shared() {
+                vec![0.0; rows * ldb]
+            } else {
+                Vec::new()
+            },
         }
     }
 
@@ -287,10 +329,32 @@ impl TileAccumulator {
         } else {
             Mid::Int(&mut self.mid_int)
         };
-        for spec in &self.tiles {
-            kernel::tile(
-                self.isa, &self.a, self.lda, b, self.ldb, spec, rows, &mut mid,
-            );
+        if self.packed {
+            // Group-major copies: each 8-lane group's rows contiguous, so a tile reads its
+            // lanes from consecutive lines instead of lines a whole (aliasing) row apart.
+            pack_groups(&self.a, self.lda, rows, &mut self.pa);
+            if !self.b.is_empty() {
+                pack_groups(&self.b, self.ldb, rows, &mut self.pb);
+            }
+            let pb: &[f64] = if self.b.is_empty() {
+                &self.pa
+            } else {
+                &self.pb
+            };
+            for spec in &self.tiles {
+                let mut packed = *spec;
+                packed.p0 = (spec.p0 / 8) * rows * 8 + spec.p0 % 8;
+                for z in 0..spec.nz {
+                    packed.boff[z] = (spec.boff[z] / 8) * rows * 8;
+                }
+                kernel::tile(self.isa, &self.pa, 8, pb, 8, &packed, rows, &mut mid);
+            }
+        } else {
+            for spec in &self.tiles {
+                kernel::tile(
+                    self.isa, &self.a, self.lda, b, self.ldb, spec, rows, &mut mid,
+                );
+            }
         }
         // Column sums (the per-stream sums), in row order, in f64: exact for integer types
         // (a block's column sum stays below 2^53).
