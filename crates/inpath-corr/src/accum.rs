@@ -165,7 +165,10 @@ impl TileAccumulator {
                     for c0 in (start..m).step_by(8) {
                         let boff = b_limb * mp + c0;
                         let rel = b_limb * (mp - start) + (c0 - start);
-                        groups.push((boff, rel));
+                        // A lanes i0..i0 + 4 in the upper half of their group: the group's
+                        // first 4 lanes are below all of them.
+                        let skip = c0 == start && i0 % 8 == 4;
+                        groups.push((boff, rel, skip));
                     }
                 }
                 for chunk in groups.chunks(MAX_NZ) {
@@ -176,13 +179,15 @@ impl TileAccumulator {
                         boff: [0; MAX_NZ],
                         rel: [0; MAX_NZ],
                         base: [0; MR],
+                        skip_lo: 0,
                     };
                     for (i, base) in spec.base.iter_mut().enumerate() {
                         *base = mid_off[p0 + i];
                     }
-                    for (z, (boff, r)) in chunk.iter().enumerate() {
+                    for (z, (boff, r, skip)) in chunk.iter().enumerate() {
                         spec.boff[z] = *boff;
                         spec.rel[z] = *r;
+                        spec.skip_lo |= (*skip as u8) << z;
                     }
                     tiles.push(spec);
                 }

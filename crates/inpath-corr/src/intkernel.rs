@@ -140,7 +140,9 @@ impl Form {
         match self {
             Form::Vnni => 4,
             Form::Ifma { .. } => 3,
-            Form::Madd => 3,
+            // 4 x 3 tiles (12 accumulators, 3 lane vectors, a broadcast and a product) needed
+            // 17 ymm registers: one accumulator went through the stack every duo.
+            Form::Madd => 2,
             Form::Amx => unreachable!("AMX multiplies whole tiles, not register tiles"),
         }
     }
@@ -947,7 +949,6 @@ mod x86 {
                 match (t.mr, t.nz) {
                     (8, 1) => madd::<8, 1>(d, mp, duos, i0, c0, mid, &args),
                     (4, 2) => madd::<4, 2>(d, mp, duos, i0, c0, mid, &args),
-                    (4, 3) => madd::<4, 3>(d, mp, duos, i0, c0, mid, &args),
                     _ => unreachable!("tile shapes come from Form::mr"),
                 }
             }

@@ -92,6 +92,9 @@ pub(crate) struct TileSpec {
     pub rel: [usize; MAX_NZ],
     /// Start of each A lane's row in the mid accumulators.
     pub base: [usize; MR],
+    /// Bit `z`: the first 4 lanes of group `z` come before every A lane of the tile (lower
+    /// triangle, never read), so the 4-wide kernels may skip them.
+    pub skip_lo: u8,
 }
 
 /// Where a tile's block sums go.
@@ -234,7 +237,7 @@ fn portable_n<const NZ: usize>(
 /// so chunking changes no result.
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{Mid, TileSpec, MR};
+    use super::{Mid, TileSpec, MAX_NZ, MR};
     use std::arch::x86_64::*;
 
     /// Vectors of 4 B lanes per chunk.
@@ -262,16 +265,28 @@ mod avx2 {
         mid: &mut Mid,
     ) {
         // Vector v of the tile: group v / 2, half v % 2.
-        let vecs = 2 * spec.nz;
+        // The tile's vectors of 4 B lanes, less the lower-triangle ones.
+        let mut vb = [0usize; 2 * MAX_NZ];
+        let mut vr = [0usize; 2 * MAX_NZ];
+        let mut vecs = 0;
+        for z in 0..spec.nz {
+            for h in 0..2 {
+                if h == 0 && spec.skip_lo & (1 << z) != 0 {
+                    continue;
+                }
+                vb[vecs] = spec.boff[z] + 4 * h;
+                vr[vecs] = spec.rel[z] + 4 * h;
+                vecs += 1;
+            }
+        }
         let mut v = 0;
         while v < vecs {
             let w = (vecs - v).min(CHUNK);
             let mut boff = [0usize; CHUNK];
             let mut rel = [0usize; CHUNK];
             for k in 0..w {
-                let (z, h) = ((v + k) / 2, (v + k) % 2);
-                boff[k] = spec.boff[z] + 4 * h;
-                rel[k] = spec.rel[z] + 4 * h;
+                boff[k] = vb[v + k];
+                rel[k] = vr[v + k];
             }
             // SAFETY: forwarded from the caller's contract; every B offset is inside a group
             // that `check` verified.
@@ -518,6 +533,7 @@ mod tests {
                     boff: [0; MAX_NZ],
                     rel: [0; MAX_NZ],
                     base: [0, 100, 50, 150],
+                    skip_lo: 0,
                 };
                 for z in 0..nz {
                     spec.boff[z] = ((z * 5 + 3) % (nz + 3)) * 8;

@@ -835,3 +835,17 @@ fn eight_bit_kernels_widen_before_their_lanes_overflow() {
         }
     }
 }
+
+/// Wide rows (256 lanes or more) go through group-major panel copies on the AVX2 and portable
+/// levels: the statistics still equal the big-integer sums, for every integer type.
+#[test]
+fn wide_rows_through_group_major_panels_stay_exact() {
+    for (k, dtype) in INT_TYPES.into_iter().enumerate() {
+        let (m, n) = (260, [3, 40, 65, 300][k % 4]);
+        let rows = random_ints(dtype, m, n, 500 + k as u64);
+        let bytes = ints_to_bytes(dtype, &rows);
+        let label = format!("{dtype} M={m} N={n}");
+        let stats = all_kernels(dtype, m, &bytes, &label);
+        assert_stats_exact(&stats, &exact(&rows, m), &label);
+    }
+}
