@@ -16,6 +16,7 @@
 
 use crate::kernel::{Isa, Kernel};
 use crate::DType;
+#[cfg(target_arch = "x86_64")]
 use inpath_core::isa::{self, Level};
 
 /// Which accumulator and kernels run.
@@ -32,6 +33,7 @@ pub(crate) enum Path {
 }
 
 /// The level the kernels may use.
+#[cfg(target_arch = "x86_64")]
 fn level() -> Level {
     isa::effective()
 }

@@ -284,10 +284,8 @@ mod avx2 {
             let w = (vecs - v).min(CHUNK);
             let mut boff = [0usize; CHUNK];
             let mut rel = [0usize; CHUNK];
-            for k in 0..w {
-                boff[k] = vb[v + k];
-                rel[k] = vr[v + k];
-            }
+            boff[..w].copy_from_slice(&vb[v..v + w]);
+            rel[..w].copy_from_slice(&vr[v..v + w]);
             // SAFETY: forwarded from the caller's contract; every B offset is inside a group
             // that `check` verified.
             unsafe {
