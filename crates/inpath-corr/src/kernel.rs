@@ -197,14 +197,25 @@ fn portable_n<const NZ: usize>(
     mid: &mut Mid,
 ) {
     let mut acc = [[[0f64; 8]; NZ]; MR];
+    let int = matches!(mid, Mid::Int(_));
     for r in 0..rows {
         let ar = &a[r * lda + spec.p0..r * lda + spec.p0 + MR];
         let br = &b[r * ldb..];
         for z in 0..NZ {
             let bz = &br[spec.boff[z]..spec.boff[z] + 8];
             for i in 0..MR {
-                for l in 0..8 {
-                    acc[i][z][l] = ar[i].mul_add(bz[l], acc[i][z][l]);
+                if int {
+                    // Integer types: every product and partial sum is an integer below 2^53,
+                    // so a multiply and an add round exactly like a fused multiply-add; they
+                    // vectorise on every target, where `mul_add` is a libm call on x86-64
+                    // builds without FMA (the portable level there).
+                    for l in 0..8 {
+                        acc[i][z][l] += ar[i] * bz[l];
+                    }
+                } else {
+                    for l in 0..8 {
+                        acc[i][z][l] = ar[i].mul_add(bz[l], acc[i][z][l]);
+                    }
                 }
             }
         }
