@@ -53,7 +53,9 @@ fn auto_runs_the_integer_kernels_where_the_cpu_has_them() {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::is_x86_feature_detected as has;
-        let base = has!("avx512f") && has!("avx512bw") && has!("avx512vl");
+        // Only where INPATH_ISA leaves the AVX-512 level on.
+        let v4 = inpath_core::isa::effective() == inpath_core::isa::Level::Avx512;
+        let base = v4 && has!("avx512f") && has!("avx512bw") && has!("avx512vl");
         let vnni = base && has!("avx512vnni") && has!("avx512vbmi");
         if vnni {
             assert_eq!(name(DType::U8, 4, Kernel::NoAmx), "avx512-vnni");
