@@ -26,7 +26,8 @@ pub struct Args {
     /// Label prefix for the measurement names.
     #[arg(long, default_value = "")]
     label: String,
-    /// Kernels: auto, noamx (AVX-512 VNNI/IFMA, never AMX), tiles (f64) or portable.
+    /// Kernels: auto, noamx (integer kernels: AVX-512 VNNI/IFMA or AVX2, never AMX), tiles (f64)
+    /// or portable; INPATH_ISA caps the level of each.
     #[arg(long, default_value = "auto")]
     kernel: String,
 }

@@ -1,7 +1,7 @@
 //! The `corr` engine: [`Corr`] implements inpath-core's [`Engine`] and [`Lane`].
 
 use crate::accum::Accumulator;
-use crate::kernel::{Isa, Kernel};
+use crate::kernel::Kernel;
 use crate::spearman::Collector;
 use crate::stats::{check_streams, default_names, Kind, Statistics};
 use crate::DType;
@@ -107,7 +107,6 @@ struct Sink {
     dtype: DType,
     method: Method,
     kernel: Kernel,
-    isa: Isa,
     has_header: bool,
     /// Streams, once known (from the configuration, or a CSV's first row).
     m: Option<usize>,
@@ -153,7 +152,6 @@ impl Corr {
             dtype: config.dtype,
             method: config.method,
             kernel: config.kernel,
-            isa: config.kernel.resolve(),
             has_header,
             m: None,
             names: None,
@@ -320,7 +318,7 @@ impl Sink {
         match self.method {
             Method::Pearson => {
                 self.stats = Some(Statistics::new(self.dtype, names)?);
-                self.acc = Some(Accumulator::new(self.dtype, m, self.kernel, self.isa));
+                self.acc = Some(Accumulator::new(self.dtype, m, self.kernel));
             }
             Method::Spearman => {
                 let mut stats = Statistics::new(self.dtype, names)?;

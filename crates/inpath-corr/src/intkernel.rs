@@ -25,37 +25,21 @@
 // Kernels index small fixed arrays by lane; iterators would hide the register layout.
 #![allow(clippy::needless_range_loop, clippy::too_many_arguments)]
 
+use crate::arch::Path;
 use crate::stats::{tri_row, Data, Statistics};
 use crate::DType;
 use inpath_core::{Error, Result};
 
 /// Panel bytes to aim for: small enough that the tiles sweep it from L1.
 const PANEL_BYTES: usize = 1 << 14;
+/// AVX2 `vpmaddwd`: the duo panel, swept from L1.
+const MADD_PANEL_BYTES: usize = 1 << 14;
 /// AMX: the quad panel plus its transposed tiles, swept from L2.
 const AMX_PANEL_BYTES: usize = 64 << 10;
 /// AMX: 64-row steps the 32-bit block sums take: 512 * 64 * 255 * 255 < 2^31.
 const AMX_C32_STEPS: usize = 512;
 /// AMX: the most byte streams (M x item width); the byte-pair sums grow with their square.
 const AMX_MAX_BYTE_STREAMS: usize = 512;
-
-/// Whether the integer kernels can run `dtype` on this CPU.
-pub(crate) fn supported(dtype: DType) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::is_x86_feature_detected as has;
-        let base = has!("avx512f") && has!("avx512bw") && has!("avx512vl");
-        match dtype {
-            DType::U8 | DType::I8 => base && has!("avx512vnni") && has!("avx512vbmi"),
-            DType::U16 | DType::I16 | DType::U32 | DType::I32 => base && has!("avx512ifma"),
-            _ => false,
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = dtype;
-        false
-    }
-}
 
 /// Whether the AMX kernel can run `m` streams of `dtype` here: 8/16/32-bit integers, at most
 /// 512 byte streams, a CPU with AMX-INT8 (and the AVX-512 used for packing), and an OS that
@@ -65,7 +49,7 @@ pub(crate) fn amx_supported(dtype: DType, m: usize) -> bool {
         dtype,
         DType::U8 | DType::I8 | DType::U16 | DType::I16 | DType::U32 | DType::I32
     ) && m * dtype.width() <= AMX_MAX_BYTE_STREAMS
-        && supported(DType::U8)
+        && crate::arch::avx512_int(DType::U8)
         && amx_granted()
 }
 
@@ -123,6 +107,10 @@ enum Form {
     /// Any 8/16/32-bit items as byte streams, AMX `tdpbuud` on 16 x 16 tiles of byte streams,
     /// padded to pairs of tiles.
     Amx,
+    /// 8-bit items on AVX2, `vpmaddwd`, 8 streams per lane group: each 32-bit lane holds one
+    /// stream's items of two consecutive rows (a "duo") as 16-bit integers, so one
+    /// instruction adds two rows of products for 8 streams (16 products).
+    Madd,
 }
 
 impl Form {
@@ -132,6 +120,16 @@ impl Form {
             Form::Vnni => 16,
             Form::Ifma { .. } => 8,
             Form::Amx => 32,
+            Form::Madd => 8,
+        }
+    }
+
+    /// Rows packed together into one 32-bit lane (quads, duos) or 1.
+    fn pack_rows(self) -> usize {
+        match self {
+            Form::Vnni | Form::Amx => 4,
+            Form::Madd => 2,
+            Form::Ifma { .. } => 1,
         }
     }
 
@@ -142,6 +140,9 @@ impl Form {
         match self {
             Form::Vnni => 4,
             Form::Ifma { .. } => 3,
+            // 4 x 3 tiles (12 accumulators, 3 lane vectors, a broadcast and a product) needed
+            // 17 ymm registers: one accumulator went through the stack every duo.
+            Form::Madd => 2,
             Form::Amx => unreachable!("AMX multiplies whole tiles, not register tiles"),
         }
     }
@@ -154,6 +155,8 @@ impl Form {
             (Form::Ifma { hi: true }, 1) => 8,
             (Form::Ifma { hi: true }, _) => 4,
             (Form::Ifma { hi: false }, _) => 8,
+            (Form::Madd, 1) => 8,
+            (Form::Madd, _) => 4,
             (Form::Amx, _) => unreachable!("AMX multiplies whole tiles, not register tiles"),
         }
     }
@@ -169,6 +172,9 @@ impl Form {
             Form::Ifma { hi: false } => 1 << 31,
             // Byte products below 2^16 in 64-bit sums.
             Form::Amx => 1 << 40,
+            // 32-bit lanes, at most 2 * 255 * 255 = 130,050 per duo (2 * 128 * 128 for i8):
+            // 16,384 duos * 130,050 < 2^31.
+            Form::Madd => 1 << 15,
         }
     }
 }
@@ -206,7 +212,8 @@ pub(crate) struct IntAccumulator {
     fill: usize,
     /// IFMA: `rows * mp` widened items.
     wide: Vec<u64>,
-    /// VNNI: `rows / 4 * mp` quads, unsigned side (lanes).
+    /// VNNI: `rows / 4 * mp` quads, unsigned side (lanes); AMX: the quads; AVX2 `vpmaddwd`:
+    /// `rows / 2 * mp` duos (one side serves both).
     quad_u: Vec<u32>,
     /// VNNI: `rows / 4 * mp` quads, signed side (broadcasts).
     quad_s: Vec<u32>,
@@ -238,12 +245,60 @@ fn group_start(i: usize, lanes: usize) -> usize {
     i - i % lanes
 }
 
+/// The register tiles of `form` over `m` streams (padded to `mp`): for each lane group, its
+/// broadcast streams in steps of MR against the lane groups from its own on, NZ at a time.
+fn make_tiles(form: Form, m: usize, mp: usize, mid_off: &[usize]) -> Vec<Tile> {
+    let lanes = form.lanes();
+    let mut tiles = Vec::new();
+    let groups = mp / lanes;
+    for gi in 0..groups {
+        let firsts: Vec<usize> = (gi..groups).collect();
+        for chunk in firsts.chunks(form.max_nz()) {
+            let nz = chunk.len();
+            let mr = form.mr(nz);
+            for i0 in (gi * lanes..(gi + 1) * lanes).step_by(mr) {
+                if i0 < m {
+                    let c0 = chunk[0] * lanes;
+                    let mut offs = [0usize; 16];
+                    for (i, o) in offs.iter_mut().enumerate().take(mr) {
+                        *o = mid_off[i0 + i] + c0 - gi * lanes;
+                    }
+                    tiles.push(Tile {
+                        i0,
+                        c0,
+                        mr,
+                        nz,
+                        offs,
+                    });
+                }
+            }
+        }
+    }
+    tiles
+}
+
+/// Start of each stream's row of mid sums (its lane group's first stream to `mp`), and the
+/// total.
+fn mid_offsets(mp: usize, lanes: usize) -> (Vec<usize>, usize) {
+    let mut mid_off = Vec::with_capacity(mp + 1);
+    let mut total = 0usize;
+    for i in 0..mp {
+        mid_off.push(total);
+        total += mp - group_start(i, lanes);
+    }
+    mid_off.push(total);
+    (mid_off, total)
+}
+
 impl IntAccumulator {
-    /// A new accumulator; only call when [`supported`] (or [`amx_supported`] with `amx`) says
-    /// the CPU can run `dtype`.
-    pub fn new(dtype: DType, m: usize, amx: bool) -> IntAccumulator {
-        if amx {
-            return IntAccumulator::new_amx(dtype, m);
+    /// A new accumulator for `path` (never `Path::Tiles`); only call with the path
+    /// `arch::choose` gave for `dtype`, which checked the CPU can run it.
+    pub fn new(dtype: DType, m: usize, path: Path) -> IntAccumulator {
+        match path {
+            Path::Amx => return IntAccumulator::new_amx(dtype, m),
+            Path::Avx2Int => return IntAccumulator::new_madd(dtype, m),
+            Path::Avx512Int => {}
+            Path::Tiles(_) => unreachable!("the f64 tiles are not integer kernels"),
         }
         let (form, offset) = match dtype {
             DType::U8 | DType::I8 => (Form::Vnni, 0),
@@ -256,42 +311,12 @@ impl IntAccumulator {
         let lanes = form.lanes();
         let mp = m.div_ceil(lanes) * lanes;
         let row_cost = match form {
-            Form::Vnni | Form::Amx => 2 * mp,
+            Form::Vnni | Form::Amx | Form::Madd => 2 * mp,
             Form::Ifma { .. } => 8 * mp,
         };
         let rows = ((PANEL_BYTES / row_cost).clamp(64, 4096)) & !3;
-        let mut mid_off = Vec::with_capacity(mp + 1);
-        let mut total = 0usize;
-        for i in 0..mp {
-            mid_off.push(total);
-            total += mp - group_start(i, lanes);
-        }
-        mid_off.push(total);
-        let mut tiles = Vec::new();
-        let groups = mp / lanes;
-        for gi in 0..groups {
-            let firsts: Vec<usize> = (gi..groups).collect();
-            for chunk in firsts.chunks(form.max_nz()) {
-                let nz = chunk.len();
-                let mr = form.mr(nz);
-                for i0 in (gi * lanes..(gi + 1) * lanes).step_by(mr) {
-                    if i0 < m {
-                        let c0 = chunk[0] * lanes;
-                        let mut offs = [0usize; 16];
-                        for (i, o) in offs.iter_mut().enumerate().take(mr) {
-                            *o = mid_off[i0 + i] + c0 - gi * lanes;
-                        }
-                        tiles.push(Tile {
-                            i0,
-                            c0,
-                            mr,
-                            nz,
-                            offs,
-                        });
-                    }
-                }
-            }
-        }
+        let (mid_off, total) = mid_offsets(mp, lanes);
+        let tiles = make_tiles(form, m, mp, &mid_off);
         let vnni = form == Form::Vnni;
         let hi = form == Form::Ifma { hi: true };
         let signed = dtype.is_signed();
@@ -330,6 +355,45 @@ impl IntAccumulator {
             mid_lo: if vnni { Vec::new() } else { vec![0; total] },
             mid_hi: if hi { vec![0; total] } else { Vec::new() },
             mid32: if vnni { vec![0; total] } else { Vec::new() },
+            a_tiles: Vec::new(),
+            c32: Vec::new(),
+            c_steps: 0,
+            mid64: Vec::new(),
+            col: vec![0; mp],
+            batch: 0,
+        }
+    }
+
+    /// The AVX2 form for 8-bit items: duos of rows as 16-bit pairs, `vpmaddwd`, no offsets
+    /// (8-bit values, signed or not, are valid 16-bit signed integers).
+    fn new_madd(dtype: DType, m: usize) -> IntAccumulator {
+        let form = Form::Madd;
+        let mp = m.div_ceil(8) * 8;
+        let rows = ((MADD_PANEL_BYTES / (2 * mp)).clamp(64, 4096)) & !3;
+        let (mid_off, total) = mid_offsets(mp, 8);
+        let tiles = make_tiles(form, m, mp, &mid_off);
+        IntAccumulator {
+            form,
+            offset: 0,
+            signed: dtype.is_signed(),
+            width: 1,
+            m,
+            pm: m,
+            mp,
+            u_flip: [0; 16],
+            s_flip: [0; 16],
+            rows,
+            fill: 0,
+            wide: Vec::new(),
+            quad_u: vec![0; rows / 2 * mp],
+            quad_s: Vec::new(),
+            stage: vec![0; 4 * m],
+            staged: 0,
+            tiles,
+            mid_off,
+            mid_lo: Vec::new(),
+            mid_hi: Vec::new(),
+            mid32: vec![0; total],
             a_tiles: Vec::new(),
             c32: Vec::new(),
             c_steps: 0,
@@ -410,32 +474,34 @@ impl IntAccumulator {
                     }
                 }
             }
-            Form::Vnni | Form::Amx => {
-                let quad_bytes = 4 * row_bytes;
+            Form::Vnni | Form::Amx | Form::Madd => {
+                // Rows go in packs of `k` (quads, duos), staged where the input splits one.
+                let k = self.form.pack_rows();
+                let quad_bytes = k * row_bytes;
                 while !bytes.is_empty() {
                     if self.staged > 0 || bytes.len() < quad_bytes {
                         // Complete (or start) a quad in the stage.
-                        let take = (4 - self.staged).min(bytes.len() / row_bytes);
+                        let take = (k - self.staged).min(bytes.len() / row_bytes);
                         let at = self.staged * row_bytes;
                         self.stage[at..at + take * row_bytes]
                             .copy_from_slice(&bytes[..take * row_bytes]);
                         self.staged += take;
                         bytes = &bytes[take * row_bytes..];
-                        if self.staged == 4 {
+                        if self.staged == k {
                             let stage = std::mem::take(&mut self.stage);
-                            // SAFETY: as above; the panel has room for a quad (fill is a
+                            // SAFETY: as above; the panel has room for a pack (fill is a
                             // multiple of 4 below the capacity, also a multiple of 4).
-                            unsafe { x86::pack_quads(&stage, 1, self) };
+                            unsafe { self.pack(&stage, 1) };
                             self.stage = stage;
                             self.staged = 0;
-                            self.fill += 4;
+                            self.fill += k;
                         }
                     } else {
-                        let quads = ((self.rows - self.fill) / 4).min(bytes.len() / quad_bytes);
+                        let quads = ((self.rows - self.fill) / k).min(bytes.len() / quad_bytes);
                         let (now, rest) = bytes.split_at(quads * quad_bytes);
                         // SAFETY: as above.
-                        unsafe { x86::pack_quads(now, quads, self) };
-                        self.fill += 4 * quads;
+                        unsafe { self.pack(now, quads) };
+                        self.fill += k * quads;
                         bytes = rest;
                     }
                     if self.fill == self.rows {
@@ -447,15 +513,34 @@ impl IntAccumulator {
         Ok(())
     }
 
+    /// Packs `packs` quads (duos for AVX2) of rows from `src` into the panel.
+    ///
+    /// # Safety
+    /// The CPU must run this accumulator's form (checked by `arch::choose`).
+    unsafe fn pack(&mut self, src: &[u8], packs: usize) {
+        // SAFETY: forwarded.
+        unsafe {
+            if self.form == Form::Madd {
+                x86::pack_duos(src, packs, self)
+            } else {
+                x86::pack_quads(src, packs, self)
+            }
+        }
+    }
+
     /// Ends the input: runs the partial panel and brings `stats` up to date.
     pub fn close(&mut self, stats: &mut Statistics) -> Result<()> {
         if self.staged > 0 {
-            // The last rows: a partial quad, the missing rows zero on both sides.
-            let real = self.staged;
-            self.pack_partial_quad(real);
+            // The last rows: a partial pack, the missing rows zero on both sides.
+            let (real, k) = (self.staged, self.form.pack_rows());
+            if self.form == Form::Madd {
+                self.pack_partial_duo();
+            } else {
+                self.pack_partial_quad(real);
+            }
             self.staged = 0;
-            self.fill += 4;
-            self.flush_rows(stats, self.fill - 4 + real, &[])?;
+            self.fill += k;
+            self.flush_rows(stats, self.fill - k + real, &[])?;
         } else {
             self.flush_rows(stats, self.fill, &[])?;
         }
@@ -516,6 +601,23 @@ impl IntAccumulator {
             if !amx {
                 self.quad_s[q * mp + s] = 0;
             }
+        }
+    }
+
+    /// AVX2: packs the one staged row as a duo whose second row is zero.
+    fn pack_partial_duo(&mut self) {
+        let (m, mp) = (self.m, self.mp);
+        let d = self.fill / 2;
+        for s in 0..mp {
+            let x = if s >= m {
+                0
+            } else if self.signed {
+                self.stage[s] as i8 as i64
+            } else {
+                self.stage[s] as i64
+            };
+            self.quad_u[d * mp + s] = x as u16 as u32;
+            self.col[s] = self.col[s].wrapping_add(x as u64);
         }
     }
 
@@ -581,6 +683,28 @@ impl IntAccumulator {
             self.col.iter_mut().for_each(|v| *v = 0);
             return Ok(());
         }
+        if self.form == Form::Madd {
+            // No offsets: the column sums are the items' (held as two's complement) and the
+            // mid sums the products'.
+            for (s, &c) in sums.iter_mut().zip(&self.col[..m]) {
+                *s = s.checked_add(c as i64 as i128).ok_or_else(overflow)?;
+            }
+            for i in 0..m {
+                let row = tri_row(m, i);
+                let base = self.mid_off[i] - group_start(i, lanes);
+                for j in i..m {
+                    let d = &mut products[row + j - i];
+                    *d = d
+                        .checked_add(self.mid32[base + j] as i128)
+                        .ok_or_else(overflow)?;
+                }
+            }
+            stats.add_count(self.batch)?;
+            self.batch = 0;
+            self.mid32.iter_mut().for_each(|v| *v = 0);
+            self.col.iter_mut().for_each(|v| *v = 0);
+            return Ok(());
+        }
         // The kernel's column sums, and the true sums of the items.
         let col: Vec<i128> = self.col[..m].iter().map(|&c| c as i128).collect();
         let item_sum: Vec<i128> = col
@@ -588,7 +712,7 @@ impl IntAccumulator {
             .map(|&c| match self.form {
                 Form::Vnni if self.signed => c - 128 * n,
                 Form::Vnni => c,
-                Form::Ifma { .. } | Form::Amx => c - n * self.offset,
+                Form::Ifma { .. } | Form::Amx | Form::Madd => c - n * self.offset,
             })
             .collect();
         for (s, v) in sums.iter_mut().zip(&item_sum) {
@@ -611,7 +735,7 @@ impl IntAccumulator {
                             dot + 128 * col[j]
                         }
                     }
-                    Form::Amx => unreachable!("handled above"),
+                    Form::Amx | Form::Madd => unreachable!("handled above"),
                     Form::Ifma { hi } => {
                         let mut raw = self.mid_lo[at] as i128;
                         if hi {
@@ -743,12 +867,140 @@ mod x86 {
         }
     }
 
+    /// Packs `duos` pairs of rows of 8-bit items into the duo panel: lane `s` of duo `d` holds
+    /// row 2d's item s in its low 16 bits and row 2d + 1's in its high 16 bits (sign- or
+    /// zero-extended), padding lanes zero; adds the items to the column sums.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn pack_duos(src: &[u8], duos: usize, acc: &mut IntAccumulator) {
+        let (m, mp) = (acc.m, acc.mp);
+        let d0 = acc.fill / 2;
+        assert!(src.len() >= duos * 2 * m && (d0 + duos) * mp <= acc.quad_u.len());
+        let signed = acc.signed;
+        let ones = _mm256_set1_epi16(1);
+        // SAFETY: every load reads 16 bytes inside `src` (a partial group is copied to a
+        // zeroed buffer first); every store is inside the duo panel (mp lanes per duo) and
+        // the column sums (mp).
+        unsafe {
+            let out = acc.quad_u.as_mut_ptr().add(d0 * mp);
+            let widen = |p: *const u8| {
+                let v = _mm_loadu_si128(p.cast());
+                if signed {
+                    _mm256_cvtepi8_epi16(v)
+                } else {
+                    _mm256_cvtepu8_epi16(v)
+                }
+            };
+            for s0 in (0..mp).step_by(16) {
+                let k = (m - s0).min(16);
+                let two = s0 + 8 < mp;
+                let mut sum0 = _mm256_setzero_si256();
+                let mut sum1 = _mm256_setzero_si256();
+                for d in 0..duos {
+                    let base = src.as_ptr().add(2 * d * m + s0);
+                    let (a, b) = if k == 16 {
+                        (widen(base), widen(base.add(m)))
+                    } else {
+                        let mut buf = [0u8; 32];
+                        buf[..k].copy_from_slice(std::slice::from_raw_parts(base, k));
+                        buf[16..16 + k].copy_from_slice(std::slice::from_raw_parts(base.add(m), k));
+                        (widen(buf.as_ptr()), widen(buf.as_ptr().add(16)))
+                    };
+                    let lo = _mm256_unpacklo_epi16(a, b);
+                    let hi = _mm256_unpackhi_epi16(a, b);
+                    let v0 = _mm256_permute2x128_si256::<0x20>(lo, hi);
+                    let at = out.add(d * mp + s0);
+                    _mm256_storeu_si256(at.cast(), v0);
+                    sum0 = _mm256_add_epi32(sum0, _mm256_madd_epi16(v0, ones));
+                    if two {
+                        let v1 = _mm256_permute2x128_si256::<0x31>(lo, hi);
+                        _mm256_storeu_si256(at.add(8).cast(), v1);
+                        sum1 = _mm256_add_epi32(sum1, _mm256_madd_epi16(v1, ones));
+                    }
+                }
+                // At most 4,096 rows * 255 per lane: the 32-bit sums are exact.
+                let c = acc.col.as_mut_ptr().add(s0);
+                let add = |c: *mut u64, v: __m128i| {
+                    let p = c.cast::<__m256i>();
+                    let w = _mm256_cvtepi32_epi64(v);
+                    _mm256_storeu_si256(p, _mm256_add_epi64(_mm256_loadu_si256(p), w));
+                };
+                add(c, _mm256_castsi256_si128(sum0));
+                add(c.add(4), _mm256_extracti128_si256::<1>(sum0));
+                if two {
+                    add(c.add(8), _mm256_castsi256_si128(sum1));
+                    add(c.add(12), _mm256_extracti128_si256::<1>(sum1));
+                }
+            }
+        }
+    }
+
+    #[target_feature(enable = "avx2")]
+    unsafe fn sweep_madd(acc: &mut IntAccumulator, next: &[u8]) {
+        let duos = acc.fill / 2;
+        let (d, mid, mp) = (acc.quad_u.as_ptr(), acc.mid32.as_mut_ptr(), acc.mp);
+        let per = (next.len() / 64).div_ceil(acc.tiles.len());
+        for k in 0..acc.tiles.len() {
+            let t = acc.tiles[k];
+            let args = tile_args(acc, k, next, per);
+            let (i0, c0) = (t.i0, t.c0);
+            // SAFETY: the tiles stay inside the duo panel (`duos * mp` lanes, streams padded
+            // to whole groups) and the mid sums (`mid_off` rows per stream).
+            unsafe {
+                match (t.mr, t.nz) {
+                    (8, 1) => madd::<8, 1>(d, mp, duos, i0, c0, mid, &args),
+                    (4, 2) => madd::<4, 2>(d, mp, duos, i0, c0, mid, &args),
+                    _ => unreachable!("tile shapes come from Form::mr"),
+                }
+            }
+        }
+    }
+
+    /// AVX2: MR broadcast streams x NZ groups of 8 lane streams over `duos` duos.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn madd<const MR: usize, const NZ: usize>(
+        d: *const u32,
+        mp: usize,
+        duos: usize,
+        i0: usize,
+        c0: usize,
+        mid: *mut i32,
+        args: &TileArgs,
+    ) {
+        unsafe {
+            let mut acc = [[_mm256_setzero_si256(); NZ]; MR];
+            for q in 0..duos {
+                if q < args.lines {
+                    _mm_prefetch::<_MM_HINT_T0>(args.prefetch.add(64 * q).cast());
+                }
+                let row = d.add(q * mp);
+                let mut lanes = [_mm256_setzero_si256(); NZ];
+                for z in 0..NZ {
+                    lanes[z] = _mm256_loadu_si256(row.add(c0 + 8 * z).cast());
+                }
+                for i in 0..MR {
+                    let b = _mm256_set1_epi32(*row.add(i0 + i) as i32);
+                    for z in 0..NZ {
+                        acc[i][z] = _mm256_add_epi32(acc[i][z], _mm256_madd_epi16(lanes[z], b));
+                    }
+                }
+            }
+            for i in 0..MR {
+                for z in 0..NZ {
+                    let p = mid.add(args.offs[i] + 8 * z).cast::<__m256i>();
+                    _mm256_storeu_si256(p, _mm256_add_epi32(_mm256_loadu_si256(p), acc[i][z]));
+                }
+            }
+        }
+    }
+
     /// Runs every tile over the panel, prefetching `next` (the input that follows) into L2.
     pub(super) unsafe fn sweep(acc: &mut IntAccumulator, next: &[u8]) {
         unsafe {
             match acc.form {
                 Form::Vnni => sweep_vnni(acc, next),
                 Form::Ifma { hi } => sweep_ifma(acc, hi, next),
+                Form::Madd => sweep_madd(acc, next),
                 Form::Amx => {
                     // Half of the next panel's input is prefetched while transposing, half
                     // while multiplying, so memory reads overlap both.
@@ -1119,6 +1371,9 @@ mod x86 {
         unreachable!("integer kernels are x86-64 only")
     }
     pub(super) unsafe fn pack_quads(_: &[u8], _: usize, _: &mut IntAccumulator) {
+        unreachable!("integer kernels are x86-64 only")
+    }
+    pub(super) unsafe fn pack_duos(_: &[u8], _: usize, _: &mut IntAccumulator) {
         unreachable!("integer kernels are x86-64 only")
     }
     pub(super) unsafe fn sweep(_: &mut IntAccumulator, _: &[u8]) {

@@ -17,28 +17,31 @@ pub(crate) const MR: usize = 4;
 /// The most 8-lane B groups per tile (MR * MAX_NZ = 24 vector accumulators).
 pub(crate) const MAX_NZ: usize = 6;
 
-/// Which implementation of the kernels runs.
+/// Which implementation of the kernels runs (the choice itself is made in `arch`, capped by
+/// `INPATH_ISA`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Kernel {
-    /// The fastest the CPU supports: the integer kernels for 8, 16 and 32-bit integers where
-    /// the CPU has AVX-512 VNNI / IFMA, the AVX-512 `f64` tiles for the other types, else the
-    /// portable kernels.
+    /// The fastest the CPU supports: the integer kernels where the CPU has them (AMX, AVX-512
+    /// VNNI / IFMA, AVX2 `vpmaddwd` for 8-bit items), the `f64` tiles at the highest level
+    /// (AVX-512, AVX2 + FMA) for the other types, else the portable kernels.
     #[default]
     Auto,
-    /// The AVX-512 integer kernels (VNNI / IFMA) where the CPU has them, never AMX (for tests
-    /// and comparison).
+    /// The integer kernels (AVX-512 VNNI / IFMA, AVX2) where the CPU has them, never AMX (for
+    /// tests and comparison).
     NoAmx,
-    /// The `f64` tile kernels for every type (AVX-512 where available), never the integer
-    /// kernels (for tests and comparison).
+    /// The `f64` tile kernels for every type (AVX-512 or AVX2 where available), never the
+    /// integer kernels (for tests and comparison).
     Tiles,
     /// The safe portable kernels only (for tests and comparison).
     Portable,
 }
 
-/// A kernel choice resolved against the running CPU.
+/// A kernel level resolved against the running CPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Isa {
     Portable,
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
     #[cfg(target_arch = "x86_64")]
     Avx512,
 }
@@ -46,37 +49,11 @@ pub(crate) enum Isa {
 impl Kernel {
     /// The kernels this choice runs for `m` streams of `dtype` on this CPU: `amx-int8` (rows of
     /// 64 to 512 bytes of 16-bit integers, 128 to 512 bytes of 8 and 32-bit integers, where the
-    /// CPU and OS allow AMX),
-    /// `avx512-vnni` (8-bit integers), `avx512-ifma` (16 and 32-bit integers), `avx512-f64`
-    /// (tiles) or `portable-f64`.
+    /// CPU and OS allow AMX), `avx512-vnni` (8-bit integers), `avx512-ifma` (16 and 32-bit
+    /// integers), `avx2-i8` (8-bit integers on AVX2), `avx512-f64` / `avx2-f64` (tiles) or
+    /// `portable-f64`.
     pub fn name_for(self, dtype: crate::DType, m: usize) -> &'static str {
-        if self == Kernel::Auto && crate::intkernel::amx_chosen(dtype, m) {
-            return "amx-int8";
-        }
-        if matches!(self, Kernel::Auto | Kernel::NoAmx) && crate::intkernel::supported(dtype) {
-            return if dtype.width() == 1 {
-                "avx512-vnni"
-            } else {
-                "avx512-ifma"
-            };
-        }
-        match self.resolve() {
-            Isa::Portable => "portable-f64",
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => "avx512-f64",
-        }
-    }
-
-    pub(crate) fn resolve(self) -> Isa {
-        #[cfg(target_arch = "x86_64")]
-        if self != Kernel::Portable
-            && std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512dq")
-            && std::arch::is_x86_feature_detected!("fma")
-        {
-            return Isa::Avx512;
-        }
-        Isa::Portable
+        crate::arch::choose(self, dtype, m).name(dtype)
     }
 }
 
@@ -87,8 +64,14 @@ pub(crate) fn dispatch<R>(isa: Isa, f: impl FnOnce() -> R) -> R {
     match isa {
         Isa::Portable => f(),
         #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => {
+            // SAFETY: Isa::Avx2 is only produced by arch::tile_isa after detecting avx2 and
+            // fma; `f` itself is safe code.
+            unsafe { avx2::with_avx2(f) }
+        }
+        #[cfg(target_arch = "x86_64")]
         Isa::Avx512 => {
-            // SAFETY: Isa::Avx512 is only produced by Kernel::resolve after detecting the
+            // SAFETY: Isa::Avx512 is only produced by arch::tile_isa after detecting the
             // features `with_avx512` enables; `f` itself is safe code.
             unsafe { avx512::with_avx512(f) }
         }
@@ -109,6 +92,9 @@ pub(crate) struct TileSpec {
     pub rel: [usize; MAX_NZ],
     /// Start of each A lane's row in the mid accumulators.
     pub base: [usize; MR],
+    /// Bit `z`: the first 4 lanes of group `z` come before every A lane of the tile (lower
+    /// triangle, never read), so the 4-wide kernels may skip them.
+    pub skip_lo: u8,
 }
 
 /// Where a tile's block sums go.
@@ -166,8 +152,14 @@ pub(crate) fn tile(
     match isa {
         Isa::Portable => tile_portable(a, lda, b, ldb, spec, rows, mid),
         #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => {
+            // SAFETY: Isa::Avx2 is only produced by arch::tile_isa after detecting avx2 and
+            // fma; `check` has verified every index the kernel reads or writes.
+            unsafe { avx2::tile(a, lda, b, ldb, spec, rows, mid) }
+        }
+        #[cfg(target_arch = "x86_64")]
         Isa::Avx512 => {
-            // SAFETY: Isa::Avx512 is only produced by Kernel::resolve after detecting avx512f,
+            // SAFETY: Isa::Avx512 is only produced by arch::tile_isa after detecting avx512f,
             // avx512dq and fma; `check` has verified every index the kernel reads or writes.
             unsafe { avx512::tile(a, lda, b, ldb, spec, rows, mid) }
         }
@@ -205,14 +197,25 @@ fn portable_n<const NZ: usize>(
     mid: &mut Mid,
 ) {
     let mut acc = [[[0f64; 8]; NZ]; MR];
+    let int = matches!(mid, Mid::Int(_));
     for r in 0..rows {
         let ar = &a[r * lda + spec.p0..r * lda + spec.p0 + MR];
         let br = &b[r * ldb..];
         for z in 0..NZ {
             let bz = &br[spec.boff[z]..spec.boff[z] + 8];
             for i in 0..MR {
-                for l in 0..8 {
-                    acc[i][z][l] = ar[i].mul_add(bz[l], acc[i][z][l]);
+                if int {
+                    // Integer types: every product and partial sum is an integer below 2^53,
+                    // so a multiply and an add round exactly like a fused multiply-add; they
+                    // vectorise on every target, where `mul_add` is a libm call on x86-64
+                    // builds without FMA (the portable level there).
+                    for l in 0..8 {
+                        acc[i][z][l] += ar[i] * bz[l];
+                    }
+                } else {
+                    for l in 0..8 {
+                        acc[i][z][l] = ar[i].mul_add(bz[l], acc[i][z][l]);
+                    }
                 }
             }
         }
@@ -231,6 +234,148 @@ fn portable_n<const NZ: usize>(
                         let (s, e) = crate::wide::two_sum(hi[at + l], acc[i][z][l]);
                         hi[at + l] = s;
                         lo[at + l] += e;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The AVX2 + FMA tile kernel: the same fused multiply-adds in the same row order as
+/// [`tile_portable`], 4-wide. A tile's `2 * nz` vectors of B lanes are taken in chunks of up
+/// to two (8 accumulators, 2 B loads and a broadcast; chunks of three, 12 accumulators, made
+/// the compiler spill one in the row loop); each accumulator is one (A lane, 4 B lanes) sum,
+/// so chunking changes no result.
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::{Mid, TileSpec, MAX_NZ, MR};
+    use std::arch::x86_64::*;
+
+    /// Vectors of 4 B lanes per chunk.
+    const CHUNK: usize = 2;
+
+    /// Calls `f` in a function compiled with AVX2 and FMA enabled.
+    ///
+    /// # Safety
+    /// The CPU must support avx2 and fma.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn with_avx2<R>(f: impl FnOnce() -> R) -> R {
+        f()
+    }
+
+    /// # Safety
+    /// The CPU must support avx2 and fma; the slices must cover every index (see `check`).
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn tile(
+        a: &[f64],
+        lda: usize,
+        b: &[f64],
+        ldb: usize,
+        spec: &TileSpec,
+        rows: usize,
+        mid: &mut Mid,
+    ) {
+        // Vector v of the tile: group v / 2, half v % 2.
+        // The tile's vectors of 4 B lanes, less the lower-triangle ones.
+        let mut vb = [0usize; 2 * MAX_NZ];
+        let mut vr = [0usize; 2 * MAX_NZ];
+        let mut vecs = 0;
+        for z in 0..spec.nz {
+            for h in 0..2 {
+                if h == 0 && spec.skip_lo & (1 << z) != 0 {
+                    continue;
+                }
+                vb[vecs] = spec.boff[z] + 4 * h;
+                vr[vecs] = spec.rel[z] + 4 * h;
+                vecs += 1;
+            }
+        }
+        let mut v = 0;
+        while v < vecs {
+            let w = (vecs - v).min(CHUNK);
+            let mut boff = [0usize; CHUNK];
+            let mut rel = [0usize; CHUNK];
+            boff[..w].copy_from_slice(&vb[v..v + w]);
+            rel[..w].copy_from_slice(&vr[v..v + w]);
+            // SAFETY: forwarded from the caller's contract; every B offset is inside a group
+            // that `check` verified.
+            unsafe {
+                match w {
+                    1 => chunk::<1>(a, lda, b, ldb, spec, &boff, &rel, rows, mid),
+                    _ => chunk::<2>(a, lda, b, ldb, spec, &boff, &rel, rows, mid),
+                }
+            }
+            v += w;
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn chunk<const W: usize>(
+        a: &[f64],
+        lda: usize,
+        b: &[f64],
+        ldb: usize,
+        spec: &TileSpec,
+        boff: &[usize; CHUNK],
+        rel: &[usize; CHUNK],
+        rows: usize,
+        mid: &mut Mid,
+    ) {
+        let mut acc = [[_mm256_setzero_pd(); W]; MR];
+        let ap = a.as_ptr().wrapping_add(spec.p0);
+        let bp = b.as_ptr();
+        for r in 0..rows {
+            // SAFETY: `check` verified (rows-1)*lda + p0 + MR <= a.len() and
+            // (rows-1)*ldb + boff[z] + 8 <= b.len(); boff[k] + 4 <= that group's end.
+            unsafe {
+                let arow = ap.add(r * lda);
+                let brow = bp.add(r * ldb);
+                let mut bv = [_mm256_setzero_pd(); W];
+                for k in 0..W {
+                    bv[k] = _mm256_loadu_pd(brow.add(boff[k]));
+                }
+                for i in 0..MR {
+                    let av = _mm256_broadcast_sd(&*arow.add(i));
+                    for k in 0..W {
+                        acc[i][k] = _mm256_fmadd_pd(av, bv[k], acc[i][k]);
+                    }
+                }
+            }
+        }
+        for i in 0..MR {
+            for k in 0..W {
+                let at = spec.base[i] + rel[k];
+                match mid {
+                    Mid::Int(m) => {
+                        // Block sums are integers below 2^53 (AVX2 has no exact 64-bit
+                        // conversion of that range): converted one by one.
+                        let mut s = [0f64; 4];
+                        // SAFETY: `s` holds four f64.
+                        unsafe { _mm256_storeu_pd(s.as_mut_ptr(), acc[i][k]) };
+                        for (d, v) in m[at..at + 4].iter_mut().zip(s) {
+                            // SAFETY: an integer below 2^53 in magnitude (the block bound of
+                            // `Plan::max_rows`), so in range of i64 and not NaN.
+                            *d += unsafe { v.to_int_unchecked::<i64>() };
+                        }
+                    }
+                    Mid::Float { hi, lo } => {
+                        // TwoSum, as in `wide::two_sum`.
+                        // SAFETY: `check` verified base[i] + rel[z] + 8 <= the mid length.
+                        unsafe {
+                            let hp = hi.as_mut_ptr().add(at);
+                            let lp = lo.as_mut_ptr().add(at);
+                            let h = _mm256_loadu_pd(hp);
+                            let x = acc[i][k];
+                            let s = _mm256_add_pd(h, x);
+                            let bb = _mm256_sub_pd(s, h);
+                            let e = _mm256_add_pd(
+                                _mm256_sub_pd(h, _mm256_sub_pd(s, bb)),
+                                _mm256_sub_pd(x, bb),
+                            );
+                            _mm256_storeu_pd(hp, s);
+                            _mm256_storeu_pd(lp, _mm256_add_pd(_mm256_loadu_pd(lp), e));
+                        }
                     }
                 }
             }
@@ -355,7 +500,19 @@ mod tests {
 
     #[test]
     fn simd_and_portable_kernels_agree_bit_for_bit() {
-        let isa = Kernel::Auto.resolve();
+        // Every level this CPU runs, whatever INPATH_ISA says.
+        let mut isas = vec![];
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            if has!("avx2") && has!("fma") {
+                isas.push(Isa::Avx2);
+            }
+            if has!("avx512f") && has!("avx512dq") && has!("fma") {
+                isas.push(Isa::Avx512);
+            }
+        }
+        isas.push(Isa::Portable);
         let mut rng = rand::rngs::StdRng::seed_from_u64(7);
         for float in [false, true] {
             for nz in 1..=MAX_NZ {
@@ -385,6 +542,7 @@ mod tests {
                     boff: [0; MAX_NZ],
                     rel: [0; MAX_NZ],
                     base: [0, 100, 50, 150],
+                    skip_lo: 0,
                 };
                 for z in 0..nz {
                     spec.boff[z] = ((z * 5 + 3) % (nz + 3)) * 8;
@@ -393,7 +551,7 @@ mod tests {
                 let len = 250;
                 let start_hi: Vec<f64> = (0..len).map(|k| k as f64 * 0.5).collect();
                 let start_int: Vec<i64> = (0..len as i64).map(|k| k * 3 - 7).collect();
-                let run = |portable: bool| {
+                let run = |isa: Option<Isa>| {
                     let (mut hi, mut lo, mut int) =
                         (start_hi.clone(), vec![0.0; len], start_int.clone());
                     let mut mid = if float {
@@ -404,16 +562,16 @@ mod tests {
                     } else {
                         Mid::Int(&mut int)
                     };
-                    if portable {
-                        tile_portable(&a, lda, &b, ldb, &spec, rows, &mut mid);
-                    } else {
-                        tile(isa, &a, lda, &b, ldb, &spec, rows, &mut mid);
+                    match isa {
+                        None => tile_portable(&a, lda, &b, ldb, &spec, rows, &mut mid),
+                        Some(isa) => tile(isa, &a, lda, &b, ldb, &spec, rows, &mut mid),
                     }
                     (hi, lo, int)
                 };
-                let simd = run(false);
-                let portable = run(true);
-                assert_eq!(simd, portable, "float {float} nz {nz}");
+                let portable = run(None);
+                for &isa in &isas {
+                    assert_eq!(run(Some(isa)), portable, "{isa:?} float {float} nz {nz}");
+                }
                 // And against a plain loop.
                 for i in 0..MR {
                     for z in 0..nz {

@@ -43,6 +43,7 @@
 #![deny(unsafe_code)]
 
 mod accum;
+mod arch;
 mod coeff;
 mod dtype;
 mod engine;

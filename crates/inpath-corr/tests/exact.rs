@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use inpath_core::{run_reader, run_slice, Engine, Lane, LaneOptions};
-use inpath_corr::{Corr, CorrConfig, DType, Ddof, Kernel, NanPolicy, Stat};
+use inpath_corr::{Corr, CorrConfig, DType, Ddof, Kernel, NanPolicy, Stat, Statistics};
 use num_bigint::BigInt;
 use num_traits::ToPrimitive;
 use rand::Rng;
@@ -53,7 +53,9 @@ fn auto_runs_the_integer_kernels_where_the_cpu_has_them() {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::is_x86_feature_detected as has;
-        let base = has!("avx512f") && has!("avx512bw") && has!("avx512vl");
+        // Only where INPATH_ISA leaves the AVX-512 level on.
+        let v4 = inpath_core::isa::effective() == inpath_core::isa::Level::Avx512;
+        let base = v4 && has!("avx512f") && has!("avx512bw") && has!("avx512vl");
         let vnni = base && has!("avx512vnni") && has!("avx512vbmi");
         if vnni {
             assert_eq!(name(DType::U8, 4, Kernel::NoAmx), "avx512-vnni");
@@ -695,4 +697,157 @@ fn crc(bytes: &[u8]) -> u32 {
         }
     }
     !crc
+}
+
+/// The level `INPATH_ISA` allows on this CPU decides the kernels: on x86-64 with AVX2 the
+/// portable `f64` tiles never run unless asked for, and `INPATH_ISA=avx2` on an AVX-512
+/// machine gives exactly the AVX2 kernels.
+#[test]
+fn kernel_names_follow_the_isa_level() {
+    use inpath_core::isa::{self, Level};
+    let name = |dtype, m, kernel| Corr::new(config(dtype, m, kernel)).unwrap().kernel_name();
+    let all = [
+        DType::U8,
+        DType::I8,
+        DType::U16,
+        DType::I16,
+        DType::U32,
+        DType::I32,
+        DType::U64,
+        DType::I64,
+        DType::F32,
+        DType::F64,
+    ];
+    for dtype in all {
+        for m in [2, 16, 64, 300] {
+            assert_eq!(name(dtype, m, Kernel::Portable), "portable-f64");
+            let auto = name(dtype, m, Kernel::Auto);
+            let tiles = name(dtype, m, Kernel::Tiles);
+            match isa::effective() {
+                Level::Portable => {
+                    assert_eq!(auto, "portable-f64", "{dtype} M={m}");
+                    assert_eq!(tiles, "portable-f64", "{dtype} M={m}");
+                }
+                Level::Avx2 => {
+                    let want = if dtype.width() == 1 && !dtype.is_float() {
+                        "avx2-i8"
+                    } else {
+                        "avx2-f64"
+                    };
+                    assert_eq!(auto, want, "{dtype} M={m}");
+                    assert_eq!(name(dtype, m, Kernel::NoAmx), want, "{dtype} M={m}");
+                    assert_eq!(tiles, "avx2-f64", "{dtype} M={m}");
+                }
+                Level::Avx512 => {
+                    assert_ne!(auto, "portable-f64", "{dtype} M={m}");
+                    assert!(!auto.starts_with("avx2-") || auto == "avx2-i8", "{auto}");
+                    assert_eq!(tiles, "avx512-f64", "{dtype} M={m}");
+                }
+            }
+        }
+    }
+}
+
+fn all_kernels(dtype: DType, m: usize, bytes: &[u8], label: &str) -> Statistics {
+    let portable = run(config(dtype, m, Kernel::Portable), bytes);
+    for kernel in [Kernel::Auto, Kernel::NoAmx, Kernel::Tiles] {
+        let name = Corr::new(config(dtype, m, kernel)).unwrap().kernel_name();
+        let got = run(config(dtype, m, kernel), bytes);
+        assert!(
+            got == portable,
+            "{label}: {kernel:?} ({name}) differs from portable-f64"
+        );
+    }
+    portable
+}
+
+/// Every kernel level this CPU runs (AVX-512, AVX2, portable; capped by `INPATH_ISA`) gives
+/// identical statistics for every type (bit for bit, float types included): stream counts
+/// 2..=70 (every lane group and register tile boundary of the 8-lane AVX2 kernels), random
+/// row counts and random chunkings.
+#[test]
+fn every_level_gives_identical_statistics_for_every_type() {
+    let mut r = rng(31);
+    let types = [
+        DType::U8,
+        DType::I8,
+        DType::U16,
+        DType::I16,
+        DType::U32,
+        DType::I32,
+        DType::U64,
+        DType::I64,
+        DType::F32,
+        DType::F64,
+    ];
+    for (k, dtype) in types.into_iter().enumerate() {
+        for m in 2..=70 {
+            let n = [1, 2, 3, 5, 31, 33, 64, 65, 129, 257, 300][(m + k) % 11];
+            let bytes = if dtype.is_float() {
+                let mut b = Vec::new();
+                for _ in 0..n * m {
+                    let v: f64 = r.gen_range(-1e6..1e6) * r.gen::<f64>();
+                    if dtype == DType::F32 {
+                        b.extend_from_slice(&(v as f32).to_le_bytes());
+                    } else {
+                        b.extend_from_slice(&v.to_le_bytes());
+                    }
+                }
+                b
+            } else {
+                ints_to_bytes(dtype, &random_ints(dtype, m, n, (k * 100 + m) as u64))
+            };
+            let label = format!("{dtype} M={m} N={n}");
+            let portable = all_kernels(dtype, m, &bytes, &label);
+            // Random chunks (partial rows, partial duos and quads) on the fastest kernels.
+            let mut corr = Corr::new(config(dtype, m, Kernel::Auto)).unwrap();
+            let mut at = 0;
+            while at < bytes.len() {
+                let size = r
+                    .gen_range(1..=3 * m * dtype.width() + 5)
+                    .min(bytes.len() - at);
+                corr.update(&bytes[at..at + size]).unwrap();
+                at += size;
+            }
+            assert!(corr.finish().unwrap() == portable, "{label}: uneven chunks");
+        }
+    }
+}
+
+/// The 8-bit integer kernels' 32-bit lanes at their widening limits (32,768 rows for AVX2
+/// `vpmaddwd`, 65,536 for VNNI): all-extreme rows, the largest products, around the limits.
+#[test]
+fn eight_bit_kernels_widen_before_their_lanes_overflow() {
+    for dtype in [DType::U8, DType::I8] {
+        let (lo, hi) = range(dtype);
+        for m in [3, 9, 17] {
+            for n in [32_767, 32_768, 32_769, 65_537] {
+                let rows: Vec<Vec<i128>> = (0..n)
+                    .map(|t| {
+                        (0..m)
+                            .map(|s| if (t + s) % 97 == 0 { lo } else { hi })
+                            .collect()
+                    })
+                    .collect();
+                let bytes = ints_to_bytes(dtype, &rows);
+                let label = format!("{dtype} M={m} N={n} extremes");
+                let stats = all_kernels(dtype, m, &bytes, &label);
+                assert_stats_exact(&stats, &exact(&rows, m), &label);
+            }
+        }
+    }
+}
+
+/// Wide rows (256 lanes or more) go through group-major panel copies on the AVX2 and portable
+/// levels: the statistics still equal the big-integer sums, for every integer type.
+#[test]
+fn wide_rows_through_group_major_panels_stay_exact() {
+    for (k, dtype) in INT_TYPES.into_iter().enumerate() {
+        let (m, n) = (260, [3, 40, 65, 300][k % 4]);
+        let rows = random_ints(dtype, m, n, 500 + k as u64);
+        let bytes = ints_to_bytes(dtype, &rows);
+        let label = format!("{dtype} M={m} N={n}");
+        let stats = all_kernels(dtype, m, &bytes, &label);
+        assert_stats_exact(&stats, &exact(&rows, m), &label);
+    }
 }

@@ -1,0 +1,130 @@
+//! The one place the corr engine picks its kernels for the running CPU.
+//!
+//! The level is `inpath_core::isa::effective()` (the CPU's x86-64 level capped by
+//! `INPATH_ISA`), so `INPATH_ISA=avx2` on an AVX-512 machine runs exactly the kernels an
+//! AVX2-only server runs and `INPATH_ISA=portable` the plain-Rust ones. On top of the level
+//! this module checks the extra features each kernel needs (VNNI, VBMI, IFMA, AMX).
+//!
+//! | level    | 8-bit                         | 16/32-bit                 | other types  |
+//! |----------|-------------------------------|---------------------------|--------------|
+//! | avx512   | `amx-int8` / `avx512-vnni`    | `amx-int8` / `avx512-ifma`| `avx512-f64` |
+//! | avx2     | `avx2-i8` (`vpmaddwd`)        | `avx2-f64`                | `avx2-f64`   |
+//! | portable | `portable-f64`                | `portable-f64`            | `portable-f64` |
+//!
+//! An AVX-512 CPU without VNNI (or IFMA) runs the AVX2 integer kernel (or the AVX-512 tiles)
+//! for those types. [`Kernel`] narrows the choice for tests and comparisons.
+
+use crate::kernel::{Isa, Kernel};
+use crate::DType;
+#[cfg(target_arch = "x86_64")]
+use inpath_core::isa::{self, Level};
+
+/// Which accumulator and kernels run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Path {
+    /// AMX `tdpbuud` on byte streams (8/16/32-bit integers).
+    Amx,
+    /// AVX-512 VNNI (8-bit) or IFMA (16/32-bit) integer kernels.
+    Avx512Int,
+    /// AVX2 `vpmaddwd` on pairs of rows (8-bit integers).
+    Avx2Int,
+    /// The `f64` tile kernels at this level.
+    Tiles(Isa),
+}
+
+/// The level the kernels may use.
+#[cfg(target_arch = "x86_64")]
+fn level() -> Level {
+    isa::effective()
+}
+
+/// The level the `f64` tiles run at for `kernel`.
+pub(crate) fn tile_isa(kernel: Kernel) -> Isa {
+    if kernel == Kernel::Portable {
+        return Isa::Portable;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        let lv = level();
+        // The x86-64-v4 level implies avx512f/dq and fma; checked again so the `unsafe`
+        // kernels rest on the features they enable.
+        if lv >= Level::Avx512 && has!("avx512f") && has!("avx512dq") && has!("fma") {
+            return Isa::Avx512;
+        }
+        if lv >= Level::Avx2 && has!("avx2") && has!("fma") {
+            return Isa::Avx2;
+        }
+    }
+    Isa::Portable
+}
+
+/// Whether the AVX-512 integer kernels (VNNI for 8-bit, IFMA for 16/32-bit) can run `dtype`.
+pub(crate) fn avx512_int(dtype: DType) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        if level() < Level::Avx512 {
+            return false;
+        }
+        let base = has!("avx512f") && has!("avx512bw") && has!("avx512vl");
+        match dtype {
+            DType::U8 | DType::I8 => base && has!("avx512vnni") && has!("avx512vbmi"),
+            DType::U16 | DType::I16 | DType::U32 | DType::I32 => base && has!("avx512ifma"),
+            _ => false,
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = dtype;
+        false
+    }
+}
+
+/// Whether the AVX2 integer kernel can run `dtype` (8-bit integers).
+pub(crate) fn avx2_int(dtype: DType) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        matches!(dtype, DType::U8 | DType::I8)
+            && level() >= Level::Avx2
+            && std::arch::is_x86_feature_detected!("avx2")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = dtype;
+        false
+    }
+}
+
+/// The path `kernel` takes for `m` streams of `dtype` on this CPU.
+pub(crate) fn choose(kernel: Kernel, dtype: DType, m: usize) -> Path {
+    if kernel == Kernel::Auto && crate::intkernel::amx_chosen(dtype, m) {
+        return Path::Amx;
+    }
+    if matches!(kernel, Kernel::Auto | Kernel::NoAmx) {
+        if avx512_int(dtype) {
+            return Path::Avx512Int;
+        }
+        if avx2_int(dtype) {
+            return Path::Avx2Int;
+        }
+    }
+    Path::Tiles(tile_isa(kernel))
+}
+
+impl Path {
+    /// The kernel's name in reports.
+    pub(crate) fn name(self, dtype: DType) -> &'static str {
+        match self {
+            Path::Amx => "amx-int8",
+            Path::Avx512Int if dtype.width() == 1 => "avx512-vnni",
+            Path::Avx512Int => "avx512-ifma",
+            Path::Avx2Int => "avx2-i8",
+            Path::Tiles(Isa::Portable) => "portable-f64",
+            #[cfg(target_arch = "x86_64")]
+            Path::Tiles(Isa::Avx2) => "avx2-f64",
+            #[cfg(target_arch = "x86_64")]
+            Path::Tiles(Isa::Avx512) => "avx512-f64",
+        }
+    }
+}
