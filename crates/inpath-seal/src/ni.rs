@@ -484,6 +484,19 @@ mod x86 {
                 out
             }
 
+            /// Keeps the rounds in round-major order: each register passes through an empty
+            /// `asm!` after every round, and `asm!` blocks keep their order, so round `k + 1` of
+            /// any register cannot be scheduled before round `k` of every register. Without it
+            /// LLVM emits the rounds block by block (to save registers), which leaves fewer
+            /// blocks in the CPU's scheduler than the AES units' latency needs.
+            #[inline]
+            #[target_feature(enable = $feat)]
+            fn pin_all<const N: usize>(x: &mut [V; N]) {
+                for v in x.iter_mut() {
+                    pin(v);
+                }
+            }
+
             #[inline]
             #[target_feature(enable = $feat)]
             fn enc_regs<const NR: usize, const N: usize>(rk: &[V; 15], x: &mut [V; N]) {
@@ -494,6 +507,7 @@ mod x86 {
                     for v in x.iter_mut() {
                         *v = aesenc(*v, *k);
                     }
+                    pin_all(x);
                 }
                 for v in x.iter_mut() {
                     *v = aesenclast(*v, rk[NR]);
@@ -510,6 +524,7 @@ mod x86 {
                     for v in x.iter_mut() {
                         *v = aesdec(*v, *k);
                     }
+                    pin_all(x);
                 }
                 for v in x.iter_mut() {
                     *v = aesdeclast(*v, rk[NR]);
@@ -553,11 +568,13 @@ mod x86 {
             #[target_feature(enable = $feat)]
             pub(super) fn ecb<const NR: usize, const DECRYPT: bool>(keys: &Keys, data: &mut [u8]) {
                 let rk = round_keys(if DECRYPT { &keys.dec } else { &keys.enc });
-                let mut at = 0;
-                while at + STEP <= data.len() {
+                // Whole steps as fixed-size arrays, so that the register loads and stores need
+                // no bounds checks (which would also keep the compiler from interleaving).
+                let (steps, tail) = data.as_chunks_mut::<STEP>();
+                for chunk in steps {
                     let mut x = [zero(); R];
                     for (i, v) in x.iter_mut().enumerate() {
-                        *v = ld(data, at + REG * i);
+                        *v = ld(chunk, REG * i);
                     }
                     if DECRYPT {
                         dec_regs::<NR, R>(&rk, &mut x);
@@ -565,10 +582,11 @@ mod x86 {
                         enc_regs::<NR, R>(&rk, &mut x);
                     }
                     for (i, v) in x.iter().enumerate() {
-                        st(data, at + REG * i, *v);
+                        st(chunk, REG * i, *v);
                     }
-                    at += STEP;
                 }
+                let data = tail;
+                let mut at = 0;
                 while at < data.len() {
                     let mut x = [ld_any(data, at)];
                     if DECRYPT {
@@ -600,20 +618,32 @@ mod x86 {
                 let mut ctr = ctr_start(&le);
                 le.zeroize();
                 let step = ctr_step();
-                let mut at = 0;
-                while at + STEP <= data.len() {
+                let whole = data.len() / STEP * STEP;
+                let (steps, tail) = data.split_at_mut(whole);
+                let (steps, _) = steps.as_chunks_mut::<STEP>();
+                let src_steps: &[[u8; STEP]] = if OUT { src[..whole].as_chunks().0 } else { &[] };
+                for (n, chunk) in steps.iter_mut().enumerate() {
                     let mut x = [zero(); R];
                     for v in x.iter_mut() {
                         *v = shuffle(ctr, swap);
                         ctr = add32(ctr, step);
                     }
                     enc_regs::<NR, R>(&rk, &mut x);
-                    for (i, v) in x.iter().enumerate() {
-                        let d = ld(if OUT { src } else { data }, at + REG * i);
-                        st(data, at + REG * i, xor(d, *v));
+                    if OUT {
+                        let from = &src_steps[n];
+                        for (i, v) in x.iter().enumerate() {
+                            st(chunk, REG * i, xor(ld(from, REG * i), *v));
+                        }
+                    } else {
+                        for (i, v) in x.iter().enumerate() {
+                            let d = ld(chunk, REG * i);
+                            st(chunk, REG * i, xor(d, *v));
+                        }
                     }
-                    at += STEP;
                 }
+                let src = if OUT { &src[whole..] } else { src };
+                let data = tail;
+                let mut at = 0;
                 while at < data.len() {
                     let mut x = [shuffle(ctr, swap)];
                     ctr = add32(ctr, step);
@@ -639,11 +669,11 @@ mod x86 {
                 // `carry` holds the ciphertext block before the current register in its last
                 // lane.
                 let mut carry = bcast(iv);
-                let mut at = 0;
-                while at + STEP <= data.len() {
+                let (steps, tail) = data.as_chunks_mut::<STEP>();
+                for chunk in steps {
                     let mut c = [zero(); R];
                     for (i, v) in c.iter_mut().enumerate() {
-                        *v = ld(data, at + REG * i);
+                        *v = ld(chunk, REG * i);
                     }
                     let mut prev = [zero(); R];
                     prev[0] = before(c[0], carry);
@@ -654,17 +684,18 @@ mod x86 {
                     if CBC {
                         dec_regs::<NR, R>(&rk, &mut c);
                         for i in 0..R {
-                            st(data, at + REG * i, xor(c[i], prev[i]));
+                            st(chunk, REG * i, xor(c[i], prev[i]));
                         }
                     } else {
                         let cipher = c;
                         enc_regs::<NR, R>(&rk, &mut prev);
                         for i in 0..R {
-                            st(data, at + REG * i, xor(cipher[i], prev[i]));
+                            st(chunk, REG * i, xor(cipher[i], prev[i]));
                         }
                     }
-                    at += STEP;
                 }
+                let data = tail;
+                let mut at = 0;
                 while at < data.len() {
                     let c = ld_any(data, at);
                     let mut p = [before(c, carry)];
@@ -702,25 +733,26 @@ mod x86 {
                 for (z, c) in chain.iter_mut().enumerate() {
                     *c = ld(chains[z * B..z * B + B].as_flattened(), 0);
                 }
-                let mut tmp = [[0u8; 16]; B];
+                // Lanes past `n` encrypt zeros into nothing.
+                let empty = _mm_setzero_si128();
                 for i in 0..steps {
                     let at = i * 16;
                     let mut x = [zero(); Z];
                     for (z, v) in x.iter_mut().enumerate() {
-                        for (l, t) in tmp.iter_mut().enumerate() {
+                        let mut lanes = [empty; B];
+                        for (l, lane) in lanes.iter_mut().enumerate() {
                             if let Some(s) = slices.get(z * B + l) {
-                                t.copy_from_slice(&s[at..at + 16]);
+                                *lane = ld128(s[at..at + 16].try_into().expect("16 bytes"));
                             }
                         }
-                        *v = xor(ld(tmp.as_flattened(), 0), chain[z]);
+                        *v = xor(from_lanes(lanes), chain[z]);
                     }
                     enc_regs::<NR, Z>(&rk, &mut x);
                     for (z, v) in x.iter().enumerate() {
                         chain[z] = *v;
-                        st(tmp.as_flattened_mut(), 0, *v);
-                        for (l, t) in tmp.iter().enumerate() {
+                        for (l, lane) in to_lanes(*v).into_iter().enumerate() {
                             if let Some(s) = slices.get_mut(z * B + l) {
-                                s[at..at + 16].copy_from_slice(t);
+                                st128((&mut s[at..at + 16]).try_into().expect("16 bytes"), lane);
                             }
                         }
                     }
@@ -728,7 +760,6 @@ mod x86 {
                 for (z, c) in chain.iter().enumerate() {
                     st(chains[z * B..z * B + B].as_flattened_mut(), 0, *c);
                 }
-                tmp.zeroize();
             }
 
             // -----------------------------------------------------------------------------
@@ -748,13 +779,13 @@ mod x86 {
                     *v = ld(lanes.as_flattened(), 0);
                 }
                 let h1 = ld128(&keys.h[0]);
-                let mut at = 0;
-                while at + STEP <= data.len() {
+                let (steps, tail) = data.as_chunks::<STEP>();
+                for chunk in steps {
                     let mut lo = zero();
                     let mut hi = zero();
                     let mut mid = zero();
                     for (k, h) in hp.iter().enumerate() {
-                        let mut x = shuffle(ld(data, at + REG * k), swap);
+                        let mut x = shuffle(ld(chunk, REG * k), swap);
                         if k == 0 {
                             x = xor(x, lane0(y));
                         }
@@ -763,9 +794,8 @@ mod x86 {
                         mid = xor(mid, xor(clmul10(x, *h), clmul01(x, *h)));
                     }
                     y = reduce3(fold(lo), fold(hi), fold(mid));
-                    at += STEP;
                 }
-                for block in data[at..].chunks(16) {
+                for block in tail.chunks(16) {
                     let mut padded = [0u8; 16];
                     padded[..block.len()].copy_from_slice(block);
                     y = gfmul(_mm_xor_si128(y, reflect(ld128(&padded))), h1);
@@ -976,6 +1006,27 @@ mod x86 {
         fn lane0(y: __m128i) -> V {
             y
         }
+        /// An empty `asm!` the register passes through (an ordering point, no instruction).
+        #[inline]
+        #[target_feature(enable = "aes,pclmulqdq,sse4.1")]
+        fn pin(v: &mut V) {
+            // SAFETY: an empty instruction string: reads and writes nothing but the register.
+            unsafe {
+                std::arch::asm!("/* {0} */", inout(xmm_reg) *v, options(nomem, nostack, preserves_flags))
+            };
+        }
+        /// A register from its 128-bit lanes.
+        #[inline]
+        #[target_feature(enable = "aes,pclmulqdq,sse4.1")]
+        fn from_lanes(l: [__m128i; B]) -> V {
+            l[0]
+        }
+        /// The 128-bit lanes of a register.
+        #[inline]
+        #[target_feature(enable = "aes,pclmulqdq,sse4.1")]
+        fn to_lanes(v: V) -> [__m128i; B] {
+            [v]
+        }
 
         kernels!("aes,pclmulqdq,sse4.1");
     }
@@ -1097,6 +1148,30 @@ mod x86 {
         #[target_feature(enable = "aes,pclmulqdq,sse4.1,avx2,vaes,vpclmulqdq")]
         fn lane0(y: __m128i) -> V {
             _mm256_zextsi128_si256(y)
+        }
+        /// An empty `asm!` the register passes through (an ordering point, no instruction).
+        #[inline]
+        #[target_feature(enable = "aes,pclmulqdq,sse4.1,avx2,vaes,vpclmulqdq")]
+        fn pin(v: &mut V) {
+            // SAFETY: an empty instruction string: reads and writes nothing but the register.
+            unsafe {
+                std::arch::asm!("/* {0} */", inout(ymm_reg) *v, options(nomem, nostack, preserves_flags))
+            };
+        }
+        /// A register from its 128-bit lanes.
+        #[inline]
+        #[target_feature(enable = "aes,pclmulqdq,sse4.1,avx2,vaes,vpclmulqdq")]
+        fn from_lanes(l: [__m128i; B]) -> V {
+            _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(l[0]), l[1])
+        }
+        /// The 128-bit lanes of a register.
+        #[inline]
+        #[target_feature(enable = "aes,pclmulqdq,sse4.1,avx2,vaes,vpclmulqdq")]
+        fn to_lanes(v: V) -> [__m128i; B] {
+            [
+                _mm256_castsi256_si128(v),
+                _mm256_extracti128_si256::<1>(v),
+            ]
         }
 
         kernels!("aes,pclmulqdq,sse4.1,avx2,vaes,vpclmulqdq");
