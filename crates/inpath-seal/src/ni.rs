@@ -1,7 +1,7 @@
 //! Hand-written AES kernels for x86-64 CPUs without AVX-512, in two widths from one source:
 //!
-//! - `xmm`: AES-NI on 128-bit registers, one block per register (every x86-64 CPU with AES-NI:
-//!   Westmere and later, every Zen);
+//! - `xmm`: AES-NI on 128-bit registers, one block per register, VEX-encoded (every x86-64
+//!   CPU with AES-NI and AVX2: Haswell and later, every Zen);
 //! - `ymm`: VAES on 256-bit registers, two blocks per register (Zen 3 and later, Alder Lake
 //!   and later).
 //!
@@ -68,9 +68,13 @@ impl Width {
 
 #[cfg(target_arch = "x86_64")]
 fn detect_xmm() -> bool {
+    // AVX/AVX2 for the three-operand VEX encodings and unaligned memory operands (the kernel
+    // runs at the AVX2 level anyway).
     std::arch::is_x86_feature_detected!("aes")
         && std::arch::is_x86_feature_detected!("sse4.1")
         && std::arch::is_x86_feature_detected!("pclmulqdq")
+        && std::arch::is_x86_feature_detected!("avx")
+        && std::arch::is_x86_feature_detected!("avx2")
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -421,7 +425,7 @@ mod x86 {
     ///
     /// # Safety
     /// The CPU must have AES-NI, SSE4.1 and PCLMULQDQ (a `Keys` exists).
-    #[target_feature(enable = "aes,pclmulqdq,sse4.1")]
+    #[target_feature(enable = "aes,pclmulqdq,sse4.1,avx,avx2")]
     pub(super) unsafe fn gcm_powers(keys: &mut GcmKeys) {
         let mut zero = [0u8; 16];
         encrypt_block(&keys.aes, &mut zero);
@@ -897,118 +901,118 @@ mod x86 {
         const B: usize = 1;
 
         #[inline]
-        #[target_feature(enable = "aes,pclmulqdq,sse4.1")]
+        #[target_feature(enable = "aes,pclmulqdq,sse4.1,avx,avx2")]
         fn zero() -> V {
             _mm_setzero_si128()
         }
         #[inline]
-        #[target_feature(enable = "aes,pclmulqdq,sse4.1")]
+        #[target_feature(enable = "aes,pclmulqdq,sse4.1,avx,avx2")]
         fn bcast(k: &[u8; 16]) -> V {
             // SAFETY: 16 readable bytes.
             unsafe { _mm_loadu_si128(k.as_ptr().cast()) }
         }
         #[inline]
-        #[target_feature(enable = "aes,pclmulqdq,sse4.1")]
+        #[target_feature(enable = "aes,pclmulqdq,sse4.1,avx,avx2")]
         fn ld(d: &[u8], at: usize) -> V {
             assert!(at + 16 <= d.len());
             // SAFETY: bounds checked above.
             unsafe { _mm_loadu_si128(d.as_ptr().add(at).cast()) }
         }
         #[inline]
-        #[target_feature(enable = "aes,pclmulqdq,sse4.1")]
+        #[target_feature(enable = "aes,pclmulqdq,sse4.1,avx,avx2")]
         fn st(d: &mut [u8], at: usize, v: V) {
             assert!(at + 16 <= d.len());
             // SAFETY: bounds checked above.
             unsafe { _mm_storeu_si128(d.as_mut_ptr().add(at).cast(), v) }
         }
         #[inline]
-        #[target_feature(enable = "aes,pclmulqdq,sse4.1")]
+        #[target_feature(enable = "aes,pclmulqdq,sse4.1,avx,avx2")]
         fn xor(a: V, b: V) -> V {
             _mm_xor_si128(a, b)
         }
         #[inline]
-        #[target_feature(enable = "aes,pclmulqdq,sse4.1")]
+        #[target_feature(enable = "aes,pclmulqdq,sse4.1,avx,avx2")]
         fn aesenc(a: V, k: V) -> V {
             _mm_aesenc_si128(a, k)
         }
         #[inline]
-        #[target_feature(enable = "aes,pclmulqdq,sse4.1")]
+        #[target_feature(enable = "aes,pclmulqdq,sse4.1,avx,avx2")]
         fn aesenclast(a: V, k: V) -> V {
             _mm_aesenclast_si128(a, k)
         }
         #[inline]
-        #[target_feature(enable = "aes,pclmulqdq,sse4.1")]
+        #[target_feature(enable = "aes,pclmulqdq,sse4.1,avx,avx2")]
         fn aesdec(a: V, k: V) -> V {
             _mm_aesdec_si128(a, k)
         }
         #[inline]
-        #[target_feature(enable = "aes,pclmulqdq,sse4.1")]
+        #[target_feature(enable = "aes,pclmulqdq,sse4.1,avx,avx2")]
         fn aesdeclast(a: V, k: V) -> V {
             _mm_aesdeclast_si128(a, k)
         }
         #[inline]
-        #[target_feature(enable = "aes,pclmulqdq,sse4.1")]
+        #[target_feature(enable = "aes,pclmulqdq,sse4.1,avx,avx2")]
         fn shuffle(a: V, m: V) -> V {
             _mm_shuffle_epi8(a, m)
         }
         #[inline]
-        #[target_feature(enable = "aes,pclmulqdq,sse4.1")]
+        #[target_feature(enable = "aes,pclmulqdq,sse4.1,avx,avx2")]
         fn add32(a: V, b: V) -> V {
             _mm_add_epi32(a, b)
         }
         /// Counter blocks `le, le + 1, ...` (low word little-endian), one per lane.
         #[inline]
-        #[target_feature(enable = "aes,pclmulqdq,sse4.1")]
+        #[target_feature(enable = "aes,pclmulqdq,sse4.1,avx,avx2")]
         fn ctr_start(le: &[u8; 16]) -> V {
             bcast(le)
         }
         /// Adds `B` to the low word of every lane.
         #[inline]
-        #[target_feature(enable = "aes,pclmulqdq,sse4.1")]
+        #[target_feature(enable = "aes,pclmulqdq,sse4.1,avx,avx2")]
         fn ctr_step() -> V {
             _mm_set_epi32(1, 0, 0, 0)
         }
         /// The ciphertext block before each block of `c`, `prev` being the register before.
         #[inline]
-        #[target_feature(enable = "aes,pclmulqdq,sse4.1")]
+        #[target_feature(enable = "aes,pclmulqdq,sse4.1,avx,avx2")]
         fn before(_c: V, prev: V) -> V {
             prev
         }
         #[inline]
-        #[target_feature(enable = "aes,pclmulqdq,sse4.1")]
+        #[target_feature(enable = "aes,pclmulqdq,sse4.1,avx,avx2")]
         fn clmul00(a: V, b: V) -> V {
             _mm_clmulepi64_si128::<0x00>(a, b)
         }
         #[inline]
-        #[target_feature(enable = "aes,pclmulqdq,sse4.1")]
+        #[target_feature(enable = "aes,pclmulqdq,sse4.1,avx,avx2")]
         fn clmul11(a: V, b: V) -> V {
             _mm_clmulepi64_si128::<0x11>(a, b)
         }
         #[inline]
-        #[target_feature(enable = "aes,pclmulqdq,sse4.1")]
+        #[target_feature(enable = "aes,pclmulqdq,sse4.1,avx,avx2")]
         fn clmul10(a: V, b: V) -> V {
             _mm_clmulepi64_si128::<0x10>(a, b)
         }
         #[inline]
-        #[target_feature(enable = "aes,pclmulqdq,sse4.1")]
+        #[target_feature(enable = "aes,pclmulqdq,sse4.1,avx,avx2")]
         fn clmul01(a: V, b: V) -> V {
             _mm_clmulepi64_si128::<0x01>(a, b)
         }
         /// XOR of the lanes.
         #[inline]
-        #[target_feature(enable = "aes,pclmulqdq,sse4.1")]
+        #[target_feature(enable = "aes,pclmulqdq,sse4.1,avx,avx2")]
         fn fold(a: V) -> __m128i {
             a
         }
         /// `y` in lane 0, zero elsewhere.
         #[inline]
-        #[target_feature(enable = "aes,pclmulqdq,sse4.1")]
+        #[target_feature(enable = "aes,pclmulqdq,sse4.1,avx,avx2")]
         fn lane0(y: __m128i) -> V {
             y
         }
         /// An empty `asm!` the register passes through (an ordering point, no instruction).
         #[inline]
-        #[target_feature(enable = "aes,pclmulqdq,sse4.1")]
+        #[target_feature(enable = "aes,pclmulqdq,sse4.1,avx,avx2")]
         fn pin(v: &mut V) {
             // SAFETY: an empty instruction string: reads and writes nothing but the register.
             unsafe {
@@ -1017,18 +1021,18 @@ mod x86 {
         }
         /// A register from its 128-bit lanes.
         #[inline]
-        #[target_feature(enable = "aes,pclmulqdq,sse4.1")]
+        #[target_feature(enable = "aes,pclmulqdq,sse4.1,avx,avx2")]
         fn from_lanes(l: [__m128i; B]) -> V {
             l[0]
         }
         /// The 128-bit lanes of a register.
         #[inline]
-        #[target_feature(enable = "aes,pclmulqdq,sse4.1")]
+        #[target_feature(enable = "aes,pclmulqdq,sse4.1,avx,avx2")]
         fn to_lanes(v: V) -> [__m128i; B] {
             [v]
         }
 
-        kernels!("aes,pclmulqdq,sse4.1");
+        kernels!("aes,pclmulqdq,sse4.1,avx,avx2");
     }
 
     /// VAES on 256-bit registers: two blocks per register.
