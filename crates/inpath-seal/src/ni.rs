@@ -1016,7 +1016,11 @@ mod x86 {
         fn pin(v: &mut V) {
             // SAFETY: an empty instruction string: reads and writes nothing but the register.
             unsafe {
-                std::arch::asm!("/* {0} */", inout(xmm_reg) *v, options(nomem, nostack, preserves_flags))
+                std::arch::asm!(
+                    "/* {0} */",
+                    inout(xmm_reg) * v,
+                    options(nomem, nostack, preserves_flags)
+                )
             };
         }
         /// A register from its 128-bit lanes.
@@ -1159,7 +1163,11 @@ mod x86 {
         fn pin(v: &mut V) {
             // SAFETY: an empty instruction string: reads and writes nothing but the register.
             unsafe {
-                std::arch::asm!("/* {0} */", inout(ymm_reg) *v, options(nomem, nostack, preserves_flags))
+                std::arch::asm!(
+                    "/* {0} */",
+                    inout(ymm_reg) * v,
+                    options(nomem, nostack, preserves_flags)
+                )
             };
         }
         /// A register from its 128-bit lanes.
@@ -1172,10 +1180,7 @@ mod x86 {
         #[inline]
         #[target_feature(enable = "aes,pclmulqdq,sse4.1,avx2,vaes,vpclmulqdq")]
         fn to_lanes(v: V) -> [__m128i; B] {
-            [
-                _mm256_castsi256_si128(v),
-                _mm256_extracti128_si256::<1>(v),
-            ]
+            [_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v)]
         }
 
         kernels!("aes,pclmulqdq,sse4.1,avx2,vaes,vpclmulqdq");
