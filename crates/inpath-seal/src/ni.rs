@@ -472,7 +472,7 @@ mod x86 {
             use zeroize::Zeroize;
 
             /// Registers in flight in the parallel modes.
-            const R: usize = 8;
+            const R: usize = REGS;
             /// Bytes per register.
             const REG: usize = B * 16;
             /// Bytes per main-loop iteration.
@@ -810,7 +810,7 @@ mod x86 {
 
             /// Bytes per step of the GCM loop: CTR and GHASH on the same chunk while it is in
             /// the L1 cache (a multiple of `STEP`).
-            const GCM_CHUNK: usize = 8 << 10;
+            const GCM_CHUNK: usize = STEP * (8192 / STEP);
 
             /// GCM over `data` in place (GHASH before CTR when decrypting, after when
             /// encrypting, so it always hashes the ciphertext); returns the tag.
@@ -899,6 +899,10 @@ mod x86 {
 
         type V = __m128i;
         const B: usize = 1;
+        /// Registers in flight (12 of the 16 xmm registers: more independent AES instructions
+        /// than the two AES units' 4-cycle latency needs, to absorb the loads, XORs and
+        /// counter updates around them).
+        const REGS: usize = 12;
 
         #[inline]
         #[target_feature(enable = "aes,pclmulqdq,sse4.1,avx,avx2")]
@@ -1045,6 +1049,8 @@ mod x86 {
 
         type V = __m256i;
         const B: usize = 2;
+        /// Registers in flight.
+        const REGS: usize = 8;
 
         #[inline]
         #[target_feature(enable = "aes,pclmulqdq,sse4.1,avx2,vaes,vpclmulqdq")]
