@@ -7,7 +7,7 @@
 //! |---|---|---|
 //! | `vaes512` | `crate::vaes`: VAES on 512-bit registers, VPCLMULQDQ GHASH | AVX-512 level, VAES, VPCLMULQDQ |
 //! | `vaes256` | `crate::ni`, ymm width: VAES on 256-bit registers (Zen 3+, Alder Lake+) | AVX2 level, VAES, VPCLMULQDQ |
-//! | `aesni` | `crate::ni`, xmm width: AES-NI, 8 blocks interleaved | AVX2 level, AES-NI, PCLMULQDQ |
+//! | `aesni` | `crate::ni`, xmm width: AES-NI, 12 blocks interleaved | AVX2 level, AES-NI, PCLMULQDQ |
 //! | `library` | RustCrypto's `aes`, `ctr`, `cbc`, `cfb-mode`, `ofb`, `aes-gcm` | nothing |
 //!
 //! The best kernel the CPU has is taken, capped by `INPATH_ISA` ([`inpath_core::isa`]:
@@ -36,7 +36,7 @@ use std::sync::OnceLock;
 pub enum AesKernel {
     /// RustCrypto's crates (the `aes` crate uses AES-NI itself where present).
     Library,
-    /// AES-NI on 128-bit registers, 8 blocks in flight.
+    /// AES-NI on 128-bit registers, 12 blocks in flight.
     Aesni,
     /// VAES on 256-bit registers, 16 blocks in flight.
     Vaes256,

@@ -5,10 +5,11 @@
 //! - `ymm`: VAES on 256-bit registers, two blocks per register (Zen 3 and later, Alder Lake
 //!   and later).
 //!
-//! Both run ECB (both directions), CTR, CBC decryption and CFB decryption with eight registers
-//! in flight; CBC encryption of up to 8 (`xmm`) or 16 (`ymm`) independent pages side by side,
-//! one page per 128-bit lane; and one-pass AES-GCM with GHASH on PCLMULQDQ (`ymm`: VPCLMULQDQ)
-//! aggregated over 8 (16) blocks per reduction with the precomputed powers of H. The sequential
+//! Both run ECB (both directions), CTR, CBC decryption and CFB decryption with twelve (`xmm`)
+//! or eight (`ymm`) registers in flight; CBC encryption of up to 8 (`xmm`) or 16 (`ymm`)
+//! independent pages side by side, one page per 128-bit lane; and one-pass AES-GCM with GHASH
+//! on PCLMULQDQ (`ymm`: VPCLMULQDQ) aggregated over 12 (16) blocks per reduction with the
+//! precomputed powers of H. The sequential
 //! modes (CBC encryption of one chain, CFB encryption, OFB, single blocks) run one AES-NI block
 //! at a time for both widths: the chain allows nothing else.
 //!
