@@ -136,7 +136,8 @@ pub fn run(args: Args) -> anyhow::Result<Vec<Measurement>> {
             let mut buf = random[..size].to_vec();
             let mut add = |op: &str, m: Measurement| {
                 let mut m = m;
-                m.extra = serde_json::json!({"group": "aes", "bits": bits, "op": op, "size": size});
+                m.extra = serde_json::json!({"group": "aes", "bits": bits, "op": op, "size": size,
+                    "kernel": aes.kernel().name()});
                 out.push(m);
             };
             // The one-call modes: (op, label, the call on one buffer).
@@ -241,8 +242,8 @@ pub fn run(args: Args) -> anyhow::Result<Vec<Measurement>> {
                     }
                 },
             );
-            m.extra =
-                serde_json::json!({"group": "aes", "bits": 256, "op": "gcm-enc", "size": size});
+            m.extra = serde_json::json!({"group": "aes", "bits": 256, "op": "gcm-enc", "size": size,
+                "kernel": gcm.kernel().name()});
             out.push(m);
             // Decrypt a valid message every time without re-copying it: CTR is its own inverse,
             // so decrypting C (tag t1) gives P, and P is the ciphertext of C under the same
@@ -266,8 +267,8 @@ pub fn run(args: Args) -> anyhow::Result<Vec<Measurement>> {
                     }
                 },
             );
-            m.extra =
-                serde_json::json!({"group": "aes", "bits": 256, "op": "gcm-dec", "size": size});
+            m.extra = serde_json::json!({"group": "aes", "bits": 256, "op": "gcm-dec", "size": size,
+                "kernel": gcm.kernel().name()});
             out.push(m);
         }
     }

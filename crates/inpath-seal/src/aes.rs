@@ -2,8 +2,10 @@
 //! operations for the page codec, and a chunked [`CipherStream`] in which any split of the input
 //! gives the same bytes as one call (the Vitis security library's chunk API).
 //!
-//! On x86-64 CPUs with VAES and AVX-512 the block work runs on the hand-written kernels of the
-//! private `vaes` module (see `docs/seal.md`); elsewhere, and with `INPATH_AES=library`, on
+//! On x86-64 CPUs the block work runs on hand-written kernels: the private `vaes` module (VAES
+//! and AVX-512) or the private `ni` module (VAES on 256-bit registers, or AES-NI), whichever
+//! [`crate::kernel::aes_kernel`] picks for the CPU under the `INPATH_ISA` / `INPATH_AES` caps
+//! (see `docs/seal.md`); elsewhere, and with `INPATH_ISA=portable` or `INPATH_AES=library`, on
 //! RustCrypto's crates (`aes`, `cbc`, `ctr`, `cfb-mode`, `ofb`, `aes-gcm`; `aes` picks AES-NI
 //! at run time), which are also the reference the kernels are tested against
 //! ([`AnyAes::library`], [`Gcm::library`]). This module adds key handling, the modes' chaining
@@ -142,13 +144,23 @@ impl KeyRing {
     }
 }
 
-/// An expanded AES key of any size: the `aes` crate's cipher and, on CPUs with VAES and
-/// AVX-512, the round keys of the hand-written kernels (`crate::vaes`), which then do the bulk
-/// work. Both are wiped on drop.
+/// An expanded AES key of any size: the `aes` crate's cipher and, where a hand-written kernel
+/// runs ([`crate::kernel::aes_kernel`]), its round keys (`crate::vaes` or `crate::ni`), which
+/// then do the bulk work. Both are wiped on drop.
 #[derive(Clone)]
 pub struct AnyAes {
     pub(crate) lib: LibAes,
     fast: Option<crate::vaes::RoundKeys>,
+    ni: Option<crate::ni::Keys>,
+}
+
+/// The hand-written kernel's round keys of an [`AnyAes`], if it has one.
+#[derive(Clone, Copy)]
+pub(crate) enum Fast<'a> {
+    /// `crate::vaes` (512-bit registers).
+    V512(&'a crate::vaes::RoundKeys),
+    /// `crate::ni` (256- or 128-bit registers).
+    Ni(&'a crate::ni::Keys),
 }
 
 /// The `aes` crate's cipher for one key size.
@@ -175,12 +187,30 @@ macro_rules! with_aes {
 pub(crate) use with_aes;
 
 impl AnyAes {
-    /// Expands `key`; the hand-written kernels are used when the CPU has VAES and AVX-512
-    /// (and `INPATH_AES=library` is not set).
+    /// Expands `key` for the kernel [`crate::kernel::aes_kernel`] picks.
     pub fn new(key: &Key) -> AnyAes {
+        AnyAes::with_kernel(key, crate::kernel::aes_kernel())
+            .unwrap_or_else(|| AnyAes::library(key))
+    }
+
+    /// Expands `key` for one particular kernel, or `None` when that kernel may not run here
+    /// ([`crate::kernel::AesKernel::allowed`]): for tests and benchmarks that compare kernels.
+    pub fn with_kernel(key: &Key, kernel: crate::kernel::AesKernel) -> Option<AnyAes> {
+        use crate::kernel::AesKernel;
+        if !kernel.allowed() {
+            return None;
+        }
         let mut aes = AnyAes::library(key);
-        aes.fast = crate::vaes::RoundKeys::new(key.expose_secret());
-        aes
+        let bytes = key.expose_secret();
+        match kernel {
+            AesKernel::Library => {}
+            AesKernel::Aesni => aes.ni = Some(crate::ni::Keys::new(bytes, crate::ni::Width::Xmm)?),
+            AesKernel::Vaes256 => {
+                aes.ni = Some(crate::ni::Keys::new(bytes, crate::ni::Width::Ymm)?)
+            }
+            AesKernel::Vaes512 => aes.fast = Some(crate::vaes::RoundKeys::new(bytes)?),
+        }
+        Some(aes)
     }
 
     /// Expands `key` for the `aes` crate only (no hand-written kernels): the reference the
@@ -193,16 +223,35 @@ impl AnyAes {
             24 => LibAes::A192(aes::Aes192::new(bytes.try_into().expect("24-byte key"))),
             _ => LibAes::A256(aes::Aes256::new(bytes.try_into().expect("32-byte key"))),
         };
-        AnyAes { lib, fast: None }
+        AnyAes {
+            lib,
+            fast: None,
+            ni: None,
+        }
     }
 
-    /// Whether the hand-written VAES-512 kernels do the work for this key.
+    /// Whether a hand-written kernel (not the library) does the work for this key.
     pub fn accelerated(&self) -> bool {
-        self.fast.is_some()
+        self.fast().is_some()
     }
 
-    pub(crate) fn fast(&self) -> Option<&crate::vaes::RoundKeys> {
-        self.fast.as_ref()
+    /// The kernel that does the work for this key.
+    pub fn kernel(&self) -> crate::kernel::AesKernel {
+        use crate::kernel::AesKernel;
+        match self.fast() {
+            Some(Fast::V512(_)) => AesKernel::Vaes512,
+            Some(Fast::Ni(k)) if k.width() == crate::ni::Width::Ymm => AesKernel::Vaes256,
+            Some(Fast::Ni(_)) => AesKernel::Aesni,
+            None => AesKernel::Library,
+        }
+    }
+
+    pub(crate) fn fast(&self) -> Option<Fast<'_>> {
+        match (&self.fast, &self.ni) {
+            (Some(k), _) => Some(Fast::V512(k)),
+            (None, Some(k)) => Some(Fast::Ni(k)),
+            (None, None) => None,
+        }
     }
 
     /// Key size in bits.
@@ -216,24 +265,31 @@ impl AnyAes {
 
     /// Encrypts whole blocks in place (ECB).
     pub fn encrypt_blocks(&self, blocks: &mut [Block]) {
-        match &self.fast {
-            Some(k) => crate::vaes::ecb_encrypt(k, Block::slice_as_flattened_mut(blocks)),
+        match self.fast() {
+            Some(Fast::V512(k)) => {
+                crate::vaes::ecb_encrypt(k, Block::slice_as_flattened_mut(blocks))
+            }
+            Some(Fast::Ni(k)) => crate::ni::ecb_encrypt(k, Block::slice_as_flattened_mut(blocks)),
             None => with_aes!(self, c => c.encrypt_blocks(blocks)),
         }
     }
 
     /// Decrypts whole blocks in place (ECB).
     pub fn decrypt_blocks(&self, blocks: &mut [Block]) {
-        match &self.fast {
-            Some(k) => crate::vaes::ecb_decrypt(k, Block::slice_as_flattened_mut(blocks)),
+        match self.fast() {
+            Some(Fast::V512(k)) => {
+                crate::vaes::ecb_decrypt(k, Block::slice_as_flattened_mut(blocks))
+            }
+            Some(Fast::Ni(k)) => crate::ni::ecb_decrypt(k, Block::slice_as_flattened_mut(blocks)),
             None => with_aes!(self, c => c.decrypt_blocks(blocks)),
         }
     }
 
     /// Encrypts one block in place.
     pub(crate) fn encrypt_block(&self, block: &mut [u8; 16]) {
-        match &self.fast {
-            Some(k) => crate::vaes::encrypt_block(k, block),
+        match self.fast() {
+            Some(Fast::V512(k)) => crate::vaes::encrypt_block(k, block),
+            Some(Fast::Ni(k)) => crate::ni::encrypt_block(k, block),
             None => {
                 let mut b = Block::from(*block);
                 with_aes!(self, c => c.encrypt_block(&mut b));
@@ -251,21 +307,57 @@ impl fmt::Debug for AnyAes {
 }
 
 /// AES-256-GCM with 96-bit nonces and 16-byte tags (NIST SP 800-38D), in place with a
-/// detached tag: the hand-written VAES/VPCLMULQDQ kernel where the CPU has it, else the
-/// `aes-gcm` crate (the reference the kernel is tested against). Keys are wiped on drop.
+/// detached tag: the hand-written kernel [`crate::kernel::aes_kernel`] picks (VAES with
+/// VPCLMULQDQ on 512- or 256-bit registers, or AES-NI with PCLMULQDQ), else the `aes-gcm`
+/// crate (the reference the kernels are tested against). Keys are wiped on drop.
 #[derive(Clone)]
 pub struct Gcm {
     lib: Box<aes_gcm::Aes256Gcm>,
     fast: Option<Box<crate::vaes::GcmKeys>>,
+    ni: Option<Box<crate::ni::GcmKeys>>,
 }
 
 impl Gcm {
     /// A GCM key from a 32-byte [`Key`].
     pub fn new(key: &Key) -> Result<Gcm> {
+        match Gcm::with_kernel(key, crate::kernel::aes_kernel())? {
+            Some(gcm) => Ok(gcm),
+            None => Gcm::library(key),
+        }
+    }
+
+    /// As [`Gcm::new`] for one particular kernel; `Ok(None)` when that kernel may not run
+    /// here ([`crate::kernel::AesKernel::allowed`]).
+    pub fn with_kernel(key: &Key, kernel: crate::kernel::AesKernel) -> Result<Option<Gcm>> {
+        use crate::kernel::AesKernel;
         let mut gcm = Gcm::library(key)?;
-        gcm.fast = crate::vaes::RoundKeys::new(key.expose_secret())
-            .map(|k| Box::new(crate::vaes::GcmKeys::new(k)));
-        Ok(gcm)
+        if !kernel.allowed() {
+            return Ok(None);
+        }
+        let bytes = key.expose_secret();
+        let width = match kernel {
+            AesKernel::Library => return Ok(Some(gcm)),
+            AesKernel::Vaes512 => {
+                gcm.fast = crate::vaes::RoundKeys::new(bytes)
+                    .map(|k| Box::new(crate::vaes::GcmKeys::new(k)));
+                return Ok(gcm.fast.is_some().then_some(gcm));
+            }
+            AesKernel::Aesni => crate::ni::Width::Xmm,
+            AesKernel::Vaes256 => crate::ni::Width::Ymm,
+        };
+        gcm.ni = crate::ni::Keys::new(bytes, width).map(|k| Box::new(crate::ni::GcmKeys::new(k)));
+        Ok(gcm.ni.is_some().then_some(gcm))
+    }
+
+    /// The kernel that does the work.
+    pub fn kernel(&self) -> crate::kernel::AesKernel {
+        use crate::kernel::AesKernel;
+        match (&self.fast, &self.ni) {
+            (Some(_), _) => AesKernel::Vaes512,
+            (None, Some(k)) if k.width() == crate::ni::Width::Ymm => AesKernel::Vaes256,
+            (None, Some(_)) => AesKernel::Aesni,
+            (None, None) => AesKernel::Library,
+        }
     }
 
     /// As [`Gcm::new`] with the `aes-gcm` crate only.
@@ -287,12 +379,13 @@ impl Gcm {
         Ok(Gcm {
             lib: Box::new(lib),
             fast: None,
+            ni: None,
         })
     }
 
-    /// Whether the hand-written kernel does the work.
+    /// Whether a hand-written kernel does the work.
     pub fn accelerated(&self) -> bool {
-        self.fast.is_some()
+        self.fast.is_some() || self.ni.is_some()
     }
 
     /// Encrypts `data` in place and returns the tag over `aad` and the ciphertext. At most
@@ -307,6 +400,9 @@ impl Gcm {
         }
         if let Some(k) = &self.fast {
             return Ok(crate::vaes::gcm_encrypt(k, nonce, aad, data));
+        }
+        if let Some(k) = &self.ni {
+            return Ok(crate::ni::gcm_encrypt(k, nonce, aad, data));
         }
         use aes_gcm::aead::AeadInOut as _;
         let tag = self
@@ -326,6 +422,9 @@ impl Gcm {
     pub fn decrypt(&self, nonce: &[u8; 12], aad: &[u8], data: &mut [u8], tag: &[u8; 16]) -> bool {
         if let Some(k) = &self.fast {
             return crate::vaes::gcm_decrypt(k, nonce, aad, data, tag);
+        }
+        if let Some(k) = &self.ni {
+            return crate::ni::gcm_decrypt(k, nonce, aad, data, tag);
         }
         use aes_gcm::aead::AeadInOut as _;
         self.lib
@@ -454,7 +553,8 @@ pub fn cbc_encrypt(aes: &AnyAes, iv: &[u8; 16], data: &mut [u8]) {
 /// CBC encryption of whole blocks in place; `iv` becomes the last ciphertext block.
 fn cbc_encrypt_chained(aes: &AnyAes, iv: &mut [u8; 16], data: &mut [u8]) {
     match aes.fast() {
-        Some(k) => crate::vaes::cbc_encrypt(k, iv, data),
+        Some(Fast::V512(k)) => crate::vaes::cbc_encrypt(k, iv, data),
+        Some(Fast::Ni(k)) => crate::ni::cbc_encrypt(k, iv, data),
         None => with_aes!(aes, c => {
             let mut mode = cbc::Encryptor::inner_iv_init(c.clone(), (&*iv).into());
             mode.encrypt_blocks(as_blocks(data));
@@ -474,7 +574,8 @@ pub fn cbc_decrypt(aes: &AnyAes, iv: &[u8; 16], data: &mut [u8]) {
 /// CBC decryption of whole blocks in place; `iv` becomes the last ciphertext block.
 fn cbc_decrypt_chained(aes: &AnyAes, iv: &mut [u8; 16], data: &mut [u8]) {
     match aes.fast() {
-        Some(k) => crate::vaes::cbc_decrypt(k, iv, data),
+        Some(Fast::V512(k)) => crate::vaes::cbc_decrypt(k, iv, data),
+        Some(Fast::Ni(k)) => crate::ni::cbc_decrypt(k, iv, data),
         None => {
             let last: Option<[u8; 16]> = data
                 .len()
@@ -497,8 +598,10 @@ fn cfb_chained(aes: &AnyAes, direction: Direction, iv: &mut [u8; 16], data: &mut
         return;
     };
     match (aes.fast(), direction) {
-        (Some(k), Direction::Encrypt) => crate::vaes::cfb_encrypt(k, iv, data),
-        (Some(k), Direction::Decrypt) => crate::vaes::cfb_decrypt(k, iv, data),
+        (Some(Fast::V512(k)), Direction::Encrypt) => crate::vaes::cfb_encrypt(k, iv, data),
+        (Some(Fast::V512(k)), Direction::Decrypt) => crate::vaes::cfb_decrypt(k, iv, data),
+        (Some(Fast::Ni(k)), Direction::Encrypt) => crate::ni::cfb_encrypt(k, iv, data),
+        (Some(Fast::Ni(k)), Direction::Decrypt) => crate::ni::cfb_decrypt(k, iv, data),
         (None, Direction::Encrypt) => {
             with_aes!(aes, c => cfb_mode::Encryptor::inner_iv_init(c.clone(), (&*iv).into())
                 .encrypt_blocks(as_blocks(data)));
@@ -519,7 +622,8 @@ fn ofb_chained(aes: &AnyAes, iv: &mut [u8; 16], data: &mut [u8]) {
         return;
     };
     match aes.fast() {
-        Some(k) => crate::vaes::ofb_apply(k, iv, data),
+        Some(Fast::V512(k)) => crate::vaes::ofb_apply(k, iv, data),
+        Some(Fast::Ni(k)) => crate::ni::ofb_apply(k, iv, data),
         None => {
             let mut last: [u8; 16] = data[at..].try_into().expect("16 bytes");
             with_aes!(aes, c => ofb::OfbCore::inner_iv_init(c.clone(), (&*iv).into())
@@ -703,6 +807,36 @@ impl CipherStream {
         iv: Option<[u8; 16]>,
         padding: Padding,
     ) -> Result<CipherStream> {
+        CipherStream::with_aes(AnyAes::new(key), mode, direction, iv, padding)
+    }
+
+    /// As [`CipherStream::new`] on one particular kernel (for tests and benchmarks that compare
+    /// kernels); an error when that kernel may not run here.
+    pub fn with_kernel(
+        key: &Key,
+        kernel: crate::kernel::AesKernel,
+        mode: Mode,
+        direction: Direction,
+        iv: Option<[u8; 16]>,
+        padding: Padding,
+    ) -> Result<CipherStream> {
+        let aes = AnyAes::with_kernel(key, kernel).ok_or_else(|| {
+            Error::parameter(
+                "aes kernel",
+                kernel.name(),
+                "a kernel this CPU has within INPATH_ISA / INPATH_AES",
+            )
+        })?;
+        CipherStream::with_aes(aes, mode, direction, iv, padding)
+    }
+
+    fn with_aes(
+        aes: AnyAes,
+        mode: Mode,
+        direction: Direction,
+        iv: Option<[u8; 16]>,
+        padding: Padding,
+    ) -> Result<CipherStream> {
         if !mode.is_block_mode() && padding != Padding::None {
             return Err(Error::parameter(
                 "padding",
@@ -711,7 +845,7 @@ impl CipherStream {
             ));
         }
         let mut stream = CipherStream {
-            aes: AnyAes::new(key),
+            aes,
             mode,
             direction,
             padding,

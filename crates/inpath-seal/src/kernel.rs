@@ -1,38 +1,167 @@
-//! Hot kernels over the block cipher: multi-page CBC encryption (the software analog of the
-//! reference's round-robin CBC engines) and CTR keystream generation in wide batches.
+//! Hot kernels over the block cipher, and the one place where the crate picks its AES kernel
+//! ([`aes_kernel`]).
 //!
-//! On CPUs with VAES and AVX-512 both run on the hand-written kernels of `crate::vaes` (four
-//! blocks per instruction, round keys broadcast once per call); elsewhere they are safe code on
-//! the `aes` crate's parallel block path. Both are tested against the plain library modes.
+//! # Which AES kernel runs
+//!
+//! | kernel | what | needs |
+//! |---|---|---|
+//! | `vaes512` | `crate::vaes`: VAES on 512-bit registers, VPCLMULQDQ GHASH | AVX-512 level, VAES, VPCLMULQDQ |
+//! | `vaes256` | `crate::ni`, ymm width: VAES on 256-bit registers (Zen 3+, Alder Lake+) | AVX2 level, VAES, VPCLMULQDQ |
+//! | `aesni` | `crate::ni`, xmm width: AES-NI, 12 blocks interleaved | AVX2 level, AES-NI, PCLMULQDQ |
+//! | `library` | RustCrypto's `aes`, `ctr`, `cbc`, `cfb-mode`, `ofb`, `aes-gcm` | nothing |
+//!
+//! The best kernel the CPU has is taken, capped by `INPATH_ISA` ([`inpath_core::isa`]:
+//! `portable` gives `library`, `avx2` at most `vaes256`) and by `INPATH_AES`
+//! (`library`, `aesni`, `vaes256` or `vaes512`: at most that kernel; `INPATH_AES=library` is the
+//! older switch and still works). Every kernel gives the same bytes: the tests run all of them
+//! that the CPU has ([`aes_kernels`]) against the library.
 //!
 //! # CBC across pages
 //!
 //! CBC encryption is a chain: block `i` needs the ciphertext of block `i - 1`, so one page runs
 //! at the latency of the AES rounds, not their throughput (about 4x slower than CTR on AES-NI).
-//! Pages are independent, though, so this kernel walks up to [`LANES`] pages side by side and
-//! encrypts block `i` of every page at once (each 128-bit lane of a 512-bit register is a
-//! different page), which keeps the AES units busy. The output of each page is exactly the plain library CBC output (the
+//! Pages are independent, though, so [`cbc_encrypt_lanes`] walks up to [`LANES`] pages side by
+//! side and encrypts block `i` of every page at once (each 128-bit lane of a register is a
+//! different page: 4 per register in `vaes512`, 2 in `vaes256`, 1 in `aesni`), which keeps
+//! the AES units busy. The output of each page is exactly the plain library CBC output (the
 //! tests compare them for every key size and uneven page lengths).
 
-use crate::aes::{with_aes, AnyAes, Block};
+use crate::aes::{with_aes, AnyAes, Block, Fast};
 use aes::cipher::BlockCipherEncrypt;
+use inpath_core::isa::{self, Level};
+use std::sync::OnceLock;
 
-/// Pages encrypted side by side per call and thread (four per 512-bit register in the VAES
-/// kernel; a batch in the CBC tier is cut into groups of this many pages).
+/// An AES kernel family, lowest first (see the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum AesKernel {
+    /// RustCrypto's crates (the `aes` crate uses AES-NI itself where present).
+    Library,
+    /// AES-NI on 128-bit registers, 12 blocks in flight.
+    Aesni,
+    /// VAES on 256-bit registers, 16 blocks in flight.
+    Vaes256,
+    /// VAES on 512-bit registers, 32 blocks in flight.
+    Vaes512,
+}
+
+impl AesKernel {
+    /// Every kernel, lowest first.
+    pub const ALL: [AesKernel; 4] = [
+        AesKernel::Library,
+        AesKernel::Aesni,
+        AesKernel::Vaes256,
+        AesKernel::Vaes512,
+    ];
+
+    /// The name used by `INPATH_AES` and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            AesKernel::Library => "library",
+            AesKernel::Aesni => "aesni",
+            AesKernel::Vaes256 => "vaes256",
+            AesKernel::Vaes512 => "vaes512",
+        }
+    }
+
+    /// Parses a kernel name (case-insensitive).
+    pub fn parse(s: &str) -> Option<AesKernel> {
+        let s = s.trim().to_ascii_lowercase();
+        AesKernel::ALL.into_iter().find(|k| k.name() == s)
+    }
+
+    /// The `INPATH_ISA` level this kernel belongs to.
+    pub fn level(self) -> Level {
+        match self {
+            AesKernel::Library => Level::Portable,
+            AesKernel::Aesni | AesKernel::Vaes256 => Level::Avx2,
+            AesKernel::Vaes512 => Level::Avx512,
+        }
+    }
+
+    /// Whether the CPU has this kernel's instructions (no caps applied).
+    pub fn on_cpu(self) -> bool {
+        match self {
+            AesKernel::Library => true,
+            AesKernel::Aesni => crate::ni::Width::Xmm.supported(),
+            AesKernel::Vaes256 => crate::ni::Width::Ymm.supported(),
+            AesKernel::Vaes512 => crate::vaes::supported(),
+        }
+    }
+
+    /// Whether this kernel may run: on the CPU and within the `INPATH_ISA` and `INPATH_AES`
+    /// caps.
+    pub fn allowed(self) -> bool {
+        self.level() <= isa::effective() && self <= aes_cap() && self.on_cpu()
+    }
+}
+
+impl std::fmt::Display for AesKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The environment variable that caps the AES kernel by name.
+pub const AES_ENV: &str = "INPATH_AES";
+
+/// The cap from `INPATH_AES` (none when unset or invalid; [`check_env`] reports invalid ones).
+fn aes_cap() -> AesKernel {
+    static CAP: OnceLock<AesKernel> = OnceLock::new();
+    *CAP.get_or_init(|| {
+        std::env::var(AES_ENV)
+            .ok()
+            .and_then(|v| AesKernel::parse(&v))
+            .unwrap_or(AesKernel::Vaes512)
+    })
+}
+
+/// Checks `INPATH_AES`: `Err` names the bad value and the valid ones.
+pub fn check_env() -> Result<(), String> {
+    match std::env::var(AES_ENV) {
+        Ok(v) if AesKernel::parse(&v).is_none() => Err(format!(
+            "{AES_ENV}={v:?} is not an AES kernel; use library, aesni, vaes256 or vaes512 (or unset it)"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The AES kernel this process uses: the best one [`AesKernel::allowed`].
+pub fn aes_kernel() -> AesKernel {
+    static CHOSEN: OnceLock<AesKernel> = OnceLock::new();
+    *CHOSEN.get_or_init(|| {
+        AesKernel::ALL
+            .into_iter()
+            .rev()
+            .find(|k| k.allowed())
+            .unwrap_or(AesKernel::Library)
+    })
+}
+
+/// Every AES kernel that may run here, lowest first (the tests compare them all).
+pub fn aes_kernels() -> Vec<AesKernel> {
+    AesKernel::ALL.into_iter().filter(|k| k.allowed()).collect()
+}
+
+/// Pages a batch in the CBC tier is cut into per call and thread: 16 pages side by side in
+/// `vaes512` (four per register) and `vaes256` (two per register), two rounds of 8 in `aesni`.
 pub const LANES: usize = 16;
 
 /// CBC-encrypts several independent pages in place. Each lane is `(iv, data)` where `data` is
 /// a whole number of 16-byte blocks; lanes may have different lengths. Any number of lanes is
 /// accepted; they are processed [`LANES`] at a time.
 pub fn cbc_encrypt_lanes(aes: &AnyAes, lanes: &mut [(Block, &mut [u8])]) {
-    if let Some(keys) = aes.fast() {
-        // The VAES kernel: four pages per register, up to 16 at once.
+    if let Some(fast) = aes.fast() {
+        // The hand-written kernels: one page per 128-bit lane, up to 16 at once (`ni` cuts
+        // a group into as many as its width runs side by side).
         for group in lanes.chunks_mut(crate::vaes::MAX_LANES) {
             let mut inner: Vec<([u8; 16], &mut [u8])> = group
                 .iter_mut()
                 .map(|(iv, data)| ((*iv).into(), &mut **data))
                 .collect();
-            crate::vaes::cbc_encrypt_lanes(keys, &mut inner);
+            match fast {
+                Fast::V512(keys) => crate::vaes::cbc_encrypt_lanes(keys, &mut inner),
+                Fast::Ni(keys) => crate::ni::cbc_encrypt_lanes(keys, &mut inner),
+            }
             let chains: Vec<[u8; 16]> = inner.iter().map(|(iv, _)| *iv).collect();
             drop(inner);
             for ((iv, _), chain) in group.iter_mut().zip(chains) {
@@ -93,9 +222,10 @@ const CTR_BATCH: usize = 512;
 /// ~5.7 GB/s for the `ctr` crate and ~17 GB/s for ECB on the same core; the counter fill and
 /// XOR passes, not the AES rounds, are now the limit.
 pub fn ctr_apply(aes: &AnyAes, iv: &[u8; 16], data: &mut [u8]) {
-    if let Some(keys) = aes.fast() {
-        crate::vaes::ctr_apply(keys, iv, data);
-        return;
+    match aes.fast() {
+        Some(Fast::V512(keys)) => return crate::vaes::ctr_apply(keys, iv, data),
+        Some(Fast::Ni(keys)) => return crate::ni::ctr_apply(keys, iv, data),
+        None => {}
     }
     with_aes!(aes, c => ctr_apply_with(c, iv, data));
 }
@@ -104,9 +234,10 @@ pub fn ctr_apply(aes: &AnyAes, iv: &[u8; 16], data: &mut [u8]) {
 /// copy and an in-place pass (the VAES kernel; elsewhere a copy, then [`ctr_apply`]).
 pub fn ctr_apply_to(aes: &AnyAes, iv: &[u8; 16], src: &[u8], dst: &mut [u8]) {
     assert_eq!(src.len(), dst.len(), "ctr_apply_to: lengths differ");
-    if let Some(keys) = aes.fast() {
-        crate::vaes::ctr_apply_to(keys, iv, src, dst);
-        return;
+    match aes.fast() {
+        Some(Fast::V512(keys)) => return crate::vaes::ctr_apply_to(keys, iv, src, dst),
+        Some(Fast::Ni(keys)) => return crate::ni::ctr_apply_to(keys, iv, src, dst),
+        None => {}
     }
     dst.copy_from_slice(src);
     ctr_apply(aes, iv, dst);

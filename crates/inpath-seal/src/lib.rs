@@ -34,7 +34,7 @@
 //! # Ok::<(), inpath_seal::Error>(())
 //! ```
 #![deny(missing_docs)]
-#![deny(unsafe_code)] // allowed only in `vaes`: the hand-written AES kernels (see there)
+#![deny(unsafe_code)] // allowed only in `vaes` and `ni`: the hand-written AES kernels (see there)
 
 pub mod aes;
 pub mod codec;
@@ -42,6 +42,7 @@ pub mod error;
 pub mod gen;
 pub mod kernel;
 pub mod keyfile;
+mod ni;
 pub mod page;
 mod vaes;
 

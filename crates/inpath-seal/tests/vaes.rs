@@ -1,4 +1,5 @@
-//! The hand-written VAES kernels (used by `AnyAes::new` on CPUs with VAES and AVX-512) against
+//! The hand-written kernel `AnyAes::new` picks (VAES-512 on CPUs with VAES and AVX-512, else
+//! VAES-256 or AES-NI, see `tests/ni.rs` for every kernel one by one) against
 //! the RustCrypto crates (`AnyAes::library` and the mode crates directly): every key size,
 //! lengths 0..=300 bytes and large, unaligned slices, counter wraps, uneven CBC lanes, and
 //! every chunking of the streaming modes. On a CPU without VAES both sides are the library and
@@ -81,12 +82,15 @@ fn lib_stream(key: &Key, mode: Mode, dir: Direction, iv: &[u8; 16], data: &mut [
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn the_kernels_are_in_use_where_the_cpu_has_vaes() {
+    use inpath_seal::kernel::AesKernel;
     let aes = AnyAes::new(&keys()[2]);
     let expected = std::arch::is_x86_feature_detected!("vaes")
         && std::arch::is_x86_feature_detected!("avx512f")
         && std::arch::is_x86_feature_detected!("avx512bw")
-        && std::env::var_os("INPATH_AES").is_none_or(|v| v != "library");
-    assert_eq!(aes.accelerated(), expected);
+        && inpath_core::isa::effective() == inpath_core::isa::Level::Avx512
+        && std::env::var_os("INPATH_AES").is_none_or(|v| v == "vaes512");
+    assert_eq!(aes.kernel() == AesKernel::Vaes512, expected);
+    assert_eq!(aes.accelerated(), aes.kernel() != AesKernel::Library);
     assert!(!AnyAes::library(&keys()[2]).accelerated());
 }
 

@@ -39,6 +39,11 @@ pub fn run(args: DemoArgs) -> Result<()> {
         "== seal (SAP HANA security engine): compress then encrypt each page, and back"
     )?;
     out.push_str(&crate::cmd::seal::demo_report()?);
+    writeln!(
+        out,
+        "  AES kernel: {} (cap with INPATH_ISA or INPATH_AES=library|aesni|vaes256|vaes512)",
+        inpath_seal::kernel::aes_kernel()
+    )?;
     writeln!(out, "  try it: inpath seal keygen -o keys.txt; inpath seal FILE -o FILE.sealed --key-file keys.txt\n")?;
     out.push_str(&wire_section()?);
     crate::common::print_out(&out)

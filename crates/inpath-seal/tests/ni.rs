@@ -1,0 +1,373 @@
+//! Every AES kernel this CPU has within the `INPATH_ISA` / `INPATH_AES` caps
+//! (`kernel::aes_kernels()`: `library`, `aesni`, `vaes256`, `vaes512`) against the RustCrypto
+//! crates (`AnyAes::library` and the mode crates directly): every key size, lengths 0..=300
+//! bytes and large, unaligned slices, counter wraps, uneven CBC pages, every chunking of the
+//! streaming modes, and GCM against the `aes-gcm` crate (tags and tamper rejection). On a CPU
+//! with VAES this runs both widths of the `ni` kernels (AES-NI on xmm, VAES on ymm) in one
+//! process; `INPATH_ISA=portable` leaves only the library, which the tests then check against
+//! the mode crates.
+
+use aes::cipher::{BlockModeDecrypt, BlockModeEncrypt, InnerIvInit, KeyIvInit, StreamCipher};
+use inpath_core::isa::{self, Level};
+use inpath_seal::aes::{self as modes, AnyAes, Block, CipherStream, Direction, Key, Mode, Padding};
+use inpath_seal::gen;
+use inpath_seal::kernel::{self, AesKernel};
+
+/// Every kernel that may run here, with every key size.
+fn kernels_and_keys() -> Vec<(AesKernel, Key)> {
+    let kernels = kernel::aes_kernels();
+    assert_eq!(kernels.first(), Some(&AesKernel::Library));
+    kernels
+        .into_iter()
+        .flat_map(|k| keys().into_iter().map(move |key| (k, key)))
+        .collect()
+}
+
+#[test]
+fn the_chosen_kernel_honours_the_caps_and_the_cpu() {
+    let chosen = kernel::aes_kernel();
+    assert_eq!(kernel::aes_kernels().last(), Some(&chosen));
+    assert!(chosen.level() <= isa::effective());
+    let key = &keys()[2];
+    assert_eq!(AnyAes::new(key).kernel(), chosen);
+    assert_eq!(modes::Gcm::new(key).unwrap().kernel(), chosen);
+    assert_eq!(AnyAes::library(key).kernel(), AesKernel::Library);
+    if isa::effective() == Level::Portable {
+        assert_eq!(chosen, AesKernel::Library);
+    }
+    if std::env::var("INPATH_AES").is_ok_and(|v| v == "library") {
+        assert_eq!(chosen, AesKernel::Library);
+    }
+    #[cfg(target_arch = "x86_64")]
+    if isa::effective() >= Level::Avx2
+        && std::env::var_os("INPATH_AES").is_none()
+        && std::arch::is_x86_feature_detected!("aes")
+        && std::arch::is_x86_feature_detected!("pclmulqdq")
+    {
+        // An AVX2 machine with AES-NI never runs the library path.
+        assert!(chosen >= AesKernel::Aesni, "{chosen}");
+        assert!(kernel::aes_kernels().contains(&AesKernel::Aesni));
+        if std::arch::is_x86_feature_detected!("vaes")
+            && std::arch::is_x86_feature_detected!("vpclmulqdq")
+        {
+            assert!(chosen >= AesKernel::Vaes256, "{chosen}");
+            assert!(kernel::aes_kernels().contains(&AesKernel::Vaes256));
+        }
+    }
+    // Kernels above the caps are refused, not silently replaced.
+    for k in AesKernel::ALL {
+        assert_eq!(AnyAes::with_kernel(key, k).is_some(), k.allowed(), "{k}");
+    }
+    assert_eq!(AesKernel::parse("VAES256"), Some(AesKernel::Vaes256));
+    assert_eq!(AesKernel::parse("sse9"), None);
+}
+
+fn keys() -> Vec<Key> {
+    [16usize, 24, 32]
+        .iter()
+        .map(|&n| Key::new(&gen::random_bytes(n, n as u64 * 31)).unwrap())
+        .collect()
+}
+
+fn lengths() -> Vec<usize> {
+    let mut v: Vec<usize> = (0..=300).collect();
+    v.extend([511, 512, 513, 1000, 4096, 65_536 + 48, 100_003]);
+    v
+}
+
+/// The same bytes through the library types for each key size.
+fn lib_cbc_enc(key: &Key, iv: &[u8; 16], data: &mut [u8]) {
+    let b = key.expose_secret();
+    let blocks = Block::slice_as_chunks_mut(data).0;
+    match b.len() {
+        16 => cbc::Encryptor::<aes::Aes128>::new(b.try_into().unwrap(), iv.into())
+            .encrypt_blocks(blocks),
+        24 => cbc::Encryptor::<aes::Aes192>::new(b.try_into().unwrap(), iv.into())
+            .encrypt_blocks(blocks),
+        _ => cbc::Encryptor::<aes::Aes256>::new(b.try_into().unwrap(), iv.into())
+            .encrypt_blocks(blocks),
+    }
+}
+
+fn lib_cbc_dec(key: &Key, iv: &[u8; 16], data: &mut [u8]) {
+    let b = key.expose_secret();
+    let blocks = Block::slice_as_chunks_mut(data).0;
+    match b.len() {
+        16 => cbc::Decryptor::<aes::Aes128>::new(b.try_into().unwrap(), iv.into())
+            .decrypt_blocks(blocks),
+        24 => cbc::Decryptor::<aes::Aes192>::new(b.try_into().unwrap(), iv.into())
+            .decrypt_blocks(blocks),
+        _ => cbc::Decryptor::<aes::Aes256>::new(b.try_into().unwrap(), iv.into())
+            .decrypt_blocks(blocks),
+    }
+}
+
+fn lib_stream(key: &Key, mode: Mode, dir: Direction, iv: &[u8; 16], data: &mut [u8]) {
+    fn go<C>(c: C, mode: Mode, dir: Direction, iv: &[u8; 16], data: &mut [u8])
+    where
+        C: aes::cipher::BlockCipherEncrypt<BlockSize = aes::cipher::consts::U16> + Clone,
+    {
+        match (mode, dir) {
+            (Mode::Ctr, _) => ctr::Ctr128BE::from_core(ctr::CtrCore::inner_iv_init(c, iv.into()))
+                .apply_keystream(data),
+            (Mode::Ofb, _) => {
+                ofb::Ofb::from_core(ofb::OfbCore::inner_iv_init(c, iv.into())).apply_keystream(data)
+            }
+            (Mode::Cfb, Direction::Encrypt) => {
+                cfb_mode::BufEncryptor::inner_iv_init(c, iv.into()).encrypt(data)
+            }
+            (Mode::Cfb, Direction::Decrypt) => {
+                cfb_mode::BufDecryptor::inner_iv_init(c, iv.into()).decrypt(data)
+            }
+            _ => unreachable!(),
+        }
+    }
+    use aes::cipher::KeyInit;
+    let b = key.expose_secret();
+    match b.len() {
+        16 => go(aes::Aes128::new(b.try_into().unwrap()), mode, dir, iv, data),
+        24 => go(aes::Aes192::new(b.try_into().unwrap()), mode, dir, iv, data),
+        _ => go(aes::Aes256::new(b.try_into().unwrap()), mode, dir, iv, data),
+    }
+}
+
+#[test]
+fn ecb_cbc_ctr_equal_the_library_for_all_lengths_and_offsets() {
+    for (kern, key) in kernels_and_keys() {
+        let fast = AnyAes::with_kernel(&key, kern).unwrap();
+        assert_eq!(fast.kernel(), kern);
+        let lib = AnyAes::library(&key);
+        let iv: [u8; 16] = gen::random_bytes(16, key.len() as u64).try_into().unwrap();
+        let big = gen::random_bytes(100_003 + 64, 9);
+        for len in lengths() {
+            for offset in [0usize, 1, 7] {
+                let data = &big[offset..offset + len];
+                let blocks = &data[..len / 16 * 16];
+                let bits = key.bits();
+                // CTR, any length.
+                let mut a = data.to_vec();
+                let mut b = data.to_vec();
+                modes::ctr_apply(&fast, &iv, &mut a);
+                modes::ctr_apply_library(&lib, &iv, &mut b);
+                assert_eq!(a, b, "{kern} ctr AES-{bits} len {len}");
+                let mut c = vec![0x33u8; len];
+                kernel::ctr_apply_to(&fast, &iv, data, &mut c);
+                assert_eq!(c, b, "{kern} ctr out of place AES-{bits} len {len}");
+                // ECB both ways.
+                let mut a = blocks.to_vec();
+                let mut b = blocks.to_vec();
+                modes::ecb_encrypt(&fast, &mut a);
+                lib.encrypt_blocks(Block::slice_as_chunks_mut(&mut b).0);
+                assert_eq!(a, b, "{kern} ecb enc AES-{bits} len {len}");
+                modes::ecb_decrypt(&fast, &mut a);
+                assert_eq!(a, blocks, "{kern} ecb dec AES-{bits} len {len}");
+                // CBC both ways.
+                let mut a = blocks.to_vec();
+                let mut b = blocks.to_vec();
+                modes::cbc_encrypt(&fast, &iv, &mut a);
+                lib_cbc_enc(&key, &iv, &mut b);
+                assert_eq!(a, b, "{kern} cbc enc AES-{bits} len {len}");
+                let mut c = b.clone();
+                modes::cbc_decrypt(&fast, &iv, &mut a);
+                lib_cbc_dec(&key, &iv, &mut c);
+                assert_eq!(a, c, "{kern} cbc dec AES-{bits} len {len}");
+                assert_eq!(a, blocks, "{kern} cbc round trip AES-{bits} len {len}");
+            }
+        }
+    }
+}
+
+#[test]
+fn ctr_carries_across_the_32_and_64_bit_words() {
+    for (kern, key) in kernels_and_keys() {
+        let fast = AnyAes::with_kernel(&key, kern).unwrap();
+        let lib = AnyAes::library(&key);
+        let mut ivs: Vec<[u8; 16]> = vec![[0u8; 16], [0xff; 16]];
+        for low in [0xffff_fff0u32, 0xffff_ffff, 0xffff_ff80] {
+            let mut iv = [0x11u8; 16];
+            iv[12..].copy_from_slice(&low.to_be_bytes());
+            ivs.push(iv);
+            iv[8..12].copy_from_slice(&[0xff; 4]);
+            ivs.push(iv);
+        }
+        for iv in ivs {
+            for len in [1usize, 16, 255, 256, 257, 4096, 5000] {
+                let data = gen::random_bytes(len, len as u64);
+                let mut a = data.clone();
+                let mut b = data.clone();
+                modes::ctr_apply(&fast, &iv, &mut a);
+                modes::ctr_apply_library(&lib, &iv, &mut b);
+                assert_eq!(a, b, "{kern} AES-{} iv {iv:02x?} len {len}", key.bits());
+                let mut c = vec![0u8; len];
+                kernel::ctr_apply_to(&fast, &iv, &data, &mut c);
+                assert_eq!(
+                    c,
+                    b,
+                    "out of place, AES-{} iv {iv:02x?} len {len}",
+                    key.bits()
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn multi_page_cbc_equals_library_cbc_for_up_to_40_uneven_pages() {
+    for (kern, key) in kernels_and_keys() {
+        let fast = AnyAes::with_kernel(&key, kern).unwrap();
+        for lanes in [1usize, 3, 4, 5, 7, 8, 9, 13, 16, 17, 40] {
+            let pages: Vec<Vec<u8>> = (0..lanes)
+                .map(|i| gen::random_bytes(16 * ((i * 53 + 7) % 97), i as u64))
+                .collect();
+            let ivs: Vec<[u8; 16]> = (0..lanes)
+                .map(|i| gen::random_bytes(16, 500 + i as u64).try_into().unwrap())
+                .collect();
+            let mut expected = pages.clone();
+            for (p, iv) in expected.iter_mut().zip(&ivs) {
+                lib_cbc_enc(&key, iv, p);
+            }
+            let mut got = pages.clone();
+            let mut refs: Vec<(Block, &mut [u8])> = got
+                .iter_mut()
+                .zip(&ivs)
+                .map(|(p, iv)| (Block::from(*iv), p.as_mut_slice()))
+                .collect();
+            kernel::cbc_encrypt_lanes(&fast, &mut refs);
+            // Each lane's chaining value is its last ciphertext block (or the IV if empty).
+            for ((iv_out, _), (page, iv)) in refs.iter().zip(expected.iter().zip(&ivs)) {
+                let want: [u8; 16] = page
+                    .len()
+                    .checked_sub(16)
+                    .map_or(*iv, |at| page[at..].try_into().unwrap());
+                assert_eq!(<[u8; 16]>::from(*iv_out), want);
+            }
+            drop(refs);
+            assert_eq!(got, expected, "{kern} AES-{} {lanes} lanes", key.bits());
+        }
+    }
+}
+
+#[test]
+fn stream_modes_equal_the_library_for_every_length() {
+    for (kern, key) in kernels_and_keys() {
+        let iv: [u8; 16] = gen::random_bytes(16, 77).try_into().unwrap();
+        for (mode, dir) in [
+            (Mode::Ctr, Direction::Encrypt),
+            (Mode::Cfb, Direction::Encrypt),
+            (Mode::Cfb, Direction::Decrypt),
+            (Mode::Ofb, Direction::Encrypt),
+        ] {
+            for len in lengths() {
+                let data = gen::random_bytes(len, len as u64 + 3);
+                let mut want = data.clone();
+                lib_stream(&key, mode, dir, &iv, &mut want);
+                let mut s =
+                    CipherStream::with_kernel(&key, kern, mode, dir, Some(iv), Padding::None)
+                        .unwrap();
+                let mut got = Vec::new();
+                s.push(&data, &mut got).unwrap();
+                s.finish(&mut got).unwrap();
+                assert_eq!(
+                    got,
+                    want,
+                    "{kern} {mode:?} {dir:?} AES-{} len {len}",
+                    key.bits()
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn any_chunking_of_every_mode_gives_the_one_call_bytes() {
+    let data = gen::random_bytes(1500, 5);
+    let mut rng = gen::Rng::new(11);
+    for (kern, key) in kernels_and_keys() {
+        let iv: [u8; 16] = gen::random_bytes(16, 78).try_into().unwrap();
+        for mode in Mode::ALL {
+            for dir in [Direction::Encrypt, Direction::Decrypt] {
+                let padding = if mode.is_block_mode() {
+                    Padding::Pkcs7
+                } else {
+                    Padding::None
+                };
+                let iv = mode.needs_iv().then_some(iv);
+                let input = if dir == Direction::Decrypt && mode.is_block_mode() {
+                    modes::apply(&key, mode, Direction::Encrypt, iv, padding, &data).unwrap()
+                } else {
+                    data.clone()
+                };
+                let whole = modes::apply(&key, mode, dir, iv, padding, &input).unwrap();
+                for _ in 0..30 {
+                    let mut s =
+                        CipherStream::with_kernel(&key, kern, mode, dir, iv, padding).unwrap();
+                    let mut out = Vec::new();
+                    let mut at = 0;
+                    while at < input.len() {
+                        let step = match rng.next_u64() % 4 {
+                            0 => 1 + (rng.next_u64() % 3) as usize,
+                            1 => 1 + (rng.next_u64() % 17) as usize,
+                            2 => 16,
+                            _ => 1 + (rng.next_u64() % 700) as usize,
+                        };
+                        let end = (at + step).min(input.len());
+                        s.push(&input[at..end], &mut out).unwrap();
+                        at = end;
+                    }
+                    s.finish(&mut out).unwrap();
+                    assert_eq!(out, whole, "{kern} {mode:?} {dir:?} AES-{}", key.bits());
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn gcm_kernel_equals_the_aes_gcm_crate() {
+    use aes_gcm::aead::AeadInOut;
+    use aes_gcm::KeyInit;
+    use inpath_seal::aes::Gcm;
+    let key = Key::new(&gen::random_bytes(32, 4242)).unwrap();
+    let lib = aes_gcm::Aes256Gcm::new_from_slice(key.expose_secret()).unwrap();
+    for kern in kernel::aes_kernels() {
+        let fast = Gcm::with_kernel(&key, kern).unwrap().unwrap();
+        assert_eq!(fast.kernel(), kern);
+        let big = gen::random_bytes(100_003 + 64, 19);
+        let aad_all = gen::random_bytes(300, 20);
+        let mut lens = lengths();
+        lens.extend([16 * 256, 16 * 256 + 5, 255, 257, 4096 + 16 * 15]);
+        for (n, len) in lens.into_iter().enumerate() {
+            let nonce: [u8; 12] = gen::random_bytes(12, n as u64).try_into().unwrap();
+            let aad = &aad_all[..[0usize, 1, 15, 16, 17, 48, 255, 256, 300][n % 9]];
+            let data = &big[n % 5..n % 5 + len];
+            let mut want = data.to_vec();
+            let want_tag = lib
+                .encrypt_inout_detached(&nonce.into(), aad, (&mut want[..]).into())
+                .unwrap();
+            let mut got = data.to_vec();
+            let tag = fast.encrypt(&nonce, aad, &mut got).unwrap();
+            assert_eq!(got, want, "{kern} len {len} aad {}", aad.len());
+            assert_eq!(tag, <[u8; 16]>::from(want_tag), "{kern} tag, len {len}");
+            // Decryption: the right tag opens, any flipped bit of tag, aad or data does not.
+            let mut back = got.clone();
+            assert!(fast.decrypt(&nonce, aad, &mut back, &tag));
+            assert_eq!(back, data);
+            let mut bad_tag = tag;
+            bad_tag[n % 16] ^= 1 << (n % 8);
+            let mut same = got.clone();
+            assert!(!fast.decrypt(&nonce, aad, &mut same, &bad_tag));
+            assert_eq!(same, got, "a refused message is left as it was");
+            if len > 0 {
+                let mut flipped = got.clone();
+                flipped[n % len] ^= 0x80;
+                assert!(!fast.decrypt(&nonce, aad, &mut flipped, &tag));
+            }
+            if !aad.is_empty() {
+                let mut aad2 = aad.to_vec();
+                aad2[0] ^= 1;
+                assert!(!fast.decrypt(&nonce, &aad2, &mut got.clone(), &tag));
+            }
+        }
+    }
+    assert!(Gcm::new(&Key::new(&[1u8; 16]).unwrap()).is_err());
+}
