@@ -47,7 +47,9 @@ enum Command {
 fn main() {
     let cli = Cli::parse();
     // A mistyped kernel cap would silently run the best kernels: refuse it instead.
-    if let Err(message) = inpath_core::isa::check_env() {
+    if let Err(message) =
+        inpath_core::isa::check_env().and_then(|()| inpath_seal::kernel::check_env())
+    {
         common::exit_with(Err(anyhow::anyhow!(message)));
     }
     let result = match cli.command {

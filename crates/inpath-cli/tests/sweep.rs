@@ -832,6 +832,10 @@ fn sketch_and_corr_bad_inputs() {
         ),
         (&["sketch", "items.bin", "--cm", "banana"], "is not ROWSxP"),
         (
+            &["sketch", "items.bin", "--sketches", "hll,bogus", "--save", "n.skt"],
+            "a list of hll, cm, agms",
+        ),
+        (
             &["sketch", "items.bin", "--agms", "99x13"],
             "agms_rows = 99 is out of range",
         ),
@@ -1212,6 +1216,27 @@ fn read_only_targets_are_refused_cleanly() {
 
 /// Closed pipes: a reader that goes away (`inpath ... | head -c 0`) ends the command quietly
 /// with exit 0 and no panic, for every command that streams to standard output.
+#[test]
+fn bad_kernel_caps_are_refused_up_front() {
+    let f = Fixture::new();
+    for (var, value, fragment) in [
+        ("INPATH_ISA", "sse9", "use portable, avx2 or avx512"),
+        ("INPATH_AES", "turbo", "use library, aesni, vaes256 or vaes512"),
+    ] {
+        let mut cmd = f.cmd(&["sketch", "items.bin", "--format", "u32", "--save", "k.skt"]);
+        cmd.env(var, value);
+        f.fails_with(cmd, &format!("{var}={value}"), fragment);
+    }
+    // A valid cap runs, and names the kernel it capped to.
+    let out = f
+        .cmd(&["sketch", "items.bin", "--format", "u32", "--json", "-q"])
+        .env("INPATH_ISA", "portable")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\"kernel\": \"portable\""));
+}
+
 #[test]
 fn closed_pipes_end_quietly() {
     let f = Fixture::new();
