@@ -832,7 +832,14 @@ fn sketch_and_corr_bad_inputs() {
         ),
         (&["sketch", "items.bin", "--cm", "banana"], "is not ROWSxP"),
         (
-            &["sketch", "items.bin", "--sketches", "hll,bogus", "--save", "n.skt"],
+            &[
+                "sketch",
+                "items.bin",
+                "--sketches",
+                "hll,bogus",
+                "--save",
+                "n.skt",
+            ],
             "a list of hll, cm, agms",
         ),
         (
@@ -1221,7 +1228,11 @@ fn bad_kernel_caps_are_refused_up_front() {
     let f = Fixture::new();
     for (var, value, fragment) in [
         ("INPATH_ISA", "sse9", "use portable, avx2 or avx512"),
-        ("INPATH_AES", "turbo", "use library, aesni, vaes256 or vaes512"),
+        (
+            "INPATH_AES",
+            "turbo",
+            "use library, aesni, vaes256 or vaes512",
+        ),
     ] {
         let mut cmd = f.cmd(&["sketch", "items.bin", "--format", "u32", "--save", "k.skt"]);
         cmd.env(var, value);
