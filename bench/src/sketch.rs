@@ -44,19 +44,8 @@ pub fn run(args: Args) -> anyhow::Result<Vec<Measurement>> {
 
     for &threads in &args.threads {
         let params = Params::default();
-        let mut result = None;
-        let mut m = measure(
-            &format!("all three, fast, {threads} thread(s)"),
-            size,
-            n,
-            args.reps,
-            || {
-                let mut engine = SketchEngine::u32(params).expect("valid parameters");
-                run_slice(&mut engine, &bytes, threads).expect("whole items");
-                result = Some(engine.into_sketch().expect("closed"));
-            },
-        );
-        let sketch = result.expect("ran at least once");
+        let name = format!("all three, fast, {threads} thread(s)");
+        let (mut m, sketch) = measure_engine(&name, params, &bytes, threads, n, args.reps);
         m.extra = accuracy(&sketch, exact, params, threads);
         out.push(m);
     }
@@ -65,13 +54,9 @@ pub fn run(args: Args) -> anyhow::Result<Vec<Measurement>> {
     }
     {
         let params = Params::with_hash(HashMode::Compat);
-        let mut result = None;
-        let mut m = measure("all three, compat, 1 thread(s)", size, n, args.reps, || {
-            let mut engine = SketchEngine::u32(params).expect("valid parameters");
-            run_slice(&mut engine, &bytes, 1).expect("whole items");
-            result = Some(engine.into_sketch().expect("closed"));
-        });
-        m.extra = accuracy(&result.expect("ran"), exact, params, 1);
+        let name = "all three, compat, 1 thread(s)";
+        let (mut m, sketch) = measure_engine(name, params, &bytes, 1, n, args.reps);
+        m.extra = accuracy(&sketch, exact, params, 1);
         out.push(m);
     }
     {
@@ -113,25 +98,34 @@ pub fn run(args: Args) -> anyhow::Result<Vec<Measurement>> {
     for (name, parts, thread_counts) in alone {
         let params = Params::default().with_parts(parts);
         for &threads in thread_counts {
-            let mut result = None;
-            let mut m = measure(
-                &format!("{name}, fast, {threads} thread(s)"),
-                size,
-                n,
-                args.reps,
-                || {
-                    let mut engine = SketchEngine::u32(params).expect("valid parameters");
-                    run_slice(&mut engine, &bytes, threads).expect("whole items");
-                    result = Some(engine.into_sketch().expect("closed"));
-                },
-            );
+            let name = format!("{name}, fast, {threads} thread(s)");
+            let (mut m, sketch) = measure_engine(&name, params, &bytes, threads, n, args.reps);
             if parts.hll {
-                m.extra = accuracy(&result.expect("ran"), exact, params, threads);
+                m.extra = accuracy(&sketch, exact, params, threads);
             }
             out.push(m);
         }
     }
     Ok(out)
+}
+
+/// Times sketching `bytes` (u32 items) through the engine on `threads` lanes; returns the
+/// measurement and the last run's sketch.
+fn measure_engine(
+    name: &str,
+    params: Params,
+    bytes: &[u8],
+    threads: usize,
+    items: u64,
+    reps: usize,
+) -> (Measurement, Sketch) {
+    let mut result = None;
+    let m = measure(name, bytes.len() as u64, items, reps, || {
+        let mut engine = SketchEngine::u32(params).expect("valid parameters");
+        run_slice(&mut engine, bytes, threads).expect("whole items");
+        result = Some(engine.into_sketch().expect("closed"));
+    });
+    (m, result.expect("ran at least once"))
 }
 
 fn accuracy(sketch: &Sketch, exact: u64, params: Params, threads: usize) -> serde_json::Value {

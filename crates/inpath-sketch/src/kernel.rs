@@ -287,15 +287,8 @@ fn hll_only(
     hash_high: impl Fn(u64) -> u64,
     hash_full: impl Fn(u64) -> (u64, u64),
 ) -> Option<(u64, u64)> {
-    let read = |item: &[u8]| -> u64 {
-        if width == 4 {
-            u32::from_le_bytes(item.try_into().expect("4 bytes")) as u64
-        } else {
-            u64::from_le_bytes(item.try_into().expect("8 bytes"))
-        }
-    };
+    let read = |item: &[u8]| read_item(item, width);
     let mask = hll.len() - 1;
-    let low_mask = (1u64 << p) - 1;
     let mut high = [0u64; HLL_BATCH];
     let (mut min, mut max) = (u64::MAX, 0u64);
     for batch in bytes.chunks(HLL_BATCH * width) {
@@ -313,44 +306,54 @@ fn hll_only(
             let shifted = h << p;
             let rank = if shifted != 0 {
                 // The low half's bits only fill in below the high half's first set bit.
-                shifted.leading_zeros() + 1
+                (shifted.leading_zeros() + 1) as u8
             } else {
                 let (l, _) = hash_full(read(&batch[i * width..(i + 1) * width]));
-                let top = l >> (64 - p);
-                if top != 0 {
-                    top.leading_zeros() + 1
-                } else {
-                    65 + ((l << p) | low_mask).leading_zeros()
-                }
-            } as u8;
-            let register = &mut hll[bucket];
-            // Once the registers fill up a new rank rarely beats the old one: a predictable
-            // branch is cheaper than a store per item.
-            if rank > *register {
-                *register = rank;
-            }
+                hll_rank(p, h, l)
+            };
+            raise(&mut hll[bucket], rank);
         }
     }
     (!bytes.is_empty()).then_some((min, max))
+}
+
+/// A little-endian item of `width` (4 or 8) bytes.
+#[inline(always)]
+fn read_item(item: &[u8], width: usize) -> u64 {
+    if width == 4 {
+        u32::from_le_bytes(item.try_into().expect("4 bytes")) as u64
+    } else {
+        u64::from_le_bytes(item.try_into().expect("8 bytes"))
+    }
+}
+
+/// HyperLogLog rank of the hash `(h << 64) | l`: clz((h << P) | (2^P − 1)) + 1 over 128 bits.
+#[inline(always)]
+fn hll_rank(p: u32, h: u64, l: u64) -> u8 {
+    // The top 64 bits of h << P; all zero only with probability 2^-(64-P).
+    let top = (h << p) | (l >> (64 - p));
+    if top != 0 {
+        (top.leading_zeros() + 1) as u8
+    } else {
+        (65 + ((l << p) | ((1u64 << p) - 1)).leading_zeros()) as u8
+    }
+}
+
+/// Raises a register to `rank`. Once the registers fill up a new rank rarely beats the old
+/// one: a predictable branch is cheaper than a store per item.
+#[inline(always)]
+fn raise(register: &mut u8, rank: u8) {
+    if rank > *register {
+        *register = rank;
+    }
 }
 
 /// Bucket, rank and register update of each hash in one scalar pass.
 #[inline(always)]
 fn hll_fused(hll: &mut [u8], p: u32, lo: &[u64], hi: &[u64]) {
     let mask = hll.len() - 1;
-    let low_mask = (1u64 << p) - 1;
     for (&l, &h) in lo.iter().zip(hi) {
-        let bucket = (h >> (64 - p)) as usize & mask;
-        let top = (h << p) | (l >> (64 - p));
-        let rank = if top != 0 {
-            top.leading_zeros() + 1
-        } else {
-            65 + ((l << p) | low_mask).leading_zeros()
-        } as u8;
-        let register = &mut hll[bucket];
-        if rank > *register {
-            *register = rank;
-        }
+        raise(&mut hll[(h >> (64 - p)) as usize & mask], hll_rank(p, h, l));
     }
 }
 
@@ -358,10 +361,7 @@ fn hll_fused(hll: &mut [u8], p: u32, lo: &[u64], hi: &[u64]) {
 #[inline(always)]
 fn hll_update(hll: &mut [u8], bucket: &[u32], rank: &[u8]) {
     for (&bucket, &rank) in bucket.iter().zip(rank) {
-        let register = &mut hll[bucket as usize];
-        if rank > *register {
-            *register = rank;
-        }
+        raise(&mut hll[bucket as usize], rank);
     }
 }
 
@@ -394,13 +394,7 @@ fn hash_and_apply<const VECTOR_LZCNT: bool>(
     width: usize,
     hash: impl Fn(u64) -> (u64, u64),
 ) -> Option<(u64, u64)> {
-    let read = |item: &[u8]| -> u64 {
-        if width == 4 {
-            u32::from_le_bytes(item.try_into().expect("4 bytes")) as u64
-        } else {
-            u64::from_le_bytes(item.try_into().expect("8 bytes"))
-        }
-    };
+    let read = |item: &[u8]| read_item(item, width);
     let (mut min, mut max) = (u64::MAX, 0u64);
     for batch in bytes.chunks(BATCH * width) {
         let n = batch.len() / width;
