@@ -49,6 +49,20 @@ for level in "${lower_levels[@]}"; do
   INPATH_ISA=$level cargo test --release --quiet -p inpath-sketch -p inpath-corr -p inpath-seal
 done
 
+# The portable code must build for aarch64 (Graviton, Ampere, Apple): check the library crates
+# and the CLI for that target, warnings as errors. Needs rustup's aarch64 standard library and a
+# cross C compiler (zstd's C sources); where they cannot be had, say so and go on.
+echo "== cargo check --target aarch64-unknown-linux-gnu"
+if command -v rustup >/dev/null 2>&1 && command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 \
+  && { rustup target list --installed | grep -qx aarch64-unknown-linux-gnu \
+       || rustup target add aarch64-unknown-linux-gnu >/dev/null 2>&1; }; then
+  CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc RUSTFLAGS="-D warnings" \
+    cargo check --release --quiet --target aarch64-unknown-linux-gnu \
+    -p inpath-core -p inpath-sketch -p inpath-corr -p inpath-seal -p inpath-wire -p inpath-cli
+else
+  echo "test.sh: skipped: the aarch64 target (rustup target add aarch64-unknown-linux-gnu) or aarch64-linux-gnu-gcc is not available"
+fi
+
 echo "== inpath-seal with ISA-L (the optional isal feature)"
 cargo clippy --release -p inpath-seal --features isal --all-targets --quiet -- -D warnings
 cargo test --release -p inpath-seal --features isal --quiet

@@ -180,6 +180,7 @@ impl Form {
 }
 
 /// One tile: broadcast streams `i0..i0 + mr` against lane groups starting at stream `c0`.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // read only by the x86-64 kernels
 #[derive(Clone, Copy, Debug)]
 struct Tile {
     i0: usize,
@@ -191,6 +192,7 @@ struct Tile {
 }
 
 /// Statistics of 8/16/32-bit rows through the integer kernels.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // read only by the x86-64 kernels
 pub(crate) struct IntAccumulator {
     form: Form,
     /// The amount added to each item to make it unsigned (IFMA), 0 for unsigned types.

@@ -59,6 +59,7 @@ impl Width {
 
     /// Pages [`cbc_encrypt_lanes`] runs side by side at this width (8 registers, one page per
     /// 128-bit lane).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // read only by the x86-64 kernels
     pub(crate) fn lanes(self) -> usize {
         match self {
             Width::Xmm => 8,
@@ -97,6 +98,7 @@ fn detect_ymm() -> bool {
 
 /// Expanded round keys (encryption, and the equivalent inverse cipher's decryption keys) for
 /// one width. Wiped on drop. Holding one proves the CPU has that width's features.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // read only by the x86-64 kernels
 #[derive(Clone)]
 pub(crate) struct Keys {
     width: Width,
@@ -161,6 +163,7 @@ impl GcmKeys {
     }
 
     /// GCM keys over `aes` (any key size).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))] // filled by the x86-64 kernels
     pub(crate) fn new(aes: Keys) -> GcmKeys {
         let mut keys = GcmKeys {
             aes,

@@ -28,6 +28,7 @@ use zeroize::Zeroize;
 
 /// Expanded round keys for the kernels (encryption and the equivalent inverse cipher's
 /// decryption keys). Wiped on drop. Holding one proves the CPU has the kernels' features.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // read only by the x86-64 kernels
 #[derive(Clone)]
 pub(crate) struct RoundKeys {
     rounds: usize,
@@ -94,6 +95,7 @@ impl RoundKeys {
 
 /// AES-GCM keys for the kernels: the block cipher's round keys and the powers `H^1..H^16` of
 /// the hash key (byte-reflected, as the carry-less multiplication works on them). Wiped on drop.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // read only by the x86-64 kernels
 #[derive(Clone)]
 pub(crate) struct GcmKeys {
     aes: RoundKeys,
