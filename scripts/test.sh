@@ -55,7 +55,7 @@ done
 echo "== cargo check --target aarch64-unknown-linux-gnu"
 if command -v rustup >/dev/null 2>&1 && command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 \
   && { rustup target list --installed | grep -qx aarch64-unknown-linux-gnu \
-       || rustup target add aarch64-unknown-linux-gnu >/dev/null 2>&1; }; then
+       || timeout 180 rustup target add aarch64-unknown-linux-gnu >/dev/null 2>&1; }; then
   CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc RUSTFLAGS="-D warnings" \
     cargo check --release --quiet --target aarch64-unknown-linux-gnu \
     -p inpath-core -p inpath-sketch -p inpath-corr -p inpath-seal -p inpath-wire -p inpath-cli
