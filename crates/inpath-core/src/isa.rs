@@ -25,7 +25,7 @@ pub const ENV: &str = "INPATH_ISA";
 pub enum Level {
     /// Plain Rust, no architecture-specific intrinsics (written so compilers vectorise it).
     Portable,
-    /// x86-64-v3: AVX2, FMA, BMI1/2, LZCNT (plus AES-NI/PCLMULQDQ/VAES where a crate checks).
+    /// x86-64-v3: AVX2, FMA, BMI1/2, LZCNT, POPCNT (plus AES-NI/PCLMULQDQ/VAES where a crate checks).
     Avx2,
     /// x86-64-v4: AVX2 level plus AVX-512 F/BW/CD/DQ/VL (plus IFMA/VNNI/AMX/VAES where checked).
     Avx512,
@@ -70,7 +70,12 @@ pub fn detected() -> Level {
 #[cfg(target_arch = "x86_64")]
 fn detect() -> Level {
     use std::arch::is_x86_feature_detected as has;
-    let v3 = has!("avx2") && has!("fma") && has!("bmi1") && has!("bmi2") && has!("lzcnt");
+    let v3 = has!("avx2")
+        && has!("fma")
+        && has!("bmi1")
+        && has!("bmi2")
+        && has!("lzcnt")
+        && has!("popcnt");
     let v4 = v3
         && has!("avx512f")
         && has!("avx512bw")

@@ -45,44 +45,19 @@ pub(crate) enum Items<'a> {
     Hashes(&'a [u64], &'a [u64]),
 }
 
-/// CPU feature levels with their own compiled kernel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Level {
-    /// The target's baseline (x86-64: SSE2).
-    Baseline,
-    /// x86-64-v3: AVX2, BMI1/2, LZCNT, FMA.
-    V3,
-    /// x86-64-v4: v3 plus AVX-512 F/BW/CD/DQ/VL.
-    V4,
-}
+/// The CPU levels with their own compiled kernel: `Portable` (the target's baseline; x86-64:
+/// SSE2), `Avx2` (x86-64-v3: AVX2, BMI1/2, LZCNT, FMA) and `Avx512` (x86-64-v4) — the levels of
+/// `inpath_core::isa`.
+pub use inpath_core::isa::Level;
 
-impl Level {
-    /// The kernel's name in reports: `portable`, `avx2` or `avx512`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Level::Baseline => "portable",
-            Level::V3 => "avx2",
-            Level::V4 => "avx512",
-        }
-    }
-
-    fn from_isa(level: inpath_core::isa::Level) -> Level {
-        match level {
-            inpath_core::isa::Level::Portable => Level::Baseline,
-            inpath_core::isa::Level::Avx2 => Level::V3,
-            inpath_core::isa::Level::Avx512 => Level::V4,
-        }
-    }
-}
-
-/// The best level this CPU supports (the x86-64 level `inpath_core::isa` detects).
+/// The best level this CPU supports.
 pub fn detected_level() -> Level {
-    Level::from_isa(inpath_core::isa::detected())
+    inpath_core::isa::detected()
 }
 
 /// Every level this CPU supports up to the `INPATH_ISA` cap (for tests comparing them).
 pub fn supported_levels() -> Vec<Level> {
-    [Level::Baseline, Level::V3, Level::V4]
+    Level::ALL
         .into_iter()
         .filter(|&l| l <= chosen_level())
         .collect()
@@ -95,11 +70,11 @@ pub fn chosen_level() -> Level {
     static LEVEL: OnceLock<Level> = OnceLock::new();
     *LEVEL.get_or_init(|| {
         let legacy = match std::env::var("INPATH_KERNEL").as_deref() {
-            Ok("baseline") => Level::Baseline,
-            Ok("v3") => Level::V3,
-            _ => Level::V4,
+            Ok("baseline") => Level::Portable,
+            Ok("v3") => Level::Avx2,
+            _ => Level::Avx512,
         };
-        Level::from_isa(inpath_core::isa::effective()).min(legacy)
+        inpath_core::isa::effective().min(legacy)
     })
 }
 
@@ -123,11 +98,11 @@ pub(crate) fn run_at(
 ) -> Option<(u64, u64)> {
     #[cfg(target_arch = "x86_64")]
     {
-        if level == Level::V4 && detected_level() >= Level::V4 {
+        if level == Level::Avx512 && detected_level() >= Level::Avx512 {
             // SAFETY: the CPU supports every feature `run_v4` is compiled for (checked above).
             return unsafe { run_v4(target, job, items) };
         }
-        if level >= Level::V3 && detected_level() >= Level::V3 {
+        if level >= Level::Avx2 && detected_level() >= Level::Avx2 {
             // SAFETY: the CPU supports every feature `run_v3` is compiled for (checked above).
             return unsafe { run_v3(target, job, items) };
         }
