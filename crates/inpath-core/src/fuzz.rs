@@ -145,6 +145,41 @@ impl Mutator {
     }
 }
 
+/// Runs `iterations` mutations of the corpus `files` (from `seed`) through a reader of a
+/// checksummed format. Every other mutation gets `fix_checksum` applied first, so it reaches the
+/// structure checks behind the checksum; mutations that change nothing are skipped.
+/// `read(i, name, original, mutated)` must check the reader's answer itself and return whether
+/// it refused the input. Returns `(refused, total)` over the mutations whose checksum was
+/// *not* fixed, which a reader should refuse almost always.
+pub fn run_checksummed(
+    files: &[(String, Vec<u8>)],
+    seed: u64,
+    iterations: usize,
+    fix_checksum: impl Fn(&mut [u8]),
+    mut read: impl FnMut(usize, &str, &[u8], &[u8]) -> bool,
+) -> (usize, usize) {
+    let others: Vec<&[u8]> = files.iter().map(|(_, b)| b.as_slice()).collect();
+    let mut m = Mutator::new(seed);
+    let (mut refused, mut total) = (0usize, 0usize);
+    for i in 0..iterations {
+        let (name, original) = &files[i % files.len()];
+        let mut bad = m.mutate(original, &others);
+        if bad == *original {
+            continue; // a mutation that changed nothing (a run copied over its equal...)
+        }
+        let fixed = i % 2 == 1 && bad.len() >= 4;
+        if fixed {
+            fix_checksum(&mut bad);
+        }
+        let was_refused = read(i, name, original, &bad);
+        if !fixed {
+            total += 1;
+            refused += usize::from(was_refused);
+        }
+    }
+    (refused, total)
+}
+
 /// The files of a corpus directory, by name, sorted (an unreadable or empty directory is an
 /// error: a fuzz pass over nothing would pass silently).
 pub fn corpus(dir: &Path) -> std::io::Result<Vec<(String, Vec<u8>)>> {

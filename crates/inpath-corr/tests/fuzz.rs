@@ -4,7 +4,7 @@
 //! answer must be an error or statistics that write back to exactly the bytes read, whose
 //! coefficients compute and merges work.
 
-use inpath_core::fuzz::{corpus, Mutator};
+use inpath_core::fuzz::{corpus, run_checksummed};
 use inpath_corr::{NanPolicy, Statistics};
 
 const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/corpus");
@@ -18,33 +18,21 @@ fn statistics_reader_survives_mutated_files() {
         assert_eq!(&stats.to_bytes(), bytes, "{name} is canonical");
         assert!(stats.count() > 0 && stats.streams() >= 2, "{name}");
     }
-    let others: Vec<&[u8]> = files.iter().map(|(_, b)| b.as_slice()).collect();
-    let mut m = Mutator::new(0x5eed_0004);
-    let (mut errors, mut total) = (0usize, 0usize);
-    for i in 0..100_000 {
-        let (name, bytes) = &files[i % files.len()];
-        let mut bad = m.mutate(bytes, &others);
-        if bad == *bytes {
-            continue; // a mutation that changed nothing (a run copied over its equal...)
-        }
-        // Every other file gets its CRC-32 trailer fixed, so the mutation reaches the
-        // structure checks behind the checksum (lengths, counts, codes).
-        let fixed = i % 2 == 1 && bad.len() >= 4;
-        if fixed {
-            let body = bad.len() - 4;
-            let crc = crc32fast::hash(&bad[..body]);
-            bad[body..].copy_from_slice(&crc.to_le_bytes());
-        } else {
-            total += 1;
-        }
-        match Statistics::from_bytes(&bad, "fuzzed statistics") {
+    // Every other file gets its CRC-32 trailer fixed, so the mutation reaches the structure
+    // checks behind the checksum (lengths, counts, codes).
+    let (errors, total) = run_checksummed(
+        &files,
+        0x5eed_0004,
+        100_000,
+        fix_crc,
+        |i, name, bytes, bad| match Statistics::from_bytes(bad, "fuzzed statistics") {
             Ok(stats) => {
                 let again = stats.to_bytes();
                 assert!(
                     again == bad,
                     "{name}: mutation #{i} read as different statistics: first difference at byte {:?} \
                      (lengths {} and {})",
-                    again.iter().zip(&bad).position(|(a, b)| a != b),
+                    again.iter().zip(bad).position(|(a, b)| a != b),
                     again.len(),
                     bad.len()
                 );
@@ -52,14 +40,15 @@ fn statistics_reader_survives_mutated_files() {
                 let original = Statistics::from_bytes(bytes, name).unwrap();
                 let mut merged = original.clone();
                 let _ = merged.merge(&stats);
+                false
             }
             Err(e) => {
                 let text = e.to_string();
                 assert!(text.contains("fuzzed statistics"), "{text}");
-                errors += usize::from(!fixed);
+                true
             }
-        }
-    }
+        },
+    );
     assert!(
         errors * 100 > total * 99,
         "{errors} of {total} mutations caught"
@@ -83,4 +72,11 @@ fn regression_reserved_bytes_must_be_zero() {
         .to_string();
     assert!(err.contains("reserved bytes 12 to 15"), "{err}");
     assert!(err.contains("statistics file r.stats"), "{err}");
+}
+
+/// Rewrites the CRC-32 trailer after an edit.
+fn fix_crc(bytes: &mut [u8]) {
+    let body = bytes.len() - 4;
+    let crc = crc32fast::hash(&bytes[..body]);
+    bytes[body..].copy_from_slice(&crc.to_le_bytes());
 }

@@ -4,7 +4,7 @@
 //! answer must be an error or a sketch that writes back to exactly the bytes read (the format
 //! is canonical and checksummed), whose summary, queries and merges work.
 
-use inpath_core::fuzz::{corpus, Mutator};
+use inpath_core::fuzz::{corpus, run_checksummed};
 use inpath_sketch::{format, Estimator};
 
 const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/corpus");
@@ -18,33 +18,21 @@ fn sketch_reader_survives_mutated_files() {
         assert_eq!(&format::to_bytes(&sketch), bytes, "{name} is canonical");
         assert!(sketch.count() > 0, "{name}");
     }
-    let others: Vec<&[u8]> = files.iter().map(|(_, b)| b.as_slice()).collect();
-    let mut m = Mutator::new(0x5eed_0003);
-    let (mut errors, mut total) = (0usize, 0usize);
-    for i in 0..100_000 {
-        let (name, bytes) = &files[i % files.len()];
-        let mut bad = m.mutate(bytes, &others);
-        if bad == *bytes {
-            continue; // a mutation that changed nothing (a run copied over its equal...)
-        }
-        // Every other file gets its CRC-32 trailer fixed, so the mutation reaches the
-        // structure checks behind the checksum (lengths, counts, codes).
-        let fixed = i % 2 == 1 && bad.len() >= 4;
-        if fixed {
-            let body = bad.len() - 4;
-            let crc = crc32fast::hash(&bad[..body]);
-            bad[body..].copy_from_slice(&crc.to_le_bytes());
-        } else {
-            total += 1;
-        }
-        match format::from_bytes(&bad, "fuzzed sketch") {
+    // Every other file gets its CRC-32 trailer fixed, so the mutation reaches the structure
+    // checks behind the checksum (lengths, counts, codes).
+    let (errors, total) = run_checksummed(
+        &files,
+        0x5eed_0003,
+        100_000,
+        fix_crc,
+        |i, name, bytes, bad| match format::from_bytes(bad, "fuzzed sketch") {
             Ok(sketch) => {
                 let again = format::to_bytes(&sketch);
                 assert!(
                     again == bad,
                     "{name}: mutation #{i} read as a different sketch: first difference at byte {:?} \
                      (lengths {} and {})",
-                    again.iter().zip(&bad).position(|(a, b)| a != b),
+                    again.iter().zip(bad).position(|(a, b)| a != b),
                     again.len(),
                     bad.len()
                 );
@@ -54,14 +42,15 @@ fn sketch_reader_survives_mutated_files() {
                 let original = format::from_bytes(bytes, name).unwrap();
                 let mut merged = original.clone();
                 let _ = merged.merge(&sketch);
+                false
             }
             Err(e) => {
                 let text = e.to_string();
                 assert!(text.contains("fuzzed sketch"), "{text}");
-                errors += usize::from(!fixed);
+                true
             }
-        }
-    }
+        },
+    );
     assert!(
         errors * 100 > total * 99,
         "{errors} of {total} mutations caught"
