@@ -180,8 +180,9 @@ impl GcmKeys {
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) use x86::{
-    cbc_decrypt, cbc_encrypt, cbc_encrypt_lanes, cfb_decrypt, cfb_encrypt, ctr_apply, ctr_apply_to,
-    ecb_decrypt, ecb_encrypt, encrypt_block, gcm_decrypt, gcm_encrypt, ofb_apply,
+    cbc_decrypt, cbc_encrypt, cbc_encrypt_lanes, cfb_decrypt, cfb_encrypt, chain_in, ctr_apply,
+    ctr_apply_to, ecb_decrypt, ecb_encrypt, encrypt_block, encrypt_block_in, gcm_decrypt,
+    gcm_encrypt, ofb_apply, RoundTable, CBC, CFB, OFB,
 };
 
 #[cfg(not(target_arch = "x86_64"))]
@@ -1325,53 +1326,89 @@ mod x86 {
     /// Encrypts one block in place.
     pub(crate) fn encrypt_block(keys: &Keys, block: &mut [u8; 16]) {
         // SAFETY: every width implies AES-NI and SSE4.1.
-        by_rounds!(keys, NR => unsafe { encrypt_one::<NR>(keys, block) })
-    }
-
-    #[target_feature(enable = "aes,sse4.1")]
-    fn encrypt_one<const NR: usize>(keys: &Keys, block: &mut [u8; 16]) {
-        let mut x = _mm_xor_si128(load128(block), load128(&keys.enc[0]));
-        for k in &keys.enc[1..NR] {
-            x = _mm_aesenc_si128(x, load128(k));
-        }
-        x = _mm_aesenclast_si128(x, load128(&keys.enc[NR]));
-        store128(block, x);
+        unsafe { encrypt_block_in(&keys.table(), block) }
     }
 
     /// CFB-128 encryption of whole blocks in place; `iv` becomes the last ciphertext block.
     pub(crate) fn cfb_encrypt(keys: &Keys, iv: &mut [u8; 16], data: &mut [u8]) {
-        assert!(data.len().is_multiple_of(16), "whole blocks");
         // SAFETY: as in `encrypt_block`.
-        by_rounds!(keys, NR => unsafe { sequential::<NR, CFB>(keys, iv, data) })
+        unsafe { chain_in::<CFB>(&keys.table(), iv, data) }
     }
 
     /// OFB over whole blocks in place; `iv` becomes the last keystream block.
     pub(crate) fn ofb_apply(keys: &Keys, iv: &mut [u8; 16], data: &mut [u8]) {
-        assert!(data.len().is_multiple_of(16), "whole blocks");
         // SAFETY: as in `encrypt_block`.
-        by_rounds!(keys, NR => unsafe { sequential::<NR, OFB>(keys, iv, data) })
+        unsafe { chain_in::<OFB>(&keys.table(), iv, data) }
     }
 
     /// CBC encryption of one chain of whole blocks in place; `iv` becomes the last ciphertext
     /// block.
     pub(crate) fn cbc_encrypt(keys: &Keys, iv: &mut [u8; 16], data: &mut [u8]) {
-        assert!(data.len().is_multiple_of(16), "whole blocks");
         // SAFETY: as in `encrypt_block`.
-        by_rounds!(keys, NR => unsafe { sequential::<NR, CBC>(keys, iv, data) })
+        unsafe { chain_in::<CBC>(&keys.table(), iv, data) }
     }
 
-    const CFB: u8 = 0;
-    const OFB: u8 = 1;
-    const CBC: u8 = 2;
+    /// Encryption round keys for the one-block loops, which the VAES-512 module shares.
+    pub(crate) struct RoundTable<'a> {
+        pub(crate) enc: &'a [[u8; 16]; 15],
+        pub(crate) rounds: usize,
+    }
+
+    impl Keys {
+        fn table(&self) -> RoundTable<'_> {
+            RoundTable {
+                enc: &self.enc,
+                rounds: self.rounds,
+            }
+        }
+    }
+
+    /// Encrypts one block in place.
+    ///
+    /// # Safety
+    /// The CPU has AES-NI and SSE4.1.
+    pub(crate) unsafe fn encrypt_block_in(t: &RoundTable<'_>, block: &mut [u8; 16]) {
+        // SAFETY: the caller's guarantee.
+        by_rounds!(t, NR => unsafe { encrypt_one::<NR>(t.enc, block) })
+    }
+
+    /// A chained mode (`CFB` or `CBC` encryption, `OFB`) over whole blocks in place; `iv`
+    /// becomes the last ciphertext (CFB, CBC) or keystream (OFB) block.
+    ///
+    /// # Safety
+    /// The CPU has AES-NI and SSE4.1.
+    pub(crate) unsafe fn chain_in<const MODE: u8>(
+        t: &RoundTable<'_>,
+        iv: &mut [u8; 16],
+        data: &mut [u8],
+    ) {
+        assert!(data.len().is_multiple_of(16), "whole blocks");
+        // SAFETY: the caller's guarantee.
+        by_rounds!(t, NR => unsafe { sequential::<NR, MODE>(t.enc, iv, data) })
+    }
+
+    pub(crate) const CFB: u8 = 0;
+    pub(crate) const OFB: u8 = 1;
+    pub(crate) const CBC: u8 = 2;
+
+    #[target_feature(enable = "aes,sse4.1")]
+    fn encrypt_one<const NR: usize>(enc: &[[u8; 16]; 15], block: &mut [u8; 16]) {
+        let mut x = _mm_xor_si128(load128(block), load128(&enc[0]));
+        for k in &enc[1..NR] {
+            x = _mm_aesenc_si128(x, load128(k));
+        }
+        x = _mm_aesenclast_si128(x, load128(&enc[NR]));
+        store128(block, x);
+    }
 
     #[target_feature(enable = "aes,sse4.1")]
     fn sequential<const NR: usize, const MODE: u8>(
-        keys: &Keys,
+        enc: &[[u8; 16]; 15],
         iv: &mut [u8; 16],
         data: &mut [u8],
     ) {
         let mut rk = [_mm_setzero_si128(); 15];
-        for (r, k) in rk.iter_mut().zip(&keys.enc) {
+        for (r, k) in rk.iter_mut().zip(enc) {
             *r = load128(k);
         }
         // The chain is the latency of the rounds, so keep everything else off it: the loop

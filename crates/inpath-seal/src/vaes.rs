@@ -206,6 +206,7 @@ mod portable_stubs {
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::{GcmKeys, RoundKeys, GCM_MAX};
+    use crate::ni;
     use std::arch::x86_64::*;
     use zeroize::Zeroize;
 
@@ -643,102 +644,38 @@ mod x86 {
 
     /// Encrypts one block in place.
     pub(crate) fn encrypt_block(keys: &RoundKeys, block: &mut [u8; 16]) {
-        // SAFETY: as in `ecb_encrypt`.
-        by_rounds!(keys, NR => unsafe { encrypt_one::<NR>(keys, block) })
-    }
-
-    #[target_feature(enable = "aes,sse4.1")]
-    fn encrypt_one<const NR: usize>(keys: &RoundKeys, block: &mut [u8; 16]) {
-        let mut x = _mm_xor_si128(load128(block), load128(&keys.enc[0]));
-        for k in &keys.enc[1..NR] {
-            x = _mm_aesenc_si128(x, load128(k));
-        }
-        x = _mm_aesenclast_si128(x, load128(&keys.enc[NR]));
-        store128(block, x);
+        // SAFETY: a `RoundKeys` proves AES-NI and SSE4.1 (see `ecb_encrypt`).
+        unsafe { ni::encrypt_block_in(&keys.table(), block) }
     }
 
     /// CFB-128 encryption of whole blocks in place; `iv` becomes the last ciphertext block.
     pub(crate) fn cfb_encrypt(keys: &RoundKeys, iv: &mut [u8; 16], data: &mut [u8]) {
-        assert!(data.len().is_multiple_of(16), "whole blocks");
-        // SAFETY: as in `ecb_encrypt`.
-        by_rounds!(keys, NR => unsafe { sequential::<NR, CFB>(keys, iv, data) })
+        // SAFETY: as in `encrypt_block`.
+        unsafe { ni::chain_in::<{ ni::CFB }>(&keys.table(), iv, data) }
     }
 
     /// OFB over whole blocks in place; `iv` becomes the last keystream block.
     pub(crate) fn ofb_apply(keys: &RoundKeys, iv: &mut [u8; 16], data: &mut [u8]) {
-        assert!(data.len().is_multiple_of(16), "whole blocks");
-        // SAFETY: as in `ecb_encrypt`.
-        by_rounds!(keys, NR => unsafe { sequential::<NR, OFB>(keys, iv, data) })
+        // SAFETY: as in `encrypt_block`.
+        unsafe { ni::chain_in::<{ ni::OFB }>(&keys.table(), iv, data) }
     }
 
     /// CBC encryption of one chain of whole blocks in place; `iv` becomes the last ciphertext
     /// block.
     pub(crate) fn cbc_encrypt(keys: &RoundKeys, iv: &mut [u8; 16], data: &mut [u8]) {
-        assert!(data.len().is_multiple_of(16), "whole blocks");
-        // SAFETY: as in `ecb_encrypt`.
-        by_rounds!(keys, NR => unsafe { sequential::<NR, CBC>(keys, iv, data) })
+        // SAFETY: as in `encrypt_block`.
+        unsafe { ni::chain_in::<{ ni::CBC }>(&keys.table(), iv, data) }
     }
 
-    const CFB: u8 = 0;
-    const OFB: u8 = 1;
-    const CBC: u8 = 2;
-
-    #[target_feature(enable = "aes,sse4.1")]
-    fn sequential<const NR: usize, const MODE: u8>(
-        keys: &RoundKeys,
-        iv: &mut [u8; 16],
-        data: &mut [u8],
-    ) {
-        let mut rk = [_mm_setzero_si128(); 15];
-        for (r, k) in rk.iter_mut().zip(&keys.enc) {
-            *r = load128(k);
-        }
-        // The chain is the latency of the rounds, so keep everything else off it: the loop
-        // carries the *whitened* next input (input ^ rk0), and the last round key has rk0
-        // folded in, so AESENCLAST yields E(input) ^ rk0 directly.
-        let rk0 = rk[0];
-        let last = _mm_xor_si128(rk[NR], rk0);
-        let blocks = data.as_chunks_mut::<16>().0;
-        let Some(first) = blocks.first() else {
-            return;
-        };
-        let mut state = _mm_xor_si128(load128(iv), rk0);
-        if MODE == CBC {
-            state = _mm_xor_si128(state, load128(first));
-        }
-        let n = blocks.len();
-        for i in 0..n {
-            let mut y = state;
-            for k in &rk[1..NR] {
-                y = _mm_aesenc_si128(y, *k);
-            }
-            let z = _mm_aesenclast_si128(y, last); // E(input) ^ rk0
-            match MODE {
-                CBC => {
-                    // Ciphertext z ^ rk0; the next input is that ^ P[i + 1].
-                    store128(&mut blocks[i], _mm_xor_si128(z, rk0));
-                    state = match blocks.get(i + 1) {
-                        Some(next) => _mm_xor_si128(z, load128(next)),
-                        None => z,
-                    };
-                }
-                CFB => {
-                    // Ciphertext E(input) ^ P = (z ^ P) ^ rk0, which is also the next input.
-                    state = _mm_xor_si128(z, load128(&blocks[i]));
-                    store128(&mut blocks[i], _mm_xor_si128(state, rk0));
-                }
-                _ => {
-                    // Keystream E(input) = z ^ rk0, which is also the next input.
-                    let ks = _mm_xor_si128(z, rk0);
-                    let plain = load128(&blocks[i]);
-                    store128(&mut blocks[i], _mm_xor_si128(ks, plain));
-                    state = z;
-                }
+    impl RoundKeys {
+        /// The encryption keys as the shared one-block loops of `crate::ni` take them: the
+        /// chained modes are one AES-NI block at a time whatever the vector width.
+        fn table(&self) -> ni::RoundTable<'_> {
+            ni::RoundTable {
+                enc: &self.enc,
+                rounds: self.rounds,
             }
         }
-        // The last ciphertext (CBC, CFB) or keystream block (OFB), un-whitened. For CBC the
-        // state after the last block is z itself.
-        store128(iv, _mm_xor_si128(state, rk0));
     }
 
     // ---------------------------------------------------------------------------------------
