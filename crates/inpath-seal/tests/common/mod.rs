@@ -1,6 +1,8 @@
 //! Shared helpers of the seal integration tests.
 #![allow(dead_code)]
 
+pub mod library;
+
 use inpath_seal::gen;
 use inpath_seal::{Cipher, Compression, Key, KeyRing, SealConfig};
 
