@@ -181,8 +181,8 @@ impl GcmKeys {
 #[cfg(target_arch = "x86_64")]
 pub(crate) use x86::{
     cbc_decrypt, cbc_encrypt, cbc_encrypt_lanes, cfb_decrypt, cfb_encrypt, chain_in, ctr_apply,
-    ctr_apply_to, ecb_decrypt, ecb_encrypt, encrypt_block, encrypt_block_in, gcm_decrypt,
-    gcm_encrypt, ofb_apply, RoundTable, CBC, CFB, OFB,
+    ctr_apply_to, ecb_decrypt, ecb_encrypt, encrypt_block, encrypt_block_in, expand_into,
+    gcm_decrypt, gcm_encrypt, ofb_apply, RoundTable, CBC, CFB, OFB,
 };
 
 #[cfg(not(target_arch = "x86_64"))]
@@ -265,6 +265,30 @@ mod x86 {
     /// `width.supported()`).
     #[target_feature(enable = "aes,sse4.1")]
     pub(super) unsafe fn expand(key: &[u8], width: Width) -> Keys {
+        let mut keys = Keys {
+            width,
+            rounds: 0,
+            enc: [[0u8; 16]; 15],
+            dec: [[0u8; 16]; 15],
+        };
+        // SAFETY: the caller's guarantee.
+        keys.rounds = unsafe { expand_into(key, &mut keys.enc, &mut keys.dec) };
+        keys
+    }
+
+    /// The AES key schedule of `key` (16, 24 or 32 bytes, checked by the caller) written into
+    /// the caller's (wiped-on-drop) tables: `enc` for encryption and `dec` for the equivalent
+    /// inverse cipher (FIPS-197 §5.3.5). Returns the number of rounds. The VAES-512 module's
+    /// keys come from here too.
+    ///
+    /// # Safety
+    /// The CPU must have AES-NI and SSE4.1.
+    #[target_feature(enable = "aes,sse4.1")]
+    pub(crate) unsafe fn expand_into(
+        key: &[u8],
+        enc: &mut [[u8; 16]; 15],
+        dec: &mut [[u8; 16]; 15],
+    ) -> usize {
         let nk = key.len() / 4;
         let rounds = nk + 6;
         let total = 4 * (rounds + 1);
@@ -276,6 +300,7 @@ mod x86 {
         for i in nk..total {
             let mut t = w[i - 1];
             if i % nk == 0 {
+                // RotWord on a little-endian word is a right rotation by one byte.
                 t = sub_word(t.rotate_right(8)) ^ rcon;
                 rcon = (rcon << 1) ^ if rcon & 0x80 != 0 { 0x11b } else { 0 };
             } else if nk > 6 && i % nk == 4 {
@@ -283,26 +308,20 @@ mod x86 {
             }
             w[i] = w[i - nk] ^ t;
         }
-        let mut keys = Keys {
-            width,
-            rounds,
-            enc: [[0u8; 16]; 15],
-            dec: [[0u8; 16]; 15],
-        };
         for r in 0..=rounds {
             for c in 0..4 {
-                keys.enc[r][4 * c..4 * c + 4].copy_from_slice(&w[4 * r + c].to_le_bytes());
+                enc[r][4 * c..4 * c + 4].copy_from_slice(&w[4 * r + c].to_le_bytes());
             }
         }
         w.zeroize();
-        // The equivalent inverse cipher (FIPS-197 §5.3.5).
-        keys.dec[0] = keys.enc[rounds];
-        keys.dec[rounds] = keys.enc[0];
+        // The equivalent inverse cipher: reversed keys, InvMixColumns on the middle ones.
+        dec[0] = enc[rounds];
+        dec[rounds] = enc[0];
         for r in 1..rounds {
-            let k = load128(&keys.enc[rounds - r]);
-            store128(&mut keys.dec[r], _mm_aesimc_si128(k));
+            let k = load128(&enc[rounds - r]);
+            store128(&mut dec[r], _mm_aesimc_si128(k));
         }
-        keys
+        rounds
     }
 
     #[inline]

@@ -217,62 +217,22 @@ mod x86 {
     const WIDE: usize = 32;
 
     // ---------------------------------------------------------------------------------------
-    // Key expansion (FIPS-197 §5.2), with SubWord done by AESENCLAST so that no table is
-    // indexed by key bytes (constant time).
+    // Key expansion (FIPS-197 §5.2): the constant-time schedule of `crate::ni`.
 
-    #[target_feature(enable = "aes,sse4.1")]
-    fn sub_word(w: u32) -> u32 {
-        // With all four columns equal, ShiftRows is the identity, so AESENCLAST with a zero
-        // round key is SubBytes on each byte.
-        let x = _mm_set1_epi32(w as i32);
-        let y = _mm_aesenclast_si128(x, _mm_setzero_si128());
-        _mm_cvtsi128_si32(y) as u32
-    }
-
-    /// Expands `key` (16, 24 or 32 bytes, checked by the caller).
+    /// Expands `key` (16, 24 or 32 bytes, checked by the caller) with the shared key schedule
+    /// of `crate::ni`.
     ///
     /// # Safety
     /// The CPU must have AES-NI and SSE4.1.
     #[target_feature(enable = "aes,sse4.1")]
     pub(super) unsafe fn expand(key: &[u8]) -> RoundKeys {
-        let nk = key.len() / 4;
-        let rounds = nk + 6;
-        let total = 4 * (rounds + 1);
-        let mut w = [0u32; 60];
-        for (i, word) in key.chunks_exact(4).enumerate() {
-            w[i] = u32::from_le_bytes(word.try_into().expect("4 bytes"));
-        }
-        let mut rcon = 1u32;
-        for i in nk..total {
-            let mut t = w[i - 1];
-            if i % nk == 0 {
-                // RotWord on a little-endian word is a right rotation by one byte.
-                t = sub_word(t.rotate_right(8)) ^ rcon;
-                rcon = (rcon << 1) ^ if rcon & 0x80 != 0 { 0x11b } else { 0 };
-            } else if nk > 6 && i % nk == 4 {
-                t = sub_word(t);
-            }
-            w[i] = w[i - nk] ^ t;
-        }
         let mut keys = RoundKeys {
-            rounds,
+            rounds: 0,
             enc: [[0u8; 16]; 15],
             dec: [[0u8; 16]; 15],
         };
-        for r in 0..=rounds {
-            for c in 0..4 {
-                keys.enc[r][4 * c..4 * c + 4].copy_from_slice(&w[4 * r + c].to_le_bytes());
-            }
-        }
-        w.zeroize();
-        // The equivalent inverse cipher (FIPS-197 §5.3.5): reversed keys, InvMixColumns on the
-        // middle ones.
-        keys.dec[0] = keys.enc[rounds];
-        keys.dec[rounds] = keys.enc[0];
-        for r in 1..rounds {
-            let k = load128(&keys.enc[rounds - r]);
-            store128(&mut keys.dec[r], _mm_aesimc_si128(k));
-        }
+        // SAFETY: the caller's guarantee.
+        keys.rounds = unsafe { ni::expand_into(key, &mut keys.enc, &mut keys.dec) };
         keys
     }
 
