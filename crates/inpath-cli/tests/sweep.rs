@@ -1034,6 +1034,22 @@ fn sketch_and_corr_bad_inputs() {
     for (args, fragment) in table {
         f.fails(args, fragment);
     }
+    // A sketch saved without Count-Min cannot answer point queries.
+    f.ok(&[
+        "sketch",
+        "items.bin",
+        "--format",
+        "u32",
+        "--sketches",
+        "hll",
+        "--save",
+        "hll.skt",
+        "-q",
+    ]);
+    f.fails(
+        &["sketch", "query", "hll.skt", "--key", "7"],
+        "keeps no Count-Min (it was made with --sketches hll)",
+    );
 }
 
 #[test]
