@@ -4,10 +4,11 @@
 //! state, receives only whole records, and the states merge exactly at the end, so the result
 //! is the same for any lane count.
 
-use crate::source::read_full;
+use crate::source::{read_full, Input, Source};
 use crate::{Error, Lane, Result};
 use std::io::Read;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 
 /// How to run lanes over a stream.
@@ -187,10 +188,167 @@ pub fn run_reader<E: Lane>(
 /// Feeds `data`, held in memory, into `engine` across `threads` lanes: the slice is cut into
 /// `threads` contiguous parts at record boundaries. Closes the input like [`run_reader`].
 pub fn run_slice<E: Lane>(engine: &mut E, data: &[u8], threads: usize) -> Result<()> {
-    check_threads(threads)?;
+    let options = LaneOptions {
+        threads,
+        ..LaneOptions::default()
+    };
+    run_parts(engine, data, options, &mut |_| {})
+}
+
+/// Feeds the whole of one input into `engine` through the path that suits it (see
+/// [`crate::source`]): a mapped file is cut into `options.threads` contiguous parts read in
+/// place by the lanes; a stream is read by a reader that overlaps with compute. Closes the
+/// input like [`run_reader`] and returns the number of bytes read. The result is the same
+/// whichever path the input took.
+pub fn run_input<E: Lane>(
+    engine: &mut E,
+    input: &Input,
+    options: LaneOptions,
+    progress: &mut dyn FnMut(u64),
+) -> Result<u64> {
+    check_threads(options.threads)?;
+    run_source(engine, input.source()?, input.path(), options, progress)
+}
+
+/// [`run_input`] for an input already opened with [`Input::source`] (`path` names it in
+/// messages): lets a command open every input, and fail on a missing one, before it starts.
+pub fn run_source<E: Lane>(
+    engine: &mut E,
+    source: Source,
+    path: &Path,
+    options: LaneOptions,
+    progress: &mut dyn FnMut(u64),
+) -> Result<u64> {
+    check_threads(options.threads)?;
+    match source {
+        Source::Mapped(map) => {
+            let result = run_parts(engine, map.bytes(), options, progress);
+            // A file truncated under the mapping was partly read as zeros: that comes first,
+            // before any error the zeros themselves caused.
+            map.check_unchanged()?;
+            result.map(|()| map.bytes().len() as u64)
+        }
+        Source::Stream { reader, .. } => {
+            let splittable = engine.framing().split_point(&[]).is_some();
+            if options.threads > 1 && splittable {
+                // The calling thread reads while the lanes compute: already overlapped.
+                let mut total = 0u64;
+                let mut reader = reader;
+                run_reader(engine, &mut *reader, path, options, &mut |n| {
+                    total = n;
+                    progress(n)
+                })?;
+                Ok(total)
+            } else {
+                run_overlapped(engine, reader, path, options.chunk_size, progress)
+            }
+        }
+    }
+}
+
+/// Buffers in flight between the reader thread and the single lane.
+const STREAM_BUFFERS: usize = 3;
+
+/// One lane fed by a reader thread: the next chunk is read while this one is computed. The
+/// buffers (three) are reused, so nothing is allocated per chunk and memory stays bounded.
+fn run_overlapped<E: Lane>(
+    engine: &mut E,
+    reader: Box<dyn Read + Send>,
+    path: &Path,
+    chunk_size: usize,
+    progress: &mut dyn FnMut(u64),
+) -> Result<u64> {
+    let chunk_size = chunk_size.max(4096);
+    let (full_tx, full_rx) = mpsc::sync_channel::<Result<(Vec<u8>, usize)>>(STREAM_BUFFERS);
+    let (free_tx, free_rx) = mpsc::channel::<Vec<u8>>();
+    for _ in 0..STREAM_BUFFERS {
+        let _ = free_tx.send(vec![0u8; chunk_size]);
+    }
+    let reader_path = path.to_path_buf();
+    // Not a scoped thread: if the engine fails, this function returns at once instead of
+    // waiting for a read that may block for ever (a terminal, an idle pipe). The thread ends
+    // when it next finds the channels closed.
+    let mut reader = reader;
+    std::thread::Builder::new()
+        .name("inpath-reader".into())
+        .spawn(move || {
+            while let Ok(mut buf) = free_rx.recv() {
+                match read_full(&mut *reader, &mut buf, &reader_path) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        let at_end = n < buf.len();
+                        if full_tx.send(Ok((buf, n))).is_err() || at_end {
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        let _ = full_tx.send(Err(e));
+                        break;
+                    }
+                }
+            }
+        })
+        .map_err(|e| Error::io(path, e))?;
+    let mut total = 0u64;
+    for message in full_rx {
+        let (buf, n) = message?;
+        engine.update(&buf[..n])?;
+        total += n as u64;
+        progress(total);
+        let _ = free_tx.send(buf);
+    }
+    engine.close_input()?;
+    Ok(total)
+}
+
+/// Bytes a mapped lane hands its engine per call (progress is reported between calls).
+const MAPPED_STEP: usize = 4 << 20;
+
+/// Feeds `part` to `engine` in steps cut at record boundaries where the framing allows,
+/// adding each step's length to `done`.
+fn feed_steps<E: Lane>(
+    engine: &mut E,
+    part: &[u8],
+    step: usize,
+    done: &AtomicU64,
+    mut after_step: impl FnMut(),
+) -> Result<()> {
+    let mut at = 0;
+    while at < part.len() {
+        let aim = (at + step).min(part.len());
+        let end = if aim == part.len() {
+            aim
+        } else {
+            match engine.framing().split_point(&part[at..aim]) {
+                Some(cut) if cut > 0 => at + cut,
+                _ => aim,
+            }
+        };
+        engine.update(&part[at..end])?;
+        done.fetch_add((end - at) as u64, Ordering::Relaxed);
+        at = end;
+        after_step();
+    }
+    Ok(())
+}
+
+/// Feeds `data` into `engine` across `options.threads` lanes over contiguous parts cut at
+/// record boundaries, the calling thread running the first part and reporting progress.
+fn run_parts<E: Lane>(
+    engine: &mut E,
+    data: &[u8],
+    options: LaneOptions,
+    progress: &mut dyn FnMut(u64),
+) -> Result<()> {
+    check_threads(options.threads)?;
+    let step = options.chunk_size.max(MAPPED_STEP);
     let splittable = engine.framing().split_point(&[]).is_some();
+    let threads = options.threads;
+    let done = AtomicU64::new(0);
     if threads == 1 || !splittable || data.is_empty() {
-        engine.update(data)?;
+        feed_steps(engine, data, step, &done, || {
+            progress(done.load(Ordering::Relaxed))
+        })?;
         return engine.close_input();
     }
     // Cut points: aim for equal parts, then move each cut back to a record boundary.
@@ -215,30 +373,43 @@ pub fn run_slice<E: Lane>(engine: &mut E, data: &[u8], threads: usize) -> Result
     };
     cuts.push(whole_end);
     let lanes: Vec<Result<E>> = std::thread::scope(|scope| {
+        let done = &done;
         let handles: Vec<_> = cuts
             .windows(2)
+            .skip(1)
             .map(|w| {
                 let part = &data[w[0]..w[1]];
                 let mut lane = engine.fork();
                 scope.spawn(move || -> Result<E> {
-                    lane.update(part)?;
+                    feed_steps(&mut lane, part, step, done, || {})?;
                     lane.close_input()?;
                     Ok(lane)
                 })
             })
             .collect();
-        handles
-            .into_iter()
-            .map(|h| {
+        // The first part runs here, so that progress can be reported as the lanes go.
+        let mut first = engine.fork();
+        let first_result = feed_steps(&mut first, &data[..cuts[1]], step, done, || {
+            progress(done.load(Ordering::Relaxed))
+        })
+        .and_then(|()| first.close_input())
+        .map(|()| first);
+        while !handles.iter().all(|h| h.is_finished()) {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            progress(done.load(Ordering::Relaxed));
+        }
+        std::iter::once(first_result)
+            .chain(handles.into_iter().map(|h| {
                 h.join()
                     .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            })
+            }))
             .collect()
     });
     for lane in lanes {
         engine.merge(&lane?)?;
     }
     engine.update(&data[whole_end..])?;
+    progress(data.len() as u64);
     engine
         .close_input()
         .map_err(|e| count_whole_records(e, data.len() as u64))

@@ -4,7 +4,7 @@
 use crate::common::{self, Progress};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
-use inpath_core::{run_reader, ColumnRef, CsvSpec, Engine, Input, Lane, LaneOptions};
+use inpath_core::{run_input, ColumnRef, CsvSpec, Engine, Input, Lane, LaneOptions};
 use inpath_corr::{Corr, CorrConfig, DType, Ddof, Layout, Method, NanPolicy, Stat, Statistics};
 use serde_json::json;
 use std::fmt::Write as _;
@@ -343,18 +343,12 @@ fn run_job(args: RunArgs) -> Result<()> {
         let read = if layout == LayoutArg::Columns {
             read_columns(&mut engine, input, &config, args.threads, &progress)?
         } else {
-            let (mut reader, _) = input.open()?;
             let options = LaneOptions {
                 threads: args.threads,
                 chunk_size: 1 << 20,
             };
-            let mut read = 0u64;
-            run_reader(&mut engine, &mut reader, input.path(), options, &mut |b| {
-                read = b;
-                progress.set(b);
-            })
-            .with_context(|| format!("reading {}", input.path().display()))?;
-            read
+            run_input(&mut engine, input, options, &mut |b| progress.set(b))
+                .with_context(|| format!("reading {}", input.path().display()))?
         };
         bytes += read;
     }

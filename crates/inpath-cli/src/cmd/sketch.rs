@@ -3,7 +3,7 @@
 use crate::common::{self, Progress};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
-use inpath_core::{run_reader, ColumnRef, Input, LaneOptions};
+use inpath_core::{run_source, ColumnRef, Input, LaneOptions};
 use inpath_sketch::report::summary_json;
 use inpath_sketch::{
     format, Estimator, Extremes, HashMode, Params, Parts, Sketch, SketchEngine, Summary,
@@ -278,25 +278,23 @@ fn build(args: &BuildArgs) -> Result<(Sketch, u64, Option<String>)> {
     if inputs.iter().filter(|i| **i == Input::Stdin).count() > 1 {
         bail!("standard input (-) can be read only once");
     }
+    // Every input is opened (and a missing one reported) before any is read.
     let opened: Vec<_> = inputs
         .iter()
-        .map(|input| input.open().map(|(reader, len)| (input, reader, len)))
+        .map(|input| input.source().map(|source| (input, source)))
         .collect::<Result<_, _>>()?;
-    let total: Option<u64> = opened.iter().map(|(_, _, len)| *len).sum();
+    let total: Option<u64> = opened.iter().map(|(_, source)| source.len()).sum();
     let mut progress = Progress::new(total, "sketching", args.quiet);
     let mut bytes = 0u64;
-    for (input, mut reader, _) in opened {
+    for (input, source) in opened {
         let options = LaneOptions {
             threads,
             ..LaneOptions::default()
         };
-        let mut read = 0u64;
-        run_reader(&mut engine, &mut reader, input.path(), options, &mut |n| {
-            read = n;
-            progress.set(n);
+        bytes += run_source(&mut engine, source, input.path(), options, &mut |n| {
+            progress.set(n)
         })
         .with_context(|| format!("while sketching {}", input.path().display()))?;
-        bytes += read;
         progress.next_input();
     }
     progress.done();
