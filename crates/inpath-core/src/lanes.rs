@@ -246,11 +246,8 @@ pub fn run_source<E: Lane>(
     }
 }
 
-/// Buffers in flight between the reader thread and the single lane.
-const STREAM_BUFFERS: usize = 3;
-
-/// One lane fed by a reader thread: the next chunk is read while this one is computed. The
-/// buffers (three) are reused, so nothing is allocated per chunk and memory stays bounded.
+/// One lane fed by a reader thread ([`Source::for_each_chunk`]): the next chunk is read
+/// while this one is computed, in reused buffers.
 fn run_overlapped<E: Lane>(
     engine: &mut E,
     reader: Box<dyn Read + Send>,
@@ -258,45 +255,14 @@ fn run_overlapped<E: Lane>(
     chunk_size: usize,
     progress: &mut dyn FnMut(u64),
 ) -> Result<u64> {
-    let chunk_size = chunk_size.max(4096);
-    let (full_tx, full_rx) = mpsc::sync_channel::<Result<(Vec<u8>, usize)>>(STREAM_BUFFERS);
-    let (free_tx, free_rx) = mpsc::channel::<Vec<u8>>();
-    for _ in 0..STREAM_BUFFERS {
-        let _ = free_tx.send(vec![0u8; chunk_size]);
-    }
-    let reader_path = path.to_path_buf();
-    // Not a scoped thread: if the engine fails, this function returns at once instead of
-    // waiting for a read that may block for ever (a terminal, an idle pipe). The thread ends
-    // when it next finds the channels closed.
-    let mut reader = reader;
-    std::thread::Builder::new()
-        .name("inpath-reader".into())
-        .spawn(move || {
-            while let Ok(mut buf) = free_rx.recv() {
-                match read_full(&mut *reader, &mut buf, &reader_path) {
-                    Ok(0) => break,
-                    Ok(n) => {
-                        let at_end = n < buf.len();
-                        if full_tx.send(Ok((buf, n))).is_err() || at_end {
-                            break;
-                        }
-                    }
-                    Err(e) => {
-                        let _ = full_tx.send(Err(e));
-                        break;
-                    }
-                }
-            }
-        })
-        .map_err(|e| Error::io(path, e))?;
+    let source = Source::Stream { reader, len: None };
     let mut total = 0u64;
-    for message in full_rx {
-        let (buf, n) = message?;
-        engine.update(&buf[..n])?;
-        total += n as u64;
+    source.for_each_chunk(path, chunk_size.max(4096), |chunk| {
+        engine.update(chunk)?;
+        total += chunk.len() as u64;
         progress(total);
-        let _ = free_tx.send(buf);
-    }
+        Ok::<(), Error>(())
+    })?;
     engine.close_input()?;
     Ok(total)
 }

@@ -459,3 +459,104 @@ mod tests {
         assert!(no_temp_files(dir.path()));
     }
 }
+
+/// Writes batches of buffers to an [`Output`] on a thread of its own, in the order they are
+/// sent, while the caller makes the next batch: a transform's lanes seal or compress batch
+/// `n + 1` as batch `n` goes to the disk. At most two batches wait, so memory stays bounded;
+/// written batches come back through [`WriteBehind::spare`] for reuse. It composes with the
+/// safe-writer rules: [`WriteBehind::finish`] hands the output back for its commit, and a
+/// [`WriteBehind`] dropped without finishing drops the output, which removes its temporary file.
+pub struct WriteBehind {
+    sender: Option<std::sync::mpsc::SyncSender<Vec<Vec<u8>>>>,
+    spare: std::sync::mpsc::Receiver<Vec<Vec<u8>>>,
+    thread: Option<std::thread::JoinHandle<(Output, std::io::Result<()>)>>,
+    shown: PathBuf,
+}
+
+impl WriteBehind {
+    /// Starts the writer thread for `out`; `shown` names the output in messages.
+    pub fn new(mut out: Output, shown: &str) -> Result<WriteBehind> {
+        let (sender, batches) = std::sync::mpsc::sync_channel::<Vec<Vec<u8>>>(2);
+        let (spare_tx, spare) = std::sync::mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("inpath-writer".into())
+            .spawn(move || {
+                for mut batch in batches {
+                    for buf in &batch {
+                        if let Err(e) = out.write_all(buf) {
+                            return (out, Err(e));
+                        }
+                    }
+                    batch.iter_mut().for_each(Vec::clear);
+                    let _ = spare_tx.send(batch);
+                }
+                (out, Ok(()))
+            })
+            .map_err(|source| Error::Write {
+                path: PathBuf::from(shown),
+                source,
+            })?;
+        Ok(WriteBehind {
+            sender: Some(sender),
+            spare,
+            thread: Some(thread),
+            shown: PathBuf::from(shown),
+        })
+    }
+
+    /// A written batch to fill again (its buffers emptied, their memory kept), or a new one.
+    pub fn spare(&self) -> Vec<Vec<u8>> {
+        self.spare.try_recv().unwrap_or_default()
+    }
+
+    /// Queues `batch` to be written after the batches before it; blocks while two are waiting.
+    /// Fails with the write error when an earlier write failed.
+    pub fn send(&mut self, batch: Vec<Vec<u8>>) -> Result<()> {
+        let sent = match &self.sender {
+            Some(sender) => sender.send(batch).is_ok(),
+            None => false,
+        };
+        if sent {
+            Ok(())
+        } else {
+            // The thread stopped: only a failed write does that.
+            self.join().and_then(|_| {
+                Err(Error::State(
+                    "the output writer stopped before the end".to_string(),
+                ))
+            })
+        }
+    }
+
+    /// Waits until everything sent is written and hands back the output, to be committed.
+    pub fn finish(mut self) -> Result<Output> {
+        self.join()
+    }
+
+    fn join(&mut self) -> Result<Output> {
+        self.sender = None;
+        let thread = self
+            .thread
+            .take()
+            .ok_or_else(|| Error::State("the output writer has already finished".to_string()))?;
+        let (out, result) = thread
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        result.map_err(|source| Error::Write {
+            path: self.shown.clone(),
+            source,
+        })?;
+        Ok(out)
+    }
+}
+
+impl Drop for WriteBehind {
+    fn drop(&mut self) {
+        // Let the thread finish and drop the output (removing an uncommitted temporary file)
+        // before the caller goes on, for example to exit with an error.
+        self.sender = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}

@@ -99,6 +99,89 @@ impl Source {
     pub fn is_empty(&self) -> bool {
         self.len() == Some(0)
     }
+
+    /// Hands the input's bytes to `f` in order, in chunks of exactly `chunk_size` bytes except
+    /// the last, which may be shorter (an empty input makes no call); returns the bytes read.
+    ///
+    /// A mapped file is handed over in place, then checked for truncation
+    /// ([`Mapping::check_unchanged`]). A stream is read by a background thread into three
+    /// reused buffers, so the next chunk is read while `f` works on this one. When `f` fails,
+    /// its error is returned at once.
+    pub fn for_each_chunk<E: From<Error>>(
+        self,
+        path: &Path,
+        chunk_size: usize,
+        mut f: impl FnMut(&[u8]) -> std::result::Result<(), E>,
+    ) -> std::result::Result<u64, E> {
+        let chunk_size = chunk_size.max(1);
+        match self {
+            Source::Mapped(map) => {
+                let mut result = Ok(());
+                for chunk in map.bytes().chunks(chunk_size) {
+                    result = f(chunk);
+                    if result.is_err() {
+                        break;
+                    }
+                }
+                // A truncated file was partly read as zeros: that is the error to report.
+                map.check_unchanged()?;
+                result.map(|()| map.bytes().len() as u64)
+            }
+            Source::Stream { reader, .. } => read_behind(reader, path, chunk_size, f),
+        }
+    }
+}
+
+/// Buffers in flight between a stream's reader thread and its consumer.
+const STREAM_BUFFERS: usize = 3;
+
+/// [`Source::for_each_chunk`] for a stream: a reader thread fills reused buffers while `f`
+/// consumes the previous ones.
+fn read_behind<E: From<Error>>(
+    reader: Box<dyn Read + Send>,
+    path: &Path,
+    chunk_size: usize,
+    mut f: impl FnMut(&[u8]) -> std::result::Result<(), E>,
+) -> std::result::Result<u64, E> {
+    use std::sync::mpsc;
+    let (full_tx, full_rx) = mpsc::sync_channel::<Result<(Vec<u8>, usize)>>(STREAM_BUFFERS);
+    let (free_tx, free_rx) = mpsc::channel::<Vec<u8>>();
+    for _ in 0..STREAM_BUFFERS {
+        let _ = free_tx.send(vec![0u8; chunk_size]);
+    }
+    let reader_path = path.to_path_buf();
+    // Not a scoped thread: if `f` fails, this returns at once instead of waiting for a read
+    // that may block for ever (a terminal, an idle pipe). The thread ends when it next finds
+    // the channels closed.
+    let mut reader = reader;
+    std::thread::Builder::new()
+        .name("inpath-reader".into())
+        .spawn(move || {
+            while let Ok(mut buf) = free_rx.recv() {
+                match read_full(&mut *reader, &mut buf, &reader_path) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        let at_end = n < buf.len();
+                        if full_tx.send(Ok((buf, n))).is_err() || at_end {
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        let _ = full_tx.send(Err(e));
+                        break;
+                    }
+                }
+            }
+        })
+        .map_err(|e| Error::io(path, e))?;
+    let mut total = 0u64;
+    for message in full_rx {
+        let (buf, n) = message?;
+        f(&buf[..n])?;
+        total += n as u64;
+        let _ = free_tx.send(buf);
+    }
+    Ok(total)
 }
 
 /// The environment variable that turns memory-mapping off (`off` or `0`).

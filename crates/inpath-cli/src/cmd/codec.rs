@@ -3,10 +3,10 @@ use crate::common::{bytes, print_out, Progress};
 use anyhow::{bail, Context};
 use clap::Args;
 use inpath_core::output::Output;
-use inpath_core::source::read_full;
+use inpath_core::output::WriteBehind;
 use inpath_core::Input;
 use inpath_seal::codec::{Compressor, Decompressor, Format};
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::time::Instant;
 
 const CHUNK: usize = 256 << 10;
@@ -92,31 +92,29 @@ pub fn run_compress(args: CompressArgs) -> anyhow::Result<()> {
     let format = Format::parse(&args.format)?;
     let mut c = Compressor::new(format, args.level)?;
     let input = Input::from_arg(&args.file);
-    let mut out = open_output(&args.output, true, &input)?;
-    let (mut reader, total) = input.open()?;
-    let progress = Progress::new(total, "compressing", args.quiet);
-    let mut buf = vec![0u8; CHUNK];
-    let mut packed = Vec::with_capacity(CHUNK);
+    let out = open_output(&args.output, true, &input)?;
+    let source = input.source()?;
+    let progress = Progress::new(source.len(), "compressing", args.quiet);
+    // The input is read ahead (or mapped) and the output written behind, on their own
+    // threads, while this one compresses.
+    let mut writer = WriteBehind::new(out, &args.output)?;
     let (mut read, mut written) = (0u64, 0u64);
     let start = Instant::now();
-    loop {
-        let n = read_full(&mut reader, &mut buf, input.path())?;
-        packed.clear();
-        if n > 0 {
-            c.push(&buf[..n], &mut packed)?;
-        }
-        if n < buf.len() {
-            c.finish(&mut packed)?;
-        }
-        out.write_all(&packed)
-            .with_context(|| format!("cannot write {}", args.output))?;
-        written += packed.len() as u64;
-        read += n as u64;
+    source.for_each_chunk(input.path(), CHUNK, |chunk| {
+        let mut batch = writer.spare();
+        batch.resize_with(1, Vec::new);
+        c.push(chunk, &mut batch[0])?;
+        written += batch[0].len() as u64;
+        writer.send(batch)?;
+        read += chunk.len() as u64;
         progress.set(read);
-        if n < buf.len() {
-            break;
-        }
-    }
+        Ok::<(), anyhow::Error>(())
+    })?;
+    let mut tail = Vec::new();
+    c.finish(&mut tail)?;
+    written += tail.len() as u64;
+    writer.send(vec![tail])?;
+    let out = writer.finish()?;
     out.commit()?;
     progress.done();
     let secs = start.elapsed().as_secs_f64();
@@ -130,57 +128,88 @@ pub fn run_compress(args: CompressArgs) -> anyhow::Result<()> {
     )
 }
 
+/// Output a decompressor may hold before it goes to the writer: bounds memory whatever the
+/// expansion of the input.
+const DECOMPRESSED_BATCH: usize = 4 << 20;
+
 /// Runs `inpath decompress`.
 pub fn run_decompress(args: DecompressArgs) -> anyhow::Result<()> {
     let input = Input::from_arg(&args.file);
-    let mut out = open_output(&args.output, false, &input)?;
-    let (mut reader, total) = input.open()?;
-    let mut buf = vec![0u8; CHUNK];
-    let first = read_full(&mut reader, &mut buf, input.path())?;
-    let format = match &args.format {
-        Some(name) => Format::parse(name)?,
-        None => Format::detect(&buf[..first]).with_context(|| {
-            format!(
-                "cannot tell the format of {} from its first bytes; name it with --format (raw deflate always needs it)",
-                input.path().display()
-            )
-        })?,
+    let out = open_output(&args.output, false, &input)?;
+    let source = input.source()?;
+    let total = source.len();
+    let named = args.format.as_deref().map(Format::parse).transpose()?;
+    let detect = |first: &[u8]| -> anyhow::Result<Format> {
+        match named {
+            Some(format) => Ok(format),
+            None => Format::detect(first).with_context(|| {
+                format!(
+                    "cannot tell the format of {} from its first bytes; name it with --format (raw deflate always needs it)",
+                    input.path().display()
+                )
+            }),
+        }
     };
-    let mut d = Decompressor::new(format);
+    let mut writer = WriteBehind::new(out, &args.output)?;
     let progress = Progress::new(total, "decompressing", args.quiet);
     let mut scratch = Vec::with_capacity(2 << 20);
     let (mut read, mut written) = (0u64, 0u64);
     let start = Instant::now();
-    let mut n = first;
-    let context = || format!("{} ({} stream)", input.path().display(), format.name());
-    let mut write_error: Option<std::io::Error> = None;
-    loop {
+    let context = |format: Format| format!("{} ({} stream)", input.path().display(), format.name());
+    // Decompressed pieces gather in `pending` and go to the writer every few MiB.
+    let mut pending = writer.spare();
+    pending.resize_with(1, Vec::new);
+    let flush = |pending: &mut Vec<Vec<u8>>, writer: &mut WriteBehind| -> anyhow::Result<()> {
+        let full = std::mem::replace(pending, writer.spare());
+        pending.resize_with(1, Vec::new);
+        writer.send(full)?;
+        Ok(())
+    };
+    let mut decoder: Option<(Format, Decompressor)> = None;
+    let mut write_error: Option<inpath_core::Error> = None;
+    source.for_each_chunk(input.path(), CHUNK, |chunk| {
+        let (format, d) = match &mut decoder {
+            Some(d) => d,
+            slot => {
+                let format = detect(chunk)?;
+                slot.insert((format, Decompressor::new(format)))
+            }
+        };
         let pushed = {
             let mut sink = |piece: &[u8]| -> inpath_seal::Result<()> {
                 written += piece.len() as u64;
-                out.write_all(piece).map_err(|e| {
-                    write_error = Some(e);
-                    inpath_seal::Error::State("the output is closed".into())
-                })
+                pending[0].extend_from_slice(piece);
+                if pending[0].len() >= DECOMPRESSED_BATCH {
+                    if let Err(e) = flush(&mut pending, &mut writer) {
+                        write_error = Some(inpath_core::Error::State(format!("{e:#}")));
+                        return Err(inpath_seal::Error::State("the output is closed".into()));
+                    }
+                }
+                Ok(())
             };
-            d.push_to(&buf[..n], &mut scratch, &mut sink)
+            d.push_to(chunk, &mut scratch, &mut sink)
         };
         if let Some(e) = write_error.take() {
-            return Err(anyhow::Error::new(e).context(format!("cannot write {}", args.output)));
+            return Err(anyhow::Error::new(e));
         }
-        pushed.with_context(context)?;
-        read += n as u64;
+        pushed.with_context(|| context(*format))?;
+        read += chunk.len() as u64;
         progress.set(read);
-        if n < buf.len() {
-            break;
+        Ok::<(), anyhow::Error>(())
+    })?;
+    let (format, mut d) = match decoder {
+        Some(d) => d,
+        None => {
+            let format = detect(&[])?;
+            (format, Decompressor::new(format))
         }
-        n = read_full(&mut reader, &mut buf, input.path())?;
-    }
+    };
     scratch.clear();
-    d.finish(&mut scratch).with_context(context)?;
-    out.write_all(&scratch)
-        .with_context(|| format!("cannot write {}", args.output))?;
+    d.finish(&mut scratch).with_context(|| context(format))?;
     written += scratch.len() as u64;
+    pending[0].extend_from_slice(&scratch);
+    flush(&mut pending, &mut writer)?;
+    let out = writer.finish()?;
     out.commit()?;
     progress.done();
     let secs = start.elapsed().as_secs_f64();

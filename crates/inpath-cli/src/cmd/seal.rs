@@ -4,6 +4,7 @@
 use crate::common::{bytes, print_out, thousands, Progress};
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
+use inpath_core::output::WriteBehind;
 use inpath_core::output::{Output, OutputFile};
 use inpath_core::source::read_full;
 use inpath_core::Input;
@@ -264,22 +265,19 @@ pub fn run(args: SealArgs) -> anyhow::Result<()> {
     let mut sealer = Sealer::new(config, key.map(|k| (key_id, k)))?;
 
     let input = Input::from_arg(&file);
-    let mut out = open_output(&args.output, &inputs_of(&input, args.key_file.as_ref()))?;
-    let (mut reader, total) = input.open()?;
-    let progress = Progress::new(total, "sealing", args.quiet);
+    let out = open_output(&args.output, &inputs_of(&input, args.key_file.as_ref()))?;
+    let source = input.source()?;
+    let progress = Progress::new(source.len(), "sealing", args.quiet);
     let page_size = args.page_size as usize;
     let batch = args.threads * inpath_seal::kernel::LANES;
-    let mut buf = vec![0u8; page_size * batch];
-    // Record buffers reused from batch to batch.
-    let mut records: Vec<Vec<u8>> = Vec::new();
+    // Batches of pages are sealed here while the batch before goes to the output on the
+    // writer's thread; a mapped input is sealed in place, a stream is read ahead.
+    let mut writer = WriteBehind::new(out, &args.output)?;
     let (mut pages, mut stored, mut read_bytes, mut written) = (0u64, 0u64, 0u64, 0u64);
     let start = Instant::now();
-    loop {
-        let n = read_full(&mut reader, &mut buf, input.path())?;
-        if n == 0 {
-            break;
-        }
-        let chunks: Vec<&[u8]> = buf[..n].chunks(page_size).collect();
+    source.for_each_chunk(input.path(), page_size * batch, |chunk| {
+        let chunks: Vec<&[u8]> = chunk.chunks(page_size).collect();
+        let mut records = writer.spare();
         sealer.seal_batch_into(&chunks, &mut records, args.threads)?;
         for rec in &records {
             if Header::parse(rec, u64::MAX)
@@ -288,17 +286,15 @@ pub fn run(args: SealArgs) -> anyhow::Result<()> {
             {
                 stored += 1;
             }
-            out.write_all(rec)
-                .with_context(|| format!("cannot write {}", args.output))?;
             written += rec.len() as u64;
         }
         pages += records.len() as u64;
-        read_bytes += n as u64;
+        writer.send(records)?;
+        read_bytes += chunk.len() as u64;
         progress.set(read_bytes);
-        if n < buf.len() {
-            break;
-        }
-    }
+        Ok::<(), anyhow::Error>(())
+    })?;
+    let out = writer.finish()?;
     out.commit()?;
     progress.done();
     let secs = start.elapsed().as_secs_f64();
