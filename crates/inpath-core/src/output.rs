@@ -360,106 +360,6 @@ impl Write for Output {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn no_temp_files(dir: &Path) -> bool {
-        std::fs::read_dir(dir).unwrap().all(|e| {
-            !e.unwrap()
-                .file_name()
-                .to_string_lossy()
-                .ends_with(".inpath-tmp")
-        })
-    }
-
-    #[test]
-    fn dropped_output_leaves_target_untouched_and_no_temp_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.bin");
-        std::fs::write(&path, b"old").unwrap();
-        {
-            let mut out = OutputFile::create(&path, &[]).unwrap();
-            out.write_all(b"new but never committed").unwrap();
-        }
-        assert_eq!(std::fs::read(&path).unwrap(), b"old");
-        assert!(no_temp_files(dir.path()));
-        let fresh = dir.path().join("fresh.bin");
-        drop(OutputFile::create(&fresh, &[]).unwrap());
-        assert!(!fresh.exists());
-        assert!(no_temp_files(dir.path()));
-    }
-
-    #[test]
-    fn commit_replaces_and_keeps_mode() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.bin");
-        std::fs::write(&path, b"old").unwrap();
-        std::fs::set_permissions(&path, Permissions::from_mode(0o640)).unwrap();
-        let mut out = OutputFile::create(&path, &[]).unwrap();
-        out.write_all(b"new").unwrap();
-        out.commit().unwrap();
-        assert_eq!(std::fs::read(&path).unwrap(), b"new");
-        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o640);
-        let secret = dir.path().join("k");
-        let out = OutputFile::create_with_mode(&secret, &[], 0o600).unwrap();
-        out.commit().unwrap();
-        let mode = std::fs::metadata(&secret).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o600);
-        assert!(no_temp_files(dir.path()));
-    }
-
-    #[test]
-    fn same_file_is_refused_through_hard_and_symbolic_links() {
-        let dir = tempfile::tempdir().unwrap();
-        let input = dir.path().join("in.csv");
-        std::fs::write(&input, b"a,b\n1,2\n").unwrap();
-        let hard = dir.path().join("hard.csv");
-        std::fs::hard_link(&input, &hard).unwrap();
-        let soft = dir.path().join("soft.csv");
-        std::os::unix::fs::symlink(&input, &soft).unwrap();
-        let dotted = dir.path().join(".").join("in.csv");
-        let inputs = [Input::File(input.clone())];
-        for out in [&input, &hard, &soft, &dotted] {
-            let err = OutputFile::create(out, &inputs).unwrap_err();
-            assert!(matches!(err, Error::SameFile { .. }), "{out:?}: {err}");
-            assert!(err.to_string().contains("same file as the input"), "{err}");
-        }
-        // Also when the input is named through the link and the output directly.
-        let err = check_distinct(&input, &[Input::File(soft.clone())]).unwrap_err();
-        assert!(matches!(err, Error::SameFile { .. }));
-        assert_eq!(std::fs::read(&input).unwrap(), b"a,b\n1,2\n");
-        check_distinct(&dir.path().join("other"), &inputs).unwrap();
-    }
-
-    #[test]
-    fn symlinked_target_is_replaced_through_the_link() {
-        let dir = tempfile::tempdir().unwrap();
-        let real = dir.path().join("real.txt");
-        std::fs::write(&real, b"old").unwrap();
-        let link = dir.path().join("link.txt");
-        std::os::unix::fs::symlink(&real, &link).unwrap();
-        write_file(&link, b"new", &[]).unwrap();
-        assert!(std::fs::symlink_metadata(&link)
-            .unwrap()
-            .file_type()
-            .is_symlink());
-        assert_eq!(std::fs::read(&real).unwrap(), b"new");
-    }
-
-    #[test]
-    fn directories_and_missing_parents_are_clear_errors() {
-        let dir = tempfile::tempdir().unwrap();
-        let err = OutputFile::create(dir.path(), &[]).unwrap_err();
-        assert!(err.to_string().contains("is a directory"), "{err}");
-        let err = OutputFile::create(&dir.path().join("no/such/dir/x"), &[]).unwrap_err();
-        assert!(err.to_string().starts_with("cannot write"), "{err}");
-        assert!(no_temp_files(dir.path()));
-    }
-}
-
 /// Writes batches of buffers to an [`Output`] on a thread of its own, in the order they are
 /// sent, while the caller makes the next batch: a transform's lanes seal or compress batch
 /// `n + 1` as batch `n` goes to the disk. At most two batches wait, so memory stays bounded;
@@ -558,5 +458,173 @@ impl Drop for WriteBehind {
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn no_temp_files(dir: &Path) -> bool {
+        std::fs::read_dir(dir).unwrap().all(|e| {
+            !e.unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".inpath-tmp")
+        })
+    }
+
+    #[test]
+    fn dropped_output_leaves_target_untouched_and_no_temp_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.bin");
+        std::fs::write(&path, b"old").unwrap();
+        {
+            let mut out = OutputFile::create(&path, &[]).unwrap();
+            out.write_all(b"new but never committed").unwrap();
+        }
+        assert_eq!(std::fs::read(&path).unwrap(), b"old");
+        assert!(no_temp_files(dir.path()));
+        let fresh = dir.path().join("fresh.bin");
+        drop(OutputFile::create(&fresh, &[]).unwrap());
+        assert!(!fresh.exists());
+        assert!(no_temp_files(dir.path()));
+    }
+
+    #[test]
+    fn commit_replaces_and_keeps_mode() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.bin");
+        std::fs::write(&path, b"old").unwrap();
+        std::fs::set_permissions(&path, Permissions::from_mode(0o640)).unwrap();
+        let mut out = OutputFile::create(&path, &[]).unwrap();
+        out.write_all(b"new").unwrap();
+        out.commit().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"new");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o640);
+        let secret = dir.path().join("k");
+        let out = OutputFile::create_with_mode(&secret, &[], 0o600).unwrap();
+        out.commit().unwrap();
+        let mode = std::fs::metadata(&secret).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        assert!(no_temp_files(dir.path()));
+    }
+
+    #[test]
+    fn same_file_is_refused_through_hard_and_symbolic_links() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("in.csv");
+        std::fs::write(&input, b"a,b\n1,2\n").unwrap();
+        let hard = dir.path().join("hard.csv");
+        std::fs::hard_link(&input, &hard).unwrap();
+        let soft = dir.path().join("soft.csv");
+        std::os::unix::fs::symlink(&input, &soft).unwrap();
+        let dotted = dir.path().join(".").join("in.csv");
+        let inputs = [Input::File(input.clone())];
+        for out in [&input, &hard, &soft, &dotted] {
+            let err = OutputFile::create(out, &inputs).unwrap_err();
+            assert!(matches!(err, Error::SameFile { .. }), "{out:?}: {err}");
+            assert!(err.to_string().contains("same file as the input"), "{err}");
+        }
+        // Also when the input is named through the link and the output directly.
+        let err = check_distinct(&input, &[Input::File(soft.clone())]).unwrap_err();
+        assert!(matches!(err, Error::SameFile { .. }));
+        assert_eq!(std::fs::read(&input).unwrap(), b"a,b\n1,2\n");
+        check_distinct(&dir.path().join("other"), &inputs).unwrap();
+    }
+
+    #[test]
+    fn symlinked_target_is_replaced_through_the_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real.txt");
+        std::fs::write(&real, b"old").unwrap();
+        let link = dir.path().join("link.txt");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        write_file(&link, b"new", &[]).unwrap();
+        assert!(std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(std::fs::read(&real).unwrap(), b"new");
+    }
+
+    #[test]
+    fn directories_and_missing_parents_are_clear_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = OutputFile::create(dir.path(), &[]).unwrap_err();
+        assert!(err.to_string().contains("is a directory"), "{err}");
+        let err = OutputFile::create(&dir.path().join("no/such/dir/x"), &[]).unwrap_err();
+        assert!(err.to_string().starts_with("cannot write"), "{err}");
+        assert!(no_temp_files(dir.path()));
+    }
+
+    #[test]
+    fn write_behind_writes_batches_in_order_and_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.bin");
+        let out = Output::open(path.to_str().unwrap(), &[]).unwrap();
+        let mut writer = WriteBehind::new(out, "out.bin").unwrap();
+        let mut expected = Vec::new();
+        for i in 0..100u32 {
+            let mut batch = writer.spare();
+            assert!(
+                batch.iter().all(|b| b.is_empty()),
+                "spare buffers come back empty"
+            );
+            batch.resize_with(3, Vec::new);
+            for (j, buf) in batch.iter_mut().enumerate() {
+                buf.extend_from_slice(format!("{i}.{j};").as_bytes());
+                expected.extend_from_slice(buf);
+            }
+            writer.send(batch).unwrap();
+        }
+        assert!(!path.exists(), "nothing is visible before the commit");
+        writer.finish().unwrap().commit().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), expected);
+    }
+
+    #[test]
+    fn write_behind_dropped_without_finishing_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.bin");
+        let out = Output::open(path.to_str().unwrap(), &[]).unwrap();
+        let mut writer = WriteBehind::new(out, "out.bin").unwrap();
+        writer.send(vec![b"partial".to_vec()]).unwrap();
+        drop(writer);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn write_behind_reports_a_failed_write() {
+        // /dev/full fails every write with ENOSPC.
+        let file = OutputFile {
+            shown: PathBuf::from("/dev/full"),
+            target: PathBuf::from("/dev/full"),
+            tmp: PathBuf::from("/dev/full"),
+            file: Some(BufWriter::with_capacity(
+                16,
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open("/dev/full")
+                    .unwrap(),
+            )),
+            committed: true,
+        };
+        let mut writer = WriteBehind::new(Output::File(file), "/dev/full").unwrap();
+        let mut failed = None;
+        for _ in 0..10 {
+            if let Err(e) = writer.send(vec![vec![1u8; 1 << 16]]) {
+                failed = Some(e);
+                break;
+            }
+        }
+        let err = match failed {
+            Some(e) => e,
+            None => writer.finish().err().expect("writing to /dev/full fails"),
+        };
+        assert!(err.to_string().contains("/dev/full"), "{err}");
     }
 }
