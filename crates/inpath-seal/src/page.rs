@@ -59,9 +59,6 @@ use crate::aes::Gcm;
 use crate::aes::{self, AnyAes, Key, KeyRing};
 use crate::error::{Error, Result};
 use crate::kernel;
-use flate2::{
-    Compress, Compression as FlateLevel, Decompress, FlushCompress, FlushDecompress, Status,
-};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -550,8 +547,8 @@ const ISAL_MIN_PAGE: usize = 8 << 10;
 pub struct Workspace {
     /// The decrypted body of a compressed record, reused across records.
     body: Vec<u8>,
-    deflate: Option<(u8, Compress)>,
-    inflate: Option<Decompress>,
+    deflate: Option<(u8, libdeflater::Compressor)>,
+    inflate: Option<libdeflater::Decompressor>,
     zstd_c: Option<(i8, zstd::bulk::Compressor<'static>)>,
     zstd_d: Option<zstd::bulk::Decompressor<'static>>,
     snap_e: Option<snap::raw::Encoder>,
@@ -595,39 +592,24 @@ impl Workspace {
                     Err(e) => return Err(internal("deflate (isa-l)", &e)),
                 }
             }
+            // Level 0 stores: the page goes in raw, as a stored DEFLATE stream never pays.
+            Compression::Deflate(0) => return Ok(None),
             Compression::Deflate(level) => {
+                // libdeflate: whole-buffer DEFLATE, which pages are. At every level 1-9 its
+                // output is at least as small as zlib's on the benchmark text, and faster
+                // (docs/seal.md, "DEFLATE levels"); zlib-rs's level 1 (deflate_quick) is not.
                 let comp = match &mut self.deflate {
-                    Some((l, c)) if *l == level => {
-                        c.reset();
-                        c
-                    }
+                    Some((l, c)) if *l == level => c,
                     slot => {
-                        &mut slot
-                            .insert((
-                                level,
-                                Compress::new(FlateLevel::new(u32::from(level)), false),
-                            ))
-                            .1
+                        let lvl = libdeflater::CompressionLvl::new(i32::from(level))
+                            .map_err(|e| internal("deflate", &format!("{e:?}")))?;
+                        &mut slot.insert((level, libdeflater::Compressor::new(lvl))).1
                     }
                 };
-                // The output has room for the worst case (see `bound`): zlib-rs 0.6 asserts
-                // when a Finish call runs out of output space, so never let it.
-                loop {
-                    let (done_in, done_out) = (comp.total_in() as usize, comp.total_out() as usize);
-                    match comp.compress(
-                        &page[done_in..],
-                        &mut out[done_out..],
-                        FlushCompress::Finish,
-                    ) {
-                        Ok(Status::StreamEnd) => break comp.total_out() as usize,
-                        Ok(_)
-                            if comp.total_out() as usize > done_out
-                                || comp.total_in() as usize > done_in => {}
-                        Ok(_) => {
-                            return Err(internal("deflate", &"no progress within the output bound"))
-                        }
-                        Err(e) => return Err(internal("deflate", &e)),
-                    }
+                match comp.deflate_compress(page, out) {
+                    Ok(n) => n,
+                    // No room within the page's length: the page is stored raw.
+                    Err(libdeflater::CompressionError::InsufficientSpace) => return Ok(None),
                 }
             }
             Compression::Lz4 => {
@@ -660,9 +642,9 @@ impl Workspace {
     fn bound(compression: Compression, len: usize) -> usize {
         match compression {
             Compression::None => 0,
-            // zlib-rs level 1 uses static Huffman codes without a stored-block fallback
-            // (deflate_quick, as zlib-ng): up to 9 bits per literal, so 1/8 over the input.
-            Compression::Deflate(_) => len + len / 8 + 256,
+            // Room for the page's own length: an output that does not fit is stored raw
+            // anyway (ISA-L reports an overflow, libdeflate InsufficientSpace).
+            Compression::Deflate(_) => len,
             Compression::Lz4 => lz4_flex::block::get_maximum_output_size(len),
             Compression::Zstd(_) => zstd::zstd_safe::compress_bound(len),
             Compression::Snappy => snap::raw::max_compress_len(len),
@@ -686,26 +668,24 @@ impl Workspace {
         }
         let n = match code {
             1 => {
-                let d = self.inflate.get_or_insert_with(|| Decompress::new(false));
-                d.reset(false);
-                match d.decompress(body, page, FlushDecompress::Finish) {
-                    Ok(Status::StreamEnd) if d.total_in() as usize == body.len() => {
-                        d.total_out() as usize
-                    }
-                    Ok(Status::StreamEnd) => {
-                        return Err(fail(
-                            "deflate",
-                            "the DEFLATE stream ends before the body".into(),
-                        ))
-                    }
-                    Ok(_) => {
-                        return Err(fail(
-                            "deflate",
-                            "the DEFLATE stream does not end within the page length".into(),
-                        ))
-                    }
-                    Err(e) => return Err(fail("deflate", e.to_string())),
-                }
+                let d = self
+                    .inflate
+                    .get_or_insert_with(libdeflater::Decompressor::new);
+                // The page length is known, so the whole body decodes in one call; a stream
+                // that needs more room, or ends early, is damaged.
+                d.deflate_decompress(body, page).map_err(|e| {
+                    fail(
+                        "deflate",
+                        match e {
+                            libdeflater::DecompressionError::BadData => {
+                                "the DEFLATE stream is damaged".to_string()
+                            }
+                            libdeflater::DecompressionError::InsufficientSpace => {
+                                "the DEFLATE stream does not end within the page length".to_string()
+                            }
+                        },
+                    )
+                })?
             }
             2 => lz4_flex::block::decompress_into(body, page)
                 .map_err(|e| fail("lz4", e.to_string()))?,
