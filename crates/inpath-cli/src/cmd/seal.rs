@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 use inpath_core::output::WriteBehind;
 use inpath_core::output::{Output, OutputFile};
 use inpath_core::source::read_full;
-use inpath_core::Input;
+use inpath_core::{Input, Source};
 use inpath_seal::page::{Header, DEFAULT_MAX_PAGE, HEADER_LEN};
 use inpath_seal::{
     keyfile, Cipher, Compression, Key, KeyRing, SealConfig, Sealer, Unsealer, Workspace,
@@ -382,69 +382,112 @@ pub fn run_unseal(args: UnsealArgs) -> anyhow::Result<()> {
     };
     let unsealer = Unsealer::new(&ring).with_max_page(args.max_page);
     let input = Input::from_arg(&args.file);
-    let mut out = open_output(&args.output, &inputs_of(&input, args.key_file.as_ref()))?;
-    let (mut reader, total) = input.open()?;
-    let progress = Progress::new(total, "unsealing", args.quiet);
+    let out = open_output(&args.output, &inputs_of(&input, args.key_file.as_ref()))?;
+    let source = input.source()?;
+    let progress = Progress::new(source.len(), "unsealing", args.quiet);
     let batch = args.threads * 8;
     let (mut records, mut read_bytes, mut written) = (0u64, 0u64, 0u64);
     let start = Instant::now();
     let mut ws = Workspace::new();
-    let mut done = false;
-    while !done {
-        let mut recs: Vec<Vec<u8>> = Vec::with_capacity(batch);
-        while recs.len() < batch {
-            let mut rec = Vec::new();
-            let index = records + recs.len() as u64;
-            if !next_record(&mut reader, input.path(), &mut rec, args.max_page)
-                .with_context(|| format!("record {index} of {}", input.path().display()))?
-            {
-                done = true;
-                break;
-            }
-            recs.push(rec);
-        }
-        let pages: Vec<Vec<u8>> = if args.threads == 1 {
-            recs.iter()
-                .enumerate()
-                .map(|(i, r)| {
+    // Pages are written on the writer's thread while the next batch of records is unsealed.
+    let mut writer = WriteBehind::new(out, &args.output)?;
+    let mut unseal = |recs: &[&[u8]]| -> anyhow::Result<()> {
+        let context = |i: usize| {
+            format!(
+                "record {} of {}",
+                records + i as u64,
+                input.path().display()
+            )
+        };
+        let mut pages = writer.spare();
+        pages.clear();
+        if args.threads == 1 {
+            for (i, r) in recs.iter().enumerate() {
+                pages.push(
                     unsealer
                         .unseal_prefix(r, &mut ws)
                         .map(|(p, _)| p)
-                        .with_context(|| {
-                            format!(
-                                "record {} of {}",
-                                records + i as u64,
-                                input.path().display()
-                            )
-                        })
-                })
-                .collect::<anyhow::Result<_>>()?
+                        .with_context(|| context(i))?,
+                );
+            }
         } else {
-            let refs: Vec<&[u8]> = recs.iter().map(|r| r.as_slice()).collect();
-            unsealer
-                .unseal_batch(&refs, args.threads)
+            for (i, r) in unsealer
+                .unseal_batch(recs, args.threads)
                 .into_iter()
                 .enumerate()
-                .map(|(i, r)| {
-                    r.with_context(|| {
-                        format!(
-                            "record {} of {}",
-                            records + i as u64,
-                            input.path().display()
-                        )
-                    })
-                })
-                .collect::<anyhow::Result<_>>()?
-        };
-        for (rec, page) in recs.iter().zip(&pages) {
-            out.write_all(page)
-                .with_context(|| format!("cannot write {}", args.output))?;
-            written += page.len() as u64;
-            read_bytes += rec.len() as u64;
+            {
+                pages.push(r.with_context(|| context(i))?);
+            }
         }
+        written += pages.iter().map(|p| p.len() as u64).sum::<u64>();
+        read_bytes += recs.iter().map(|r| r.len() as u64).sum::<u64>();
         records += recs.len() as u64;
+        writer.send(pages)?;
         progress.set(read_bytes);
+        Ok(())
+    };
+    match source {
+        Source::Mapped(map) => {
+            // Records are unsealed where they lie in the mapped file.
+            let bytes = map.bytes();
+            let mut at = 0usize;
+            let mut index = 0u64;
+            let result = (|| -> anyhow::Result<()> {
+                while at < bytes.len() {
+                    let mut recs: Vec<&[u8]> = Vec::with_capacity(batch);
+                    while recs.len() < batch && at < bytes.len() {
+                        let rest = &bytes[at..];
+                        let len = Header::parse(rest, args.max_page)
+                            .map(|h| h.record_len())
+                            .and_then(|len| {
+                                if len > rest.len() as u64 {
+                                    Err(inpath_seal::Error::Truncated {
+                                        what: "seal record payload",
+                                        needed: len,
+                                        available: rest.len() as u64,
+                                    })
+                                } else {
+                                    Ok(len as usize)
+                                }
+                            })
+                            .with_context(|| {
+                                format!("record {index} of {}", input.path().display())
+                            })?;
+                        recs.push(&rest[..len]);
+                        at += len;
+                        index += 1;
+                    }
+                    unseal(&recs)?;
+                }
+                Ok(())
+            })();
+            map.check_unchanged()?;
+            result?;
+        }
+        Source::Stream { mut reader, .. } => {
+            let mut done = false;
+            let mut index = 0u64;
+            while !done {
+                let mut recs: Vec<Vec<u8>> = Vec::with_capacity(batch);
+                while recs.len() < batch {
+                    let mut rec = Vec::new();
+                    if !next_record(&mut reader, input.path(), &mut rec, args.max_page)
+                        .with_context(|| format!("record {index} of {}", input.path().display()))?
+                    {
+                        done = true;
+                        break;
+                    }
+                    recs.push(rec);
+                    index += 1;
+                }
+                let refs: Vec<&[u8]> = recs.iter().map(|r| r.as_slice()).collect();
+                if !refs.is_empty() {
+                    unseal(&refs)?;
+                }
+            }
+        }
     }
+    let out = writer.finish()?;
     out.commit()?;
     progress.done();
     if args.quiet {
