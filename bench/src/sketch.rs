@@ -24,6 +24,10 @@ pub struct Args {
     /// Skip the per-sketch and compat measurements.
     #[arg(long)]
     quick: bool,
+    /// The sketches the main (per thread count) measurement keeps: `all`, or a list such as
+    /// `hll` or `hll,cm` (as `inpath sketch --sketches`).
+    #[arg(long, default_value = "all")]
+    sketches: String,
 }
 
 /// Runs the sketch timings.
@@ -42,9 +46,18 @@ pub fn run(args: Args) -> anyhow::Result<Vec<Measurement>> {
     let exact = exact_distinct(&items);
     let mut out = Vec::new();
 
+    let main_parts = match args.sketches.as_str() {
+        "all" => Parts::ALL,
+        list => Parts::parse(list)?,
+    };
+    let main_name = if main_parts == Parts::ALL {
+        "all three".to_string()
+    } else {
+        main_parts.names()
+    };
     for &threads in &args.threads {
-        let params = Params::default();
-        let name = format!("all three, fast, {threads} thread(s)");
+        let params = Params::default().with_parts(main_parts);
+        let name = format!("{main_name}, fast, {threads} thread(s)");
         let (mut m, sketch) = measure_engine(&name, params, &bytes, threads, n, args.reps);
         m.extra = accuracy(&sketch, exact, params, threads);
         out.push(m);

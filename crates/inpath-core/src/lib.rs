@@ -43,7 +43,7 @@ pub mod framing;
 pub mod fuzz;
 pub mod isa;
 pub mod lanes;
-mod os;
+pub(crate) mod os;
 pub mod output;
 pub mod source;
 

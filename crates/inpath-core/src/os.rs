@@ -99,6 +99,26 @@ pub fn widen_pipe(file: &impl std::os::fd::AsRawFd) {
     }
 }
 
+/// Starts writing `len` bytes of `file` from `offset` back to the disk, without waiting
+/// (`sync_file_range` with `SYNC_FILE_RANGE_WRITE`). Best effort: durability still comes from
+/// the fsync at commit; this only lets the disk start earlier.
+#[cfg(target_os = "linux")]
+pub fn start_writeback(file: &File, offset: u64, len: u64) {
+    use std::os::fd::AsRawFd;
+    let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
+        return;
+    };
+    // SAFETY: sync_file_range only schedules I/O on a valid descriptor that this process owns;
+    // an unsupported file (a pipe, a special file) fails with an error that is ignored.
+    unsafe {
+        libc::sync_file_range(file.as_raw_fd(), offset, len, libc::SYNC_FILE_RANGE_WRITE);
+    }
+}
+
+/// Elsewhere the disk starts when the kernel decides; the fsync at commit still waits for it.
+#[cfg(not(target_os = "linux"))]
+pub fn start_writeback(_file: &File, _offset: u64, _len: u64) {}
+
 /// Pipes keep their default capacity where F_SETPIPE_SZ does not exist.
 #[cfg(not(target_os = "linux"))]
 pub fn widen_pipe<T>(_file: &T) {}

@@ -109,6 +109,10 @@ pub struct OutputFile {
     tmp: PathBuf,
     file: Option<BufWriter<File>>,
     committed: bool,
+    /// Bytes handed to `file` so far.
+    written: u64,
+    /// Bytes whose writeback has been started ([`OutputFile::kick_writeback`]).
+    kicked: u64,
 }
 
 impl OutputFile {
@@ -169,6 +173,8 @@ impl OutputFile {
             tmp,
             file: None,
             committed: false,
+            written: 0,
+            kicked: 0,
         };
         // Keep the mode of a file being replaced; set an asked-for mode exactly (open(2) applied
         // the umask to it).
@@ -229,13 +235,38 @@ impl Drop for OutputFile {
     }
 }
 
+/// Bytes written between two requests to start writing the file back to the disk.
+const WRITEBACK_STEP: u64 = 8 << 20;
+
+impl OutputFile {
+    /// Starts the disk writes of what has reached the file since the last call, once there
+    /// is a step's worth: the final fsync in [`OutputFile::commit`] then waits for the tail
+    /// only, and the disk works while the data is still being made.
+    fn kick_writeback(&mut self) {
+        let Some(file) = self.file.as_ref() else {
+            return;
+        };
+        let in_file = self.written - file.buffer().len() as u64;
+        if in_file >= self.kicked + WRITEBACK_STEP {
+            crate::os::start_writeback(file.get_ref(), self.kicked, in_file - self.kicked);
+            self.kicked = in_file;
+        }
+    }
+}
+
 impl Write for OutputFile {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.file.as_mut().expect("not committed").write(buf)
+        let n = self.file.as_mut().expect("not committed").write(buf)?;
+        self.written += n as u64;
+        self.kick_writeback();
+        Ok(n)
     }
 
     fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
-        self.file.as_mut().expect("not committed").write_all(buf)
+        self.file.as_mut().expect("not committed").write_all(buf)?;
+        self.written += buf.len() as u64;
+        self.kick_writeback();
+        Ok(())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
@@ -612,6 +643,8 @@ mod tests {
                     .unwrap(),
             )),
             committed: true,
+            written: 0,
+            kicked: 0,
         };
         let mut writer = WriteBehind::new(Output::File(file), "/dev/full").unwrap();
         let mut failed = None;
