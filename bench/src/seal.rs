@@ -292,6 +292,7 @@ pub fn run(args: Args) -> anyhow::Result<Vec<Measurement>> {
         (Compression::Deflate(1), Cipher::Ctr),
         (Compression::Deflate(1), Cipher::Cbc),
         (Compression::Deflate(1), Cipher::Gcm),
+        (Compression::Deflate(6), Cipher::Gcm),
         (Compression::Lz4, Cipher::None),
         (Compression::Lz4, Cipher::Ctr),
         (Compression::Zstd(1), Cipher::Ctr),
