@@ -49,19 +49,25 @@ impl Input {
         match self {
             Input::Stdin => Ok((Box::new(std::io::stdin()), None)),
             Input::File(path) => {
-                let file = File::open(path).map_err(|e| Error::io(path, e))?;
-                let meta = file.metadata().map_err(|e| Error::io(path, e))?;
-                if meta.is_dir() {
-                    return Err(Error::io(
-                        path,
-                        std::io::Error::new(std::io::ErrorKind::InvalidInput, "is a directory"),
-                    ));
-                }
+                let (file, meta) = open_file(path)?;
                 let len = meta.is_file().then_some(meta.len());
                 Ok((Box::new(file), len))
             }
         }
     }
+}
+
+/// Opens a file for reading; a directory is an error that says so.
+fn open_file(path: &Path) -> Result<(File, std::fs::Metadata)> {
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let meta = file.metadata().map_err(|e| Error::io(path, e))?;
+    if meta.is_dir() {
+        return Err(Error::io(
+            path,
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "is a directory"),
+        ));
+    }
+    Ok((file, meta))
 }
 
 /// An opened input, ready to be read.
@@ -208,14 +214,7 @@ impl Input {
                 })
             }
             Input::File(path) => {
-                let file = File::open(path).map_err(|e| Error::io(path, e))?;
-                let meta = file.metadata().map_err(|e| Error::io(path, e))?;
-                if meta.is_dir() {
-                    return Err(Error::io(
-                        path,
-                        std::io::Error::new(std::io::ErrorKind::InvalidInput, "is a directory"),
-                    ));
-                }
+                let (file, meta) = open_file(path)?;
                 if !meta.is_file() {
                     // A FIFO, socket or device (including /dev/stdin when it is a pipe).
                     crate::os::widen_pipe(&file);
