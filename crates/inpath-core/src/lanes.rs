@@ -192,7 +192,7 @@ pub fn run_slice<E: Lane>(engine: &mut E, data: &[u8], threads: usize) -> Result
         threads,
         ..LaneOptions::default()
     };
-    run_parts(engine, data, false, options, &mut |_| {})
+    run_parts(engine, data, options, &mut |_| {})
 }
 
 /// Feeds the whole of one input into `engine` through the path that suits it (see
@@ -222,7 +222,7 @@ pub fn run_source<E: Lane>(
     check_threads(options.threads)?;
     match source {
         Source::Mapped(map) => {
-            let result = run_parts(engine, map.bytes(), true, options, progress);
+            let result = run_parts(engine, map.bytes(), options, progress);
             // A file truncated under the mapping was partly read as zeros: that comes first,
             // before any error the zeros themselves caused.
             map.check_unchanged()?;
@@ -270,30 +270,17 @@ fn run_overlapped<E: Lane>(
 /// Bytes a mapped lane hands its engine per call (progress is reported between calls).
 const MAPPED_STEP: usize = 4 << 20;
 
-/// How many steps ahead of its engine a lane over a mapped file asks the kernel to read (so
-/// that on a cold cache the disk works while the engine computes).
-const PREFETCH_STEPS: usize = 4;
-
 /// Feeds `part` to `engine` in steps cut at record boundaries where the framing allows,
 /// adding each step's length to `done`.
 fn feed_steps<E: Lane>(
     engine: &mut E,
     part: &[u8],
     step: usize,
-    prefetch: bool,
     done: &AtomicU64,
     mut after_step: impl FnMut(),
 ) -> Result<()> {
     let mut at = 0;
-    if prefetch {
-        // The first steps now; then, before each step, the one PREFETCH_STEPS ahead.
-        crate::os::will_need(&part[..part.len().min(PREFETCH_STEPS * step)]);
-    }
     while at < part.len() {
-        if prefetch {
-            let from = (at + PREFETCH_STEPS * step).min(part.len());
-            crate::os::will_need(&part[from..(from + step).min(part.len())]);
-        }
         let aim = (at + step).min(part.len());
         let end = if aim == part.len() {
             aim
@@ -316,7 +303,6 @@ fn feed_steps<E: Lane>(
 fn run_parts<E: Lane>(
     engine: &mut E,
     data: &[u8],
-    prefetch: bool,
     options: LaneOptions,
     progress: &mut dyn FnMut(u64),
 ) -> Result<()> {
@@ -326,7 +312,7 @@ fn run_parts<E: Lane>(
     let threads = options.threads;
     let done = AtomicU64::new(0);
     if threads == 1 || !splittable || data.is_empty() {
-        feed_steps(engine, data, step, prefetch, &done, || {
+        feed_steps(engine, data, step, &done, || {
             progress(done.load(Ordering::Relaxed))
         })?;
         return engine.close_input();
@@ -361,7 +347,7 @@ fn run_parts<E: Lane>(
                 let part = &data[w[0]..w[1]];
                 let mut lane = engine.fork();
                 scope.spawn(move || -> Result<E> {
-                    feed_steps(&mut lane, part, step, prefetch, done, || {})?;
+                    feed_steps(&mut lane, part, step, done, || {})?;
                     lane.close_input()?;
                     Ok(lane)
                 })
@@ -369,7 +355,7 @@ fn run_parts<E: Lane>(
             .collect();
         // The first part runs here, so that progress can be reported as the lanes go.
         let mut first = engine.fork();
-        let first_result = feed_steps(&mut first, &data[..cuts[1]], step, prefetch, done, || {
+        let first_result = feed_steps(&mut first, &data[..cuts[1]], step, done, || {
             progress(done.load(Ordering::Relaxed))
         })
         .and_then(|()| first.close_input())

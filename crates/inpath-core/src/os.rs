@@ -88,32 +88,6 @@ impl Mapping {
     }
 }
 
-/// Asks the kernel to start reading the pages under `bytes` (part of a [`Mapping`]) into the
-/// page cache without waiting (`MADV_WILLNEED`). Pages already cached cost a quick lookup.
-#[cfg(unix)]
-pub fn will_need(bytes: &[u8]) {
-    if bytes.is_empty() {
-        return;
-    }
-    // SAFETY: sysconf has no preconditions (glibc answers _SC_PAGESIZE from memory).
-    let page = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
-        p if p > 0 => p as usize,
-        _ => 4096,
-    };
-    let start = bytes.as_ptr() as usize & !(page - 1);
-    let end = bytes.as_ptr() as usize + bytes.len();
-    // SAFETY: madvise with MADV_WILLNEED only schedules reads; it never changes the contents
-    // or the mapping. The range covers `bytes` rounded out to pages of a mapping this process
-    // holds (the slice borrows it); an error (say, a range not mapped) is ignored.
-    unsafe {
-        libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_WILLNEED);
-    }
-}
-
-/// No read-ahead hint without madvise.
-#[cfg(not(unix))]
-pub fn will_need(_bytes: &[u8]) {}
-
 /// Asks for a larger pipe buffer on `file` when it is a pipe, so that a writer such as `cat`
 /// hands over 1 MiB per wake-up instead of 64 KiB. Best effort: failure changes nothing.
 #[cfg(target_os = "linux")]
