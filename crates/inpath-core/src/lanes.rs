@@ -220,6 +220,21 @@ pub fn run_source<E: Lane>(
     progress: &mut dyn FnMut(u64),
 ) -> Result<u64> {
     check_threads(options.threads)?;
+    let splittable = engine.framing().split_point(&[]).is_some();
+    let source = match source {
+        // Several lanes over a file that is not in the page cache: each lane would fault its
+        // own distant region in from the disk, one page-cache miss at a time, slower than one
+        // sequential reader with the kernel's read-ahead (measured in docs/PERFORMANCE.md,
+        // "I/O path"). Read it as a stream instead.
+        Source::Mapped(map) if options.threads > 1 && splittable && !map.mostly_cached() => {
+            let len = map.bytes().len() as u64;
+            Source::Stream {
+                reader: Box::new(map.into_file()),
+                len: Some(len),
+            }
+        }
+        other => other,
+    };
     match source {
         Source::Mapped(map) => {
             let result = run_parts(engine, map.bytes(), options, progress);
@@ -229,7 +244,6 @@ pub fn run_source<E: Lane>(
             result.map(|()| map.bytes().len() as u64)
         }
         Source::Stream { reader, .. } => {
-            let splittable = engine.framing().split_point(&[]).is_some();
             if options.threads > 1 && splittable {
                 // The calling thread reads while the lanes compute: already overlapped.
                 let mut total = 0u64;

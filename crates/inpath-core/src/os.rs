@@ -62,6 +62,50 @@ impl Mapping {
         })
     }
 
+    /// Whether most of the file is in the page cache: `mincore` on 64 pages spread evenly
+    /// over it (true where that cannot be asked).
+    pub fn mostly_cached(&self) -> bool {
+        #[cfg(target_os = "linux")]
+        {
+            let page = page_size();
+            let base = self.map.as_ptr() as usize;
+            let len = self.map.len();
+            let samples = 64usize;
+            let mut resident = 0;
+            for i in 0..samples {
+                let at = (len / samples * i) & !(page - 1);
+                let mut flag = 0u8;
+                // SAFETY: [base + at, base + at + 1 page) lies inside this live mapping (at is
+                // below len and page aligned; the mapping starts page aligned and spans whole
+                // pages); mincore writes one byte per page into `flag`.
+                let ok = unsafe {
+                    libc::mincore(
+                        (base + at) as *mut libc::c_void,
+                        page.min(len - at),
+                        &mut flag,
+                    )
+                } == 0;
+                if !ok {
+                    return true;
+                }
+                resident += usize::from(flag & 1 == 1);
+            }
+            resident * 2 >= samples
+        }
+        #[cfg(not(target_os = "linux"))]
+        true
+    }
+
+    /// Gives the mapping up and returns the file, positioned at its start, to be streamed.
+    pub fn into_file(self) -> File {
+        let Mapping {
+            guard, map, file, ..
+        } = self;
+        drop(guard);
+        drop(map);
+        file
+    }
+
     /// The file's bytes as they were mapped.
     pub fn bytes(&self) -> &[u8] {
         &self.map
@@ -85,6 +129,16 @@ impl Mapping {
             ));
         }
         Ok(())
+    }
+}
+
+/// The size of a memory page.
+#[cfg(target_os = "linux")]
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions (glibc answers _SC_PAGESIZE from memory).
+    match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+        p if p > 0 => p as usize,
+        _ => 4096,
     }
 }
 

@@ -277,3 +277,39 @@ fn a_file_that_grows_while_mapped_is_read_to_its_length_when_opened() {
     assert_eq!(read, data.len() as u64);
     assert_eq!(engine.finish().unwrap(), one_shot(&Framing::Lines, &data));
 }
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_file_not_in_the_page_cache_gives_the_same_state() {
+    // Several lanes over an uncached file read it as a stream (one sequential reader); the
+    // state must not change with that choice.
+    use std::os::fd::AsRawFd;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cold.txt");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(21);
+    let data = text(&mut rng, 200_000);
+    std::fs::write(&path, &data).unwrap();
+    let expected = one_shot(&Framing::Lines, &data);
+    for threads in [1, 2, 3] {
+        let file = std::fs::File::open(&path).unwrap();
+        file.sync_all().unwrap();
+        // SAFETY: a valid descriptor; POSIX_FADV_DONTNEED only drops clean cached pages.
+        unsafe {
+            libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED);
+        }
+        let mut engine = Digest::new(Framing::Lines);
+        let options = LaneOptions {
+            threads,
+            chunk_size: 1 << 20,
+        };
+        let read = run_input(
+            &mut engine,
+            &Input::File(path.clone()),
+            options,
+            &mut |_| {},
+        )
+        .unwrap();
+        assert_eq!(read, data.len() as u64);
+        assert_eq!(engine.finish().unwrap(), expected, "{threads} lanes");
+    }
+}
