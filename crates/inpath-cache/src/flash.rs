@@ -243,7 +243,7 @@ pub fn decode_record(buf: &[u8]) -> Option<Record<'_>> {
     hasher.update(&buf[0..32]);
     hasher.update(&buf[REC_HEADER..total]);
     let crc = u32::from_le_bytes(buf[32..36].try_into().ok()?);
-    if crc != hasher.finalize() {
+    if crc != hasher.finalize() || buf[36..40] != [0; 4] {
         return None;
     }
     let vstart = REC_HEADER + key_len;

@@ -66,7 +66,7 @@ pub fn b64_encode(data: &[u8]) -> Vec<u8> {
 }
 
 pub fn b64_decode(data: &[u8]) -> Option<Vec<u8>> {
-    if data.is_empty() || data.len() % 4 != 0 {
+    if data.is_empty() || !data.len().is_multiple_of(4) {
         return None;
     }
     let val = |c: u8| B64.iter().position(|&x| x == c).map(|p| p as u32);

@@ -105,6 +105,30 @@ pub async fn step(store: &Arc<Store>, input: &[u8], out: &mut Vec<u8>) -> Step {
         out.extend_from_slice(b"ERROR\r\n");
         return Step::Done(consumed);
     };
+    // memcached's noreply hides every reply of a well-formed request, errors included.
+    let noreply_at = match cmd {
+        b"set" | b"add" | b"replace" | b"append" | b"prepend" => Some(6),
+        b"cas" => Some(7),
+        b"incr" | b"decr" | b"touch" => Some(4),
+        b"delete" => Some(toks.len().clamp(3, 4)),
+        _ => None,
+    };
+    let mark = out.len();
+    let step = command(store, cmd, &toks, input, consumed, out).await;
+    if noreply_at == Some(toks.len()) && toks.last() == Some(&&b"noreply"[..]) {
+        out.truncate(mark);
+    }
+    step
+}
+
+async fn command(
+    store: &Arc<Store>,
+    cmd: &[u8],
+    toks: &[&[u8]],
+    input: &[u8],
+    consumed: usize,
+    out: &mut Vec<u8>,
+) -> Step {
     match cmd {
         b"get" | b"gets" => {
             if toks.len() < 2 {
@@ -141,7 +165,7 @@ pub async fn step(store: &Arc<Store>, input: &[u8], out: &mut Vec<u8>) -> Step {
             Step::Done(consumed)
         }
         b"set" | b"add" | b"replace" | b"append" | b"prepend" | b"cas" => {
-            storage(store, cmd, &toks, input, consumed, out).await
+            storage(store, cmd, toks, input, consumed, out).await
         }
         b"delete" => {
             let noreply = toks.last() == Some(&&b"noreply"[..]);
@@ -273,7 +297,7 @@ pub async fn step(store: &Arc<Store>, input: &[u8], out: &mut Vec<u8>) -> Step {
         }
         b"quit" => Step::Close,
         b"stats" => {
-            stats(store, &toks, out);
+            stats(store, toks, out);
             Step::Done(consumed)
         }
         b"mn" => {
@@ -281,7 +305,7 @@ pub async fn step(store: &Arc<Store>, input: &[u8], out: &mut Vec<u8>) -> Step {
             Step::Done(consumed)
         }
         b"mg" | b"ms" | b"md" | b"ma" => {
-            crate::meta::meta(store, cmd, &toks, input, consumed, out).await
+            crate::meta::meta(store, cmd, toks, input, consumed, out).await
         }
         _ => {
             out.extend_from_slice(b"ERROR\r\n");

@@ -3,7 +3,7 @@
 //! Format in docs/FORMATS.md ("cache checkpoint").
 
 use crate::flash::{self, AlignedBuf, FlashFile, ALIGN, CHUNK_HEADER, REC_HEADER};
-use crate::index::{Bucket, Entry, KeyHash, Loc, Pos};
+use crate::index::{Bucket, Entry, KeyHash, Loc};
 use crate::store::{Geometry, RecoverTarget, RecoveryReport};
 use std::io::Write;
 use std::path::Path;
@@ -247,19 +247,17 @@ pub fn recover(
                     let kh = KeyHash::of(rec.key);
                     let clock = t.clock();
                     let idx = t.index();
-                    let pos = idx.find(kh, rec.key.len()).unwrap_or_else(|| {
-                        let bucket = idx.bucket_of(kh.h);
-                        Pos {
-                            bucket,
-                            way: idx.victim_way(bucket, clock, |_| false),
-                        }
-                    });
+                    let (pos, alt) = match idx.find(kh, rec.key.len()) {
+                        Some(p) => (p, idx.get(p).alt()),
+                        None => idx.victim(kh, clock, |_| false),
+                    };
                     *idx.get_mut(pos) = Entry::new(
                         Loc::Flash(rec.addr),
                         rec.key.len(),
                         kh.tag,
                         rec.value.len(),
                         clock,
+                        alt,
                     );
                 }
                 flash::KIND_DELETE => {

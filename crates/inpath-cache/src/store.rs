@@ -208,7 +208,7 @@ struct DramItem {
     /// Log address of this value's latest record.
     backing: u64,
     clock: u32,
-    hash: u64,
+    kh: KeyHash,
 }
 
 impl DramItem {
@@ -405,8 +405,8 @@ impl Inner {
         let item = self.dram.swap_remove(slot);
         self.dram_bytes -= item.cost();
         if slot != last {
-            let h = self.dram[slot].hash;
-            if let Some(pos) = self.index.find_loc(h, Loc::Dram(last as u64)) {
+            let kh = self.dram[slot].kh;
+            if let Some(pos) = self.index.find_loc(kh, Loc::Dram(last as u64)) {
                 self.index.get_mut(pos).set_loc(Loc::Dram(slot as u64));
             }
         }
@@ -526,8 +526,8 @@ impl Inner {
     }
 
     fn evict_to_flash(&mut self, slot: usize, now: u32) {
-        let h = self.dram[slot].hash;
-        let Some(pos) = self.index.find_loc(h, Loc::Dram(slot as u64)) else {
+        let kh = self.dram[slot].kh;
+        let Some(pos) = self.index.find_loc(kh, Loc::Dram(slot as u64)) else {
             self.dram_remove(slot);
             return;
         };
@@ -589,16 +589,14 @@ impl Inner {
             cas,
             backing,
             clock,
-            hash: kh.h,
+            kh,
         };
         self.make_room(item.cost(), now);
-        let bucket = self.index.bucket_of(kh.h);
         let tail = self.tail;
-        let way = self.index.victim_way(bucket, clock, |e| match e.loc() {
+        let (pos, alt) = self.index.victim(kh, clock, |e| match e.loc() {
             Loc::Flash(a) => a < tail,
             Loc::Dram(_) => false,
         });
-        let pos = Pos { bucket, way };
         let old = *self.index.get(pos);
         if !old.is_empty() {
             let live = match old.loc() {
@@ -619,6 +617,7 @@ impl Inner {
             kh.tag,
             value.len(),
             clock,
+            alt,
         );
         self.curr_items += 1;
         self.total_items += 1;
@@ -753,6 +752,11 @@ impl Store {
             recovery,
             closed: AtomicBool::new(false),
         }))
+    }
+
+    /// The DRAM budget in bytes.
+    pub fn memory(&self) -> u64 {
+        self.cfg.memory
     }
 
     pub fn item_max(&self) -> usize {
@@ -893,7 +897,7 @@ impl Store {
                 let value = rec.value.to_vec();
                 let slot = g.insert(key, kh, flags, exptime, cas, &value, addr, now);
                 g.index
-                    .find_loc(kh.h, Loc::Dram(slot as u64))
+                    .find_loc(kh, Loc::Dram(slot as u64))
                     .map(|p| (p, slot))
             }
             _ => {

@@ -127,7 +127,7 @@ fn serve(a: &ServeArgs) -> Result<()> {
         a.memory_mb
             .unwrap_or(0)
             .max(parse_size(&a.memory).unwrap_or(0) >> 20),
-        g.nbuckets * 64 >> 20,
+        (g.nbuckets * 64) >> 20,
         g.dram_budget >> 20,
         (g.chunk_size * g.nchunks) >> 20,
         g.nchunks,
