@@ -1466,3 +1466,73 @@ impl RecoverTarget<'_> {
         inner.curr_items
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(f)
+    }
+
+    fn req(value: &[u8]) -> StoreReq<'_> {
+        StoreReq {
+            mode: Mode::Set,
+            flags: 0,
+            exptime: 0,
+            value,
+            cas: None,
+            new_cas: None,
+            vivify: None,
+        }
+    }
+
+    /// An entry whose tag and length match `fake` but whose value belongs to `real` is a miss.
+    #[test]
+    fn tag_false_positives_are_misses_never_wrong_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = StoreConfig::new(dir.path().join("f"));
+        cfg.memory = 8 << 20;
+        cfg.flash_size = 12 << 20;
+        let store = Store::open(cfg).unwrap();
+        block_on(async {
+            for (real, fake, on_flash) in [("alpha", "bravo", true), ("gamma", "delta", false)] {
+                store.store(real.as_bytes(), req(b"value")).await;
+                // Seal the open chunk so a flash read really goes to the file.
+                {
+                    let mut g = lock(&store.inner);
+                    let kh = KeyHash::of(real.as_bytes());
+                    let pos = g.index.find(kh, real.len()).unwrap();
+                    let Loc::Dram(slot) = g.index.get(pos).loc() else {
+                        panic!()
+                    };
+                    if on_flash {
+                        g.evict_to_flash(slot as usize, now_unix());
+                        g.seal_open();
+                    }
+                    let e = *g.index.get(pos);
+                    *g.index.get_mut(pos) = Entry::default();
+                    let fk = KeyHash::of(fake.as_bytes());
+                    let (fpos, alt) = g.index.victim(fk, 0, |_| false);
+                    *g.index.get_mut(fpos) = Entry::new(e.loc(), 5, fk.tag, 5, 0, alt);
+                }
+                store.sync_log().unwrap();
+                let reads = store.counters.flash_reads.load(Relaxed);
+                assert!(store.get(fake.as_bytes(), None).await.is_none());
+                assert!(store.get(real.as_bytes(), None).await.is_none());
+                let read = store.counters.flash_reads.load(Relaxed) - reads;
+                assert_eq!(
+                    read,
+                    u64::from(on_flash),
+                    "one read for the flash candidate"
+                );
+            }
+            assert_eq!(store.counters.index_false_positives.load(Relaxed), 1);
+        });
+        store.close().unwrap();
+    }
+}
