@@ -105,10 +105,39 @@ impl Server {
         store.checkpoint()?;
         THREADS.store(cfg.threads, Relaxed);
         MAXCONNS.store(cfg.max_conns, Relaxed);
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(cfg.threads)
-            .max_blocking_threads(64)
-            .thread_name("inpath-cache")
+        // memcached's model: `threads` workers, each its own single-threaded event loop with
+        // the connections handed to it; a main loop accepts, flushes the log and checkpoints.
+        let mut workers = Vec::with_capacity(cfg.threads);
+        let mut senders = Vec::with_capacity(cfg.threads);
+        for i in 0..cfg.threads {
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<std::net::TcpStream>();
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .max_blocking_threads(32)
+                .build()?;
+            let st = store.clone();
+            let handle = std::thread::Builder::new()
+                .name(format!("inpath-cache-{i}"))
+                .spawn(move || {
+                    rt.block_on(async move {
+                        while let Some(sock) = rx.recv().await {
+                            let Ok(sock) = tokio::net::TcpStream::from_std(sock) else {
+                                st.counters.curr_connections.fetch_sub(1, Relaxed);
+                                continue;
+                            };
+                            let st = st.clone();
+                            tokio::spawn(async move {
+                                connection(sock, &st).await;
+                                st.counters.curr_connections.fetch_sub(1, Relaxed);
+                            });
+                        }
+                    });
+                    rt.shutdown_timeout(Duration::from_secs(2));
+                })?;
+            workers.push(handle);
+            senders.push(tx);
+        }
+        let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -121,10 +150,13 @@ impl Server {
                     tokio::net::TcpListener::from_std(listener)
                 };
                 match listener {
-                    Ok(l) => runtime.block_on(serve(l, st.clone(), cfg, stop_rx)),
+                    Ok(l) => runtime.block_on(serve(l, st.clone(), cfg, stop_rx, senders)),
                     Err(e) => eprintln!("inpath cache: {e}"),
                 }
                 runtime.shutdown_timeout(Duration::from_secs(2));
+                for w in workers {
+                    let _ = w.join();
+                }
                 if let Err(e) = st.close() {
                     eprintln!("inpath cache: final checkpoint failed: {e}");
                 }
@@ -180,7 +212,9 @@ async fn serve(
     store: Arc<Store>,
     cfg: ServerConfig,
     mut stop: tokio::sync::watch::Receiver<bool>,
+    workers: Vec<tokio::sync::mpsc::UnboundedSender<std::net::TcpStream>>,
 ) {
+    let mut next = 0usize;
     let mut sync_tick = tokio::time::interval(cfg.sync_interval);
     let mut ckpt_tick = tokio::time::interval(cfg.checkpoint_interval);
     ckpt_tick.tick().await;
@@ -226,11 +260,17 @@ async fn serve(
                         c.curr_connections.fetch_add(1, Relaxed);
                         c.total_connections.fetch_add(1, Relaxed);
                         let _ = sock.set_nodelay(true);
-                        let st = store.clone();
-                        tokio::spawn(async move {
-                            connection(sock, &st).await;
-                            st.counters.curr_connections.fetch_sub(1, Relaxed);
-                        });
+                        match sock.into_std() {
+                            Ok(std_sock) => {
+                                next = (next + 1) % workers.len();
+                                if workers[next].send(std_sock).is_err() {
+                                    c.curr_connections.fetch_sub(1, Relaxed);
+                                }
+                            }
+                            Err(_) => {
+                                c.curr_connections.fetch_sub(1, Relaxed);
+                            }
+                        }
                     }
                     Err(e) => {
                         // Out of descriptors and the like: back off briefly, keep serving.
