@@ -6,15 +6,16 @@ Measurements (issue 12):
   (1) working set in DRAM (20k keys x 1 KiB, 64 MiB): server CPU time per 1000 operations
       (utime+stime from /proc/PID/stat around the measured run) next to operations per second;
   (2) working set 10x the DRAM budget (640k keys x 1 KiB against 64 MiB; inpath gets 640 MiB of
-      flash, 10x the DRAM), Zipf s=0.99, 95% gets, look-aside: on a miss the client waits a fixed
-      backend delay, then sets the value. Miss ratio and end-to-end request rate;
+      flash, 10x the DRAM), every key set once (random order), then Zipf s=0.99, 95% gets,
+      look-aside: on a miss the client waits a fixed backend delay, then sets the value. After a
+      warm-up, the miss ratio and end-to-end request rate;
   (3) from inpath's stats: DRAM bytes of index per item, flash reads per index miss (0) and per
       flash hit (1), and whether the flash file is read with O_DIRECT (page cache bypassed).
 
 Two cores are shared by the load generator and the server, so rates are a floor; the server's
 CPU per operation is the figure to compare.
 
-Usage: python3 bench/cache.py [--ops 200000] [--warmup-big 1500000] [--backend-us 100]
+Usage: python3 bench/cache.py [--ops 200000] [--warmup-big 1000000] [--backend-us 100] [--reps 3]
 Never run it while a build or another benchmark runs.
 """
 
@@ -96,19 +97,26 @@ def start_memcached(port, memory_mib, threads):
     return p
 
 
-def load(port, pid, keys, ops, warmup, backend_us, conns, get_ratio=0.95):
-    def args(n, seed):
-        a = [inpath_bin(), "cache", "bench", "--server", f"127.0.0.1:{port}", "--keys", str(keys),
-             "--ops", str(n), "--value-size", "1024", "--zipf", "0.99", "--get-ratio", str(get_ratio),
-             "--conns", str(conns), "--seed", str(seed), "--json"]
-        if backend_us is not None:
-            a += ["--backend-delay-us", str(backend_us)]
-        return a
-    if warmup:
-        subprocess.run(args(warmup, 1), check=True, capture_output=True)
+def bench_args(port, keys, n, seed, backend_us, conns, get_ratio=0.95, extra=()):
+    a = [inpath_bin(), "cache", "bench", "--server", f"127.0.0.1:{port}", "--keys", str(keys),
+         "--ops", str(n), "--value-size", "1024", "--zipf", "0.99", "--get-ratio", str(get_ratio),
+         "--conns", str(conns), "--seed", str(seed), "--json", *extra]
+    if backend_us is not None:
+        a += ["--backend-delay-us", str(backend_us)]
+    return a
+
+
+def warm(port, keys, warmup, backend_us, conns):
+    """Every key set once (random order), then `warmup` look-aside requests."""
+    subprocess.run(bench_args(port, keys, warmup, 1, backend_us, conns, extra=["--prefill"]),
+                   check=True, capture_output=True)
+
+
+def measure(port, pid, keys, ops, backend_us, conns, seed=2):
     # The server's CPU is read around the measured run alone.
     c0 = cpu_seconds(pid)
-    out = subprocess.run(args(ops, 2), check=True, capture_output=True, text=True)
+    out = subprocess.run(bench_args(port, keys, ops, seed, backend_us, conns), check=True,
+                         capture_output=True, text=True)
     c1 = cpu_seconds(pid)
     r = json.loads(out.stdout)
     r["server_cpu_us_per_1000_ops_proc"] = (c1 - c0) * 1e6 / r["ops"] * 1000
@@ -138,7 +146,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ops", type=int, default=200_000)
     ap.add_argument("--warmup-small", type=int, default=100_000)
-    ap.add_argument("--warmup-big", type=int, default=1_500_000)
+    ap.add_argument("--warmup-big", type=int, default=1_000_000)
+    ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--big-keys", type=int, default=640_000)
     ap.add_argument("--backend-us", type=int, default=100)
     ap.add_argument("--threads", type=int, default=2)
@@ -159,30 +168,49 @@ def main():
     flash_mib = 10 * args.memory_mib
     results = {}
     try:
-        for phase, keys, warm, backend in [("dram", 20_000, args.warmup_small, 0),
-                                          ("big", args.big_keys, args.warmup_big, args.backend_us)]:
-            for who in ("inpath", "memcached"):
-                port = free_port()
+        # (1) Both servers up at once; measured runs alternate, medians reported.
+        pi, pm = free_port(), free_port()
+        si = start_inpath(pi, args.memory_mib, os.path.join(tmp, "dram.flash"), flash_mib, args.threads)
+        sm = start_memcached(pm, args.memory_mib, args.threads)
+        try:
+            runs = {"inpath": [], "memcached": []}
+            for port in (pi, pm):
+                warm(port, 20_000, args.warmup_small, 0, args.conns)
+            for rep in range(args.reps):
+                for who, port, proc in (("inpath", pi, si), ("memcached", pm, sm)):
+                    runs[who].append(measure(port, proc.p.pid, 20_000, args.ops, 0, args.conns, seed=10 + rep))
+            for who in runs:
+                rs = sorted(runs[who], key=lambda r: r["server_cpu_us_per_1000_ops_proc"])
+                med = dict(rs[len(rs) // 2])
+                med["all_cpu_us_per_1000_ops"] = [r["server_cpu_us_per_1000_ops_proc"] for r in runs[who]]
+                med["all_ops_per_sec"] = [r["ops_per_sec"] for r in runs[who]]
+                results[("dram", who)] = med
+        finally:
+            si.stop()
+            sm.stop()
+        # (2) and (3): one server at a time (the page cache must not help inpath's flash file).
+        for who in ("inpath", "memcached"):
+            port = free_port()
+            if who == "inpath":
+                p = start_inpath(port, args.memory_mib, os.path.join(tmp, "big.flash"), flash_mib, args.threads)
+            else:
+                p = start_memcached(port, args.memory_mib, args.threads)
+            try:
+                warm(port, args.big_keys, args.warmup_big, args.backend_us, args.conns)
+                r = measure(port, p.p.pid, args.big_keys, args.ops, args.backend_us, args.conns)
+                r["stats"] = stats(port)
                 if who == "inpath":
-                    flash = os.path.join(tmp, f"{phase}.flash")
-                    p = start_inpath(port, args.memory_mib, flash, flash_mib, args.threads)
-                else:
-                    p = start_memcached(port, args.memory_mib, args.threads)
-                try:
-                    r = load(port, p.p.pid, keys, args.ops, warm, backend, args.conns)
-                    r["stats"] = stats(port)
-                    if who == "inpath" and phase == "big":
-                        # (3): index misses read no flash; flash hits read once.
+                    probes = {}
+                    for prefix in ("absent:", "key:"):
                         s0 = stats(port)
-                        probe = subprocess.run([inpath_bin(), "cache", "bench", "--server", f"127.0.0.1:{port}",
-                                                "--keys", "20000", "--ops", "20000", "--get-ratio", "1",
-                                                "--zipf", "0", "--seed", "99", "--json"],
-                                               check=True, capture_output=True, text=True)
-                        s1 = stats(port)
-                        r["probe"] = {"before": s0, "after": s1, "run": json.loads(probe.stdout)}
-                    results[(phase, who)] = r
-                finally:
-                    p.stop()
+                        run = subprocess.run(bench_args(port, 20_000, 20_000, 99, None, 1, get_ratio=1,
+                                                        extra=["--key-prefix", prefix]),
+                                             check=True, capture_output=True, text=True)
+                        probes[prefix] = {"before": s0, "after": stats(port), "run": json.loads(run.stdout)}
+                    r["probes"] = probes
+                results[("big", who)] = r
+            finally:
+                p.stop()
         d_i, d_m = results[("dram", "inpath")], results[("dram", "memcached")]
         line(report, "(1) DRAM working set: server CPU per 1000 ops", d_i["server_cpu_us_per_1000_ops_proc"],
              d_m["server_cpu_us_per_1000_ops_proc"], "us", "lower")
@@ -199,18 +227,20 @@ def main():
         line(report, "(2) 10x DRAM: server CPU per 1000 ops", b_i["server_cpu_us_per_1000_ops_proc"],
              b_m["server_cpu_us_per_1000_ops_proc"], "us", "lower")
         s = b_i["stats"]
-        pr = b_i["probe"]
-        d = lambda k: float(pr["after"][k]) - float(pr["before"][k])  # noqa: E731
-        probe_misses = pr["run"]["gets"] - pr["run"]["gets"] * pr["run"]["hit_rate"]
         flash_hits = float(s["flash_hits"])
         per_item = float(s["index_bytes"]) / max(1.0, float(s["curr_items"]))
+        report.note(f"(1) server CPU per 1000 ops, all runs: inpath {d_i['all_cpu_us_per_1000_ops']}, "
+                    f"memcached {d_m['all_cpu_us_per_1000_ops']}")
         report.note(f"(3) index DRAM per item: {per_item:.2f} bytes ({s['index_bytes']} bytes of index, "
                     f"{s['curr_items']} items, {s['flash_items']} of them on flash only)")
         report.note(f"(3) flash reads per flash hit over run (2): {float(s['flash_reads']) / max(1.0, flash_hits):.4f} "
                     f"({s['flash_reads']} reads, {s['flash_hits']} flash hits)")
-        report.note(f"(3) probe of {pr['run']['gets']} gets on keys 0..20000: {probe_misses:.0f} misses, "
-                    f"{d('flash_reads'):.0f} flash reads for {d('flash_hits'):.0f} flash hits; "
-                    f"index false positives {d('index_false_positives'):.0f}")
+        for prefix, pr in b_i["probes"].items():
+            d = lambda k: float(pr["after"][k]) - float(pr["before"][k])  # noqa: E731
+            misses = pr["run"]["gets"] * (1 - pr["run"]["hit_rate"])
+            report.note(f"(3) probe: {pr['run']['gets']} gets of '{prefix}N' keys: {misses:.0f} misses, "
+                        f"{d('flash_reads'):.0f} flash reads, {d('flash_hits'):.0f} flash hits, "
+                        f"{d('index_false_positives'):.0f} index false positives")
         report.note(f"flash file read with O_DIRECT: {'yes' if s['flash_direct_io'] == '1' else 'no (buffered)'}; "
                     f"DRAM values {s['dram_items']} items; evictions {s['evictions']}; "
                     f"chunks reclaimed {s['flash_chunks_reclaimed']}")

@@ -179,6 +179,47 @@ pub struct BenchArgs {
     /// Random seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// First set every key once, in random order, with pipelined noreply sets (no compulsory
+    /// misses afterwards; what does not fit is evicted).
+    #[arg(long)]
+    prefill: bool,
+    /// Key names are PREFIX then the key number ("absent:" probes keys never set).
+    #[arg(long, default_value = "key:")]
+    key_prefix: String,
+}
+
+/// Sets keys 0..n once each in a random order, pipelined.
+fn prefill(a: &BenchArgs) -> Result<()> {
+    let mut order: Vec<u64> = (0..a.keys).collect();
+    let mut rng = Rng(a.seed ^ 0x5EED);
+    for i in (1..order.len()).rev() {
+        let j = (rng.next() % (i as u64 + 1)) as usize;
+        order.swap(i, j);
+    }
+    let mut c = Client::connect(&a.server)?;
+    let mut batch = Vec::with_capacity(1 << 20);
+    for k in order {
+        let v = make_value(k, 0, a.value_size);
+        batch.extend_from_slice(
+            format!("set {}{k} 0 0 {} noreply\r\n", a.key_prefix, v.len()).as_bytes(),
+        );
+        batch.extend_from_slice(&v);
+        batch.extend_from_slice(b"\r\n");
+        if batch.len() > 256 * 1024 {
+            batch.extend_from_slice(b"mn\r\n");
+            c.w.write_all(&batch)?;
+            batch.clear();
+            if c.read_line()? != b"MN" {
+                bail!("prefill: unexpected reply");
+            }
+        }
+    }
+    batch.extend_from_slice(b"mn\r\n");
+    c.w.write_all(&batch)?;
+    if c.read_line()? != b"MN" {
+        bail!("prefill: unexpected reply");
+    }
+    Ok(())
 }
 
 /// Zipf sampler over 1..=n by inverse CDF on a precomputed table (n up to a few million).
@@ -343,7 +384,7 @@ fn bench(a: &BenchArgs) -> Result<()> {
                         let mut t = Tally::default();
                         for _ in 0..per {
                             let k = zipf.sample(rng.unit());
-                            let key = format!("key:{k}");
+                            let key = format!("{}{k}", a.key_prefix);
                             let start = Instant::now();
                             if rng.unit() < a.get_ratio {
                                 t.gets += 1;
@@ -392,6 +433,9 @@ fn bench(a: &BenchArgs) -> Result<()> {
         }
         Ok((all, secs))
     };
+    if a.prefill {
+        prefill(a)?;
+    }
     if a.warmup > 0 {
         run(a.warmup, false)?;
     }
@@ -467,4 +511,136 @@ pub fn run(args: CacheArgs) -> Result<()> {
         Action::Serve(a) => serve(&a),
         Action::Bench(a) => bench(&a),
     }
+}
+
+/// The `inpath demo` section: an in-process server whose working set is ten times its DRAM,
+/// a Zipf read mix, and a restart that keeps the contents.
+pub fn demo_section() -> Result<String> {
+    use std::fmt::Write as _;
+    let dir = std::env::temp_dir().join(format!("inpath-demo-cache-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let result = demo_run(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    let (hit, stats1, stats2, back, sample, items) = result?;
+    let get = |s: &[(String, String)], k: &str| -> f64 {
+        s.iter()
+            .find(|(n, _)| n == k)
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or(0.0)
+    };
+    let mut out = String::new();
+    writeln!(
+        out,
+        "== cache (BlueCache): a memcached-compatible cache with a DRAM index and a flash tier"
+    )?;
+    writeln!(
+        out,
+        "  {items} items of 1 KiB (~{} MiB) into 8 MiB of DRAM ({:.1} MiB for values) and a 48 MiB flash file",
+        items >> 10,
+        get(&stats1, "dram_limit_bytes") / (1 << 20) as f64
+    )?;
+    writeln!(
+        out,
+        "  Zipf(0.99) reads: hit ratio {:.1}%; {:.0} from DRAM, {:.0} from flash with {:.0} flash reads (one per flash hit)",
+        hit * 100.0,
+        get(&stats1, "dram_hits"),
+        get(&stats1, "flash_hits"),
+        get(&stats1, "flash_reads"),
+    )?;
+    writeln!(
+        out,
+        "  DRAM per item: {:.1} bytes of index for {:.0} items ({:.0} of them only on flash)",
+        get(&stats1, "index_bytes") / get(&stats1, "curr_items").max(1.0),
+        get(&stats1, "curr_items"),
+        get(&stats1, "flash_items"),
+    )?;
+    writeln!(
+        out,
+        "  restart (clean shutdown, checkpoint + log replay): {:.0} items recovered, {back} of {sample} sampled keys back byte for byte",
+        get(&stats2, "recovered_items"),
+    )?;
+    writeln!(
+        out,
+        "  try it: inpath cache serve --listen 127.0.0.1:11211 --memory 256MiB --flash cache.flash --flash-size 8GiB\n"
+    )?;
+    Ok(out)
+}
+
+type DemoResult = (
+    f64,
+    Vec<(String, String)>,
+    Vec<(String, String)>,
+    usize,
+    usize,
+    u64,
+);
+
+fn demo_run(dir: &std::path::Path) -> Result<DemoResult> {
+    let items = 40_000u64;
+    let start = || -> Result<Server> {
+        let mut store = StoreConfig::new(dir.join("demo.flash"));
+        store.memory = 8 << 20;
+        store.flash_size = 48 << 20;
+        let mut cfg = ServerConfig::new("127.0.0.1:0", store);
+        cfg.threads = 2;
+        Ok(Server::start(cfg)?)
+    };
+    let server = start()?;
+    let addr = server.local_addr().to_string();
+    let mut c = Client::connect(&addr)?;
+    let mut batch = Vec::with_capacity(1 << 20);
+    for k in 0..items {
+        let v = make_value(k, 0, 1024);
+        batch.extend_from_slice(format!("set key:{k} 0 0 {} noreply\r\n", v.len()).as_bytes());
+        batch.extend_from_slice(&v);
+        batch.extend_from_slice(b"\r\n");
+        if batch.len() > 512 * 1024 {
+            c.w.write_all(&batch)?;
+            batch.clear();
+        }
+    }
+    batch.extend_from_slice(b"mn\r\n");
+    c.w.write_all(&batch)?;
+    if c.read_line()? != b"MN" {
+        bail!("demo: unexpected reply");
+    }
+    let zipf = Zipf::new(items, 0.99);
+    let mut rng = Rng(7);
+    let (mut gets, mut hits) = (0u64, 0u64);
+    for _ in 0..20_000 {
+        let k = zipf.sample(rng.unit());
+        gets += 1;
+        if let Some(v) = c.get(&format!("key:{k}"))? {
+            if !value_ok(k, &v) {
+                bail!("demo: wrong value for key:{k}");
+            }
+            hits += 1;
+        }
+    }
+    let stats1 = c.stats()?;
+    drop(c);
+    server.stop()?;
+    let server = start()?;
+    let mut c = Client::connect(&server.local_addr().to_string())?;
+    let stats2 = c.stats()?;
+    let (mut back, sample) = (0, 2000usize);
+    for i in 0..sample as u64 {
+        let k = items - 1 - i * 7;
+        if let Some(v) = c.get(&format!("key:{k}"))? {
+            if !value_ok(k, &v) {
+                bail!("demo: wrong value for key:{k} after the restart");
+            }
+            back += 1;
+        }
+    }
+    drop(c);
+    server.stop()?;
+    Ok((
+        hits as f64 / gets as f64,
+        stats1,
+        stats2,
+        back,
+        sample,
+        items,
+    ))
 }
