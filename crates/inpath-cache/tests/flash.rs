@@ -40,6 +40,10 @@ fn overflowing_dram_and_flash_never_serves_a_wrong_value() {
         "{s:?}"
     );
     assert!(s["dram_evictions"].parse::<u64>().unwrap() > 10_000);
+    // DRAM stays within its budget.
+    let n = |k: &str| s[k].parse::<u64>().unwrap();
+    assert!(n("bytes") <= n("dram_limit_bytes"), "{s:?}");
+    assert!(n("bytes") + n("index_bytes") + 4 * n("flash_chunk_bytes") <= n("limit_maxbytes"));
     let (mut hits, mut misses) = (0, 0);
     for k in 0..8000 {
         let key = format!("key{k}");

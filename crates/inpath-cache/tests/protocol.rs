@@ -355,11 +355,15 @@ fn bad_input_gets_errors_and_others_keep_being_served() {
 
 #[test]
 fn many_connections_and_the_connection_limit() {
+    // Each connection costs three descriptors here (client, its clone, the server's side).
+    let want: u64 = 2000;
+    let have = rlimit::increase_nofile_limit(3 * want + 200).unwrap_or(1024);
+    let n = want.min(have.saturating_sub(200) / 3).max(100) as usize;
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = config(dir.path(), 12);
-    cfg.max_conns = 300;
+    cfg.max_conns = n;
     let server = inpath_cache::Server::start(cfg).unwrap();
-    let mut conns: Vec<Conn> = (0..300).map(|_| Conn::new(&server)).collect();
+    let mut conns: Vec<Conn> = (0..n).map(|_| Conn::new(&server)).collect();
     for (i, c) in conns.iter_mut().enumerate() {
         assert_eq!(c.set(&format!("c{i}"), b"v"), "STORED");
     }
@@ -369,6 +373,22 @@ fn many_connections_and_the_connection_limit() {
     for (i, c) in conns.iter_mut().enumerate().step_by(37) {
         assert_eq!(c.get(&format!("c{i}")).as_deref(), Some(&b"v"[..]));
     }
+    let mut probe = Conn::new(&server);
+    assert_eq!(probe.line(), "ERROR Too many open connections");
     drop(conns);
+    drop(probe);
+    // Once they are gone, new clients are served again.
+    let mut again = None;
+    for _ in 0..200 {
+        let mut c = Conn::new(&server);
+        c.send(b"mn\r\n");
+        if c.line() == "MN" {
+            again = Some(c);
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let mut c = again.expect("served again after the others closed");
+    assert!(c.stat("rejected_connections") >= 2);
     server.stop().unwrap();
 }
