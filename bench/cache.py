@@ -80,9 +80,9 @@ class Proc:
             self.p.kill()
 
 
-def start_inpath(port, memory_mib, flash, flash_mib, threads):
+def start_inpath(port, memory_mib, flash, flash_mib, threads, extra=()):
     p = Proc([inpath_bin(), "cache", "serve", "--listen", f"127.0.0.1:{port}", "--memory", f"{memory_mib}MiB",
-              "--flash", flash, "--flash-size", f"{flash_mib}MiB", "-t", str(threads)])
+              "--flash", flash, "--flash-size", f"{flash_mib}MiB", "-t", str(threads), *extra])
     wait_port(port)
     return p
 
@@ -155,7 +155,11 @@ def main():
     ap.add_argument("--conns", type=int, default=4)
     ap.add_argument("--memory-mib", type=int, default=64)
     ap.add_argument("--flash-dir", default=None, help="directory for the flash file (an SSD; default: a temp dir)")
+    ap.add_argument("--seal-cost", action="store_true",
+                    help="instead: run (2) on inpath without and with --seal-key (the cost of sealing)")
     args = ap.parse_args()
+    if args.seal_cost:
+        return seal_cost(args)
     if not shutil.which("memcached"):
         sys.exit("bench: memcached is not installed (apt-get install memcached)")
     subprocess.run(["cargo", "build", "--release", "--quiet", "-p", "inpath-cli"], cwd=common.ROOT, check=True)
@@ -260,6 +264,43 @@ def main():
         report.setup["raw"] = {f"{k[0]}/{k[1]}": v for k, v in results.items()}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    report.save()
+
+
+def seal_cost(args):
+    """(2) on inpath twice: plain flash records, then records sealed by the seal engine."""
+    subprocess.run(["cargo", "build", "--release", "--quiet", "-p", "inpath-cli"], cwd=common.ROOT, check=True)
+    report = common.Report("cache-seal", {"threads": args.threads, "memory_mib": args.memory_mib,
+                                          "command": " ".join(sys.argv)})
+    tmp = tempfile.mkdtemp(prefix="inpath-cache-bench-", dir=args.flash_dir)
+    delay = int(str(args.backend_us).split(",")[0])
+    out = {}
+    try:
+        keys = os.path.join(tmp, "keys.txt")
+        subprocess.run([inpath_bin(), "seal", "keygen", "-o", keys], check=True, capture_output=True)
+        for name, extra in (("plain", []), ("sealed", ["--seal-key", keys])):
+            port = free_port()
+            p = start_inpath(port, args.memory_mib, os.path.join(tmp, f"{name}.flash"), 10 * args.memory_mib,
+                             args.threads, extra)
+            try:
+                warm(port, args.big_keys, args.warmup_big, delay, args.conns)
+                r = measure(port, p.p.pid, args.big_keys, args.ops, delay, args.conns)
+                r["stats"] = stats(port)
+                out[name] = r
+            finally:
+                p.stop()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    pl, se = out["plain"], out["sealed"]
+    print(f"{'measurement':<44} {'plain':>12} {'sealed':>12}")
+    for label, key in (("server CPU per 1000 ops (us)", "server_cpu_us_per_1000_ops_proc"),
+                       ("end-to-end requests/s", "ops_per_sec"), ("miss ratio", "miss_ratio"),
+                       ("p99 latency (us)", "p99_us")):
+        print(f"{label:<44} {pl[key]:12.3f} {se[key]:12.3f}")
+        report.rows.append({"measurement": label, "plain": pl[key], "sealed": se[key]})
+    per = lambda r: float(r["stats"]["flash_bytes_written"]) / max(1.0, float(r["stats"]["total_items"]))  # noqa: E731
+    report.note(f"flash bytes written per stored item: plain {per(pl):.0f}, sealed {per(se):.0f} "
+                f"({se['stats']['flash_sealed']}; the benchmark's values are random bytes, so compression gains nothing)")
     report.save()
 
 

@@ -19,6 +19,9 @@ const REC_MAGIC: u16 = 0xCA5E;
 pub const KIND_SET: u8 = 1;
 pub const KIND_DELETE: u8 = 2;
 pub const KIND_FLUSH: u8 = 3;
+/// Added to KIND_SET / KIND_DELETE when key and value are sealed together in the value field
+/// (at-rest protection; the key field is then empty).
+pub const SEALED: u8 = 0x80;
 
 /// A zeroed heap buffer aligned to [`ALIGN`], as O_DIRECT needs.
 pub struct AlignedBuf {
@@ -233,9 +236,11 @@ pub fn decode_record(buf: &[u8]) -> Option<Record<'_>> {
     let key_len = buf[3] as usize;
     let value_len = u32::from_le_bytes(buf[4..8].try_into().ok()?) as usize;
     let total = record_len(key_len, value_len);
-    if !(KIND_SET..=KIND_FLUSH).contains(&kind)
+    let sealed = kind == KIND_SET | SEALED || kind == KIND_DELETE | SEALED;
+    if !((KIND_SET..=KIND_FLUSH).contains(&kind) || sealed)
         || total > buf.len()
-        || (key_len == 0 && kind != KIND_FLUSH)
+        || (key_len == 0 && kind != KIND_FLUSH && !sealed)
+        || (key_len != 0 && sealed)
     {
         return None;
     }

@@ -219,6 +219,7 @@ pub fn recover(
     };
     let mut buf = AlignedBuf::zeroed(cs as usize);
     let mut last_no = None;
+    let seal = t.seal();
     for &no in &run {
         let phys = (no % geo.nchunks) * cs;
         if flash.read_at(buf.as_mut_slice(), phys).is_err()
@@ -242,18 +243,24 @@ pub fn recover(
             }
             report.records_replayed += 1;
             t.set_cas(rec.cas);
-            match rec.kind {
+            let step = flash::record_len(rec.key.len(), rec.value.len());
+            let Some((kind, key, _)) = crate::store::open_record(seal.as_ref(), &rec) else {
+                // Sealed with another key, or not sealed as configured: skipped, never served.
+                off += step;
+                continue;
+            };
+            match kind {
                 flash::KIND_SET => {
-                    let kh = KeyHash::of(rec.key);
+                    let kh = KeyHash::of(&key);
                     let clock = t.clock();
                     let idx = t.index();
-                    let (pos, alt) = match idx.find(kh, rec.key.len()) {
+                    let (pos, alt) = match idx.find(kh, key.len()) {
                         Some(p) => (p, idx.get(p).alt()),
                         None => idx.victim(kh, clock, |_| false),
                     };
                     *idx.get_mut(pos) = Entry::new(
                         Loc::Flash(rec.addr),
-                        rec.key.len(),
+                        key.len(),
                         kh.tag,
                         rec.value.len(),
                         clock,
@@ -261,15 +268,15 @@ pub fn recover(
                     );
                 }
                 flash::KIND_DELETE => {
-                    let kh = KeyHash::of(rec.key);
+                    let kh = KeyHash::of(&key);
                     let idx = t.index();
-                    if let Some(pos) = idx.find(kh, rec.key.len()) {
+                    if let Some(pos) = idx.find(kh, key.len()) {
                         *idx.get_mut(pos) = Entry::default();
                     }
                 }
                 _ => t.index().clear(),
             }
-            off += flash::record_len(rec.key.len(), rec.value.len());
+            off += step;
         }
     }
     let open_no = match last_no {

@@ -26,6 +26,26 @@ const WRITE_QUEUE: usize = 2;
 /// Random DRAM items sampled per eviction (sampled LRU).
 const LRU_SAMPLES: usize = 5;
 
+/// At-rest protection of the flash records, implemented outside this crate (the CLI's
+/// `--seal-key` plugs in the seal engine: compress, then AES-256-GCM). `seal` turns a payload
+/// into an opaque blob; `unseal` returns `None` for anything it cannot authenticate.
+pub trait RecordSeal: Send + Sync {
+    fn seal(&self, plain: &[u8]) -> std::result::Result<Vec<u8>, String>;
+    fn unseal(&self, sealed: &[u8]) -> Option<Vec<u8>>;
+    /// What it does, for the log and `stats` (e.g. "lz4+aes256-gcm").
+    fn describe(&self) -> String;
+}
+
+/// A [`RecordSeal`] in a configuration.
+#[derive(Clone)]
+pub struct SealHook(pub Arc<dyn RecordSeal>);
+
+impl std::fmt::Debug for SealHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SealHook({})", self.0.describe())
+    }
+}
+
 /// Sizes and paths of a store.
 #[derive(Clone, Debug)]
 pub struct StoreConfig {
@@ -39,6 +59,8 @@ pub struct StoreConfig {
     pub avg_item_size: usize,
     /// Log messages on standard error.
     pub verbose: bool,
+    /// Seal every record written to flash (key and value together).
+    pub seal: Option<SealHook>,
 }
 
 impl StoreConfig {
@@ -50,6 +72,7 @@ impl StoreConfig {
             item_max: 1 << 20,
             avg_item_size: 1024,
             verbose: false,
+            seal: None,
         }
     }
 }
@@ -207,6 +230,8 @@ struct DramItem {
     cas: u64,
     /// Log address of this value's latest record.
     backing: u64,
+    /// Payload bytes of that record (the value, or the sealed blob).
+    backing_len: u32,
     clock: u32,
     kh: KeyHash,
 }
@@ -264,6 +289,10 @@ pub struct Inner {
     tag_collisions: u64,
     flash_bytes_written: u64,
     geo: Geometry,
+    seal: Option<SealHook>,
+    /// Payload bytes of the record `append` wrote last.
+    last_payload: usize,
+    seal_errors: u64,
     writer: mpsc::SyncSender<Job>,
     pending: Arc<Mutex<HashMap<u64, Arc<AlignedBuf>>>>,
 }
@@ -424,6 +453,29 @@ impl Inner {
         key: &[u8],
         value: &[u8],
     ) -> u64 {
+        let blob;
+        let (kind, key, value) = match (&self.seal, kind) {
+            (Some(h), flash::KIND_SET | flash::KIND_DELETE) => {
+                let mut plain = Vec::with_capacity(1 + key.len() + value.len());
+                plain.push(key.len() as u8);
+                plain.extend_from_slice(key);
+                plain.extend_from_slice(value);
+                blob = match h.0.seal(&plain) {
+                    Ok(b) => b,
+                    Err(e) => {
+                        // Never write it in the clear: an empty record, a miss when read.
+                        self.seal_errors += 1;
+                        if self.seal_errors == 1 {
+                            eprintln!("inpath cache: sealing a record failed: {e}");
+                        }
+                        Vec::new()
+                    }
+                };
+                (kind | flash::SEALED, &[][..], &blob[..])
+            }
+            _ => (kind, key, value),
+        };
+        self.last_payload = value.len();
         let len = flash::record_len(key.len(), value.len());
         let cs = self.geo.chunk_size;
         if self.head - self.open_no * cs + len as u64 > cs {
@@ -552,11 +604,15 @@ impl Inner {
                 &data[kl..],
             );
             self.dram[slot].data = data;
+            self.dram[slot].backing_len = self.last_payload as u32;
             self.rescued += 1;
         }
         let p = self.phys(backing);
         self.live[p] += 1;
-        self.index.get_mut(pos).set_loc(Loc::Flash(backing));
+        let blen = self.dram[slot].backing_len as usize;
+        let e = self.index.get_mut(pos);
+        e.set_loc(Loc::Flash(backing));
+        e.set_value_len(blen);
         self.dram_remove(slot);
     }
 
@@ -572,6 +628,7 @@ impl Inner {
         cas: u64,
         value: &[u8],
         backing: u64,
+        backing_len: usize,
         now: u32,
     ) -> usize {
         if let Some(pos) = self.index.find(kh, key.len()) {
@@ -588,6 +645,7 @@ impl Inner {
             exptime,
             cas,
             backing,
+            backing_len: backing_len as u32,
             clock,
             kh,
         };
@@ -644,7 +702,8 @@ impl Inner {
             None => self.next_cas(),
         };
         let addr = self.append(flash::KIND_SET, flags, exptime, cas, key, value);
-        self.insert(key, kh, flags, exptime, cas, value, addr, now);
+        let blen = self.last_payload;
+        self.insert(key, kh, flags, exptime, cas, value, addr, blen, now);
         cas
     }
 
@@ -731,6 +790,9 @@ impl Store {
             tag_collisions: 0,
             flash_bytes_written: 0,
             geo,
+            seal: cfg.seal.clone(),
+            last_payload: 0,
+            seal_errors: 0,
             writer: tx,
             pending: pending.clone(),
         };
@@ -831,7 +893,11 @@ impl Store {
                     }
                     Found::Flash(pos, addr) => {
                         let e = *g.index.get(pos);
-                        let len = flash::record_len(e.key_len(), e.value_len());
+                        let len = if g.seal.is_some() {
+                            flash::record_len(0, e.value_len())
+                        } else {
+                            flash::record_len(e.key_len(), e.value_len())
+                        };
                         if addr / g.geo.chunk_size == g.open_no || attempts >= 8 {
                             // Still in the open chunk (DRAM): resolve without I/O.
                             let off = (addr % g.geo.chunk_size) as usize;
@@ -881,9 +947,11 @@ impl Store {
         bytes: &[u8],
         now: u32,
     ) -> Current {
-        match flash::decode_record(bytes) {
-            Some(rec) if rec.addr == addr && rec.kind == flash::KIND_SET => {
-                if rec.key != key {
+        let rec = flash::decode_record(bytes).filter(|r| r.addr == addr);
+        let opened = rec.as_ref().and_then(|r| open_record(g.seal.as_ref(), r));
+        match (rec, opened) {
+            (Some(rec), Some((flash::KIND_SET, rkey, value))) => {
+                if rkey != key {
                     // A tag false positive: this entry belongs to another key.
                     self.counters.index_false_positives.fetch_add(1, Relaxed);
                     return None;
@@ -894,8 +962,8 @@ impl Store {
                     return None;
                 }
                 let (flags, exptime, cas) = (rec.flags, rec.exptime, rec.cas);
-                let value = rec.value.to_vec();
-                let slot = g.insert(key, kh, flags, exptime, cas, &value, addr, now);
+                let blen = rec.value.len();
+                let slot = g.insert(key, kh, flags, exptime, cas, &value, addr, blen, now);
                 g.index
                     .find_loc(kh, Loc::Dram(slot as u64))
                     .map(|p| (p, slot))
@@ -928,6 +996,7 @@ impl Store {
                     let _ = now;
                     g.dram[slot].exptime = exptime;
                     g.dram[slot].backing = addr;
+                    g.dram[slot].backing_len = g.last_payload as u32;
                     if expired(exptime, now_unix()) {
                         let out = g.item_out(slot);
                         g.remove_entry(pos);
@@ -1084,6 +1153,7 @@ impl Store {
                 let addr = g.append(flash::KIND_SET, flags, exptime, cas, key, &value);
                 g.dram[slot].exptime = exptime;
                 g.dram[slot].backing = addr;
+                g.dram[slot].backing_len = g.last_payload as u32;
                 g.bump(pos, slot);
                 if expired(exptime, now) {
                     g.remove_entry(pos);
@@ -1197,6 +1267,7 @@ impl Store {
                     );
                     g.dram[slot].data = data;
                     g.dram[slot].backing = a;
+                    g.dram[slot].backing_len = g.last_payload as u32;
                     g.rescued += 1;
                 }
             }
@@ -1206,7 +1277,10 @@ impl Store {
                 for e in b.e.iter_mut() {
                     if let (false, Loc::Dram(slot)) = (e.is_empty(), e.loc()) {
                         match g.dram.get(slot as usize) {
-                            Some(it) if it.backing >= g.tail => e.set_loc(Loc::Flash(it.backing)),
+                            Some(it) if it.backing >= g.tail => {
+                                e.set_loc(Loc::Flash(it.backing));
+                                e.set_value_len(it.backing_len as usize);
+                            }
                             _ => *e = Entry::default(),
                         }
                     }
@@ -1353,6 +1427,11 @@ impl Store {
             ("index_tag_collisions", g.tag_collisions.to_string()),
             ("index_false_positives", ld(&c.index_false_positives)),
             ("damaged_records", ld(&c.damaged_records)),
+            (
+                "flash_sealed",
+                g.seal.as_ref().map_or("none".into(), |h| h.0.describe()),
+            ),
+            ("seal_errors", g.seal_errors.to_string()),
             ("checkpoints", ld(&c.checkpoints)),
             ("recovered_items", self.recovery.items.to_string()),
         ];
@@ -1369,6 +1448,34 @@ impl Store {
 impl Drop for Store {
     fn drop(&mut self) {
         let _ = self.close();
+    }
+}
+
+/// A record's kind, key and value, unsealed when sealed (`None` when it does not authenticate,
+/// or is sealed while no seal is configured, or the other way round).
+pub(crate) fn open_record(
+    seal: Option<&SealHook>,
+    rec: &flash::Record<'_>,
+) -> Option<(u8, Vec<u8>, Vec<u8>)> {
+    let sealed = rec.kind & flash::SEALED != 0;
+    match (seal, sealed) {
+        (None, false) | (Some(_), false) if rec.kind == flash::KIND_FLUSH => {
+            Some((rec.kind, Vec::new(), Vec::new()))
+        }
+        (None, false) => Some((rec.kind, rec.key.to_vec(), rec.value.to_vec())),
+        (Some(h), true) => {
+            let plain = h.0.unseal(rec.value)?;
+            let kl = *plain.first()? as usize;
+            if kl == 0 || plain.len() < 1 + kl {
+                return None;
+            }
+            Some((
+                rec.kind & !flash::SEALED,
+                plain[1..1 + kl].to_vec(),
+                plain[1 + kl..].to_vec(),
+            ))
+        }
+        _ => None,
     }
 }
 
@@ -1429,6 +1536,9 @@ impl RecoverTarget<'_> {
     }
     pub fn index(&mut self) -> &mut Index {
         &mut self.0.index
+    }
+    pub fn seal(&self) -> Option<SealHook> {
+        self.0.seal.clone()
     }
     pub fn set_cas(&mut self, cas: u64) {
         self.0.cas = self.0.cas.max(cas);

@@ -197,3 +197,81 @@ fn damaged_log_is_never_served() {
     assert!(c.stat("damaged_records") > 0);
     server.stop().unwrap();
 }
+
+/// A stand-in for the seal engine: XOR with a key byte stream plus a keyed checksum.
+struct ToySeal(u8);
+
+impl inpath_cache::store::RecordSeal for ToySeal {
+    fn seal(&self, plain: &[u8]) -> Result<Vec<u8>, String> {
+        let mut out: Vec<u8> = plain
+            .iter()
+            .enumerate()
+            .map(|(i, b)| b ^ self.0.wrapping_add(i as u8).wrapping_mul(31))
+            .collect();
+        out.extend_from_slice(&(fnv(plain) ^ self.0 as u64).to_le_bytes());
+        Ok(out)
+    }
+    fn unseal(&self, sealed: &[u8]) -> Option<Vec<u8>> {
+        let (body, sum) = sealed.split_at(sealed.len().checked_sub(8)?);
+        let plain: Vec<u8> = body
+            .iter()
+            .enumerate()
+            .map(|(i, b)| b ^ self.0.wrapping_add(i as u8).wrapping_mul(31))
+            .collect();
+        ((fnv(&plain) ^ self.0 as u64).to_le_bytes() == sum).then_some(plain)
+    }
+    fn describe(&self) -> String {
+        "toy".into()
+    }
+}
+
+fn sealed_server(dir: &std::path::Path, key: Option<u8>) -> inpath_cache::Server {
+    let mut cfg = config(dir, 12);
+    cfg.store.seal = key.map(|k| inpath_cache::store::SealHook(std::sync::Arc::new(ToySeal(k))));
+    inpath_cache::Server::start(cfg).unwrap()
+}
+
+#[test]
+fn sealed_flash_hides_keys_and_values_and_survives_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = sealed_server(dir.path(), Some(7));
+    let mut c = Conn::new(&server);
+    fill(&mut c, 6000, 1, 1000);
+    c.set("secret-key", b"secret-value");
+    c.ask("delete key5\r\n", 1);
+    // Values on flash only come back through the seal.
+    for k in (0..6000).step_by(7) {
+        let key = format!("key{k}");
+        match c.get(&key) {
+            Some(v) => assert_eq!(check(&key, &v), Some(0)),
+            None => assert_eq!(k, 5),
+        }
+    }
+    assert!(c.stat("flash_hits") > 0);
+    drop(c);
+    server.stop().unwrap();
+    let raw = std::fs::read(dir.path().join("cache.flash")).unwrap();
+    let contains = |needle: &[u8]| raw.windows(needle.len()).any(|w| w == needle);
+    assert!(!contains(b"secret-key") && !contains(b"secret-value") && !contains(b"key1234|"));
+
+    // Restart with the same key: everything is back.
+    let server = sealed_server(dir.path(), Some(7));
+    let mut c = Conn::new(&server);
+    assert_eq!(c.get("secret-key").as_deref(), Some(&b"secret-value"[..]));
+    assert_eq!(c.get("key5"), None);
+    for k in (1..6000).step_by(11) {
+        let key = format!("key{k}");
+        assert_eq!(check(&key, &c.get(&key).expect("back")), Some(0));
+    }
+    drop(c);
+    server.stop().unwrap();
+    // With the wrong key, or none, nothing is served (and nothing wrong).
+    for key in [Some(8), None] {
+        let server = sealed_server(dir.path(), key);
+        let mut c = Conn::new(&server);
+        assert_eq!(c.get("secret-key"), None);
+        assert_eq!(c.get("key1"), None);
+        drop(c);
+        server.stop().unwrap();
+    }
+}

@@ -311,3 +311,49 @@ fn memcached_spellings_a_taken_port_and_an_uncreatable_flash_file() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+#[test]
+fn seal_key_seals_the_flash_file_and_restarts_with_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys.txt");
+    assert!(inpath()
+        .args(["seal", "keygen", "-o"])
+        .arg(&keys)
+        .status()
+        .unwrap()
+        .success());
+    let flash = dir.path().join("s.flash");
+    let keyarg = keys.to_str().unwrap();
+    let (mut child, addr) = serve(&flash, &["--seal-key", keyarg, "--sync-ms", "100000"]);
+    let mut c = Conn::new(&addr);
+    for k in 0..3000 {
+        let key = format!("sealed{k}");
+        assert_eq!(c.set(&key, &value(&key, 9)).unwrap(), "STORED");
+    }
+    assert!(Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    assert!(wait_exit(&mut child).success());
+    let raw = std::fs::read(&flash).unwrap();
+    assert!(
+        !raw.windows(9).any(|w| w == b"sealed123"),
+        "a key is readable in the flash file"
+    );
+    let (mut child, addr) = serve(&flash, &["--seal-key", keyarg]);
+    let mut c = Conn::new(&addr);
+    for k in (0..3000).step_by(13) {
+        let key = format!("sealed{k}");
+        let v = c.get(&key).unwrap_or_else(|| panic!("{key} lost"));
+        assert_eq!(version_of(&key, &v), Some(9));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // Without the key nothing is served.
+    let (mut child, addr) = serve(&flash, &[]);
+    let mut c = Conn::new(&addr);
+    assert_eq!(c.get("sealed13"), None);
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

@@ -79,6 +79,58 @@ pub struct ServeArgs {
     /// Log more on standard error (memcached -v).
     #[arg(short = 'v', long)]
     verbose: bool,
+    /// Seal every flash record (key and value) with the seal engine: compress, then
+    /// AES-256-GCM with the first key of this key file (`inpath seal keygen`). A stolen flash
+    /// file then reveals only record sizes and expiry times.
+    #[arg(long, value_name = "KEYFILE")]
+    seal_key: Option<PathBuf>,
+    /// Compression of sealed records: none, lz4, zstd, snappy, deflate.
+    #[arg(long, default_value = "lz4", value_name = "ALGO")]
+    seal_compress: String,
+}
+
+/// The seal engine behind the cache's flash records.
+struct FlashSeal {
+    sealer: std::sync::Mutex<inpath_seal::Sealer>,
+    unsealer: inpath_seal::Unsealer,
+    describe: String,
+}
+
+impl inpath_cache::store::RecordSeal for FlashSeal {
+    fn seal(&self, plain: &[u8]) -> std::result::Result<Vec<u8>, String> {
+        let mut s = self.sealer.lock().unwrap_or_else(|p| p.into_inner());
+        s.seal(plain).map_err(|e| e.to_string())
+    }
+    fn unseal(&self, sealed: &[u8]) -> Option<Vec<u8>> {
+        self.unsealer.unseal(sealed).ok()
+    }
+    fn describe(&self) -> String {
+        self.describe.clone()
+    }
+}
+
+fn flash_seal(path: &std::path::Path, compress: &str) -> Result<inpath_cache::store::SealHook> {
+    let keys = crate::cmd::seal::read_keys(path, false)?;
+    let key = keys
+        .ring
+        .get(keys.first_id)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let compression = inpath_seal::Compression::parse(compress)
+        .map_err(|e| anyhow::anyhow!("--seal-compress: {e}"))?;
+    let config = inpath_seal::SealConfig {
+        compression,
+        cipher: inpath_seal::Cipher::Gcm,
+    };
+    let sealer = inpath_seal::Sealer::new(config, Some((keys.first_id, key)))
+        .map_err(|e| anyhow::anyhow!("--seal-key {}: {e}", path.display()))?;
+    let describe = format!("{}+aes256-gcm", compression.describe());
+    Ok(inpath_cache::store::SealHook(std::sync::Arc::new(
+        FlashSeal {
+            sealer: std::sync::Mutex::new(sealer),
+            unsealer: inpath_seal::Unsealer::new(&keys.ring),
+            describe,
+        },
+    )))
 }
 
 fn serve_config(a: &ServeArgs) -> Result<ServerConfig> {
@@ -105,6 +157,9 @@ fn serve_config(a: &ServeArgs) -> Result<ServerConfig> {
     store.item_max = parse_size(&a.item_size).map_err(anyhow::Error::msg)? as usize;
     store.avg_item_size = parse_size(&a.avg_item_size).map_err(anyhow::Error::msg)? as usize;
     store.verbose = a.verbose;
+    if let Some(path) = &a.seal_key {
+        store.seal = Some(flash_seal(path, &a.seal_compress)?);
+    }
     let mut cfg = ServerConfig::new(listen, store);
     cfg.threads = a.threads;
     cfg.max_conns = a.max_conns;
@@ -139,6 +194,17 @@ fn serve(a: &ServeArgs) -> Result<()> {
         st.recovery.items,
         st.recovery.checkpoint_note,
     );
+    if let Some(path) = &a.seal_key {
+        eprintln!(
+            "inpath cache: flash records sealed ({}) with the first key of {}",
+            st.stats()
+                .into_iter()
+                .find(|(k, _)| *k == "flash_sealed")
+                .map(|(_, v)| v)
+                .unwrap_or_default(),
+            path.display()
+        );
+    }
     server.wait().context("final checkpoint")?;
     eprintln!("inpath cache: stopped");
     Ok(())
