@@ -94,7 +94,8 @@ impl Geometry {
                 cfg.item_max, VLEN_MAX
             )));
         }
-        let largest = flash::record_len(KEY_MAX, cfg.item_max) + CHUNK_HEADER;
+        // Room for the largest record, sealed (seal header, tag, an incompressible page stored).
+        let largest = flash::record_len(KEY_MAX, cfg.item_max) + CHUNK_HEADER + 8192;
         let chunk_size = flash::round_up(largest.max(1 << 20), ALIGN) as u64;
         let nchunks = cfg.flash_size / chunk_size;
         if nchunks < 8 {
@@ -475,9 +476,19 @@ impl Inner {
             }
             _ => (kind, key, value),
         };
+        let cs = self.geo.chunk_size;
+        let (kind, key, value) =
+            if flash::record_len(key.len(), value.len()) + CHUNK_HEADER > cs as usize {
+                // Cannot happen with the chunk size from `Geometry` (it leaves room for
+                // sealing): an empty record that replay skips and a read treats as a miss,
+                // rather than a torn chunk.
+                self.seal_errors += 1;
+                (flash::KIND_DELETE | flash::SEALED, &[][..], &[][..])
+            } else {
+                (kind, key, value)
+            };
         self.last_payload = value.len();
         let len = flash::record_len(key.len(), value.len());
-        let cs = self.geo.chunk_size;
         if self.head - self.open_no * cs + len as u64 > cs {
             self.seal_open();
         }
