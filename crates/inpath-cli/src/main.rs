@@ -42,6 +42,8 @@ enum Command {
     Decompress(cmd::codec::DecompressArgs),
     /// Relay or receive TCP connections and run engines as taps on the bytes as they pass.
     Wire(Box<cmd::wire::WireArgs>),
+    /// A memcached-compatible cache with a DRAM index and a flash tier (BlueCache).
+    Cache(cmd::cache::CacheArgs),
 }
 
 fn main() {
@@ -61,6 +63,7 @@ fn main() {
         Command::Compress(args) => cmd::codec::run_compress(args),
         Command::Decompress(args) => cmd::codec::run_decompress(args),
         Command::Wire(args) => cmd::wire::run(*args),
+        Command::Cache(args) => cmd::cache::run(args),
     };
     common::exit_with(result);
 }

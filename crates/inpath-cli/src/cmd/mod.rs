@@ -1,4 +1,5 @@
 //! One module per engine command.
+pub mod cache;
 pub mod codec;
 pub mod corr;
 pub mod demo;

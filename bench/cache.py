@@ -1,0 +1,308 @@
+#!/usr/bin/env python3
+"""Cache engine benchmark: `inpath cache serve` against memcached 1.6 (Debian package) on
+loopback, same threads and DRAM budget, same load generator (`inpath cache bench`), one run.
+
+Measurements (issue 12):
+  (1) working set in DRAM (20k keys x 1 KiB, 64 MiB): server CPU time per 1000 operations
+      (utime+stime from /proc/PID/stat around the measured run) next to operations per second;
+  (2) working set 10x the DRAM budget (640k keys x 1 KiB against 64 MiB; inpath gets 640 MiB of
+      flash, 10x the DRAM), every key set once (random order), then Zipf s=0.99, 95% gets,
+      look-aside: on a miss the client waits a fixed backend delay, then sets the value. After a
+      warm-up, the miss ratio and end-to-end request rate;
+  (3) from inpath's stats: DRAM bytes of index per item, flash reads per index miss (0) and per
+      flash hit (1), and whether the flash file is read with O_DIRECT (page cache bypassed).
+
+Two cores are shared by the load generator and the server, so rates are a floor; the server's
+CPU per operation is the figure to compare.
+
+Usage: python3 bench/cache.py [--ops 200000] [--warmup-big 1000000] [--backend-us 100] [--reps 3]
+Never run it while a build or another benchmark runs.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def target_dir():
+    return os.environ.get("CARGO_TARGET_DIR", os.path.join(common.ROOT, "target"))
+
+
+def inpath_bin():
+    return os.path.join(target_dir(), "release", "inpath")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def wait_port(port):
+    for _ in range(200):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+class Proc:
+    def __init__(self, args):
+        self.p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def stop(self):
+        self.p.terminate()
+        try:
+            self.p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+
+
+def start_inpath(port, memory_mib, flash, flash_mib, threads, extra=()):
+    p = Proc([inpath_bin(), "cache", "serve", "--listen", f"127.0.0.1:{port}", "--memory", f"{memory_mib}MiB",
+              "--flash", flash, "--flash-size", f"{flash_mib}MiB", "-t", str(threads), *extra])
+    wait_port(port)
+    return p
+
+
+def start_memcached(port, memory_mib, threads):
+    args = ["memcached", "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-m", str(memory_mib),
+            "-t", str(threads), "-c", "4096"]
+    if os.geteuid() == 0:
+        args += ["-u", "root"]
+    p = Proc(args)
+    wait_port(port)
+    return p
+
+
+def bench_args(port, keys, n, seed, backend_us, conns, get_ratio=0.95, extra=()):
+    a = [inpath_bin(), "cache", "bench", "--server", f"127.0.0.1:{port}", "--keys", str(keys),
+         "--ops", str(n), "--value-size", "1024", "--zipf", "0.99", "--get-ratio", str(get_ratio),
+         "--conns", str(conns), "--seed", str(seed), "--json", *extra]
+    if backend_us is not None:
+        a += ["--backend-delay-us", str(backend_us)]
+    return a
+
+
+def warm(port, keys, warmup, backend_us, conns):
+    """Every key set once (random order), then `warmup` look-aside requests."""
+    subprocess.run(bench_args(port, keys, warmup, 1, backend_us, conns, extra=["--prefill"]),
+                   check=True, capture_output=True)
+
+
+def measure(port, pid, keys, ops, backend_us, conns, seed=2):
+    # The server's CPU is read around the measured run alone.
+    c0 = cpu_seconds(pid)
+    out = subprocess.run(bench_args(port, keys, ops, seed, backend_us, conns), check=True,
+                         capture_output=True, text=True)
+    c1 = cpu_seconds(pid)
+    r = json.loads(out.stdout)
+    r["server_cpu_us_per_1000_ops_proc"] = (c1 - c0) * 1e6 / r["ops"] * 1000
+    return r
+
+
+def stats(port):
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(b"stats\r\n")
+    data = b""
+    while not data.endswith(b"END\r\n"):
+        data += s.recv(65536)
+    s.close()
+    return {m.group(1).decode(): m.group(2).decode() for m in re.finditer(rb"STAT (\S+) (\S+)\r\n", data)}
+
+
+def line(report, name, ours, peer, unit, better, extra=None):
+    ratio = (peer / ours if better == "lower" else ours / peer) if ours and peer else None
+    row = {"measurement": name, "inpath": ours, "peer": "memcached", "peer_value": peer, "unit": unit,
+           "ratio_in_inpath_favour": ratio, "extra": extra or {}}
+    report.rows.append(row)
+    rt = f"{ratio:6.2f}x" if ratio else "     -"
+    print(f"{name:<52} inpath {ours:12.3f} {unit:<14} | memcached {peer:12.3f} | {rt}", flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ops", type=int, default=200_000)
+    ap.add_argument("--warmup-small", type=int, default=100_000)
+    ap.add_argument("--warmup-big", type=int, default=1_000_000)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--big-keys", type=int, default=640_000)
+    ap.add_argument("--backend-us", default="100,1000",
+                    help="fixed backend delays in microseconds, comma-separated (warm-up uses the first)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--conns", type=int, default=4)
+    ap.add_argument("--memory-mib", type=int, default=64)
+    ap.add_argument("--flash-dir", default=None, help="directory for the flash file (an SSD; default: a temp dir)")
+    ap.add_argument("--seal-cost", action="store_true",
+                    help="instead: run (2) on inpath without and with --seal-key (the cost of sealing)")
+    args = ap.parse_args()
+    if args.seal_cost:
+        return seal_cost(args)
+    if not shutil.which("memcached"):
+        sys.exit("bench: memcached is not installed (apt-get install memcached)")
+    subprocess.run(["cargo", "build", "--release", "--quiet", "-p", "inpath-cli"], cwd=common.ROOT, check=True)
+    version = subprocess.run(["memcached", "-V"], capture_output=True, text=True).stdout.strip()
+    report = common.Report("cache", {
+        "peer": version, "threads": args.threads, "memory_mib": args.memory_mib, "conns": args.conns,
+        "value_bytes": 1024, "zipf": 0.99, "backend_delay_us": args.backend_us, "ops": args.ops,
+        "command": " ".join(sys.argv),
+    })
+    tmp = tempfile.mkdtemp(prefix="inpath-cache-bench-", dir=args.flash_dir)
+    flash_mib = 10 * args.memory_mib
+    results = {}
+    try:
+        # (1) Both servers up at once; measured runs alternate, medians reported.
+        pi, pm = free_port(), free_port()
+        si = start_inpath(pi, args.memory_mib, os.path.join(tmp, "dram.flash"), flash_mib, args.threads)
+        sm = start_memcached(pm, args.memory_mib, args.threads)
+        try:
+            runs = {"inpath": [], "memcached": []}
+            for port in (pi, pm):
+                warm(port, 20_000, args.warmup_small, 0, args.conns)
+            for rep in range(args.reps):
+                for who, port, proc in (("inpath", pi, si), ("memcached", pm, sm)):
+                    runs[who].append(measure(port, proc.p.pid, 20_000, args.ops, 0, args.conns, seed=10 + rep))
+            for who in runs:
+                rs = sorted(runs[who], key=lambda r: r["server_cpu_us_per_1000_ops_proc"])
+                med = dict(rs[len(rs) // 2])
+                med["all_cpu_us_per_1000_ops"] = [r["server_cpu_us_per_1000_ops_proc"] for r in runs[who]]
+                med["all_ops_per_sec"] = [r["ops_per_sec"] for r in runs[who]]
+                results[("dram", who)] = med
+        finally:
+            si.stop()
+            sm.stop()
+        # (2) and (3): one server at a time (the page cache must not help inpath's flash file).
+        for who in ("inpath", "memcached"):
+            port = free_port()
+            if who == "inpath":
+                p = start_inpath(port, args.memory_mib, os.path.join(tmp, "big.flash"), flash_mib, args.threads)
+            else:
+                p = start_memcached(port, args.memory_mib, args.threads)
+            try:
+                delays = [int(x) for x in str(args.backend_us).split(",")]
+                warm(port, args.big_keys, args.warmup_big, delays[0], args.conns)
+                r = measure(port, p.p.pid, args.big_keys, args.ops, delays[0], args.conns)
+                r["by_delay"] = {delays[0]: r.copy()}
+                for i, dl in enumerate(delays[1:]):
+                    r["by_delay"][dl] = measure(port, p.p.pid, args.big_keys, args.ops, dl, args.conns, seed=3 + i)
+                r["stats"] = stats(port)
+                if who == "inpath":
+                    probes = {}
+                    for prefix in ("absent:", "key:"):
+                        s0 = stats(port)
+                        run = subprocess.run(bench_args(port, 20_000, 20_000, 99, None, 1, get_ratio=1,
+                                                        extra=["--key-prefix", prefix]),
+                                             check=True, capture_output=True, text=True)
+                        probes[prefix] = {"before": s0, "after": stats(port), "run": json.loads(run.stdout)}
+                    r["probes"] = probes
+                results[("big", who)] = r
+            finally:
+                p.stop()
+        d_i, d_m = results[("dram", "inpath")], results[("dram", "memcached")]
+        line(report, "(1) DRAM working set: server CPU per 1000 ops", d_i["server_cpu_us_per_1000_ops_proc"],
+             d_m["server_cpu_us_per_1000_ops_proc"], "us", "lower")
+        line(report, "(1) DRAM working set: ops/s (client-bound)", d_i["ops_per_sec"], d_m["ops_per_sec"],
+             "ops/s", "higher")
+        line(report, "(1) DRAM working set: hit rate", d_i["hit_rate"], d_m["hit_rate"], "", "higher")
+        b_i, b_m = results[("big", "inpath")], results[("big", "memcached")]
+        line(report, f"(2) 10x DRAM, Zipf .99, backend {list(b_i['by_delay'])[0]} us: miss ratio", b_i["miss_ratio"], b_m["miss_ratio"],
+             "", "lower")
+        line(report, "(2) 10x DRAM: end-to-end requests/s", b_i["ops_per_sec"], b_m["ops_per_sec"], "req/s",
+             "higher")
+        line(report, "(2) 10x DRAM: p50 latency", b_i["p50_us"], b_m["p50_us"], "us", "lower")
+        line(report, "(2) 10x DRAM: p99 latency", b_i["p99_us"], b_m["p99_us"], "us", "lower")
+        line(report, "(2) 10x DRAM: server CPU per 1000 ops", b_i["server_cpu_us_per_1000_ops_proc"],
+             b_m["server_cpu_us_per_1000_ops_proc"], "us", "lower")
+        for dl in list(b_i["by_delay"])[1:]:
+            ri, rm = b_i["by_delay"][dl], b_m["by_delay"][dl]
+            line(report, f"(2) backend {dl} us: miss ratio", ri["miss_ratio"], rm["miss_ratio"], "", "lower")
+            line(report, f"(2) backend {dl} us: end-to-end requests/s", ri["ops_per_sec"], rm["ops_per_sec"],
+                 "req/s", "higher")
+            line(report, f"(2) backend {dl} us: p99 latency", ri["p99_us"], rm["p99_us"], "us", "lower")
+        s = b_i["stats"]
+        flash_hits = float(s["flash_hits"])
+        per_item = float(s["index_bytes"]) / max(1.0, float(s["curr_items"]))
+        report.note(f"(1) server CPU per 1000 ops, all runs: inpath {d_i['all_cpu_us_per_1000_ops']}, "
+                    f"memcached {d_m['all_cpu_us_per_1000_ops']}")
+        report.note(f"(3) index DRAM per item: {per_item:.2f} bytes ({s['index_bytes']} bytes of index, "
+                    f"{s['curr_items']} items, {s['flash_items']} of them on flash only)")
+        report.note(f"(3) flash reads per flash hit over run (2): {float(s['flash_reads']) / max(1.0, flash_hits):.4f} "
+                    f"({s['flash_reads']} reads, {s['flash_hits']} flash hits)")
+        for prefix, pr in b_i["probes"].items():
+            d = lambda k: float(pr["after"][k]) - float(pr["before"][k])  # noqa: E731
+            misses = pr["run"]["gets"] * (1 - pr["run"]["hit_rate"])
+            report.note(f"(3) probe: {pr['run']['gets']} gets of '{prefix}N' keys: {misses:.0f} misses, "
+                        f"{d('flash_reads'):.0f} flash reads, {d('flash_hits'):.0f} flash hits, "
+                        f"{d('index_false_positives'):.0f} index false positives")
+        report.note(f"flash file read with O_DIRECT: {'yes' if s['flash_direct_io'] == '1' else 'no (buffered)'}; "
+                    f"DRAM values {s['dram_items']} items; evictions {s['evictions']}; "
+                    f"chunks reclaimed {s['flash_chunks_reclaimed']}")
+        report.note(f"memcached evictions in (2): {b_m['stats'].get('evictions')}; "
+                    f"curr_items {b_m['stats'].get('curr_items')}")
+        report.setup["raw"] = {f"{k[0]}/{k[1]}": v for k, v in results.items()}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    report.save()
+
+
+def seal_cost(args):
+    """(2) on inpath twice: plain flash records, then records sealed by the seal engine."""
+    subprocess.run(["cargo", "build", "--release", "--quiet", "-p", "inpath-cli"], cwd=common.ROOT, check=True)
+    report = common.Report("cache-seal", {"threads": args.threads, "memory_mib": args.memory_mib,
+                                          "command": " ".join(sys.argv)})
+    tmp = tempfile.mkdtemp(prefix="inpath-cache-bench-", dir=args.flash_dir)
+    delay = int(str(args.backend_us).split(",")[0])
+    out = {}
+    try:
+        keys = os.path.join(tmp, "keys.txt")
+        subprocess.run([inpath_bin(), "seal", "keygen", "-o", keys], check=True, capture_output=True)
+        for name, extra in (("plain", []), ("sealed", ["--seal-key", keys])):
+            port = free_port()
+            p = start_inpath(port, args.memory_mib, os.path.join(tmp, f"{name}.flash"), 10 * args.memory_mib,
+                             args.threads, extra)
+            try:
+                warm(port, args.big_keys, args.warmup_big, delay, args.conns)
+                r = measure(port, p.p.pid, args.big_keys, args.ops, delay, args.conns)
+                r["stats"] = stats(port)
+                out[name] = r
+            finally:
+                p.stop()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    pl, se = out["plain"], out["sealed"]
+    print(f"{'measurement':<44} {'plain':>12} {'sealed':>12}")
+    for label, key in (("server CPU per 1000 ops (us)", "server_cpu_us_per_1000_ops_proc"),
+                       ("end-to-end requests/s", "ops_per_sec"), ("miss ratio", "miss_ratio"),
+                       ("p99 latency (us)", "p99_us")):
+        print(f"{label:<44} {pl[key]:12.3f} {se[key]:12.3f}")
+        report.rows.append({"measurement": label, "plain": pl[key], "sealed": se[key]})
+    per = lambda r: float(r["stats"]["flash_bytes_written"]) / max(1.0, float(r["stats"]["total_items"]))  # noqa: E731
+    report.note(f"flash bytes written per stored item: plain {per(pl):.0f}, sealed {per(se):.0f} "
+                f"({se['stats']['flash_sealed']}; the benchmark's values are random bytes, so compression gains nothing)")
+    report.save()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,456 @@
+//! The memcached text protocol (classic and meta commands) over a connection's byte buffer.
+//!
+//! `step` looks at the unread input and either asks for more bytes or consumes one request and
+//! appends its reply to the output buffer. Replies follow memcached's doc/protocol.txt, error
+//! strings included.
+
+use crate::store::{
+    abs_exptime, ArithRes, DelRes, ItemOut, Mode, Store, StoreReq, StoreRes, KEY_MAX,
+};
+use std::sync::Arc;
+
+/// Longest request line accepted (a get with many keys fits); longer ones close the connection.
+pub const MAX_LINE: usize = 64 * 1024;
+
+/// What one step did.
+pub enum Step {
+    /// Not a whole request yet: read more.
+    NeedMore,
+    /// Consumed this many bytes.
+    Done(usize),
+    /// Consumed this many bytes and the next `swallow` input bytes are to be discarded.
+    Swallow(usize, usize),
+    /// Close the connection after sending what is in the output.
+    Close,
+}
+
+const BAD_FORMAT: &[u8] = b"CLIENT_ERROR bad command line format\r\n";
+
+fn tokens(line: &[u8]) -> Vec<&[u8]> {
+    line.split(|&b| b == b' ')
+        .filter(|t| !t.is_empty())
+        .collect()
+}
+
+fn parse_u32(t: &[u8]) -> Option<u32> {
+    if t.is_empty() || t.len() > 10 || !t.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(t).ok()?.parse().ok()
+}
+
+fn parse_u64(t: &[u8]) -> Option<u64> {
+    if t.is_empty() || t.len() > 20 || !t.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(t).ok()?.parse().ok()
+}
+
+fn parse_i64(t: &[u8]) -> Option<i64> {
+    let (neg, digits) = match t.first() {
+        Some(b'-') => (true, &t[1..]),
+        _ => (false, t),
+    };
+    if digits.is_empty() || digits.len() > 18 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let v: i64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    Some(if neg { -v } else { v })
+}
+
+/// memcached exptime: a 32-bit signed integer.
+fn parse_exptime(t: &[u8]) -> Option<u32> {
+    let v = parse_i64(t)?;
+    if v < i32::MIN as i64 || v > i32::MAX as i64 {
+        return None;
+    }
+    Some(abs_exptime(v))
+}
+
+fn push_num(out: &mut Vec<u8>, n: impl std::fmt::Display) {
+    use std::io::Write;
+    let _ = write!(out, "{n}");
+}
+
+fn value_line(out: &mut Vec<u8>, key: &[u8], it: &ItemOut, with_cas: bool) {
+    out.extend_from_slice(b"VALUE ");
+    out.extend_from_slice(key);
+    out.push(b' ');
+    push_num(out, it.flags);
+    out.push(b' ');
+    push_num(out, it.value.len());
+    if with_cas {
+        out.push(b' ');
+        push_num(out, it.cas);
+    }
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(&it.value);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Processes one request from `input` (unread bytes), appending the reply to `out`.
+pub async fn step(store: &Arc<Store>, input: &[u8], out: &mut Vec<u8>) -> Step {
+    let Some(nl) = memchr::memchr(b'\n', input) else {
+        if input.len() > MAX_LINE {
+            out.extend_from_slice(b"CLIENT_ERROR line too long\r\n");
+            return Step::Close;
+        }
+        return Step::NeedMore;
+    };
+    let consumed = nl + 1;
+    let line = &input[..nl];
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let toks = tokens(line);
+    let Some(&cmd) = toks.first() else {
+        out.extend_from_slice(b"ERROR\r\n");
+        return Step::Done(consumed);
+    };
+    // memcached's noreply hides every reply of a well-formed request, errors included.
+    let noreply_at = match cmd {
+        b"set" | b"add" | b"replace" | b"append" | b"prepend" => Some(6),
+        b"cas" => Some(7),
+        b"incr" | b"decr" | b"touch" => Some(4),
+        b"delete" => Some(toks.len().clamp(3, 4)),
+        _ => None,
+    };
+    let mark = out.len();
+    let step = command(store, cmd, &toks, input, consumed, out).await;
+    if noreply_at == Some(toks.len()) && toks.last() == Some(&&b"noreply"[..]) {
+        out.truncate(mark);
+    }
+    step
+}
+
+async fn command(
+    store: &Arc<Store>,
+    cmd: &[u8],
+    toks: &[&[u8]],
+    input: &[u8],
+    consumed: usize,
+    out: &mut Vec<u8>,
+) -> Step {
+    match cmd {
+        b"get" | b"gets" => {
+            if toks.len() < 2 {
+                out.extend_from_slice(b"ERROR\r\n");
+            } else if toks[1..].iter().any(|k| k.len() > KEY_MAX) {
+                out.extend_from_slice(BAD_FORMAT);
+            } else {
+                for key in &toks[1..] {
+                    if let Some(it) = store.get(key, None).await {
+                        value_line(out, key, &it, cmd == b"gets");
+                    }
+                }
+                out.extend_from_slice(b"END\r\n");
+            }
+            Step::Done(consumed)
+        }
+        b"gat" | b"gats" => {
+            if toks.len() < 3 {
+                out.extend_from_slice(b"ERROR\r\n");
+            } else if let Some(exp) = parse_exptime(toks[1]) {
+                if toks[2..].iter().any(|k| k.len() > KEY_MAX) {
+                    out.extend_from_slice(BAD_FORMAT);
+                } else {
+                    for key in &toks[2..] {
+                        if let Some(it) = store.get(key, Some(exp)).await {
+                            value_line(out, key, &it, cmd == b"gats");
+                        }
+                    }
+                    out.extend_from_slice(b"END\r\n");
+                }
+            } else {
+                out.extend_from_slice(b"CLIENT_ERROR invalid exptime argument\r\n");
+            }
+            Step::Done(consumed)
+        }
+        b"set" | b"add" | b"replace" | b"append" | b"prepend" | b"cas" => {
+            storage(store, cmd, toks, input, consumed, out).await
+        }
+        b"delete" => {
+            let noreply = toks.last() == Some(&&b"noreply"[..]);
+            let valid = match toks.len() {
+                2 => true,
+                3 => toks[2] == b"0" || noreply,
+                4 => toks[2] == b"0" && noreply,
+                _ => false,
+            };
+            if !valid {
+                out.extend_from_slice(
+                    b"CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n",
+                );
+            } else if toks[1].len() > KEY_MAX {
+                out.extend_from_slice(BAD_FORMAT);
+            } else {
+                let r = store.delete(toks[1], None).await;
+                if !noreply {
+                    out.extend_from_slice(match r {
+                        DelRes::Deleted => b"DELETED\r\n",
+                        _ => b"NOT_FOUND\r\n",
+                    });
+                }
+            }
+            Step::Done(consumed)
+        }
+        b"incr" | b"decr" => {
+            if toks.len() != 3 && toks.len() != 4 {
+                out.extend_from_slice(b"ERROR\r\n");
+                return Step::Done(consumed);
+            }
+            let noreply = toks.len() == 4 && toks[3] == b"noreply";
+            if toks[1].len() > KEY_MAX {
+                out.extend_from_slice(BAD_FORMAT);
+                return Step::Done(consumed);
+            }
+            let Some(delta) = parse_u64(toks[2]) else {
+                out.extend_from_slice(b"CLIENT_ERROR invalid numeric delta argument\r\n");
+                return Step::Done(consumed);
+            };
+            let r = store
+                .arith(toks[1], cmd == b"incr", delta, None, None, None)
+                .await;
+            match r {
+                ArithRes::Value { value, .. } => {
+                    if !noreply {
+                        push_num(out, value);
+                        out.extend_from_slice(b"\r\n");
+                    }
+                }
+                ArithRes::NonNumeric => out.extend_from_slice(
+                    b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
+                ),
+                _ => {
+                    if !noreply {
+                        out.extend_from_slice(b"NOT_FOUND\r\n");
+                    }
+                }
+            }
+            Step::Done(consumed)
+        }
+        b"touch" => {
+            if toks.len() != 3 && toks.len() != 4 {
+                out.extend_from_slice(b"ERROR\r\n");
+                return Step::Done(consumed);
+            }
+            let noreply = toks.len() == 4 && toks[3] == b"noreply";
+            if toks[1].len() > KEY_MAX {
+                out.extend_from_slice(BAD_FORMAT);
+                return Step::Done(consumed);
+            }
+            let Some(exp) = parse_exptime(toks[2]) else {
+                out.extend_from_slice(b"CLIENT_ERROR invalid exptime argument\r\n");
+                return Step::Done(consumed);
+            };
+            let hit = store.touch(toks[1], exp).await;
+            if !noreply {
+                out.extend_from_slice(if hit {
+                    b"TOUCHED\r\n"
+                } else {
+                    b"NOT_FOUND\r\n"
+                });
+            }
+            Step::Done(consumed)
+        }
+        b"flush_all" => {
+            let noreply = toks.last() == Some(&&b"noreply"[..]);
+            let args = &toks[1..toks.len() - usize::from(noreply)];
+            let delay = match args {
+                [] => Some(0),
+                [d] => parse_i64(d).filter(|&d| (0..=i32::MAX as i64).contains(&d)),
+                _ => None,
+            };
+            match delay {
+                None => out.extend_from_slice(b"CLIENT_ERROR invalid exptime argument\r\n"),
+                Some(0) => {
+                    store.flush_all();
+                    if !noreply {
+                        out.extend_from_slice(b"OK\r\n");
+                    }
+                }
+                Some(d) => {
+                    let s = store.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(std::time::Duration::from_secs(d as u64)).await;
+                        s.flush_all();
+                    });
+                    if !noreply {
+                        out.extend_from_slice(b"OK\r\n");
+                    }
+                }
+            }
+            Step::Done(consumed)
+        }
+        b"version" => {
+            out.extend_from_slice(b"VERSION ");
+            out.extend_from_slice(crate::VERSION.as_bytes());
+            out.extend_from_slice(b"\r\n");
+            Step::Done(consumed)
+        }
+        b"verbosity" => {
+            let noreply = toks.last() == Some(&&b"noreply"[..]);
+            if toks.len() < 2 || toks.len() > 3 {
+                out.extend_from_slice(b"ERROR\r\n");
+            } else if !noreply {
+                out.extend_from_slice(b"OK\r\n");
+            }
+            Step::Done(consumed)
+        }
+        b"quit" => Step::Close,
+        b"stats" => {
+            stats(store, toks, out);
+            Step::Done(consumed)
+        }
+        b"mn" => {
+            out.extend_from_slice(b"MN\r\n");
+            Step::Done(consumed)
+        }
+        b"mg" | b"ms" | b"md" | b"ma" => {
+            crate::meta::meta(store, cmd, toks, input, consumed, out).await
+        }
+        _ => {
+            out.extend_from_slice(b"ERROR\r\n");
+            Step::Done(consumed)
+        }
+    }
+}
+
+async fn storage(
+    store: &Arc<Store>,
+    cmd: &[u8],
+    toks: &[&[u8]],
+    input: &[u8],
+    consumed: usize,
+    out: &mut Vec<u8>,
+) -> Step {
+    let is_cas = cmd == b"cas";
+    let base = if is_cas { 6 } else { 5 };
+    if toks.len() != base && toks.len() != base + 1 {
+        out.extend_from_slice(b"ERROR\r\n");
+        return Step::Done(consumed);
+    }
+    let noreply = toks.len() == base + 1 && toks[base] == b"noreply";
+    let key = toks[1];
+    if key.len() > KEY_MAX {
+        out.extend_from_slice(BAD_FORMAT);
+        return Step::Done(consumed);
+    }
+    let (Some(flags), Some(exptime), Some(vlen)) = (
+        parse_u32(toks[2]),
+        parse_exptime(toks[3]),
+        parse_i64(toks[4]),
+    ) else {
+        out.extend_from_slice(BAD_FORMAT);
+        return Step::Done(consumed);
+    };
+    let cas = if is_cas {
+        match parse_u64(toks[5]) {
+            Some(c) => Some(c),
+            None => {
+                out.extend_from_slice(BAD_FORMAT);
+                return Step::Done(consumed);
+            }
+        }
+    } else {
+        None
+    };
+    if !(0..=i32::MAX as i64 - 2).contains(&vlen) {
+        out.extend_from_slice(BAD_FORMAT);
+        return Step::Done(consumed);
+    }
+    let vlen = vlen as usize;
+    if vlen > store.item_max() {
+        out.extend_from_slice(b"SERVER_ERROR object too large for cache\r\n");
+        if cmd == b"set" {
+            // As memcached: a failed set must not leave the old value behind.
+            store.delete(key, None).await;
+        }
+        return Step::Swallow(consumed, vlen + 2);
+    }
+    if input.len() < consumed + vlen + 2 {
+        return Step::NeedMore;
+    }
+    let data = &input[consumed..consumed + vlen];
+    let total = consumed + vlen + 2;
+    if &input[consumed + vlen..total] != b"\r\n" {
+        out.extend_from_slice(b"CLIENT_ERROR bad data chunk\r\n");
+        return Step::Done(total);
+    }
+    let mode = match cmd {
+        b"add" => Mode::Add,
+        b"replace" => Mode::Replace,
+        b"append" => Mode::Append,
+        b"prepend" => Mode::Prepend,
+        _ => Mode::Set,
+    };
+    let r = store
+        .store(
+            key,
+            StoreReq {
+                mode,
+                flags,
+                exptime,
+                value: data,
+                cas,
+                new_cas: None,
+                vivify: None,
+            },
+        )
+        .await;
+    let reply: &[u8] = match r {
+        StoreRes::Stored { .. } => b"STORED\r\n",
+        StoreRes::NotStored => b"NOT_STORED\r\n",
+        StoreRes::Exists => b"EXISTS\r\n",
+        StoreRes::NotFound => b"NOT_FOUND\r\n",
+        StoreRes::TooLarge => b"SERVER_ERROR object too large for cache\r\n",
+    };
+    if !noreply || matches!(r, StoreRes::TooLarge) {
+        out.extend_from_slice(reply);
+    }
+    Step::Done(total)
+}
+
+fn stats(store: &Arc<Store>, toks: &[&[u8]], out: &mut Vec<u8>) {
+    let lines: Vec<(String, String)> = match toks.get(1).copied() {
+        None => store
+            .stats()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+        Some(b"settings") => {
+            let s = crate::server::settings();
+            vec![
+                ("maxbytes".into(), store_memory(store)),
+                ("maxconns".into(), s.1.to_string()),
+                ("num_threads".into(), s.0.to_string()),
+                ("item_size_max".into(), store.item_max().to_string()),
+                ("evictions".into(), "on".into()),
+                ("cas_enabled".into(), "yes".into()),
+                (
+                    "flash_direct_io".into(),
+                    u8::from(store.flash_direct()).to_string(),
+                ),
+            ]
+        }
+        Some(_) => {
+            out.extend_from_slice(b"ERROR\r\n");
+            return;
+        }
+    };
+    for (k, v) in lines {
+        out.extend_from_slice(b"STAT ");
+        out.extend_from_slice(k.as_bytes());
+        out.push(b' ');
+        out.extend_from_slice(v.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"END\r\n");
+}
+
+fn store_memory(store: &Arc<Store>) -> String {
+    store
+        .stats()
+        .into_iter()
+        .find(|(k, _)| *k == "limit_maxbytes")
+        .map(|(_, v)| v)
+        .unwrap_or_default()
+}

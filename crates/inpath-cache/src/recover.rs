@@ -1,0 +1,302 @@
+//! Checkpoint of the index and recovery: load the checkpoint when intact, then replay the log
+//! chunks written after it (each record checksummed; the first bad record ends a chunk).
+//! Format in docs/FORMATS.md ("cache checkpoint").
+
+use crate::flash::{self, AlignedBuf, FlashFile, ALIGN, CHUNK_HEADER, REC_HEADER};
+use crate::index::{Bucket, Entry, KeyHash, Loc};
+use crate::store::{Geometry, RecoverTarget, RecoveryReport};
+use std::io::Write;
+use std::path::Path;
+
+const MAGIC: &[u8; 8] = b"INPCKPT1";
+const END: &[u8; 8] = b"CKPTEND1";
+const VERSION: u32 = 1;
+const HEADER: usize = 64;
+
+/// A consistent copy of the index taken under the store lock.
+pub struct Snapshot {
+    pub buckets: Vec<Bucket>,
+    pub head: u64,
+    pub tail: u64,
+    pub cas: u64,
+    pub clock: u32,
+    pub geo: Geometry,
+}
+
+/// Writes the checkpoint to a temporary file, syncs it, and renames it over `path`.
+pub fn write_checkpoint(path: &Path, snap: &Snapshot) -> std::io::Result<()> {
+    let mut out = Vec::with_capacity(HEADER + snap.buckets.len() * 64 + 12);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&VERSION.to_le_bytes());
+    out.extend_from_slice(&snap.clock.to_le_bytes());
+    for v in [
+        snap.geo.chunk_size,
+        snap.geo.nchunks,
+        snap.buckets.len() as u64,
+        snap.head,
+        snap.tail,
+        snap.cas,
+    ] {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    for b in &snap.buckets {
+        for e in &b.e {
+            out.extend_from_slice(&e.w0.to_le_bytes());
+            out.extend_from_slice(&e.w1.to_le_bytes());
+        }
+    }
+    let crc = crc32fast::hash(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out.extend_from_slice(END);
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(&out)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent() {
+        if let Ok(d) = std::fs::File::open(if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        }) {
+            let _ = d.sync_all();
+        }
+    }
+    Ok(())
+}
+
+struct Loaded {
+    buckets: Vec<Bucket>,
+    head: u64,
+    tail: u64,
+    cas: u64,
+    clock: u32,
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(a)
+}
+
+/// Reads and checks a checkpoint: `Err(reason)` when absent, damaged or for another geometry.
+fn load_checkpoint(path: &Path, geo: Geometry) -> Result<Loaded, String> {
+    let data = match std::fs::read(path) {
+        Ok(d) => d,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err("none".into()),
+        Err(e) => return Err(format!("unreadable ({e})")),
+    };
+    if data.len() < HEADER + 12 || &data[0..8] != MAGIC {
+        return Err("not a checkpoint (bad magic or too short)".into());
+    }
+    if u32::from_le_bytes([data[8], data[9], data[10], data[11]]) != VERSION {
+        return Err("unknown checkpoint version".into());
+    }
+    let body = data.len() - 12;
+    if &data[body + 4..] != END
+        || u32::from_le_bytes([data[body], data[body + 1], data[body + 2], data[body + 3]])
+            != crc32fast::hash(&data[..body])
+    {
+        return Err("checksum mismatch (damaged checkpoint)".into());
+    }
+    let clock = u32::from_le_bytes([data[12], data[13], data[14], data[15]]);
+    let (chunk_size, nchunks, nbuckets) = (u64_at(&data, 16), u64_at(&data, 24), u64_at(&data, 32));
+    if chunk_size != geo.chunk_size || nchunks != geo.nchunks || nbuckets != geo.nbuckets {
+        return Err("geometry-changed".into());
+    }
+    if body != HEADER + nbuckets as usize * 64 {
+        return Err("length does not match its bucket count".into());
+    }
+    let mut buckets = vec![Bucket::default(); nbuckets as usize];
+    for (i, b) in buckets.iter_mut().enumerate() {
+        for (w, e) in b.e.iter_mut().enumerate() {
+            let at = HEADER + i * 64 + w * 16;
+            *e = Entry {
+                w0: u64_at(&data, at),
+                w1: u64_at(&data, at + 8),
+            };
+            if !e.is_empty() && matches!(e.loc(), Loc::Dram(_)) {
+                return Err("entry points into DRAM".into());
+            }
+        }
+    }
+    Ok(Loaded {
+        buckets,
+        head: u64_at(&data, 40),
+        tail: u64_at(&data, 48),
+        cas: u64_at(&data, 56),
+        clock,
+    })
+}
+
+/// Rebuilds the index from the checkpoint and the log; opens the chunk new writes go to.
+pub fn recover(
+    t: &mut RecoverTarget<'_>,
+    flash: &FlashFile,
+    ckpt: &Path,
+) -> std::io::Result<RecoveryReport> {
+    let geo = t.geo();
+    let cs = geo.chunk_size;
+    let mut report = RecoveryReport::default();
+    let loaded = load_checkpoint(ckpt, geo);
+    if let Err(reason) = &loaded {
+        if reason == "geometry-changed" {
+            // Sizes changed: the old log cannot be addressed; start empty.
+            flash.wipe(cs * geo.nchunks)?;
+            let _ = std::fs::remove_file(ckpt);
+            report.checkpoint_note = "sizes changed since the last run: started empty".into();
+            t.finish(0, 0);
+            return Ok(report);
+        }
+    }
+    // Chunk headers: which chunk number each slot of the file holds.
+    let mut valid: Vec<u64> = Vec::new();
+    let mut hdr = AlignedBuf::zeroed(ALIGN);
+    for phys in 0..geo.nchunks {
+        if flash.read_at(hdr.as_mut_slice(), phys * cs).is_err() {
+            continue;
+        }
+        if let Some(no) = flash::read_chunk_header(hdr.as_slice(), cs) {
+            if no % geo.nchunks == phys {
+                valid.push(no);
+            }
+        }
+    }
+    valid.sort_unstable();
+    let (run, start_off, mut tail) = match loaded {
+        Ok(l) => {
+            report.checkpoint_loaded = true;
+            report.checkpoint_note = "loaded".into();
+            t.index().buckets = l.buckets;
+            t.set_cas(l.cas);
+            t.set_clock(l.clock);
+            let start = l.head / cs;
+            let mut run = Vec::new();
+            for &no in valid.iter().filter(|&&n| n >= start) {
+                match run.last() {
+                    None => run.push(no),
+                    Some(&p) if no == p + 1 => run.push(no),
+                    _ => break,
+                }
+            }
+            let mut tail = l.tail;
+            let mut start_off = l.head;
+            if run.first().is_some_and(|&f| f != start) {
+                // The checkpoint's head chunk was overwritten: what it pointed at before the
+                // first surviving chunk is gone.
+                tail = tail.max(run[0] * cs);
+                start_off = run[0] * cs;
+            }
+            if run.is_empty() {
+                run.push(start);
+                start_off = l.head;
+            }
+            (run, start_off, tail)
+        }
+        Err(reason) => {
+            report.checkpoint_note = if reason == "none" {
+                "no checkpoint: replayed the whole log".into()
+            } else {
+                format!("checkpoint skipped: {reason}; replayed the whole log")
+            };
+            // The freshest consecutive run of chunks.
+            let mut run: Vec<u64> = Vec::new();
+            for &no in valid.iter().rev() {
+                match run.last() {
+                    None => run.push(no),
+                    Some(&p) if p == no + 1 => run.push(no),
+                    _ => break,
+                }
+            }
+            run.reverse();
+            let first = run.first().copied().unwrap_or(0);
+            (run, first * cs, first * cs)
+        }
+    };
+    let mut buf = AlignedBuf::zeroed(cs as usize);
+    let mut last_no = None;
+    let seal = t.seal();
+    for &no in &run {
+        let phys = (no % geo.nchunks) * cs;
+        if flash.read_at(buf.as_mut_slice(), phys).is_err()
+            || flash::read_chunk_header(buf.as_slice(), cs) != Some(no)
+        {
+            break;
+        }
+        last_no = Some(no);
+        report.chunks_replayed += 1;
+        let mut off = if no == start_off / cs {
+            ((start_off % cs) as usize).max(CHUNK_HEADER)
+        } else {
+            CHUNK_HEADER
+        };
+        while off + REC_HEADER <= cs as usize {
+            let Some(rec) = flash::decode_record(&buf.as_slice()[off..]) else {
+                break;
+            };
+            if rec.addr != no * cs + off as u64 {
+                break;
+            }
+            report.records_replayed += 1;
+            t.set_cas(rec.cas);
+            let step = flash::record_len(rec.key.len(), rec.value.len());
+            let Some((kind, key, _)) = crate::store::open_record(seal.as_ref(), &rec) else {
+                // Sealed with another key, or not sealed as configured: skipped, never served.
+                off += step;
+                continue;
+            };
+            match kind {
+                flash::KIND_SET => {
+                    let kh = KeyHash::of(&key);
+                    let clock = t.clock();
+                    let idx = t.index();
+                    let (pos, alt) = match idx.find(kh, key.len()) {
+                        Some(p) => (p, idx.get(p).alt()),
+                        None => idx.victim(kh, clock, |_| false),
+                    };
+                    *idx.get_mut(pos) = Entry::new(
+                        Loc::Flash(rec.addr),
+                        key.len(),
+                        kh.tag,
+                        rec.value.len(),
+                        clock,
+                        alt,
+                    );
+                }
+                flash::KIND_DELETE => {
+                    let kh = KeyHash::of(&key);
+                    let idx = t.index();
+                    if let Some(pos) = idx.find(kh, key.len()) {
+                        *idx.get_mut(pos) = Entry::default();
+                    }
+                }
+                _ => t.index().clear(),
+            }
+            off += step;
+        }
+    }
+    let open_no = match last_no {
+        Some(n) => n + 1,
+        None => {
+            if report.checkpoint_loaded {
+                start_off / cs + 1
+            } else {
+                valid.last().map_or(0, |&n| n + 1)
+            }
+        }
+    };
+    if last_no.is_none() && !report.checkpoint_loaded {
+        tail = open_no * cs;
+    }
+    // Chunks numbered at or past the new head are leftovers: make sure no later scan takes them.
+    let zero = AlignedBuf::zeroed(ALIGN);
+    for &no in valid.iter().filter(|&&n| n >= open_no) {
+        flash.write_at(zero.as_slice(), (no % geo.nchunks) * cs)?;
+    }
+    report.items = t.finish(tail, open_no);
+    Ok(report)
+}

@@ -1,0 +1,370 @@
+//! The TCP server: a tokio runtime with `threads` workers, one task per connection, periodic
+//! log flushes and checkpoints, clean shutdown (SIGTERM/SIGINT or [`Server::stop`]) with a final
+//! checkpoint.
+
+use crate::error::{CacheError, Result};
+use crate::proto::{self, Step};
+use crate::store::{Store, StoreConfig};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+static THREADS: AtomicUsize = AtomicUsize::new(0);
+static MAXCONNS: AtomicUsize = AtomicUsize::new(0);
+
+pub(crate) fn threads_setting() -> usize {
+    THREADS.load(Relaxed)
+}
+
+pub(crate) fn settings() -> (usize, usize) {
+    (THREADS.load(Relaxed), MAXCONNS.load(Relaxed))
+}
+
+/// User and system CPU seconds of this process.
+pub fn rusage() -> (f64, f64) {
+    // SAFETY: getrusage writes into the zeroed struct we own; RUSAGE_SELF is always valid.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        if libc::getrusage(libc::RUSAGE_SELF, &mut ru) != 0 {
+            return (0.0, 0.0);
+        }
+        ru
+    };
+    let secs = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    (secs(ru.ru_utime), secs(ru.ru_stime))
+}
+
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// Address to listen on (port 0 picks a free one).
+    pub listen: String,
+    pub threads: usize,
+    pub max_conns: usize,
+    pub store: StoreConfig,
+    /// How often the open log chunk is handed to the file (the "last flush" bound on loss).
+    pub sync_interval: Duration,
+    /// How often the index is checkpointed.
+    pub checkpoint_interval: Duration,
+    /// Stop on SIGTERM / SIGINT.
+    pub handle_signals: bool,
+}
+
+impl ServerConfig {
+    pub fn new(listen: impl Into<String>, store: StoreConfig) -> ServerConfig {
+        ServerConfig {
+            listen: listen.into(),
+            threads: 4,
+            max_conns: 1024,
+            store,
+            sync_interval: Duration::from_millis(200),
+            checkpoint_interval: Duration::from_secs(60),
+            handle_signals: false,
+        }
+    }
+}
+
+/// A running server.
+pub struct Server {
+    addr: SocketAddr,
+    store: Arc<Store>,
+    stop_tx: Option<tokio::sync::watch::Sender<bool>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Server {
+    /// Binds the address, recovers the store, and starts serving on a background runtime.
+    pub fn start(cfg: ServerConfig) -> Result<Server> {
+        if cfg.threads == 0 || cfg.max_conns == 0 {
+            return Err(CacheError::Config(
+                "threads and max connections must be at least 1".into(),
+            ));
+        }
+        let listener =
+            std::net::TcpListener::bind(&cfg.listen).map_err(|e| CacheError::Listen {
+                addr: cfg.listen.clone(),
+                source: e,
+            })?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let store = Store::open(cfg.store.clone())?;
+        if cfg.store.verbose {
+            let r = &store.recovery;
+            eprintln!(
+                "inpath cache: recovered {} items (checkpoint: {}; {} chunks, {} records replayed); \
+                 flash I/O {}",
+                r.items,
+                r.checkpoint_note,
+                r.chunks_replayed,
+                r.records_replayed,
+                if store.flash_direct() { "O_DIRECT" } else { "buffered (O_DIRECT refused by the filesystem)" }
+            );
+        }
+        // A fresh checkpoint right away: the next recovery replays only what follows.
+        store.checkpoint()?;
+        THREADS.store(cfg.threads, Relaxed);
+        MAXCONNS.store(cfg.max_conns, Relaxed);
+        // memcached's model: `threads` workers, each its own single-threaded event loop with
+        // the connections handed to it; a main loop accepts, flushes the log and checkpoints.
+        let mut workers = Vec::with_capacity(cfg.threads);
+        let mut senders = Vec::with_capacity(cfg.threads);
+        for i in 0..cfg.threads {
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<std::net::TcpStream>();
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .max_blocking_threads(32)
+                .build()?;
+            let st = store.clone();
+            let handle = std::thread::Builder::new()
+                .name(format!("inpath-cache-{i}"))
+                .spawn(move || {
+                    rt.block_on(async move {
+                        while let Some(sock) = rx.recv().await {
+                            let Ok(sock) = tokio::net::TcpStream::from_std(sock) else {
+                                st.counters.curr_connections.fetch_sub(1, Relaxed);
+                                continue;
+                            };
+                            let st = st.clone();
+                            tokio::spawn(async move {
+                                connection(sock, &st).await;
+                                st.counters.curr_connections.fetch_sub(1, Relaxed);
+                            });
+                        }
+                    });
+                    rt.shutdown_timeout(Duration::from_secs(2));
+                })?;
+            workers.push(handle);
+            senders.push(tx);
+        }
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let st = store.clone();
+        let thread = std::thread::Builder::new()
+            .name("inpath-cache-main".into())
+            .spawn(move || {
+                let listener = {
+                    let _guard = runtime.enter();
+                    tokio::net::TcpListener::from_std(listener)
+                };
+                match listener {
+                    Ok(l) => runtime.block_on(serve(l, st.clone(), cfg, stop_rx, senders)),
+                    Err(e) => eprintln!("inpath cache: {e}"),
+                }
+                runtime.shutdown_timeout(Duration::from_secs(2));
+                for w in workers {
+                    let _ = w.join();
+                }
+                if let Err(e) = st.close() {
+                    eprintln!("inpath cache: final checkpoint failed: {e}");
+                }
+            })?;
+        Ok(Server {
+            addr,
+            store,
+            stop_tx: Some(stop_tx),
+            thread: Some(thread),
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// Clean shutdown: stop accepting, write the final checkpoint.
+    pub fn stop(mut self) -> Result<()> {
+        if let Some(tx) = self.stop_tx.take() {
+            let _ = tx.send(true);
+        }
+        self.join()
+    }
+
+    /// Runs until a signal stops the server (with `handle_signals`) or `stop` is called elsewhere.
+    pub fn wait(mut self) -> Result<()> {
+        self.join()
+    }
+
+    fn join(&mut self) -> Result<()> {
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.store.close()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(tx) = self.stop_tx.take() {
+            let _ = tx.send(true);
+        }
+        let _ = self.join();
+    }
+}
+
+async fn serve(
+    listener: tokio::net::TcpListener,
+    store: Arc<Store>,
+    cfg: ServerConfig,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+    workers: Vec<tokio::sync::mpsc::UnboundedSender<std::net::TcpStream>>,
+) {
+    let mut next = 0usize;
+    let mut sync_tick = tokio::time::interval(cfg.sync_interval);
+    let mut ckpt_tick = tokio::time::interval(cfg.checkpoint_interval);
+    ckpt_tick.tick().await;
+    let signals = if cfg.handle_signals {
+        use tokio::signal::unix::{signal, SignalKind};
+        match (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) {
+            (Ok(t), Ok(i)) => Some((t, i)),
+            _ => None,
+        }
+    } else {
+        None
+    };
+    let mut signals = signals;
+    let verbose = cfg.store.verbose;
+    loop {
+        let sig = async {
+            match signals.as_mut() {
+                Some((t, i)) => {
+                    tokio::select! {
+                        _ = t.recv() => "SIGTERM",
+                        _ = i.recv() => "SIGINT",
+                    }
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            accepted = listener.accept() => {
+                match accepted {
+                    Ok((sock, _)) => {
+                        let c = &store.counters;
+                        if c.curr_connections.load(Relaxed) as usize >= cfg.max_conns {
+                            c.rejected_connections.fetch_add(1, Relaxed);
+                            tokio::spawn(async move {
+                                let mut sock = sock;
+                                let _ = sock.write_all(b"ERROR Too many open connections\r\n").await;
+                            });
+                            continue;
+                        }
+                        c.curr_connections.fetch_add(1, Relaxed);
+                        c.total_connections.fetch_add(1, Relaxed);
+                        let _ = sock.set_nodelay(true);
+                        match sock.into_std() {
+                            Ok(std_sock) => {
+                                next = (next + 1) % workers.len();
+                                if workers[next].send(std_sock).is_err() {
+                                    c.curr_connections.fetch_sub(1, Relaxed);
+                                }
+                            }
+                            Err(_) => {
+                                c.curr_connections.fetch_sub(1, Relaxed);
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        // Out of descriptors and the like: back off briefly, keep serving.
+                        if verbose {
+                            eprintln!("inpath cache: accept: {e}");
+                        }
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                }
+            }
+            _ = sync_tick.tick() => store.flush_log(),
+            _ = ckpt_tick.tick() => {
+                let st = store.clone();
+                let r = tokio::task::spawn_blocking(move || st.checkpoint()).await;
+                if let Ok(Err(e)) = r {
+                    eprintln!("inpath cache: checkpoint failed: {e}");
+                }
+            }
+            name = sig => {
+                eprintln!("inpath cache: {name}: shutting down (final checkpoint)");
+                break;
+            }
+            _ = stop.changed() => break,
+        }
+    }
+}
+
+async fn connection(mut sock: tokio::net::TcpStream, store: &Arc<Store>) {
+    let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
+    let mut start = 0usize;
+    let mut out: Vec<u8> = Vec::with_capacity(16 * 1024);
+    let mut swallow = 0usize;
+    let counters = &store.counters;
+    loop {
+        // Answer every whole request in the buffer, then write the replies in one go.
+        let mut close = false;
+        loop {
+            if swallow > 0 {
+                let n = swallow.min(buf.len() - start);
+                start += n;
+                swallow -= n;
+                if swallow > 0 {
+                    break;
+                }
+            }
+            if start == buf.len() {
+                break;
+            }
+            match proto::step(store, &buf[start..], &mut out).await {
+                Step::NeedMore => break,
+                Step::Done(n) => start += n,
+                Step::Swallow(n, s) => {
+                    start += n;
+                    swallow = s;
+                }
+                Step::Close => {
+                    close = true;
+                    break;
+                }
+            }
+            if out.len() > 256 * 1024 {
+                if sock.write_all(&out).await.is_err() {
+                    return;
+                }
+                counters.bytes_written.fetch_add(out.len() as u64, Relaxed);
+                out.clear();
+            }
+        }
+        if !out.is_empty() {
+            if sock.write_all(&out).await.is_err() {
+                return;
+            }
+            counters.bytes_written.fetch_add(out.len() as u64, Relaxed);
+            out.clear();
+        }
+        if close {
+            return;
+        }
+        if start > 0 {
+            buf.drain(..start);
+            start = 0;
+        }
+        if buf.capacity() - buf.len() < 4096 {
+            buf.reserve(buf.capacity().max(16 * 1024));
+        }
+        match sock.read_buf(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                counters.bytes_read.fetch_add(n as u64, Relaxed);
+            }
+        }
+        // A connection idling with a huge buffer gives memory back.
+        if buf.is_empty() && buf.capacity() > 4 << 20 {
+            buf = Vec::with_capacity(16 * 1024);
+        }
+    }
+}

@@ -1,0 +1,1659 @@
+//! The key-value store: DRAM index, hot values in DRAM (sampled-LRU victims), and the flash log
+//! (write-through, 1 MiB-class chunks, oldest chunk reclaimed), checkpoint and recovery.
+//!
+//! Every mutation appends a checksummed record to the log (write-through), so a value's DRAM copy
+//! always has a flash copy (its `backing` address) unless that copy's chunk was reclaimed; then
+//! the DRAM victim is written again ("rescued"). Reclaiming a chunk is lazy: the log tail moves
+//! past it and any index entry pointing below the tail is dead (a miss that touches no flash).
+
+use crate::error::{CacheError, Result};
+use crate::flash::{self, AlignedBuf, FlashFile, ALIGN, CHUNK_HEADER};
+use crate::index::{Entry, Index, KeyHash, Loc, Pos, VLEN_MAX};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{mpsc, Arc, Mutex, MutexGuard};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+/// Longest key, as memcached.
+pub const KEY_MAX: usize = 250;
+/// Relative expiry times above this are absolute unix times (memcached's rule).
+const REALTIME_MAXDELTA: i64 = 60 * 60 * 24 * 30;
+/// DRAM cost of one value beyond its key and value bytes (item struct, allocator rounding).
+const DRAM_ITEM_OVERHEAD: usize = 64;
+/// Sealed chunks queued for the writer thread at most (backpressure beyond).
+const WRITE_QUEUE: usize = 2;
+/// Random DRAM items sampled per eviction (sampled LRU).
+const LRU_SAMPLES: usize = 5;
+
+/// At-rest protection of the flash records, implemented outside this crate (the CLI's
+/// `--seal-key` plugs in the seal engine: compress, then AES-256-GCM). `seal` turns a payload
+/// into an opaque blob; `unseal` returns `None` for anything it cannot authenticate.
+pub trait RecordSeal: Send + Sync {
+    fn seal(&self, plain: &[u8]) -> std::result::Result<Vec<u8>, String>;
+    fn unseal(&self, sealed: &[u8]) -> Option<Vec<u8>>;
+    /// What it does, for the log and `stats` (e.g. "lz4+aes256-gcm").
+    fn describe(&self) -> String;
+}
+
+/// A [`RecordSeal`] in a configuration.
+#[derive(Clone)]
+pub struct SealHook(pub Arc<dyn RecordSeal>);
+
+impl std::fmt::Debug for SealHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SealHook({})", self.0.describe())
+    }
+}
+
+/// Sizes and paths of a store.
+#[derive(Clone, Debug)]
+pub struct StoreConfig {
+    /// DRAM budget in bytes: index + log buffers + hot values.
+    pub memory: u64,
+    pub flash_path: PathBuf,
+    pub flash_size: u64,
+    /// Largest value in bytes (`-I`).
+    pub item_max: usize,
+    /// Expected average item size; the index gets `flash_size / avg_item_size` entries.
+    pub avg_item_size: usize,
+    /// Log messages on standard error.
+    pub verbose: bool,
+    /// Seal every record written to flash (key and value together).
+    pub seal: Option<SealHook>,
+}
+
+impl StoreConfig {
+    pub fn new(flash_path: PathBuf) -> StoreConfig {
+        StoreConfig {
+            memory: 64 << 20,
+            flash_path,
+            flash_size: 1 << 30,
+            item_max: 1 << 20,
+            avg_item_size: 1024,
+            verbose: false,
+            seal: None,
+        }
+    }
+}
+
+/// Sizes derived from the configuration.
+#[derive(Clone, Copy, Debug)]
+pub struct Geometry {
+    pub chunk_size: u64,
+    pub nchunks: u64,
+    pub nbuckets: u64,
+    pub dram_budget: usize,
+}
+
+impl Geometry {
+    pub fn of(cfg: &StoreConfig) -> Result<Geometry> {
+        if cfg.item_max < 1024 || cfg.item_max as u64 > VLEN_MAX {
+            return Err(CacheError::Config(format!(
+                "item size limit {} out of range (1 KiB to {} bytes)",
+                cfg.item_max, VLEN_MAX
+            )));
+        }
+        // Room for the largest record, sealed (seal header, tag, an incompressible page stored).
+        let largest = flash::record_len(KEY_MAX, cfg.item_max) + CHUNK_HEADER + 8192;
+        let chunk_size = flash::round_up(largest.max(1 << 20), ALIGN) as u64;
+        let nchunks = cfg.flash_size / chunk_size;
+        if nchunks < 8 {
+            return Err(CacheError::Config(format!(
+                "flash size {} is too small: at least 8 chunks of {} bytes",
+                cfg.flash_size, chunk_size
+            )));
+        }
+        let entries = (cfg.flash_size / cfg.avg_item_size.max(64) as u64).max(4096);
+        let nbuckets = entries.div_ceil(4);
+        let index_bytes = nbuckets * 64;
+        let buffers = chunk_size * (WRITE_QUEUE as u64 + 2);
+        let fixed = index_bytes + buffers;
+        if cfg.memory < fixed + 2 * chunk_size {
+            return Err(CacheError::Config(format!(
+                "memory {} bytes is too small: the index takes {} and the log buffers {}; \
+                 give at least {} bytes (or a smaller flash size / larger average item size)",
+                cfg.memory,
+                index_bytes,
+                buffers,
+                fixed + 2 * chunk_size
+            )));
+        }
+        Ok(Geometry {
+            chunk_size,
+            nchunks,
+            nbuckets,
+            dram_budget: (cfg.memory - fixed) as usize,
+        })
+    }
+}
+
+/// A value as returned to the protocol layer.
+#[derive(Clone, Debug)]
+pub struct ItemOut {
+    pub flags: u32,
+    pub cas: u64,
+    pub exptime: u32,
+    pub value: Vec<u8>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Set,
+    Add,
+    Replace,
+    Append,
+    Prepend,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct StoreReq<'a> {
+    pub mode: Mode,
+    pub flags: u32,
+    pub exptime: u32,
+    pub value: &'a [u8],
+    /// Compare-and-swap: store only when the current cas is this.
+    pub cas: Option<u64>,
+    /// Use this cas for the new item (meta E flag).
+    pub new_cas: Option<u64>,
+    /// Append/prepend on a miss creates the item with this expiry (meta N flag).
+    pub vivify: Option<u32>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreRes {
+    Stored { cas: u64, size: usize },
+    NotStored,
+    Exists,
+    NotFound,
+    TooLarge,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DelRes {
+    Deleted,
+    NotFound,
+    Exists,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArithRes {
+    Value { value: u64, cas: u64, exptime: u32 },
+    NotFound,
+    NonNumeric,
+    Exists,
+}
+
+/// Counters bumped outside the store lock.
+#[derive(Default)]
+pub struct Counters {
+    pub cmd_get: AtomicU64,
+    pub cmd_set: AtomicU64,
+    pub cmd_flush: AtomicU64,
+    pub cmd_touch: AtomicU64,
+    pub get_hits: AtomicU64,
+    pub get_misses: AtomicU64,
+    pub get_expired: AtomicU64,
+    pub delete_hits: AtomicU64,
+    pub delete_misses: AtomicU64,
+    pub incr_hits: AtomicU64,
+    pub incr_misses: AtomicU64,
+    pub decr_hits: AtomicU64,
+    pub decr_misses: AtomicU64,
+    pub cas_hits: AtomicU64,
+    pub cas_misses: AtomicU64,
+    pub cas_badval: AtomicU64,
+    pub touch_hits: AtomicU64,
+    pub touch_misses: AtomicU64,
+    pub curr_connections: AtomicU64,
+    pub total_connections: AtomicU64,
+    pub rejected_connections: AtomicU64,
+    pub bytes_read: AtomicU64,
+    pub bytes_written: AtomicU64,
+    pub flash_reads: AtomicU64,
+    pub flash_read_bytes: AtomicU64,
+    pub flash_read_errors: AtomicU64,
+    pub flash_write_errors: AtomicU64,
+    pub flash_hits: AtomicU64,
+    pub dram_hits: AtomicU64,
+    pub log_buffer_hits: AtomicU64,
+    pub index_false_positives: AtomicU64,
+    pub damaged_records: AtomicU64,
+    pub checkpoints: AtomicU64,
+}
+
+struct DramItem {
+    /// Key then value.
+    data: Box<[u8]>,
+    key_len: u8,
+    flags: u32,
+    exptime: u32,
+    cas: u64,
+    /// Log address of this value's latest record.
+    backing: u64,
+    /// Payload bytes of that record (the value, or the sealed blob).
+    backing_len: u32,
+    clock: u32,
+    kh: KeyHash,
+}
+
+impl DramItem {
+    fn key(&self) -> &[u8] {
+        &self.data[..self.key_len as usize]
+    }
+    fn value(&self) -> &[u8] {
+        &self.data[self.key_len as usize..]
+    }
+    fn cost(&self) -> usize {
+        self.data.len() + DRAM_ITEM_OVERHEAD
+    }
+}
+
+enum Found {
+    Miss,
+    Dram(Pos, usize),
+    Flash(Pos, u64),
+}
+
+enum Job {
+    Write {
+        offset: u64,
+        buf: Arc<AlignedBuf>,
+        from: usize,
+        to: usize,
+        pending: Option<u64>,
+    },
+    Sync(mpsc::Sender<std::io::Result<()>>),
+}
+
+pub struct Inner {
+    index: Index,
+    dram: Vec<DramItem>,
+    dram_bytes: usize,
+    dram_budget: usize,
+    clock: u32,
+    cas: u64,
+    head: u64,
+    tail: u64,
+    open_no: u64,
+    open: AlignedBuf,
+    flushed: usize,
+    live: Vec<u32>,
+    curr_items: u64,
+    rng: u64,
+    total_items: u64,
+    evictions: u64,
+    reclaimed_items: u64,
+    reclaimed_chunks: u64,
+    dram_evictions: u64,
+    rescued: u64,
+    tag_collisions: u64,
+    flash_bytes_written: u64,
+    geo: Geometry,
+    seal: Option<SealHook>,
+    /// Payload bytes of the record `append` wrote last.
+    last_payload: usize,
+    seal_errors: u64,
+    writer: mpsc::SyncSender<Job>,
+    pending: Arc<Mutex<HashMap<u64, Arc<AlignedBuf>>>>,
+}
+
+/// The store shared by all connections.
+pub struct Store {
+    inner: Mutex<Inner>,
+    flash: Arc<FlashFile>,
+    pending: Arc<Mutex<HashMap<u64, Arc<AlignedBuf>>>>,
+    writer_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    pub counters: Arc<Counters>,
+    pub geo: Geometry,
+    cfg: StoreConfig,
+    ckpt_path: PathBuf,
+    started: Instant,
+    /// What recovery found, for the log and for stats.
+    pub recovery: RecoveryReport,
+    closed: AtomicBool,
+}
+
+/// What recovery found at start.
+#[derive(Clone, Debug, Default)]
+pub struct RecoveryReport {
+    pub checkpoint_loaded: bool,
+    pub checkpoint_note: String,
+    pub chunks_replayed: u64,
+    pub records_replayed: u64,
+    pub items: u64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Seconds since the unix epoch (saturating into u32).
+pub fn now_unix() -> u32 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs().min(u32::MAX as u64) as u32)
+        .unwrap_or(0)
+}
+
+/// Converts a protocol expiry (0 = never, <= 30 days relative, else absolute, negative = already
+/// expired) into an absolute unix time (0 = never).
+pub fn abs_exptime(exptime: i64) -> u32 {
+    if exptime < 0 {
+        1
+    } else if exptime == 0 {
+        0
+    } else if exptime <= REALTIME_MAXDELTA {
+        (now_unix() as i64 + exptime).min(u32::MAX as i64) as u32
+    } else {
+        exptime.min(u32::MAX as i64) as u32
+    }
+}
+
+fn expired(exptime: u32, now: u32) -> bool {
+    exptime != 0 && exptime <= now
+}
+
+impl Inner {
+    fn phys(&self, addr: u64) -> usize {
+        ((addr / self.geo.chunk_size) % self.geo.nchunks) as usize
+    }
+
+    fn tick(&mut self) -> u32 {
+        self.clock = self.clock.wrapping_add(1);
+        self.clock
+    }
+
+    fn next_cas(&mut self) -> u64 {
+        self.cas += 1;
+        self.cas
+    }
+
+    fn rand(&mut self) -> u64 {
+        // xorshift64*
+        let mut x = self.rng;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn lookup(&mut self, key: &[u8], kh: KeyHash) -> Found {
+        let Some(pos) = self.index.find(kh, key.len()) else {
+            return Found::Miss;
+        };
+        match self.index.get(pos).loc() {
+            Loc::Dram(slot) => {
+                let slot = slot as usize;
+                if slot < self.dram.len() && self.dram[slot].key() == key {
+                    Found::Dram(pos, slot)
+                } else {
+                    Found::Miss
+                }
+            }
+            Loc::Flash(addr) => {
+                if addr < self.tail {
+                    // Its chunk was reclaimed: drop the dead entry (already uncounted).
+                    *self.index.get_mut(pos) = Entry::default();
+                    Found::Miss
+                } else {
+                    Found::Flash(pos, addr)
+                }
+            }
+        }
+    }
+
+    fn remove_entry(&mut self, pos: Pos) {
+        let e = *self.index.get(pos);
+        if e.is_empty() {
+            return;
+        }
+        match e.loc() {
+            Loc::Dram(slot) => {
+                self.dram_remove(slot as usize);
+                self.curr_items -= 1;
+            }
+            Loc::Flash(addr) => {
+                if addr >= self.tail {
+                    let p = self.phys(addr);
+                    self.live[p] = self.live[p].saturating_sub(1);
+                    self.curr_items -= 1;
+                }
+            }
+        }
+        *self.index.get_mut(pos) = Entry::default();
+    }
+
+    /// Removes a DRAM item, keeping the vector dense: the last item moves into the hole and its
+    /// index entry (found through the item's hash: the backward pointer) is updated.
+    fn dram_remove(&mut self, slot: usize) -> Option<DramItem> {
+        if slot >= self.dram.len() {
+            return None;
+        }
+        let last = self.dram.len() - 1;
+        let item = self.dram.swap_remove(slot);
+        self.dram_bytes -= item.cost();
+        if slot != last {
+            let kh = self.dram[slot].kh;
+            if let Some(pos) = self.index.find_loc(kh, Loc::Dram(last as u64)) {
+                self.index.get_mut(pos).set_loc(Loc::Dram(slot as u64));
+            }
+        }
+        Some(item)
+    }
+
+    /// Appends a record to the log and returns its address.
+    #[allow(clippy::too_many_arguments)]
+    fn append(
+        &mut self,
+        kind: u8,
+        flags: u32,
+        exptime: u32,
+        cas: u64,
+        key: &[u8],
+        value: &[u8],
+    ) -> u64 {
+        let blob;
+        let (kind, key, value) = match (&self.seal, kind) {
+            (Some(h), flash::KIND_SET | flash::KIND_DELETE) => {
+                let mut plain = Vec::with_capacity(1 + key.len() + value.len());
+                plain.push(key.len() as u8);
+                plain.extend_from_slice(key);
+                plain.extend_from_slice(value);
+                blob = match h.0.seal(&plain) {
+                    Ok(b) => b,
+                    Err(e) => {
+                        // Never write it in the clear: an empty record, a miss when read.
+                        self.seal_errors += 1;
+                        if self.seal_errors == 1 {
+                            eprintln!("inpath cache: sealing a record failed: {e}");
+                        }
+                        Vec::new()
+                    }
+                };
+                (kind | flash::SEALED, &[][..], &blob[..])
+            }
+            _ => (kind, key, value),
+        };
+        let cs = self.geo.chunk_size;
+        let (kind, key, value) =
+            if flash::record_len(key.len(), value.len()) + CHUNK_HEADER > cs as usize {
+                // Cannot happen with the chunk size from `Geometry` (it leaves room for
+                // sealing): an empty record that replay skips and a read treats as a miss,
+                // rather than a torn chunk.
+                self.seal_errors += 1;
+                (flash::KIND_DELETE | flash::SEALED, &[][..], &[][..])
+            } else {
+                (kind, key, value)
+            };
+        self.last_payload = value.len();
+        let len = flash::record_len(key.len(), value.len());
+        if self.head - self.open_no * cs + len as u64 > cs {
+            self.seal_open();
+        }
+        let addr = self.head;
+        let off = (addr - self.open_no * cs) as usize;
+        flash::encode_record(
+            &mut self.open.as_mut_slice()[off..],
+            kind,
+            flags,
+            exptime,
+            cas,
+            addr,
+            key,
+            value,
+        );
+        self.head += len as u64;
+        self.flash_bytes_written += len as u64;
+        addr
+    }
+
+    /// Hands the open chunk to the writer and opens the next one, reclaiming the oldest chunk
+    /// when the log has wrapped.
+    fn seal_open(&mut self) {
+        let cs = self.geo.chunk_size;
+        let full = std::mem::replace(&mut self.open, AlignedBuf::zeroed(cs as usize));
+        let full = Arc::new(full);
+        let no = self.open_no;
+        lock(&self.pending).insert(no, full.clone());
+        let from = self.flushed / ALIGN * ALIGN;
+        let _ = self.writer.send(Job::Write {
+            offset: self.phys(no * cs) as u64 * cs,
+            buf: full,
+            from,
+            to: cs as usize,
+            pending: Some(no),
+        });
+        self.open_chunk(no + 1);
+    }
+
+    fn open_chunk(&mut self, no: u64) {
+        let cs = self.geo.chunk_size;
+        self.open_no = no;
+        self.open.as_mut_slice().fill(0);
+        flash::write_chunk_header(self.open.as_mut_slice(), no, cs);
+        self.head = no * cs + CHUNK_HEADER as u64;
+        self.flushed = 0;
+        if no >= self.geo.nchunks {
+            let new_tail = (no + 1 - self.geo.nchunks) * cs;
+            if new_tail > self.tail {
+                let p = self.phys(no * cs);
+                self.curr_items -= self.live[p] as u64;
+                self.reclaimed_items += self.live[p] as u64;
+                self.evictions += self.live[p] as u64;
+                self.live[p] = 0;
+                self.reclaimed_chunks += 1;
+                self.tail = new_tail;
+            }
+        }
+    }
+
+    /// Sends the unwritten part of the open chunk to the writer (a copy: the chunk keeps filling).
+    fn flush_open(&mut self) {
+        let cs = self.geo.chunk_size;
+        let end = (self.head - self.open_no * cs) as usize;
+        if end <= self.flushed {
+            return;
+        }
+        let from = self.flushed / ALIGN * ALIGN;
+        let to = flash::round_up(end, ALIGN).min(cs as usize);
+        let mut copy = AlignedBuf::zeroed(to - from);
+        copy.as_mut_slice()[..to - from].copy_from_slice(&self.open.as_slice()[from..to]);
+        let _ = self.writer.send(Job::Write {
+            offset: self.phys(self.open_no * cs) as u64 * cs + from as u64,
+            buf: Arc::new(copy),
+            from: 0,
+            to: to - from,
+            pending: None,
+        });
+        self.flushed = end;
+    }
+
+    /// Evicts DRAM items until `need` more bytes fit: the oldest of a few random samples goes
+    /// to flash (its index entry now points at its log record).
+    fn make_room(&mut self, need: usize, now: u32) {
+        while self.dram_bytes + need > self.dram_budget && !self.dram.is_empty() {
+            let n = self.dram.len() as u64;
+            let mut victim = (self.rand() % n) as usize;
+            for _ in 1..LRU_SAMPLES {
+                let s = (self.rand() % n) as usize;
+                if self.clock.wrapping_sub(self.dram[s].clock)
+                    > self.clock.wrapping_sub(self.dram[victim].clock)
+                {
+                    victim = s;
+                }
+            }
+            self.evict_to_flash(victim, now);
+        }
+    }
+
+    fn evict_to_flash(&mut self, slot: usize, now: u32) {
+        let kh = self.dram[slot].kh;
+        let Some(pos) = self.index.find_loc(kh, Loc::Dram(slot as u64)) else {
+            self.dram_remove(slot);
+            return;
+        };
+        self.dram_evictions += 1;
+        if expired(self.dram[slot].exptime, now) {
+            self.remove_entry(pos);
+            return;
+        }
+        let mut backing = self.dram[slot].backing;
+        if backing < self.tail {
+            // Its record was reclaimed: write it again at the head of the log.
+            let it = &self.dram[slot];
+            let (flags, exptime, cas) = (it.flags, it.exptime, it.cas);
+            let data = std::mem::take(&mut self.dram[slot].data);
+            let kl = self.dram[slot].key_len as usize;
+            backing = self.append(
+                flash::KIND_SET,
+                flags,
+                exptime,
+                cas,
+                &data[..kl],
+                &data[kl..],
+            );
+            self.dram[slot].data = data;
+            self.dram[slot].backing_len = self.last_payload as u32;
+            self.rescued += 1;
+        }
+        let p = self.phys(backing);
+        self.live[p] += 1;
+        let blen = self.dram[slot].backing_len as usize;
+        let e = self.index.get_mut(pos);
+        e.set_loc(Loc::Flash(backing));
+        e.set_value_len(blen);
+        self.dram_remove(slot);
+    }
+
+    /// Puts a new version of `key` in DRAM, replacing what the index holds for it. `backing` is
+    /// the address of its log record.
+    #[allow(clippy::too_many_arguments)]
+    fn insert(
+        &mut self,
+        key: &[u8],
+        kh: KeyHash,
+        flags: u32,
+        exptime: u32,
+        cas: u64,
+        value: &[u8],
+        backing: u64,
+        backing_len: usize,
+        now: u32,
+    ) -> usize {
+        if let Some(pos) = self.index.find(kh, key.len()) {
+            self.remove_entry(pos);
+        }
+        let mut data = Vec::with_capacity(key.len() + value.len());
+        data.extend_from_slice(key);
+        data.extend_from_slice(value);
+        let clock = self.tick();
+        let item = DramItem {
+            data: data.into_boxed_slice(),
+            key_len: key.len() as u8,
+            flags,
+            exptime,
+            cas,
+            backing,
+            backing_len: backing_len as u32,
+            clock,
+            kh,
+        };
+        self.make_room(item.cost(), now);
+        let tail = self.tail;
+        let (pos, alt) = self.index.victim(kh, clock, |e| match e.loc() {
+            Loc::Flash(a) => a < tail,
+            Loc::Dram(_) => false,
+        });
+        let old = *self.index.get(pos);
+        if !old.is_empty() {
+            let live = match old.loc() {
+                Loc::Flash(a) => a >= tail,
+                Loc::Dram(_) => true,
+            };
+            if live {
+                self.evictions += 1;
+            }
+            self.remove_entry(pos);
+        }
+        self.dram_bytes += item.cost();
+        self.dram.push(item);
+        let slot = self.dram.len() - 1;
+        *self.index.get_mut(pos) = Entry::new(
+            Loc::Dram(slot as u64),
+            key.len(),
+            kh.tag,
+            value.len(),
+            clock,
+            alt,
+        );
+        self.curr_items += 1;
+        self.total_items += 1;
+        slot
+    }
+
+    /// Writes a new version (log record, then DRAM) and returns its cas.
+    #[allow(clippy::too_many_arguments)]
+    fn write_item(
+        &mut self,
+        key: &[u8],
+        kh: KeyHash,
+        flags: u32,
+        exptime: u32,
+        value: &[u8],
+        new_cas: Option<u64>,
+        now: u32,
+    ) -> u64 {
+        let cas = match new_cas {
+            Some(c) => {
+                self.cas = self.cas.max(c);
+                c
+            }
+            None => self.next_cas(),
+        };
+        let addr = self.append(flash::KIND_SET, flags, exptime, cas, key, value);
+        let blen = self.last_payload;
+        self.insert(key, kh, flags, exptime, cas, value, addr, blen, now);
+        cas
+    }
+
+    fn bump(&mut self, pos: Pos, slot: usize) {
+        let c = self.tick();
+        self.index.get_mut(pos).set_clock(c);
+        self.dram[slot].clock = c;
+    }
+
+    fn item_out(&self, slot: usize) -> ItemOut {
+        let it = &self.dram[slot];
+        ItemOut {
+            flags: it.flags,
+            cas: it.cas,
+            exptime: it.exptime,
+            value: it.value().to_vec(),
+        }
+    }
+
+    fn clear_all(&mut self) {
+        self.index.clear();
+        self.dram.clear();
+        self.dram_bytes = 0;
+        self.live.fill(0);
+        self.curr_items = 0;
+    }
+}
+
+/// What a resolved key is, under the lock: absent, or in DRAM at this entry and slot.
+type Current = Option<(Pos, usize)>;
+
+impl Store {
+    /// Opens (or creates) the flash file and recovers what it and the checkpoint hold.
+    pub fn open(cfg: StoreConfig) -> Result<Arc<Store>> {
+        let geo = Geometry::of(&cfg)?;
+        let flash_size = geo.chunk_size * geo.nchunks;
+        let flash = Arc::new(FlashFile::open(
+            &cfg.flash_path,
+            cfg.flash_size.max(flash_size),
+        )?);
+        let ckpt_path = {
+            let mut p = cfg.flash_path.clone().into_os_string();
+            p.push(".ckpt");
+            PathBuf::from(p)
+        };
+        let pending: Arc<Mutex<HashMap<u64, Arc<AlignedBuf>>>> = Arc::default();
+        let counters = Arc::new(Counters::default());
+        let (tx, rx) = mpsc::sync_channel::<Job>(WRITE_QUEUE);
+        let writer_thread = {
+            let flash = flash.clone();
+            let pending = pending.clone();
+            let counters = counters.clone();
+            let verbose = cfg.verbose;
+            std::thread::Builder::new()
+                .name("inpath-cache-writer".into())
+                .spawn(move || writer_loop(rx, flash, pending, counters, verbose))?
+        };
+        let seed = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1)
+            | 1;
+        let mut inner = Inner {
+            index: Index::new(geo.nbuckets as usize),
+            dram: Vec::new(),
+            dram_bytes: 0,
+            dram_budget: geo.dram_budget,
+            clock: 0,
+            cas: 0,
+            head: CHUNK_HEADER as u64,
+            tail: 0,
+            open_no: 0,
+            open: AlignedBuf::zeroed(geo.chunk_size as usize),
+            flushed: 0,
+            live: vec![0; geo.nchunks as usize],
+            curr_items: 0,
+            rng: seed,
+            total_items: 0,
+            evictions: 0,
+            reclaimed_items: 0,
+            reclaimed_chunks: 0,
+            dram_evictions: 0,
+            rescued: 0,
+            tag_collisions: 0,
+            flash_bytes_written: 0,
+            geo,
+            seal: cfg.seal.clone(),
+            last_payload: 0,
+            seal_errors: 0,
+            writer: tx,
+            pending: pending.clone(),
+        };
+        let recovery = crate::recover::recover(&mut inner_view(&mut inner), &flash, &ckpt_path)
+            .map_err(|e| CacheError::Flash {
+                path: cfg.flash_path.display().to_string(),
+                source: e,
+            })?;
+        Ok(Arc::new(Store {
+            inner: Mutex::new(inner),
+            flash,
+            pending,
+            writer_thread: Mutex::new(Some(writer_thread)),
+            counters,
+            geo,
+            cfg,
+            ckpt_path,
+            started: Instant::now(),
+            recovery,
+            closed: AtomicBool::new(false),
+        }))
+    }
+
+    /// The DRAM budget in bytes.
+    pub fn memory(&self) -> u64 {
+        self.cfg.memory
+    }
+
+    pub fn item_max(&self) -> usize {
+        self.cfg.item_max
+    }
+
+    pub fn flash_direct(&self) -> bool {
+        self.flash.direct
+    }
+
+    /// Reads the record at `addr` (`len` bytes) with one aligned pread, or from a sealed chunk
+    /// still waiting for the writer.
+    fn read_record(&self, addr: u64, len: usize) -> Option<Vec<u8>> {
+        let cs = self.geo.chunk_size;
+        let no = addr / cs;
+        let off = (addr % cs) as usize;
+        if off + len > cs as usize {
+            return None;
+        }
+        if let Some(buf) = lock(&self.pending).get(&no).cloned() {
+            self.counters.log_buffer_hits.fetch_add(1, Relaxed);
+            return Some(buf.as_slice()[off..off + len].to_vec());
+        }
+        let phys = (no % self.geo.nchunks) * cs + off as u64;
+        let start = phys / ALIGN as u64 * ALIGN as u64;
+        let end = flash::round_up((phys + len as u64) as usize, ALIGN) as u64;
+        let mut buf = AlignedBuf::zeroed((end - start) as usize);
+        self.counters.flash_reads.fetch_add(1, Relaxed);
+        self.counters
+            .flash_read_bytes
+            .fetch_add(end - start, Relaxed);
+        match self.flash.read_at(buf.as_mut_slice(), start) {
+            Ok(()) => {
+                let s = (phys - start) as usize;
+                Some(buf.as_slice()[s..s + len].to_vec())
+            }
+            Err(e) => {
+                self.counters.flash_read_errors.fetch_add(1, Relaxed);
+                if self.cfg.verbose {
+                    eprintln!("inpath cache: flash read at {start}: {e}");
+                }
+                None
+            }
+        }
+    }
+
+    /// Finds `key` and brings a flash-resident value into DRAM (one flash read, off the async
+    /// workers), then calls `f` under the lock with the current state: `None` when absent or
+    /// expired. An index miss touches no flash.
+    async fn with_current<R>(
+        self: &Arc<Self>,
+        key: &[u8],
+        mut f: impl FnMut(&mut Inner, Current, u32) -> R,
+    ) -> R {
+        let kh = KeyHash::of(key);
+        let mut attempts = 0;
+        loop {
+            let now = now_unix();
+            let (addr, len) = {
+                let mut g = lock(&self.inner);
+                let found = g.lookup(key, kh);
+                match found {
+                    Found::Miss => return f(&mut g, None, now),
+                    Found::Dram(pos, slot) => {
+                        if expired(g.dram[slot].exptime, now) {
+                            g.remove_entry(pos);
+                            self.counters.get_expired.fetch_add(1, Relaxed);
+                            return f(&mut g, None, now);
+                        }
+                        self.counters.dram_hits.fetch_add(1, Relaxed);
+                        return f(&mut g, Some((pos, slot)), now);
+                    }
+                    Found::Flash(pos, addr) => {
+                        let e = *g.index.get(pos);
+                        let len = if g.seal.is_some() {
+                            flash::record_len(0, e.value_len())
+                        } else {
+                            flash::record_len(e.key_len(), e.value_len())
+                        };
+                        if addr / g.geo.chunk_size == g.open_no || attempts >= 8 {
+                            // Still in the open chunk (DRAM): resolve without I/O.
+                            let off = (addr % g.geo.chunk_size) as usize;
+                            let bytes =
+                                g.open.as_slice()[off..(off + len).min(g.open.len())].to_vec();
+                            if attempts < 8 {
+                                self.counters.log_buffer_hits.fetch_add(1, Relaxed);
+                            }
+                            let r = self.promote(&mut g, key, kh, pos, addr, &bytes, now);
+                            return f(&mut g, r, now);
+                        }
+                        (addr, len)
+                    }
+                }
+            };
+            attempts += 1;
+            let this = self.clone();
+            let bytes = tokio::task::spawn_blocking(move || this.read_record(addr, len))
+                .await
+                .ok()
+                .flatten();
+            let mut g = lock(&self.inner);
+            match g.lookup(key, kh) {
+                Found::Flash(pos, a) if a == addr => {
+                    let bytes = bytes.unwrap_or_default();
+                    let r = self.promote(&mut g, key, kh, pos, addr, &bytes, now);
+                    if r.is_some() {
+                        self.counters.flash_hits.fetch_add(1, Relaxed);
+                    }
+                    return f(&mut g, r, now);
+                }
+                // It changed while we read: look again.
+                _ => continue,
+            }
+        }
+    }
+
+    /// Checks a record read for the entry at `pos` and moves it into DRAM.
+    #[allow(clippy::too_many_arguments)]
+    fn promote(
+        &self,
+        g: &mut Inner,
+        key: &[u8],
+        kh: KeyHash,
+        pos: Pos,
+        addr: u64,
+        bytes: &[u8],
+        now: u32,
+    ) -> Current {
+        let rec = flash::decode_record(bytes).filter(|r| r.addr == addr);
+        let opened = rec.as_ref().and_then(|r| open_record(g.seal.as_ref(), r));
+        match (rec, opened) {
+            (Some(rec), Some((flash::KIND_SET, rkey, value))) => {
+                if rkey != key {
+                    // A tag false positive: this entry belongs to another key.
+                    self.counters.index_false_positives.fetch_add(1, Relaxed);
+                    return None;
+                }
+                if expired(rec.exptime, now) {
+                    g.remove_entry(pos);
+                    self.counters.get_expired.fetch_add(1, Relaxed);
+                    return None;
+                }
+                let (flags, exptime, cas) = (rec.flags, rec.exptime, rec.cas);
+                let blen = rec.value.len();
+                let slot = g.insert(key, kh, flags, exptime, cas, &value, addr, blen, now);
+                g.index
+                    .find_loc(kh, Loc::Dram(slot as u64))
+                    .map(|p| (p, slot))
+            }
+            _ => {
+                // Damaged or torn: never served; the entry goes.
+                self.counters.damaged_records.fetch_add(1, Relaxed);
+                g.remove_entry(pos);
+                None
+            }
+        }
+    }
+
+    /// get / gets / gat / mg: the value, or `None`. `touch` sets a new absolute expiry.
+    pub async fn get(self: &Arc<Self>, key: &[u8], touch: Option<u32>) -> Option<ItemOut> {
+        self.counters.cmd_get.fetch_add(1, Relaxed);
+        if touch.is_some() {
+            self.counters.cmd_touch.fetch_add(1, Relaxed);
+        }
+        let kh = KeyHash::of(key);
+        let out = self
+            .with_current(key, |g, cur, now| {
+                let (pos, slot) = cur?;
+                g.bump(pos, slot);
+                if let Some(exptime) = touch {
+                    let it = &g.dram[slot];
+                    let (flags, cas) = (it.flags, it.cas);
+                    let value = it.value().to_vec();
+                    let addr = g.append(flash::KIND_SET, flags, exptime, cas, key, &value);
+                    let _ = now;
+                    g.dram[slot].exptime = exptime;
+                    g.dram[slot].backing = addr;
+                    g.dram[slot].backing_len = g.last_payload as u32;
+                    if expired(exptime, now_unix()) {
+                        let out = g.item_out(slot);
+                        g.remove_entry(pos);
+                        return Some(out);
+                    }
+                }
+                let _ = kh;
+                Some(g.item_out(slot))
+            })
+            .await;
+        match (&out, touch.is_some()) {
+            (Some(_), true) => self.counters.touch_hits.fetch_add(1, Relaxed),
+            (None, true) => self.counters.touch_misses.fetch_add(1, Relaxed),
+            _ => 0,
+        };
+        if out.is_some() {
+            self.counters.get_hits.fetch_add(1, Relaxed);
+        } else {
+            self.counters.get_misses.fetch_add(1, Relaxed);
+        }
+        out
+    }
+
+    /// set / add / replace / append / prepend / cas / ms.
+    pub async fn store(self: &Arc<Self>, key: &[u8], req: StoreReq<'_>) -> StoreRes {
+        self.counters.cmd_set.fetch_add(1, Relaxed);
+        if req.value.len() > self.cfg.item_max {
+            return StoreRes::TooLarge;
+        }
+        let kh = KeyHash::of(key);
+        if req.mode == Mode::Set && req.cas.is_none() {
+            // A plain set needs nothing from the current version: no flash read.
+            let mut g = lock(&self.inner);
+            let now = now_unix();
+            let cas = g.write_item(key, kh, req.flags, req.exptime, req.value, req.new_cas, now);
+            return StoreRes::Stored {
+                cas,
+                size: req.value.len(),
+            };
+        }
+        let item_max = self.cfg.item_max;
+        let res = self
+            .with_current(key, |g, cur, now| {
+                let Some((_pos, slot)) = cur else {
+                    if let (Some(ttl), Mode::Append | Mode::Prepend) = (req.vivify, req.mode) {
+                        let cas =
+                            g.write_item(key, kh, req.flags, ttl, req.value, req.new_cas, now);
+                        return StoreRes::Stored {
+                            cas,
+                            size: req.value.len(),
+                        };
+                    }
+                    return match (req.cas, req.mode) {
+                        (Some(_), _) => StoreRes::NotFound,
+                        (None, Mode::Add | Mode::Set) => {
+                            let cas = g.write_item(
+                                key,
+                                kh,
+                                req.flags,
+                                req.exptime,
+                                req.value,
+                                req.new_cas,
+                                now,
+                            );
+                            StoreRes::Stored {
+                                cas,
+                                size: req.value.len(),
+                            }
+                        }
+                        _ => StoreRes::NotStored,
+                    };
+                };
+                if let Some(c) = req.cas {
+                    if c != g.dram[slot].cas {
+                        return StoreRes::Exists;
+                    }
+                }
+                if req.mode == Mode::Add {
+                    g.bump(_pos, slot);
+                    return StoreRes::NotStored;
+                }
+                let it = &g.dram[slot];
+                let (flags, exptime, value): (u32, u32, std::borrow::Cow<[u8]>) = match req.mode {
+                    Mode::Add => return StoreRes::NotStored,
+                    Mode::Set | Mode::Replace => (req.flags, req.exptime, req.value.into()),
+                    Mode::Append | Mode::Prepend => {
+                        let old = it.value();
+                        if old.len() + req.value.len() > item_max {
+                            return StoreRes::TooLarge;
+                        }
+                        let mut v = Vec::with_capacity(old.len() + req.value.len());
+                        if req.mode == Mode::Append {
+                            v.extend_from_slice(old);
+                            v.extend_from_slice(req.value);
+                        } else {
+                            v.extend_from_slice(req.value);
+                            v.extend_from_slice(old);
+                        }
+                        (it.flags, it.exptime, v.into())
+                    }
+                };
+                let cas = g.write_item(key, kh, flags, exptime, &value, req.new_cas, now);
+                StoreRes::Stored {
+                    cas,
+                    size: value.len(),
+                }
+            })
+            .await;
+        if req.cas.is_some() {
+            let c = match res {
+                StoreRes::Stored { .. } => &self.counters.cas_hits,
+                StoreRes::Exists => &self.counters.cas_badval,
+                _ => &self.counters.cas_misses,
+            };
+            c.fetch_add(1, Relaxed);
+        }
+        res
+    }
+
+    /// delete / md. `cas`: delete only if the current cas is this.
+    pub async fn delete(self: &Arc<Self>, key: &[u8], cas: Option<u64>) -> DelRes {
+        let res = self
+            .with_current(key, |g, cur, _now| {
+                let Some((pos, slot)) = cur else {
+                    return DelRes::NotFound;
+                };
+                if cas.is_some_and(|c| c != g.dram[slot].cas) {
+                    return DelRes::Exists;
+                }
+                g.append(flash::KIND_DELETE, 0, 0, 0, key, &[]);
+                g.remove_entry(pos);
+                DelRes::Deleted
+            })
+            .await;
+        let c = match res {
+            DelRes::Deleted => &self.counters.delete_hits,
+            _ => &self.counters.delete_misses,
+        };
+        c.fetch_add(1, Relaxed);
+        res
+    }
+
+    /// touch: sets a new absolute expiry; whether the key was there.
+    pub async fn touch(self: &Arc<Self>, key: &[u8], exptime: u32) -> bool {
+        self.counters.cmd_touch.fetch_add(1, Relaxed);
+        let hit = self
+            .with_current(key, |g, cur, now| {
+                let Some((pos, slot)) = cur else {
+                    return false;
+                };
+                let it = &g.dram[slot];
+                let (flags, cas) = (it.flags, it.cas);
+                let value = it.value().to_vec();
+                let addr = g.append(flash::KIND_SET, flags, exptime, cas, key, &value);
+                g.dram[slot].exptime = exptime;
+                g.dram[slot].backing = addr;
+                g.dram[slot].backing_len = g.last_payload as u32;
+                g.bump(pos, slot);
+                if expired(exptime, now) {
+                    g.remove_entry(pos);
+                }
+                true
+            })
+            .await;
+        let c = if hit {
+            &self.counters.touch_hits
+        } else {
+            &self.counters.touch_misses
+        };
+        c.fetch_add(1, Relaxed);
+        hit
+    }
+
+    /// incr / decr / ma. `vivify`: on a miss create the item with (initial value, expiry).
+    /// `ttl`: new expiry on success.
+    pub async fn arith(
+        self: &Arc<Self>,
+        key: &[u8],
+        incr: bool,
+        delta: u64,
+        cas: Option<u64>,
+        vivify: Option<(u64, u32)>,
+        ttl: Option<u32>,
+    ) -> ArithRes {
+        let kh = KeyHash::of(key);
+        let res = self
+            .with_current(key, |g, cur, now| {
+                let Some((_pos, slot)) = cur else {
+                    if let Some((initial, exptime)) = vivify {
+                        let v = initial.to_string();
+                        let c = g.write_item(key, kh, 0, exptime, v.as_bytes(), None, now);
+                        return ArithRes::Value {
+                            value: initial,
+                            cas: c,
+                            exptime,
+                        };
+                    }
+                    return ArithRes::NotFound;
+                };
+                let it = &g.dram[slot];
+                if cas.is_some_and(|c| c != it.cas) {
+                    return ArithRes::Exists;
+                }
+                let Some(cur_v) = parse_counter(it.value()) else {
+                    return ArithRes::NonNumeric;
+                };
+                let v = if incr {
+                    cur_v.wrapping_add(delta)
+                } else {
+                    cur_v.saturating_sub(delta)
+                };
+                let (flags, exptime) = (it.flags, ttl.unwrap_or(it.exptime));
+                let c = g.write_item(key, kh, flags, exptime, v.to_string().as_bytes(), None, now);
+                ArithRes::Value {
+                    value: v,
+                    cas: c,
+                    exptime,
+                }
+            })
+            .await;
+        let (hits, misses) = if incr {
+            (&self.counters.incr_hits, &self.counters.incr_misses)
+        } else {
+            (&self.counters.decr_hits, &self.counters.decr_misses)
+        };
+        match res {
+            ArithRes::Value { .. } => hits.fetch_add(1, Relaxed),
+            ArithRes::NotFound => misses.fetch_add(1, Relaxed),
+            _ => 0,
+        };
+        res
+    }
+
+    /// flush_all: every item goes (a flush record makes it last across restarts).
+    pub fn flush_all(&self) {
+        self.counters.cmd_flush.fetch_add(1, Relaxed);
+        let mut g = lock(&self.inner);
+        g.append(flash::KIND_FLUSH, 0, 0, 0, &[], &[]);
+        g.clear_all();
+    }
+
+    /// Hands what the open chunk holds to the writer (the periodic "flush").
+    pub fn flush_log(&self) {
+        lock(&self.inner).flush_open();
+    }
+
+    /// Writes a checkpoint of the index (blocking: call from a blocking context).
+    pub fn checkpoint(&self) -> Result<()> {
+        let snap = {
+            let mut g = lock(&self.inner);
+            // DRAM items whose record was reclaimed get a fresh one, so the checkpoint can
+            // point every entry at flash.
+            let tail = g.tail;
+            let now = now_unix();
+            for slot in 0..g.dram.len() {
+                if g.dram[slot].backing < tail && !expired(g.dram[slot].exptime, now) {
+                    let it = &g.dram[slot];
+                    let (flags, exptime, cas) = (it.flags, it.exptime, it.cas);
+                    let data = std::mem::take(&mut g.dram[slot].data);
+                    let kl = g.dram[slot].key_len as usize;
+                    let a = g.append(
+                        flash::KIND_SET,
+                        flags,
+                        exptime,
+                        cas,
+                        &data[..kl],
+                        &data[kl..],
+                    );
+                    g.dram[slot].data = data;
+                    g.dram[slot].backing = a;
+                    g.dram[slot].backing_len = g.last_payload as u32;
+                    g.rescued += 1;
+                }
+            }
+            g.flush_open();
+            let mut buckets = g.index.buckets.clone();
+            for b in buckets.iter_mut() {
+                for e in b.e.iter_mut() {
+                    if let (false, Loc::Dram(slot)) = (e.is_empty(), e.loc()) {
+                        match g.dram.get(slot as usize) {
+                            Some(it) if it.backing >= g.tail => {
+                                e.set_loc(Loc::Flash(it.backing));
+                                e.set_value_len(it.backing_len as usize);
+                            }
+                            _ => *e = Entry::default(),
+                        }
+                    }
+                }
+            }
+            crate::recover::Snapshot {
+                buckets,
+                head: g.head,
+                tail: g.tail,
+                cas: g.cas,
+                clock: g.clock,
+                geo: g.geo,
+            }
+        };
+        self.sync_log()?;
+        crate::recover::write_checkpoint(&self.ckpt_path, &snap).map_err(|e| {
+            CacheError::Checkpoint {
+                path: self.ckpt_path.display().to_string(),
+                source: e,
+            }
+        })?;
+        self.counters.checkpoints.fetch_add(1, Relaxed);
+        Ok(())
+    }
+
+    /// Waits until everything handed to the writer is on the file (fdatasync).
+    fn sync_log(&self) -> Result<()> {
+        let (tx, rx) = mpsc::channel();
+        let sender = lock(&self.inner).writer.clone();
+        sender
+            .send(Job::Sync(tx))
+            .map_err(|_| CacheError::Config("flash writer stopped".into()))?;
+        match rx.recv() {
+            Ok(r) => r.map_err(|e| CacheError::Flash {
+                path: self.cfg.flash_path.display().to_string(),
+                source: e,
+            }),
+            Err(_) => Err(CacheError::Config("flash writer stopped".into())),
+        }
+    }
+
+    /// Clean shutdown: final checkpoint, writer stopped. Idempotent.
+    pub fn close(&self) -> Result<()> {
+        if self.closed.swap(true, Relaxed) {
+            return Ok(());
+        }
+        let r = self.checkpoint();
+        // Dropping every sender ends the writer: replace ours with a dead channel.
+        {
+            let mut g = lock(&self.inner);
+            let (dead, _) = mpsc::sync_channel(1);
+            g.writer = dead;
+        }
+        if let Some(h) = lock(&self.writer_thread).take() {
+            let _ = h.join();
+        }
+        r
+    }
+
+    /// memcached-style statistics, in order.
+    pub fn stats(&self) -> Vec<(&'static str, String)> {
+        let c = &self.counters;
+        let g = lock(&self.inner);
+        let ld = |a: &AtomicU64| a.load(Relaxed).to_string();
+        let up = self.started.elapsed();
+        let flash_items = g.live.iter().map(|&n| n as u64).sum::<u64>();
+        let index_bytes = g.index.bytes() as u64;
+        let rusage = crate::server::rusage();
+        let mut v: Vec<(&'static str, String)> = vec![
+            ("pid", std::process::id().to_string()),
+            ("uptime", up.as_secs().to_string()),
+            ("time", now_unix().to_string()),
+            ("version", crate::VERSION.to_string()),
+            (
+                "pointer_size",
+                (8 * std::mem::size_of::<usize>()).to_string(),
+            ),
+            ("rusage_user", format!("{:.6}", rusage.0)),
+            ("rusage_system", format!("{:.6}", rusage.1)),
+            ("curr_connections", ld(&c.curr_connections)),
+            ("total_connections", ld(&c.total_connections)),
+            ("rejected_connections", ld(&c.rejected_connections)),
+            ("cmd_get", ld(&c.cmd_get)),
+            ("cmd_set", ld(&c.cmd_set)),
+            ("cmd_flush", ld(&c.cmd_flush)),
+            ("cmd_touch", ld(&c.cmd_touch)),
+            ("get_hits", ld(&c.get_hits)),
+            ("get_misses", ld(&c.get_misses)),
+            ("get_expired", ld(&c.get_expired)),
+            ("delete_misses", ld(&c.delete_misses)),
+            ("delete_hits", ld(&c.delete_hits)),
+            ("incr_misses", ld(&c.incr_misses)),
+            ("incr_hits", ld(&c.incr_hits)),
+            ("decr_misses", ld(&c.decr_misses)),
+            ("decr_hits", ld(&c.decr_hits)),
+            ("cas_misses", ld(&c.cas_misses)),
+            ("cas_hits", ld(&c.cas_hits)),
+            ("cas_badval", ld(&c.cas_badval)),
+            ("touch_hits", ld(&c.touch_hits)),
+            ("touch_misses", ld(&c.touch_misses)),
+            ("bytes_read", ld(&c.bytes_read)),
+            ("bytes_written", ld(&c.bytes_written)),
+            ("limit_maxbytes", self.cfg.memory.to_string()),
+            ("threads", crate::server::threads_setting().to_string()),
+            ("bytes", g.dram_bytes.to_string()),
+            ("curr_items", g.curr_items.to_string()),
+            ("total_items", g.total_items.to_string()),
+            ("evictions", g.evictions.to_string()),
+            ("reclaimed", g.reclaimed_items.to_string()),
+            ("dram_items", g.dram.len().to_string()),
+            ("dram_limit_bytes", g.dram_budget.to_string()),
+            ("dram_evictions", g.dram_evictions.to_string()),
+            ("dram_hits", ld(&c.dram_hits)),
+            ("flash_items", flash_items.to_string()),
+            ("flash_hits", ld(&c.flash_hits)),
+            ("flash_reads", ld(&c.flash_reads)),
+            ("flash_read_bytes", ld(&c.flash_read_bytes)),
+            ("flash_read_errors", ld(&c.flash_read_errors)),
+            (
+                "flash_writes",
+                (g.flash_bytes_written / g.geo.chunk_size).to_string(),
+            ),
+            ("flash_bytes_written", g.flash_bytes_written.to_string()),
+            ("flash_write_errors", ld(&c.flash_write_errors)),
+            (
+                "flash_bytes",
+                (g.head - g.tail)
+                    .min(g.geo.chunk_size * g.geo.nchunks)
+                    .to_string(),
+            ),
+            (
+                "flash_limit_bytes",
+                (g.geo.chunk_size * g.geo.nchunks).to_string(),
+            ),
+            ("flash_chunk_bytes", g.geo.chunk_size.to_string()),
+            ("flash_chunks_reclaimed", g.reclaimed_chunks.to_string()),
+            ("flash_direct_io", u8::from(self.flash.direct).to_string()),
+            ("log_buffer_hits", ld(&c.log_buffer_hits)),
+            ("log_head", g.head.to_string()),
+            ("log_tail", g.tail.to_string()),
+            ("rescued_items", g.rescued.to_string()),
+            ("index_bytes", index_bytes.to_string()),
+            ("index_entries", (g.index.buckets.len() * 4).to_string()),
+            ("index_tag_collisions", g.tag_collisions.to_string()),
+            ("index_false_positives", ld(&c.index_false_positives)),
+            ("damaged_records", ld(&c.damaged_records)),
+            (
+                "flash_sealed",
+                g.seal.as_ref().map_or("none".into(), |h| h.0.describe()),
+            ),
+            ("seal_errors", g.seal_errors.to_string()),
+            ("checkpoints", ld(&c.checkpoints)),
+            ("recovered_items", self.recovery.items.to_string()),
+        ];
+        let per = if g.curr_items > 0 {
+            format!("{:.2}", index_bytes as f64 / g.curr_items as f64)
+        } else {
+            "0".into()
+        };
+        v.push(("index_bytes_per_item", per));
+        v
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}
+
+/// A record's kind, key and value, unsealed when sealed (`None` when it does not authenticate,
+/// or is sealed while no seal is configured, or the other way round).
+pub(crate) fn open_record(
+    seal: Option<&SealHook>,
+    rec: &flash::Record<'_>,
+) -> Option<(u8, Vec<u8>, Vec<u8>)> {
+    let sealed = rec.kind & flash::SEALED != 0;
+    match (seal, sealed) {
+        (None, false) | (Some(_), false) if rec.kind == flash::KIND_FLUSH => {
+            Some((rec.kind, Vec::new(), Vec::new()))
+        }
+        (None, false) => Some((rec.kind, rec.key.to_vec(), rec.value.to_vec())),
+        (Some(h), true) => {
+            let plain = h.0.unseal(rec.value)?;
+            let kl = *plain.first()? as usize;
+            if kl == 0 || plain.len() < 1 + kl {
+                return None;
+            }
+            Some((
+                rec.kind & !flash::SEALED,
+                plain[1..1 + kl].to_vec(),
+                plain[1 + kl..].to_vec(),
+            ))
+        }
+        _ => None,
+    }
+}
+
+fn parse_counter(v: &[u8]) -> Option<u64> {
+    // memcached accepts trailing spaces (its own decr pads) and nothing else.
+    let s = std::str::from_utf8(v).ok()?.trim_end_matches(' ');
+    if s.is_empty() || s.len() > 20 || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+fn writer_loop(
+    rx: mpsc::Receiver<Job>,
+    flash: Arc<FlashFile>,
+    pending: Arc<Mutex<HashMap<u64, Arc<AlignedBuf>>>>,
+    counters: Arc<Counters>,
+    verbose: bool,
+) {
+    let mut warned = false;
+    while let Ok(job) = rx.recv() {
+        match job {
+            Job::Write {
+                offset,
+                buf,
+                from,
+                to,
+                pending: key,
+            } => {
+                if let Err(e) = flash.write_at(&buf.as_slice()[from..to], offset + from as u64) {
+                    counters.flash_write_errors.fetch_add(1, Relaxed);
+                    if verbose || !warned {
+                        eprintln!("inpath cache: flash write at {}: {e}", offset + from as u64);
+                        warned = true;
+                    }
+                }
+                if let Some(k) = key {
+                    lock(&pending).remove(&k);
+                }
+            }
+            Job::Sync(ack) => {
+                let _ = ack.send(flash.sync());
+            }
+        }
+    }
+}
+
+fn inner_view(inner: &mut Inner) -> RecoverTarget<'_> {
+    RecoverTarget(inner)
+}
+
+/// Recovery's handle on a fresh store.
+pub struct RecoverTarget<'a>(&'a mut Inner);
+
+impl RecoverTarget<'_> {
+    pub fn geo(&self) -> Geometry {
+        self.0.geo
+    }
+    pub fn index(&mut self) -> &mut Index {
+        &mut self.0.index
+    }
+    pub fn seal(&self) -> Option<SealHook> {
+        self.0.seal.clone()
+    }
+    pub fn set_cas(&mut self, cas: u64) {
+        self.0.cas = self.0.cas.max(cas);
+    }
+    pub fn set_clock(&mut self, clock: u32) {
+        self.0.clock = clock;
+    }
+    pub fn clock(&mut self) -> u32 {
+        self.0.tick()
+    }
+    /// Sets the tail and opens chunk `open_no` for new writes; recounts live entries and drops
+    /// dead ones. Returns the number of items.
+    pub fn finish(&mut self, tail: u64, open_no: u64) -> u64 {
+        let inner = &mut *self.0;
+        inner.tail = tail;
+        inner.live.fill(0);
+        inner.curr_items = 0;
+        let cs = inner.geo.chunk_size;
+        let nch = inner.geo.nchunks;
+        for b in inner.index.buckets.iter_mut() {
+            for e in b.e.iter_mut() {
+                if e.is_empty() {
+                    continue;
+                }
+                match e.loc() {
+                    Loc::Flash(a) if a >= tail && a < open_no * cs => {
+                        inner.live[((a / cs) % nch) as usize] += 1;
+                        inner.curr_items += 1;
+                    }
+                    _ => *e = Entry::default(),
+                }
+            }
+        }
+        inner.open_chunk(open_no);
+        inner.curr_items
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(f)
+    }
+
+    fn req(value: &[u8]) -> StoreReq<'_> {
+        StoreReq {
+            mode: Mode::Set,
+            flags: 0,
+            exptime: 0,
+            value,
+            cas: None,
+            new_cas: None,
+            vivify: None,
+        }
+    }
+
+    /// An entry whose tag and length match `fake` but whose value belongs to `real` is a miss.
+    #[test]
+    fn tag_false_positives_are_misses_never_wrong_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = StoreConfig::new(dir.path().join("f"));
+        cfg.memory = 8 << 20;
+        cfg.flash_size = 12 << 20;
+        let store = Store::open(cfg).unwrap();
+        block_on(async {
+            for (real, fake, on_flash) in [("alpha", "bravo", true), ("gamma", "delta", false)] {
+                store.store(real.as_bytes(), req(b"value")).await;
+                // Seal the open chunk so a flash read really goes to the file.
+                {
+                    let mut g = lock(&store.inner);
+                    let kh = KeyHash::of(real.as_bytes());
+                    let pos = g.index.find(kh, real.len()).unwrap();
+                    let Loc::Dram(slot) = g.index.get(pos).loc() else {
+                        panic!()
+                    };
+                    if on_flash {
+                        g.evict_to_flash(slot as usize, now_unix());
+                        g.seal_open();
+                    }
+                    let e = *g.index.get(pos);
+                    *g.index.get_mut(pos) = Entry::default();
+                    let fk = KeyHash::of(fake.as_bytes());
+                    let (fpos, alt) = g.index.victim(fk, 0, |_| false);
+                    *g.index.get_mut(fpos) = Entry::new(e.loc(), 5, fk.tag, 5, 0, alt);
+                }
+                store.sync_log().unwrap();
+                let reads = store.counters.flash_reads.load(Relaxed);
+                assert!(store.get(fake.as_bytes(), None).await.is_none());
+                assert!(store.get(real.as_bytes(), None).await.is_none());
+                let read = store.counters.flash_reads.load(Relaxed) - reads;
+                assert_eq!(
+                    read,
+                    u64::from(on_flash),
+                    "one read for the flash candidate"
+                );
+            }
+            assert_eq!(store.counters.index_false_positives.load(Relaxed), 1);
+        });
+        store.close().unwrap();
+    }
+}

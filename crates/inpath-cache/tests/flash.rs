@@ -1,0 +1,277 @@
+//! The flash tier: overflowing DRAM and flash never serves a wrong value; index misses touch no
+//! flash and flash hits cost one read; restarts (clean, damaged checkpoint, damaged log) keep
+//! what they can and never serve wrong data.
+
+mod common;
+use common::*;
+
+/// Writes `n` checksummed 1 KiB values (several versions each) through one connection.
+fn fill(c: &mut Conn, keys: usize, rounds: u64, size: usize) {
+    for round in 0..rounds {
+        let mut req = Vec::new();
+        for k in 0..keys {
+            let key = format!("key{k}");
+            let v = value(&key, round, size);
+            req.extend_from_slice(format!("set {key} 0 0 {} noreply\r\n", v.len()).as_bytes());
+            req.extend_from_slice(&v);
+            req.extend_from_slice(b"\r\n");
+            if req.len() > 256 * 1024 {
+                c.send(&req);
+                req.clear();
+            }
+        }
+        req.extend_from_slice(b"mn\r\n");
+        c.send(&req);
+        assert_eq!(c.line(), "MN");
+    }
+}
+
+#[test]
+fn overflowing_dram_and_flash_never_serves_a_wrong_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut c = Conn::new(&server);
+    // 12 MiB of flash, ~4 MiB of DRAM values: 8000 keys x 1 KiB x 5 rounds is ~40 MiB
+    // written, more than three times the flash and ten times the DRAM.
+    fill(&mut c, 8000, 5, 1000);
+    let s = c.stats();
+    assert!(
+        s["flash_chunks_reclaimed"].parse::<u64>().unwrap() >= 20,
+        "{s:?}"
+    );
+    assert!(s["dram_evictions"].parse::<u64>().unwrap() > 10_000);
+    // DRAM stays within its budget.
+    let n = |k: &str| s[k].parse::<u64>().unwrap();
+    assert!(n("bytes") <= n("dram_limit_bytes"), "{s:?}");
+    assert!(n("bytes") + n("index_bytes") + 4 * n("flash_chunk_bytes") <= n("limit_maxbytes"));
+    let (mut hits, mut misses) = (0, 0);
+    for k in 0..8000 {
+        let key = format!("key{k}");
+        match c.get(&key) {
+            Some(v) => {
+                assert_eq!(check(&key, &v), Some(4), "wrong value for {key}");
+                hits += 1;
+            }
+            None => misses += 1,
+        }
+    }
+    // The last round (8 MiB) fits in the 12 MiB log: nearly everything is still there.
+    assert!(hits > 7000, "hits {hits} misses {misses}");
+    let s = c.stats();
+    assert!(s["flash_hits"].parse::<u64>().unwrap() > 1000);
+    assert_eq!(s["damaged_records"], "0");
+    // Interleaved overwrites and deletes while values move between DRAM and flash.
+    for k in (0..8000).step_by(3) {
+        let key = format!("key{k}");
+        assert_eq!(c.ask(&format!("delete {key}\r\n"), 1).len(), 1);
+    }
+    for k in 0..8000 {
+        let key = format!("key{k}");
+        let got = c.get(&key);
+        if k % 3 == 0 {
+            assert_eq!(got, None, "{key} was deleted");
+        } else if let Some(v) = got {
+            assert_eq!(check(&key, &v), Some(4));
+        }
+    }
+    server.stop().unwrap();
+}
+
+#[test]
+fn index_miss_reads_no_flash_and_a_flash_hit_reads_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut c = Conn::new(&server);
+    // ~4 MiB of DRAM holds ~3700 of these; the first keys are on flash only.
+    fill(&mut c, 6000, 1, 1000);
+    let before = c.stat("flash_reads");
+    for k in 0..2000 {
+        assert_eq!(c.get(&format!("never{k}")), None);
+    }
+    assert_eq!(
+        c.stat("flash_reads"),
+        before,
+        "index misses must not read flash"
+    );
+    let mut flash_hits = 0;
+    for k in 0..500 {
+        let key = format!("key{k}");
+        let (r0, h0) = (c.stat("flash_reads"), c.stat("flash_hits"));
+        let v = c.get(&key).expect("still cached");
+        assert_eq!(check(&key, &v), Some(0));
+        let (r1, h1) = (c.stat("flash_reads"), c.stat("flash_hits"));
+        assert!(r1 - r0 <= 1, "one get, {} flash reads", r1 - r0);
+        assert_eq!(r1 - r0, h1 - h0, "a flash read is a flash hit");
+        flash_hits += h1 - h0;
+    }
+    assert!(flash_hits > 400, "{flash_hits}");
+    // DRAM per item for the index.
+    let s = c.stats();
+    let per: f64 = s["index_bytes_per_item"].parse().unwrap();
+    assert!(per > 0.0);
+    server.stop().unwrap();
+}
+
+#[test]
+fn clean_restart_keeps_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut c = Conn::new(&server);
+    fill(&mut c, 3000, 2, 1000);
+    c.ask("delete key7\r\n", 1);
+    c.set("small", b"s");
+    c.ask("flush_all\r\n", 1);
+    c.set("after", b"flush");
+    fill(&mut c, 2000, 1, 900);
+    drop(c);
+    server.stop().unwrap();
+
+    let server = start(dir.path());
+    let mut c = Conn::new(&server);
+    assert_eq!(c.get("small"), None, "flush_all survives the restart");
+    assert_eq!(c.get("after").as_deref(), Some(&b"flush"[..]));
+    for k in 0..2000 {
+        let key = format!("key{k}");
+        let v = c
+            .get(&key)
+            .unwrap_or_else(|| panic!("{key} lost in a clean restart"));
+        assert_eq!(check(&key, &v), Some(0));
+    }
+    for k in 2000..3000 {
+        assert_eq!(c.get(&format!("key{k}")), None, "flushed before");
+    }
+    let s = c.stats();
+    assert!(s["recovered_items"].parse::<u64>().unwrap() >= 2001);
+    server.stop().unwrap();
+}
+
+#[test]
+fn damaged_checkpoint_falls_back_to_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut c = Conn::new(&server);
+    fill(&mut c, 3000, 1, 1000);
+    drop(c);
+    server.stop().unwrap();
+    let ckpt = dir.path().join("cache.flash.ckpt");
+    let mut data = std::fs::read(&ckpt).unwrap();
+    let mid = data.len() / 2;
+    data[mid] ^= 0xFF;
+    std::fs::write(&ckpt, &data).unwrap();
+    let server = start(dir.path());
+    let mut c = Conn::new(&server);
+    for k in 0..3000 {
+        let key = format!("key{k}");
+        let v = c.get(&key).unwrap_or_else(|| panic!("{key} lost"));
+        assert_eq!(check(&key, &v), Some(0));
+    }
+    server.stop().unwrap();
+}
+
+#[test]
+fn damaged_log_is_never_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut c = Conn::new(&server);
+    fill(&mut c, 3000, 1, 1000);
+    drop(c);
+    server.stop().unwrap();
+    // Flip bytes all over the first two chunks (records of the first ~2000 keys).
+    let path = dir.path().join("cache.flash");
+    let mut data = std::fs::read(&path).unwrap();
+    for off in (5000..2 * 1_060_000).step_by(7001) {
+        data[off] ^= 0x5A;
+    }
+    std::fs::write(&path, &data).unwrap();
+    let server = start(dir.path());
+    let mut c = Conn::new(&server);
+    let mut hits = 0;
+    for k in 0..3000 {
+        let key = format!("key{k}");
+        if let Some(v) = c.get(&key) {
+            assert_eq!(check(&key, &v), Some(0), "damaged value served for {key}");
+            hits += 1;
+        }
+    }
+    assert!(hits > 500, "the undamaged tail is still served ({hits})");
+    assert!(c.stat("damaged_records") > 0);
+    server.stop().unwrap();
+}
+
+/// A stand-in for the seal engine: XOR with a key byte stream plus a keyed checksum.
+struct ToySeal(u8);
+
+impl inpath_cache::store::RecordSeal for ToySeal {
+    fn seal(&self, plain: &[u8]) -> Result<Vec<u8>, String> {
+        let mut out: Vec<u8> = plain
+            .iter()
+            .enumerate()
+            .map(|(i, b)| b ^ self.0.wrapping_add(i as u8).wrapping_mul(31))
+            .collect();
+        out.extend_from_slice(&(fnv(plain) ^ self.0 as u64).to_le_bytes());
+        Ok(out)
+    }
+    fn unseal(&self, sealed: &[u8]) -> Option<Vec<u8>> {
+        let (body, sum) = sealed.split_at(sealed.len().checked_sub(8)?);
+        let plain: Vec<u8> = body
+            .iter()
+            .enumerate()
+            .map(|(i, b)| b ^ self.0.wrapping_add(i as u8).wrapping_mul(31))
+            .collect();
+        ((fnv(&plain) ^ self.0 as u64).to_le_bytes() == sum).then_some(plain)
+    }
+    fn describe(&self) -> String {
+        "toy".into()
+    }
+}
+
+fn sealed_server(dir: &std::path::Path, key: Option<u8>) -> inpath_cache::Server {
+    let mut cfg = config(dir, 12);
+    cfg.store.seal = key.map(|k| inpath_cache::store::SealHook(std::sync::Arc::new(ToySeal(k))));
+    inpath_cache::Server::start(cfg).unwrap()
+}
+
+#[test]
+fn sealed_flash_hides_keys_and_values_and_survives_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = sealed_server(dir.path(), Some(7));
+    let mut c = Conn::new(&server);
+    fill(&mut c, 6000, 1, 1000);
+    c.set("secret-key", b"secret-value");
+    c.ask("delete key5\r\n", 1);
+    // Values on flash only come back through the seal.
+    for k in (0..6000).step_by(7) {
+        let key = format!("key{k}");
+        match c.get(&key) {
+            Some(v) => assert_eq!(check(&key, &v), Some(0)),
+            None => assert_eq!(k, 5),
+        }
+    }
+    assert!(c.stat("flash_hits") > 0);
+    drop(c);
+    server.stop().unwrap();
+    let raw = std::fs::read(dir.path().join("cache.flash")).unwrap();
+    let contains = |needle: &[u8]| raw.windows(needle.len()).any(|w| w == needle);
+    assert!(!contains(b"secret-key") && !contains(b"secret-value") && !contains(b"key1234|"));
+
+    // Restart with the same key: everything is back.
+    let server = sealed_server(dir.path(), Some(7));
+    let mut c = Conn::new(&server);
+    assert_eq!(c.get("secret-key").as_deref(), Some(&b"secret-value"[..]));
+    assert_eq!(c.get("key5"), None);
+    for k in (1..6000).step_by(11) {
+        let key = format!("key{k}");
+        assert_eq!(check(&key, &c.get(&key).expect("back")), Some(0));
+    }
+    drop(c);
+    server.stop().unwrap();
+    // With the wrong key, or none, nothing is served (and nothing wrong).
+    for key in [Some(8), None] {
+        let server = sealed_server(dir.path(), key);
+        let mut c = Conn::new(&server);
+        assert_eq!(c.get("secret-key"), None);
+        assert_eq!(c.get("key1"), None);
+        drop(c);
+        server.stop().unwrap();
+    }
+}

@@ -1,0 +1,394 @@
+//! The memcached protocol through raw sockets: every command, pipelining, split segments,
+//! noreply, expiry, cas races, bad input, many connections.
+
+mod common;
+use common::*;
+use std::io::Write;
+use std::time::Duration;
+
+#[test]
+fn classic_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut c = Conn::new(&server);
+    assert_eq!(c.set("a", b"abc"), "STORED");
+    assert_eq!(
+        c.ask("get a missing a\r\n", 5),
+        ["VALUE a 0 3", "abc", "VALUE a 0 3", "abc", "END"]
+    );
+    let g = c.ask("gets a\r\n", 3);
+    let cas: u64 = g[0].rsplit(' ').next().unwrap().parse().unwrap();
+    assert_eq!(
+        c.ask(&format!("cas a 7 0 1 {}\r\nx\r\n", cas + 100), 1),
+        ["EXISTS"]
+    );
+    assert_eq!(c.ask(&format!("cas a 7 0 1 {cas}\r\nx\r\n"), 1), ["STORED"]);
+    assert_eq!(c.ask("cas nope 0 0 1 1\r\nx\r\n", 1), ["NOT_FOUND"]);
+    assert_eq!(c.ask("get a\r\n", 3), ["VALUE a 7 1", "x", "END"]);
+    assert_eq!(
+        c.ask("add a 0 0 1\r\ny\r\nadd b 3 0 1\r\ny\r\n", 2),
+        ["NOT_STORED", "STORED"]
+    );
+    assert_eq!(
+        c.ask("replace zz 0 0 1\r\ny\r\nreplace b 4 0 2\r\nyy\r\n", 2),
+        ["NOT_STORED", "STORED"]
+    );
+    assert_eq!(
+        c.ask(
+            "append b 9 9 2\r\n>>\r\nprepend b 9 9 2\r\n<<\r\nappend none 0 0 1\r\nx\r\n",
+            3
+        ),
+        ["STORED", "STORED", "NOT_STORED"]
+    );
+    assert_eq!(c.ask("get b\r\n", 3), ["VALUE b 4 6", "<<yy>>", "END"]);
+    assert_eq!(c.ask("incr n 1\r\n", 1), ["NOT_FOUND"]);
+    c.set("n", b"10");
+    assert_eq!(
+        c.ask(
+            "incr n 5\r\ndecr n 100\r\nincr n 18446744073709551615\r\n",
+            3
+        ),
+        ["15", "0", "18446744073709551615"]
+    );
+    assert_eq!(c.ask("incr n 1\r\n", 1), ["0"], "incr wraps at 2^64");
+    assert_eq!(
+        c.ask("incr b 1\r\n", 1),
+        ["CLIENT_ERROR cannot increment or decrement non-numeric value"]
+    );
+    assert_eq!(
+        c.ask("touch b 100\r\ntouch nope 100\r\n", 2),
+        ["TOUCHED", "NOT_FOUND"]
+    );
+    assert_eq!(
+        c.ask("gat 100 b nope\r\n", 3),
+        ["VALUE b 4 6", "<<yy>>", "END"]
+    );
+    let g = c.ask("gats 0 b\r\n", 3);
+    assert!(g[0].starts_with("VALUE b 4 6 "), "{g:?}");
+    assert_eq!(
+        c.ask("delete b\r\ndelete b\r\ndelete a 0\r\n", 3),
+        ["DELETED", "NOT_FOUND", "DELETED"]
+    );
+    assert_eq!(c.ask("get a b\r\n", 1), ["END"]);
+    assert!(c.ask("version\r\n", 1)[0].starts_with("VERSION 1.6"));
+    assert_eq!(
+        c.ask("verbosity 1\r\nverbosity 1 noreply\r\nmn\r\n", 2),
+        ["OK", "MN"]
+    );
+    c.set("f", b"1");
+    assert_eq!(c.ask("flush_all\r\nget f\r\n", 2), ["OK", "END"]);
+    let s = c.stats();
+    for k in [
+        "pid",
+        "uptime",
+        "curr_items",
+        "total_items",
+        "get_hits",
+        "get_misses",
+        "evictions",
+        "bytes",
+        "limit_maxbytes",
+        "curr_connections",
+        "total_connections",
+        "cmd_get",
+        "cmd_set",
+        "flash_reads",
+        "flash_writes",
+        "flash_bytes",
+        "index_bytes",
+        "flash_direct_io",
+    ] {
+        assert!(s.contains_key(k), "stats lacks {k}");
+    }
+    assert_eq!(s["curr_items"], "0");
+    c.send(b"quit\r\n");
+    let mut rest = Vec::new();
+    assert_eq!(
+        std::io::Read::read_to_end(&mut c.r, &mut rest).unwrap(),
+        0,
+        "quit closes"
+    );
+    server.stop().unwrap();
+}
+
+#[test]
+fn meta_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut c = Conn::new(&server);
+    assert_eq!(
+        c.ask("ms m 2 T0 F5 c\r\nhi\r\n", 1)[0].split(' ').next(),
+        Some("HD")
+    );
+    let r = c.ask("mg m v f k s t O77\r\n", 2);
+    assert_eq!(r, ["VA 2 f5 km s2 t-1 O77", "hi"]);
+    assert_eq!(
+        c.ask("mg nope v Oab k\r\nmg nope v q\r\nmn\r\n", 2),
+        ["EN Oab knope", "MN"]
+    );
+    let cas: u64 = c.ask("mg m c\r\n", 1)[0][4..].parse().unwrap();
+    assert_eq!(c.ask(&format!("ms m 1 C{}\r\nx\r\n", cas + 1), 1), ["EX"]);
+    assert_eq!(c.ask(&format!("ms m 1 C{cas} q\r\nx\r\nmn\r\n"), 1), ["MN"]);
+    assert_eq!(
+        c.ask("ms m 1 MA\r\ny\r\nmg m v\r\n", 3),
+        ["HD", "VA 2", "xy"]
+    );
+    assert_eq!(
+        c.ask("ms m 1 ME\r\nz\r\nms new 1 MR\r\nz\r\n", 2),
+        ["NS", "NS"]
+    );
+    assert_eq!(c.ask("mg m T100 t v\r\n", 2), ["VA 2 t100", "xy"]);
+    assert_eq!(
+        c.ask(
+            "ma cnt\r\nma cnt N0 J41 v\r\nma cnt v\r\nma cnt MD D40 v\r\n",
+            7
+        ),
+        ["NF", "VA 2", "41", "VA 2", "42", "VA 1", "2"]
+    );
+    assert_eq!(c.ask("md cnt q\r\nmd cnt\r\nmn\r\n", 2), ["NF", "MN"]);
+    // Base64 keys: "foo" is Zm9v.
+    assert_eq!(
+        c.ask("ms Zm9v 3 b\r\nbar\r\nmg Zm9v b v k\r\nmg foo v\r\n", 5),
+        ["HD", "VA 3 kZm9v b", "bar", "VA 3", "bar"]
+    );
+    assert_eq!(
+        c.ask("mg !!!! b v\r\n", 1),
+        ["CLIENT_ERROR error decoding key"]
+    );
+    assert_eq!(
+        c.ask(&format!("mg m O{}\r\n", "x".repeat(40)), 1),
+        ["CLIENT_ERROR opaque token too long"]
+    );
+    server.stop().unwrap();
+}
+
+#[test]
+fn pipelined_split_noreply_and_binary_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut c = Conn::new(&server);
+    // Everything in one write, replies in order.
+    let mut req = Vec::new();
+    for i in 0..200 {
+        req.extend_from_slice(
+            format!("set k{i} {i} 0 {}\r\nv{i}\r\n", format!("v{i}").len()).as_bytes(),
+        );
+    }
+    for i in 0..200 {
+        req.extend_from_slice(format!("get k{i}\r\n").as_bytes());
+    }
+    c.send(&req);
+    for _ in 0..200 {
+        assert_eq!(c.line(), "STORED");
+    }
+    for i in 0..200 {
+        assert_eq!(
+            c.line(),
+            format!("VALUE k{i} {i} {}", format!("v{i}").len())
+        );
+        assert_eq!(c.line(), format!("v{i}"));
+        assert_eq!(c.line(), "END");
+    }
+    // One request a byte at a time (every TCP segment split).
+    let mut binary: Vec<u8> = (0..=255u8).collect();
+    binary.extend_from_slice(b"\r\nEND\r\n\0get x\r\n");
+    let mut req = format!("set bin 0 0 {}\r\n", binary.len()).into_bytes();
+    req.extend_from_slice(&binary);
+    req.extend_from_slice(b"\r\n");
+    for b in &req {
+        c.w.write_all(&[*b]).unwrap();
+        c.w.flush().unwrap();
+    }
+    assert_eq!(c.line(), "STORED");
+    assert_eq!(c.get("bin").as_deref(), Some(&binary[..]));
+    // noreply: no replies at all, then mn proves the pipeline is drained.
+    c.send(b"set q 0 0 1 noreply\r\na\r\nadd q 0 0 1 noreply\r\nb\r\nappend q 0 0 1 noreply\r\nc\r\nincr q 1 noreply\r\ndelete q noreply\r\ntouch q 1 noreply\r\nflush_all noreply\r\nset q2 0 0 1 noreply\r\nz\r\nmn\r\n");
+    assert_eq!(c.line(), "MN");
+    assert_eq!(c.get("q2").as_deref(), Some(&b"z"[..]));
+    server.stop().unwrap();
+}
+
+#[test]
+fn expiry() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut c = Conn::new(&server);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let r = c.ask(
+        &format!(
+            "set neg 0 -1 1\r\nx\r\nset past 0 {} 1\r\nx\r\nset future 0 {} 1\r\nx\r\nset rel 0 1000 1\r\nx\r\nset short 0 1 1\r\nx\r\n",
+            now - 100,
+            now + 100_000
+        ),
+        5,
+    );
+    assert!(r.iter().all(|l| l == "STORED"));
+    assert_eq!(c.get("neg"), None, "negative exptime: expired at once");
+    assert_eq!(c.get("past"), None, "absolute time in the past");
+    assert!(c.get("future").is_some());
+    assert!(c.get("rel").is_some());
+    let t = c.ask("mg rel t\r\nmg future t\r\n", 2);
+    let ttl: i64 = t[0][4..].parse().unwrap();
+    assert!((990..=1000).contains(&ttl), "{t:?}");
+    let ttl: i64 = t[1][4..].parse().unwrap();
+    assert!((99_000..=100_000).contains(&ttl), "{t:?}");
+    assert_eq!(c.ask("touch rel -1\r\n", 1), ["TOUCHED"]);
+    assert_eq!(c.get("rel"), None, "touched into the past");
+    // A one-second TTL is gone once two seconds have passed.
+    std::thread::sleep(Duration::from_millis(2100));
+    assert_eq!(c.get("short"), None);
+    assert!(c.get("future").is_some());
+    server.stop().unwrap();
+}
+
+#[test]
+fn cas_race_counts_every_success_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    Conn::new(&server).set("ctr", b"0");
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let mut c = Conn::new(&server);
+            std::thread::spawn(move || {
+                let mut wins = 0u64;
+                for _ in 0..300 {
+                    let g = c.ask("gets ctr\r\n", 3);
+                    let cas: u64 = g[0].rsplit(' ').next().unwrap().parse().unwrap();
+                    let v: u64 = g[1].parse().unwrap();
+                    let nv = (v + 1).to_string();
+                    let r = c.ask(&format!("cas ctr 0 0 {} {cas}\r\n{nv}\r\n", nv.len()), 1);
+                    match r[0].as_str() {
+                        "STORED" => wins += 1,
+                        "EXISTS" => {}
+                        other => panic!("cas: {other}"),
+                    }
+                }
+                wins
+            })
+        })
+        .collect();
+    let wins: u64 = threads.into_iter().map(|t| t.join().unwrap()).sum();
+    let mut c = Conn::new(&server);
+    assert_eq!(c.get("ctr"), Some(wins.to_string().into_bytes()));
+    assert!(wins >= 300);
+    server.stop().unwrap();
+}
+
+#[test]
+fn bad_input_gets_errors_and_others_keep_being_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut other = Conn::new(&server);
+    other.set("keep", b"safe");
+    let mut c = Conn::new(&server);
+    let long = "k".repeat(251);
+    assert_eq!(
+        c.ask(&format!("set {long} 0 0 1\r\nx\r\n"), 2),
+        ["CLIENT_ERROR bad command line format", "ERROR"]
+    );
+    assert_eq!(
+        c.ask(&format!("get {long}\r\n"), 1),
+        ["CLIENT_ERROR bad command line format"]
+    );
+    assert_eq!(
+        c.ask(&format!("set {} 0 0 1\r\nx\r\n", "k".repeat(250)), 1),
+        ["STORED"]
+    );
+    assert_eq!(
+        c.ask("set k 0 0 -1\r\n", 1),
+        ["CLIENT_ERROR bad command line format"]
+    );
+    assert_eq!(
+        c.ask("set k abc 0 1\r\n", 1),
+        ["CLIENT_ERROR bad command line format"]
+    );
+    assert_eq!(
+        c.ask("set k 0 0\r\nget\r\nbogus command\r\n\r\n", 4),
+        ["ERROR", "ERROR", "ERROR", "ERROR"]
+    );
+    assert_eq!(
+        c.ask("set k 0 0 3\r\nabcde\r\n", 2),
+        ["CLIENT_ERROR bad data chunk", "ERROR"]
+    );
+    assert_eq!(
+        c.ask("incr keep x\r\ntouch keep x\r\ndelete keep 5\r\n", 3),
+        [
+            "CLIENT_ERROR invalid numeric delta argument",
+            "CLIENT_ERROR invalid exptime argument",
+            "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]"
+        ]
+    );
+    // Too large: the value is swallowed, the old one removed (as memcached), the line after it
+    // is a command again.
+    c.set("big", b"old");
+    let mut req = format!("set big 0 0 {}\r\n", (1 << 20) + 1).into_bytes();
+    req.extend(std::iter::repeat_n(b'x', (1 << 20) + 1));
+    req.extend_from_slice(b"\r\nget big\r\n");
+    c.send(&req);
+    assert_eq!(c.line(), "SERVER_ERROR object too large for cache");
+    assert_eq!(c.line(), "END");
+    // Garbage bytes.
+    let garbage: Vec<u8> = (0..5000u32)
+        .map(|i| (i * 7919 % 251) as u8)
+        .filter(|&b| b != b'\n')
+        .collect();
+    c.send(&garbage);
+    c.send(b"\r\nmn\r\n");
+    assert_eq!(c.line(), "ERROR");
+    assert_eq!(c.line(), "MN");
+    // A line that never ends is cut off.
+    let mut d = Conn::new(&server);
+    d.send(&vec![b'a'; 70 * 1024]);
+    assert_eq!(d.line(), "CLIENT_ERROR line too long");
+    // A client closing in the middle of a value.
+    {
+        let mut e = Conn::new(&server);
+        e.send(b"set half 0 0 100\r\nonly some");
+    }
+    assert_eq!(other.get("keep").as_deref(), Some(&b"safe"[..]));
+    assert_eq!(other.get("half"), None);
+    server.stop().unwrap();
+}
+
+#[test]
+fn many_connections_and_the_connection_limit() {
+    // Each connection costs three descriptors here (client, its clone, the server's side).
+    let want: u64 = 2000;
+    let have = rlimit::increase_nofile_limit(3 * want + 200).unwrap_or(1024);
+    let n = want.min(have.saturating_sub(200) / 3).max(100) as usize;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path(), 12);
+    cfg.max_conns = n;
+    let server = inpath_cache::Server::start(cfg).unwrap();
+    let mut conns: Vec<Conn> = (0..n).map(|_| Conn::new(&server)).collect();
+    for (i, c) in conns.iter_mut().enumerate() {
+        assert_eq!(c.set(&format!("c{i}"), b"v"), "STORED");
+    }
+    // One more is refused with memcached's message; the others keep working.
+    let mut extra = Conn::new(&server);
+    assert_eq!(extra.line(), "ERROR Too many open connections");
+    for (i, c) in conns.iter_mut().enumerate().step_by(37) {
+        assert_eq!(c.get(&format!("c{i}")).as_deref(), Some(&b"v"[..]));
+    }
+    let mut probe = Conn::new(&server);
+    assert_eq!(probe.line(), "ERROR Too many open connections");
+    drop(conns);
+    drop(probe);
+    // Once they are gone, new clients are served again.
+    let mut again = None;
+    for _ in 0..200 {
+        let mut c = Conn::new(&server);
+        c.send(b"mn\r\n");
+        if c.line() == "MN" {
+            again = Some(c);
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let mut c = again.expect("served again after the others closed");
+    assert!(c.stat("rejected_connections") >= 2);
+    server.stop().unwrap();
+}

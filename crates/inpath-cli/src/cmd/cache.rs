@@ -1,0 +1,712 @@
+//! `inpath cache`: the BlueCache engine as a memcached-compatible server (`serve`) and its load
+//! generator (`bench`). docs/cache.md.
+
+use crate::common::parse_size;
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use inpath_cache::{Server, ServerConfig, StoreConfig};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Arguments of `inpath cache`.
+#[derive(Args)]
+pub struct CacheArgs {
+    #[command(subcommand)]
+    action: Action,
+}
+
+#[derive(Subcommand)]
+enum Action {
+    /// Serve the memcached text and meta protocol with a DRAM index and a flash tier.
+    #[command(after_help = "Examples:
+  inpath cache serve --listen 127.0.0.1:11211 --memory 256MiB --flash /var/cache/inpath.flash --flash-size 8GiB
+  inpath cache serve -p 11211 -l 127.0.0.1 -m 1024 -t 4 -c 4096 -I 1m --flash /ssd/cache.flash
+
+memcached's own spellings work too (-p, -l, -m MEGABYTES, -t, -c, -I), so a unit file can swap
+the binary. SIGTERM or SIGINT shuts down cleanly with a final checkpoint; a restart, clean or
+after a crash, serves again what was flushed (every --sync-ms). See docs/cache.md.")]
+    Serve(Box<ServeArgs>),
+    /// Load generator: Zipf keys, get/set mix, optional look-aside backend delay.
+    #[command(after_help = "Examples:
+  inpath cache bench --server 127.0.0.1:11211 --keys 100000 --ops 200000 --value-size 1024
+  inpath cache bench --server 127.0.0.1:11211 --keys 600000 --get-ratio 0.95 --backend-delay-us 200 --json")]
+    Bench(BenchArgs),
+}
+
+#[derive(Args)]
+pub struct ServeArgs {
+    /// Address to listen on (HOST:PORT).
+    #[arg(long)]
+    listen: Option<String>,
+    /// TCP port (memcached -p); with -l or the default address 0.0.0.0.
+    #[arg(short = 'p', long = "port")]
+    port: Option<u16>,
+    /// Interface to listen on (memcached -l).
+    #[arg(short = 'l', long = "listen-addr")]
+    listen_addr: Option<String>,
+    /// DRAM budget: index, log buffers and hot values (e.g. 256MiB).
+    #[arg(long, default_value = "256MiB")]
+    memory: String,
+    /// DRAM budget in megabytes (memcached -m); overrides --memory.
+    #[arg(short = 'm', value_name = "MEGABYTES")]
+    memory_mb: Option<u64>,
+    /// The flash file (created when missing).
+    #[arg(long)]
+    flash: PathBuf,
+    /// Size of the flash file.
+    #[arg(long, default_value = "8GiB")]
+    flash_size: String,
+    /// Worker threads (memcached -t).
+    #[arg(short = 't', long, default_value_t = 4)]
+    threads: usize,
+    /// Most simultaneous connections (memcached -c).
+    #[arg(short = 'c', long = "max-conns", default_value_t = 1024)]
+    max_conns: usize,
+    /// Largest value (memcached -I), e.g. 1m, 512k; at most 2 MiB - 1.
+    #[arg(short = 'I', long = "max-item-size", default_value = "1m")]
+    item_size: String,
+    /// Expected average item size: the index gets flash-size / this many entries.
+    #[arg(long, default_value = "1KiB")]
+    avg_item_size: String,
+    /// How often the open log chunk is written to the flash file (loss bound on a crash).
+    #[arg(long, default_value_t = 200)]
+    sync_ms: u64,
+    /// How often the index is checkpointed.
+    #[arg(long, default_value_t = 60)]
+    checkpoint_secs: u64,
+    /// Log more on standard error (memcached -v).
+    #[arg(short = 'v', long)]
+    verbose: bool,
+    /// Seal every flash record (key and value) with the seal engine: compress, then
+    /// AES-256-GCM with the first key of this key file (`inpath seal keygen`). A stolen flash
+    /// file then reveals only record sizes and expiry times.
+    #[arg(long, value_name = "KEYFILE")]
+    seal_key: Option<PathBuf>,
+    /// Compression of sealed records: none, lz4, zstd, snappy, deflate.
+    #[arg(long, default_value = "lz4", value_name = "ALGO")]
+    seal_compress: String,
+}
+
+/// The seal engine behind the cache's flash records.
+struct FlashSeal {
+    sealer: std::sync::Mutex<inpath_seal::Sealer>,
+    unsealer: inpath_seal::Unsealer,
+    describe: String,
+}
+
+impl inpath_cache::store::RecordSeal for FlashSeal {
+    fn seal(&self, plain: &[u8]) -> std::result::Result<Vec<u8>, String> {
+        let mut s = self.sealer.lock().unwrap_or_else(|p| p.into_inner());
+        s.seal(plain).map_err(|e| e.to_string())
+    }
+    fn unseal(&self, sealed: &[u8]) -> Option<Vec<u8>> {
+        self.unsealer.unseal(sealed).ok()
+    }
+    fn describe(&self) -> String {
+        self.describe.clone()
+    }
+}
+
+fn flash_seal(path: &std::path::Path, compress: &str) -> Result<inpath_cache::store::SealHook> {
+    let keys = crate::cmd::seal::read_keys(path, false)?;
+    let key = keys
+        .ring
+        .get(keys.first_id)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let compression = inpath_seal::Compression::parse(compress)
+        .map_err(|e| anyhow::anyhow!("--seal-compress: {e}"))?;
+    let config = inpath_seal::SealConfig {
+        compression,
+        cipher: inpath_seal::Cipher::Gcm,
+    };
+    let sealer = inpath_seal::Sealer::new(config, Some((keys.first_id, key)))
+        .map_err(|e| anyhow::anyhow!("--seal-key {}: {e}", path.display()))?;
+    let describe = format!("{}+aes256-gcm", compression.describe());
+    Ok(inpath_cache::store::SealHook(std::sync::Arc::new(
+        FlashSeal {
+            sealer: std::sync::Mutex::new(sealer),
+            unsealer: inpath_seal::Unsealer::new(&keys.ring),
+            describe,
+        },
+    )))
+}
+
+fn serve_config(a: &ServeArgs) -> Result<ServerConfig> {
+    let listen = match (&a.listen, &a.listen_addr, a.port) {
+        (Some(l), None, None) => l.clone(),
+        (Some(_), _, _) => bail!("give --listen HOST:PORT, or -l/-p, not both"),
+        (None, l, p) => {
+            let host = l.clone().unwrap_or_else(|| "0.0.0.0".into());
+            let host = if host.contains(':') && !host.starts_with('[') {
+                format!("[{host}]")
+            } else {
+                host
+            };
+            format!("{host}:{}", p.unwrap_or(11211))
+        }
+    };
+    let memory = match a.memory_mb {
+        Some(mb) => mb.checked_mul(1 << 20).context("-m is too large")?,
+        None => parse_size(&a.memory).map_err(anyhow::Error::msg)?,
+    };
+    let mut store = StoreConfig::new(a.flash.clone());
+    store.memory = memory;
+    store.flash_size = parse_size(&a.flash_size).map_err(anyhow::Error::msg)?;
+    store.item_max = parse_size(&a.item_size).map_err(anyhow::Error::msg)? as usize;
+    store.avg_item_size = parse_size(&a.avg_item_size).map_err(anyhow::Error::msg)? as usize;
+    store.verbose = a.verbose;
+    if let Some(path) = &a.seal_key {
+        store.seal = Some(flash_seal(path, &a.seal_compress)?);
+    }
+    let mut cfg = ServerConfig::new(listen, store);
+    cfg.threads = a.threads;
+    cfg.max_conns = a.max_conns;
+    cfg.sync_interval = Duration::from_millis(a.sync_ms.max(1));
+    cfg.checkpoint_interval = Duration::from_secs(a.checkpoint_secs.max(1));
+    cfg.handle_signals = true;
+    Ok(cfg)
+}
+
+fn serve(a: &ServeArgs) -> Result<()> {
+    let cfg = serve_config(a)?;
+    let listen = cfg.listen.clone();
+    let server = Server::start(cfg).with_context(|| format!("cache server on {listen}"))?;
+    let st = server.store();
+    let g = st.geo;
+    eprintln!(
+        "inpath cache: listening on {} (memory {} MiB: index {} MiB, values {} MiB; flash {} \
+         MiB in {} chunks, {}); recovered {} items ({})",
+        server.local_addr(),
+        a.memory_mb
+            .unwrap_or(0)
+            .max(parse_size(&a.memory).unwrap_or(0) >> 20),
+        (g.nbuckets * 64) >> 20,
+        g.dram_budget >> 20,
+        (g.chunk_size * g.nchunks) >> 20,
+        g.nchunks,
+        if st.flash_direct() {
+            "O_DIRECT"
+        } else {
+            "buffered I/O: O_DIRECT refused by the filesystem"
+        },
+        st.recovery.items,
+        st.recovery.checkpoint_note,
+    );
+    if let Some(path) = &a.seal_key {
+        eprintln!(
+            "inpath cache: flash records sealed ({}) with the first key of {}",
+            st.stats()
+                .into_iter()
+                .find(|(k, _)| *k == "flash_sealed")
+                .map(|(_, v)| v)
+                .unwrap_or_default(),
+            path.display()
+        );
+    }
+    server.wait().context("final checkpoint")?;
+    eprintln!("inpath cache: stopped");
+    Ok(())
+}
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Server address (HOST:PORT).
+    #[arg(long, default_value = "127.0.0.1:11211")]
+    server: String,
+    /// Distinct keys (the working set is keys x value size).
+    #[arg(long, default_value_t = 100_000)]
+    keys: u64,
+    /// Requests to send (after the warm-up).
+    #[arg(long, default_value_t = 200_000)]
+    ops: u64,
+    /// Requests to send first, not measured (fills the cache the look-aside way).
+    #[arg(long, default_value_t = 0)]
+    warmup: u64,
+    /// Value bytes.
+    #[arg(long, default_value_t = 1024)]
+    value_size: usize,
+    /// Share of gets (the rest are sets).
+    #[arg(long, default_value_t = 0.95)]
+    get_ratio: f64,
+    /// Zipf exponent of key popularity (0 = uniform).
+    #[arg(long, default_value_t = 0.99)]
+    zipf: f64,
+    /// Client connections, each a thread sending one request at a time.
+    #[arg(long, default_value_t = 4)]
+    conns: usize,
+    /// Look-aside: on a get miss, wait this long (the backend) then set the value.
+    #[arg(long)]
+    backend_delay_us: Option<u64>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Random seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// First set every key once, in random order, with pipelined noreply sets (no compulsory
+    /// misses afterwards; what does not fit is evicted).
+    #[arg(long)]
+    prefill: bool,
+    /// Key names are PREFIX then the key number ("absent:" probes keys never set).
+    #[arg(long, default_value = "key:")]
+    key_prefix: String,
+}
+
+/// Sets keys 0..n once each in a random order, pipelined.
+fn prefill(a: &BenchArgs) -> Result<()> {
+    let mut order: Vec<u64> = (0..a.keys).collect();
+    let mut rng = Rng(a.seed ^ 0x5EED);
+    for i in (1..order.len()).rev() {
+        let j = (rng.next() % (i as u64 + 1)) as usize;
+        order.swap(i, j);
+    }
+    let mut c = Client::connect(&a.server)?;
+    let mut batch = Vec::with_capacity(1 << 20);
+    for k in order {
+        let v = make_value(k, 0, a.value_size);
+        batch.extend_from_slice(
+            format!("set {}{k} 0 0 {} noreply\r\n", a.key_prefix, v.len()).as_bytes(),
+        );
+        batch.extend_from_slice(&v);
+        batch.extend_from_slice(b"\r\n");
+        if batch.len() > 256 * 1024 {
+            batch.extend_from_slice(b"mn\r\n");
+            c.w.write_all(&batch)?;
+            batch.clear();
+            if c.read_line()? != b"MN" {
+                bail!("prefill: unexpected reply");
+            }
+        }
+    }
+    batch.extend_from_slice(b"mn\r\n");
+    c.w.write_all(&batch)?;
+    if c.read_line()? != b"MN" {
+        bail!("prefill: unexpected reply");
+    }
+    Ok(())
+}
+
+/// Zipf sampler over 1..=n by inverse CDF on a precomputed table (n up to a few million).
+struct Zipf {
+    cdf: Vec<f64>,
+}
+
+impl Zipf {
+    fn new(n: u64, s: f64) -> Zipf {
+        let mut cdf = Vec::with_capacity(n as usize);
+        let mut acc = 0.0;
+        for i in 1..=n {
+            acc += 1.0 / (i as f64).powf(s);
+            cdf.push(acc);
+        }
+        for c in cdf.iter_mut() {
+            *c /= acc;
+        }
+        Zipf { cdf }
+    }
+    fn sample(&self, u: f64) -> u64 {
+        self.cdf.partition_point(|&c| c < u) as u64
+    }
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// A value that checks itself: its first 8 bytes are a hash of the key and the rest.
+fn make_value(key: u64, version: u64, size: usize) -> Vec<u8> {
+    let mut v = vec![0u8; size.max(16)];
+    let mut r = Rng(key.wrapping_mul(31).wrapping_add(version));
+    for b in v[16..].iter_mut() {
+        *b = r.next() as u8;
+    }
+    v[8..16].copy_from_slice(&key.to_le_bytes());
+    let sum = crc(&v[8..]);
+    v[..8].copy_from_slice(&sum.to_le_bytes());
+    v
+}
+
+fn crc(d: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in d {
+        h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
+    }
+    h
+}
+
+fn value_ok(key: u64, v: &[u8]) -> bool {
+    v.len() >= 16 && v[..8] == crc(&v[8..]).to_le_bytes() && v[8..16] == key.to_le_bytes()
+}
+
+/// One blocking text-protocol connection.
+pub struct Client {
+    r: BufReader<TcpStream>,
+    w: TcpStream,
+    line: Vec<u8>,
+}
+
+impl Client {
+    pub fn connect(addr: &str) -> Result<Client> {
+        let s = TcpStream::connect(addr).with_context(|| format!("connecting to {addr}"))?;
+        s.set_nodelay(true)?;
+        s.set_read_timeout(Some(Duration::from_secs(30)))?;
+        Ok(Client {
+            r: BufReader::new(s.try_clone()?),
+            w: s,
+            line: Vec::new(),
+        })
+    }
+    fn read_line(&mut self) -> Result<&[u8]> {
+        self.line.clear();
+        self.r.read_until(b'\n', &mut self.line)?;
+        if !self.line.ends_with(b"\r\n") {
+            bail!("connection closed by the server");
+        }
+        Ok(&self.line[..self.line.len() - 2])
+    }
+    pub fn get(&mut self, key: &str) -> Result<Option<Vec<u8>>> {
+        self.w.write_all(format!("get {key}\r\n").as_bytes())?;
+        let line = self.read_line()?.to_vec();
+        if line == b"END" {
+            return Ok(None);
+        }
+        let text = String::from_utf8_lossy(&line).to_string();
+        let len: usize = text
+            .rsplit(' ')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .with_context(|| format!("unexpected reply {text:?}"))?;
+        let mut v = vec![0u8; len + 2];
+        self.r.read_exact(&mut v)?;
+        v.truncate(len);
+        if self.read_line()? != b"END" {
+            bail!("missing END");
+        }
+        Ok(Some(v))
+    }
+    pub fn set(&mut self, key: &str, value: &[u8]) -> Result<()> {
+        let mut req = format!("set {key} 0 0 {}\r\n", value.len()).into_bytes();
+        req.extend_from_slice(value);
+        req.extend_from_slice(b"\r\n");
+        self.w.write_all(&req)?;
+        let line = self.read_line()?;
+        if line != b"STORED" {
+            bail!("set: {}", String::from_utf8_lossy(line));
+        }
+        Ok(())
+    }
+    pub fn stats(&mut self) -> Result<Vec<(String, String)>> {
+        self.w.write_all(b"stats\r\n")?;
+        let mut out = Vec::new();
+        loop {
+            let line = String::from_utf8_lossy(self.read_line()?).to_string();
+            if line == "END" {
+                return Ok(out);
+            }
+            let mut p = line.splitn(3, ' ');
+            if let (Some("STAT"), Some(k), Some(v)) = (p.next(), p.next(), p.next()) {
+                out.push((k.to_string(), v.to_string()));
+            }
+        }
+    }
+}
+
+#[derive(Default)]
+struct Tally {
+    gets: u64,
+    hits: u64,
+    sets: u64,
+    wrong: u64,
+    lat_ns: Vec<u64>,
+}
+
+fn bench(a: &BenchArgs) -> Result<()> {
+    if !(0.0..=1.0).contains(&a.get_ratio) || a.keys == 0 || a.conns == 0 {
+        bail!("--get-ratio must be in 0..1, --keys and --conns at least 1");
+    }
+    let zipf = std::sync::Arc::new(Zipf::new(a.keys, a.zipf));
+    let run = |ops: u64, measure: bool| -> Result<(Tally, f64)> {
+        let per = ops / a.conns as u64;
+        let t0 = Instant::now();
+        let results: Vec<Result<Tally>> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..a.conns)
+                .map(|c| {
+                    let zipf = zipf.clone();
+                    s.spawn(move || -> Result<Tally> {
+                        let mut cl = Client::connect(&a.server)?;
+                        let mut rng = Rng(a.seed * 1000 + c as u64 + u64::from(measure) * 7919);
+                        let mut t = Tally::default();
+                        for _ in 0..per {
+                            let k = zipf.sample(rng.unit());
+                            let key = format!("{}{k}", a.key_prefix);
+                            let start = Instant::now();
+                            if rng.unit() < a.get_ratio {
+                                t.gets += 1;
+                                match cl.get(&key)? {
+                                    Some(v) => {
+                                        t.hits += 1;
+                                        if !value_ok(k, &v) {
+                                            t.wrong += 1;
+                                        }
+                                    }
+                                    None => {
+                                        if let Some(us) = a.backend_delay_us {
+                                            std::thread::sleep(Duration::from_micros(us));
+                                            cl.set(&key, &make_value(k, 0, a.value_size))?;
+                                        }
+                                    }
+                                }
+                            } else {
+                                t.sets += 1;
+                                cl.set(&key, &make_value(k, rng.next(), a.value_size))?;
+                            }
+                            if measure {
+                                t.lat_ns.push(start.elapsed().as_nanos() as u64);
+                            }
+                        }
+                        Ok(t)
+                    })
+                })
+                .collect();
+            hs.into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(anyhow::anyhow!("client thread panicked")))
+                })
+                .collect()
+        });
+        let secs = t0.elapsed().as_secs_f64();
+        let mut all = Tally::default();
+        for r in results {
+            let t = r?;
+            all.gets += t.gets;
+            all.hits += t.hits;
+            all.sets += t.sets;
+            all.wrong += t.wrong;
+            all.lat_ns.extend(t.lat_ns);
+        }
+        Ok((all, secs))
+    };
+    if a.prefill {
+        prefill(a)?;
+    }
+    if a.warmup > 0 {
+        run(a.warmup, false)?;
+    }
+    let mut probe = Client::connect(&a.server)?;
+    let before = probe.stats()?;
+    let (mut t, secs) = run(a.ops, true)?;
+    let after = probe.stats()?;
+    let stat = |s: &[(String, String)], k: &str| -> f64 {
+        s.iter()
+            .find(|(n, _)| n == k)
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or(0.0)
+    };
+    let delta = |k: &str| stat(&after, k) - stat(&before, k);
+    let ops = (t.gets + t.sets) as f64;
+    let cpu = delta("rusage_user") + delta("rusage_system");
+    t.lat_ns.sort_unstable();
+    let pct = |p: f64| -> f64 {
+        if t.lat_ns.is_empty() {
+            return 0.0;
+        }
+        let i = ((t.lat_ns.len() as f64 - 1.0) * p).round() as usize;
+        t.lat_ns[i] as f64 / 1000.0
+    };
+    let hit_rate = if t.gets > 0 {
+        t.hits as f64 / t.gets as f64
+    } else {
+        0.0
+    };
+    let report = serde_json::json!({
+        "server": a.server,
+        "ops": ops,
+        "seconds": secs,
+        "ops_per_sec": ops / secs,
+        "gets": t.gets,
+        "sets": t.sets,
+        "hit_rate": hit_rate,
+        "miss_ratio": 1.0 - hit_rate,
+        "wrong_values": t.wrong,
+        "p50_us": pct(0.5),
+        "p99_us": pct(0.99),
+        "server_cpu_seconds": cpu,
+        "server_cpu_us_per_1000_ops": if ops > 0.0 { cpu * 1e6 / ops * 1000.0 } else { 0.0 },
+        "flash_reads": delta("flash_reads"),
+        "flash_hits": delta("flash_hits"),
+        "keys": a.keys,
+        "value_size": a.value_size,
+        "zipf": a.zipf,
+        "conns": a.conns,
+        "backend_delay_us": a.backend_delay_us,
+    });
+    if a.json {
+        println!("{report}");
+    } else {
+        println!(
+            "{:.0} ops/s, hit rate {:.2}%, p50 {:.1} us, p99 {:.1} us, server CPU {:.1} us per 1000 ops, {} wrong values",
+            ops / secs,
+            hit_rate * 100.0,
+            pct(0.5),
+            pct(0.99),
+            cpu * 1e9 / ops.max(1.0),
+            t.wrong
+        );
+    }
+    if t.wrong > 0 {
+        bail!("{} values failed their checksum", t.wrong);
+    }
+    Ok(())
+}
+
+pub fn run(args: CacheArgs) -> Result<()> {
+    match args.action {
+        Action::Serve(a) => serve(&a),
+        Action::Bench(a) => bench(&a),
+    }
+}
+
+/// The `inpath demo` section: an in-process server whose working set is ten times its DRAM,
+/// a Zipf read mix, and a restart that keeps the contents.
+pub fn demo_section() -> Result<String> {
+    use std::fmt::Write as _;
+    let dir = std::env::temp_dir().join(format!("inpath-demo-cache-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let result = demo_run(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    let (hit, stats1, stats2, back, sample, items) = result?;
+    let get = |s: &[(String, String)], k: &str| -> f64 {
+        s.iter()
+            .find(|(n, _)| n == k)
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or(0.0)
+    };
+    let mut out = String::new();
+    writeln!(
+        out,
+        "== cache (BlueCache): a memcached-compatible cache with a DRAM index and a flash tier"
+    )?;
+    writeln!(
+        out,
+        "  {items} items of 1 KiB (~{} MiB) into 8 MiB of DRAM ({:.1} MiB for values) and a 48 MiB flash file",
+        items >> 10,
+        get(&stats1, "dram_limit_bytes") / (1 << 20) as f64
+    )?;
+    writeln!(
+        out,
+        "  Zipf(0.99) reads: hit ratio {:.1}%; {:.0} from DRAM, {:.0} from flash with {:.0} flash reads (one per flash hit)",
+        hit * 100.0,
+        get(&stats1, "dram_hits"),
+        get(&stats1, "flash_hits"),
+        get(&stats1, "flash_reads"),
+    )?;
+    writeln!(
+        out,
+        "  DRAM per item: {:.1} bytes of index for {:.0} items ({:.0} of them only on flash)",
+        get(&stats1, "index_bytes") / get(&stats1, "curr_items").max(1.0),
+        get(&stats1, "curr_items"),
+        get(&stats1, "flash_items"),
+    )?;
+    writeln!(
+        out,
+        "  restart (clean shutdown, checkpoint + log replay): {:.0} items recovered, {back} of {sample} sampled keys back byte for byte",
+        get(&stats2, "recovered_items"),
+    )?;
+    writeln!(
+        out,
+        "  try it: inpath cache serve --listen 127.0.0.1:11211 --memory 256MiB --flash cache.flash --flash-size 8GiB\n"
+    )?;
+    Ok(out)
+}
+
+type DemoResult = (
+    f64,
+    Vec<(String, String)>,
+    Vec<(String, String)>,
+    usize,
+    usize,
+    u64,
+);
+
+fn demo_run(dir: &std::path::Path) -> Result<DemoResult> {
+    let items = 40_000u64;
+    let start = || -> Result<Server> {
+        let mut store = StoreConfig::new(dir.join("demo.flash"));
+        store.memory = 8 << 20;
+        store.flash_size = 48 << 20;
+        let mut cfg = ServerConfig::new("127.0.0.1:0", store);
+        cfg.threads = 2;
+        Ok(Server::start(cfg)?)
+    };
+    let server = start()?;
+    let addr = server.local_addr().to_string();
+    let mut c = Client::connect(&addr)?;
+    let mut batch = Vec::with_capacity(1 << 20);
+    for k in 0..items {
+        let v = make_value(k, 0, 1024);
+        batch.extend_from_slice(format!("set key:{k} 0 0 {} noreply\r\n", v.len()).as_bytes());
+        batch.extend_from_slice(&v);
+        batch.extend_from_slice(b"\r\n");
+        if batch.len() > 512 * 1024 {
+            c.w.write_all(&batch)?;
+            batch.clear();
+        }
+    }
+    batch.extend_from_slice(b"mn\r\n");
+    c.w.write_all(&batch)?;
+    if c.read_line()? != b"MN" {
+        bail!("demo: unexpected reply");
+    }
+    let zipf = Zipf::new(items, 0.99);
+    let mut rng = Rng(7);
+    let (mut gets, mut hits) = (0u64, 0u64);
+    for _ in 0..20_000 {
+        let k = zipf.sample(rng.unit());
+        gets += 1;
+        if let Some(v) = c.get(&format!("key:{k}"))? {
+            if !value_ok(k, &v) {
+                bail!("demo: wrong value for key:{k}");
+            }
+            hits += 1;
+        }
+    }
+    let stats1 = c.stats()?;
+    drop(c);
+    server.stop()?;
+    let server = start()?;
+    let mut c = Client::connect(&server.local_addr().to_string())?;
+    let stats2 = c.stats()?;
+    let (mut back, sample) = (0, 2000usize);
+    for i in 0..sample as u64 {
+        let k = items - 1 - i * 7;
+        if let Some(v) = c.get(&format!("key:{k}"))? {
+            if !value_ok(k, &v) {
+                bail!("demo: wrong value for key:{k} after the restart");
+            }
+            back += 1;
+        }
+    }
+    drop(c);
+    server.stop()?;
+    Ok((
+        hits as f64 / gets as f64,
+        stats1,
+        stats2,
+        back,
+        sample,
+        items,
+    ))
+}

@@ -1,0 +1,359 @@
+//! `inpath cache serve` as a process: kill -9 in the middle of a write-heavy run, SIGTERM, a
+//! taken port, a flash file that cannot be created, memcached's option spellings.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+fn inpath() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_inpath"))
+}
+
+/// Starts a server on a free loopback port; returns it and its address (read from its log).
+fn serve(flash: &Path, extra: &[&str]) -> (Child, String) {
+    let mut child = inpath()
+        .args([
+            "cache",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--memory",
+            "8MiB",
+        ])
+        .arg("--flash")
+        .arg(flash)
+        .args(["--flash-size", "16MiB", "-t", "2"])
+        .args(if extra.contains(&"--sync-ms") {
+            &[][..]
+        } else {
+            &["--sync-ms", "20"][..]
+        })
+        .args(extra)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn inpath");
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    let addr = loop {
+        line.clear();
+        if err.read_line(&mut line).unwrap() == 0 {
+            let _ = child.kill();
+            panic!("server exited before listening");
+        }
+        if let Some(rest) = line.split("listening on ").nth(1) {
+            break rest.split_whitespace().next().unwrap().to_string();
+        }
+    };
+    // Keep draining the log so the server never blocks on a full pipe.
+    std::thread::spawn(move || {
+        let mut sink = Vec::new();
+        let _ = err.read_to_end(&mut sink);
+    });
+    (child, addr)
+}
+
+struct Conn {
+    r: BufReader<TcpStream>,
+    w: TcpStream,
+}
+
+impl Conn {
+    fn new(addr: &str) -> Conn {
+        let s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        Conn {
+            r: BufReader::new(s.try_clone().unwrap()),
+            w: s,
+        }
+    }
+    fn line(&mut self) -> std::io::Result<String> {
+        let mut l = String::new();
+        self.r.read_line(&mut l)?;
+        if !l.ends_with("\r\n") {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        l.truncate(l.len() - 2);
+        Ok(l)
+    }
+    fn set(&mut self, key: &str, v: &[u8]) -> std::io::Result<String> {
+        let mut req = format!("set {key} 0 0 {}\r\n", v.len()).into_bytes();
+        req.extend_from_slice(v);
+        req.extend_from_slice(b"\r\n");
+        self.w.write_all(&req)?;
+        self.line()
+    }
+    fn get(&mut self, key: &str) -> Option<Vec<u8>> {
+        self.w
+            .write_all(format!("get {key}\r\n").as_bytes())
+            .unwrap();
+        let l = self.line().unwrap();
+        if l == "END" {
+            return None;
+        }
+        let n: usize = l.rsplit(' ').next().unwrap().parse().unwrap();
+        let mut v = vec![0; n + 2];
+        self.r.read_exact(&mut v).unwrap();
+        assert_eq!(self.line().unwrap(), "END");
+        v.truncate(n);
+        Some(v)
+    }
+}
+
+fn value(key: &str, version: u64) -> Vec<u8> {
+    let mut v = format!("{key}|{version}|").into_bytes();
+    v.resize(700, b'.');
+    let sum = crc32fast::hash(&v);
+    v.extend_from_slice(&sum.to_le_bytes());
+    v
+}
+
+fn version_of(key: &str, v: &[u8]) -> Option<u64> {
+    let (body, sum) = v.split_at(v.len().checked_sub(4)?);
+    if crc32fast::hash(body).to_le_bytes() != sum {
+        return None;
+    }
+    let text = String::from_utf8_lossy(body);
+    let mut p = text.splitn(3, '|');
+    (p.next()? == key).then_some(())?;
+    p.next()?.parse().ok()
+}
+
+fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
+    for _ in 0..200 {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    panic!("server did not exit within 10 s");
+}
+
+#[test]
+fn kill_9_during_writes_loses_nothing_flushed_and_serves_nothing_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let flash = dir.path().join("c.flash");
+    let (mut child, addr) = serve(&flash, &[]);
+    let mut c = Conn::new(&addr);
+    for k in 0..3000 {
+        assert_eq!(
+            c.set(&format!("a{k}"), &value(&format!("a{k}"), 1))
+                .unwrap(),
+            "STORED"
+        );
+    }
+    // Past a few flush intervals (--sync-ms 20) everything above is on the file.
+    std::thread::sleep(Duration::from_millis(400));
+    // A write-heavy run, killed in the middle.
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..2)
+        .map(|t| {
+            let addr = addr.clone();
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut c = Conn::new(&addr);
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let key = format!("b{}", (n * 7 + t) % 4000);
+                    if c.set(&key, &value(&key, n)).is_err() {
+                        break;
+                    }
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    let written: u64 = writers.into_iter().map(|w| w.join().unwrap()).sum();
+    assert!(written > 100, "the write-heavy run wrote {written}");
+
+    let (mut child, addr) = serve(&flash, &[]);
+    let mut c = Conn::new(&addr);
+    for k in 0..3000 {
+        let key = format!("a{k}");
+        let v = c
+            .get(&key)
+            .unwrap_or_else(|| panic!("{key} was flushed before the crash and is lost"));
+        assert_eq!(version_of(&key, &v), Some(1), "{key}");
+    }
+    let mut back = 0;
+    for k in 0..4000 {
+        let key = format!("b{k}");
+        if let Some(v) = c.get(&key) {
+            assert!(
+                version_of(&key, &v).is_some(),
+                "wrong value served for {key}"
+            );
+            back += 1;
+        }
+    }
+    assert!(back > 0, "some of the write-heavy run was flushed");
+    // SIGTERM: clean shutdown with exit status 0.
+    assert!(Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    assert!(wait_exit(&mut child).success());
+}
+
+#[test]
+fn sigterm_then_restart_keeps_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let flash = dir.path().join("c.flash");
+    let (mut child, addr) = serve(&flash, &["--sync-ms", "100000"]);
+    let mut c = Conn::new(&addr);
+    for k in 0..2000 {
+        assert_eq!(
+            c.set(&format!("k{k}"), &value(&format!("k{k}"), 3))
+                .unwrap(),
+            "STORED"
+        );
+    }
+    // No periodic flush has run (100 s): only the clean shutdown writes the tail.
+    assert!(Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    assert!(wait_exit(&mut child).success());
+    let (mut child, addr) = serve(&flash, &[]);
+    let mut c = Conn::new(&addr);
+    for k in 0..2000 {
+        let key = format!("k{k}");
+        let v = c
+            .get(&key)
+            .unwrap_or_else(|| panic!("{key} lost over a clean restart"));
+        assert_eq!(version_of(&key, &v), Some(3));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
+fn memcached_spellings_a_taken_port_and_an_uncreatable_flash_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let out = inpath()
+        .args([
+            "cache",
+            "serve",
+            "-l",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-m",
+            "16",
+            "-t",
+            "2",
+            "-c",
+            "100",
+            "-I",
+            "512k",
+        ])
+        .arg("--flash")
+        .arg(dir.path().join("x.flash"))
+        .args(["--flash-size", "16MiB"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot listen on 127.0.0.1:"), "{err}");
+    let out = inpath()
+        .args([
+            "cache",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--flash",
+            "/nonexistent-dir/x/cache.flash",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("flash file /nonexistent-dir/x/cache.flash"),
+        "{err}"
+    );
+    let out = inpath()
+        .args([
+            "cache",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--memory",
+            "1MiB",
+            "--flash",
+        ])
+        .arg(dir.path().join("y.flash"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("too small"));
+    // The memcached spellings start a working server.
+    let (mut child, addr) = serve(&dir.path().join("z.flash"), &["-c", "50", "-I", "512k"]);
+    let mut c = Conn::new(&addr);
+    c.w.write_all(format!("set big 0 0 {}\r\n", 600 * 1024).as_bytes())
+        .unwrap();
+    c.w.write_all(&vec![b'x'; 600 * 1024]).unwrap();
+    c.w.write_all(b"\r\n").unwrap();
+    assert_eq!(c.line().unwrap(), "SERVER_ERROR object too large for cache");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
+fn seal_key_seals_the_flash_file_and_restarts_with_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys.txt");
+    assert!(inpath()
+        .args(["seal", "keygen", "-o"])
+        .arg(&keys)
+        .status()
+        .unwrap()
+        .success());
+    let flash = dir.path().join("s.flash");
+    let keyarg = keys.to_str().unwrap();
+    let (mut child, addr) = serve(&flash, &["--seal-key", keyarg, "--sync-ms", "100000"]);
+    let mut c = Conn::new(&addr);
+    for k in 0..3000 {
+        let key = format!("sealed{k}");
+        assert_eq!(c.set(&key, &value(&key, 9)).unwrap(), "STORED");
+    }
+    assert!(Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    assert!(wait_exit(&mut child).success());
+    let raw = std::fs::read(&flash).unwrap();
+    assert!(
+        !raw.windows(9).any(|w| w == b"sealed123"),
+        "a key is readable in the flash file"
+    );
+    let (mut child, addr) = serve(&flash, &["--seal-key", keyarg]);
+    let mut c = Conn::new(&addr);
+    for k in (0..3000).step_by(13) {
+        let key = format!("sealed{k}");
+        let v = c.get(&key).unwrap_or_else(|| panic!("{key} lost"));
+        assert_eq!(version_of(&key, &v), Some(9));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // Without the key nothing is served.
+    let (mut child, addr) = serve(&flash, &[]);
+    let mut c = Conn::new(&addr);
+    assert_eq!(c.get("sealed13"), None);
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
