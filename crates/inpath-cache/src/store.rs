@@ -588,6 +588,29 @@ impl Inner {
         }
     }
 
+    /// Writes DRAM item `slot` again at the head of the log (its old record was reclaimed),
+    /// points the item at the new record and returns its address.
+    fn rewrite_record(&mut self, slot: usize) -> u64 {
+        let it = &self.dram[slot];
+        let (flags, exptime, cas) = (it.flags, it.exptime, it.cas);
+        let data = std::mem::take(&mut self.dram[slot].data);
+        let kl = self.dram[slot].key_len as usize;
+        let at = self.append(
+            flash::KIND_SET,
+            flags,
+            exptime,
+            cas,
+            &data[..kl],
+            &data[kl..],
+        );
+        let item = &mut self.dram[slot];
+        item.data = data;
+        item.backing = at;
+        item.backing_len = self.last_payload as u32;
+        self.rescued += 1;
+        at
+    }
+
     fn evict_to_flash(&mut self, slot: usize, now: u32) {
         let kh = self.dram[slot].kh;
         let Some(pos) = self.index.find_loc(kh, Loc::Dram(slot as u64)) else {
@@ -602,21 +625,7 @@ impl Inner {
         let mut backing = self.dram[slot].backing;
         if backing < self.tail {
             // Its record was reclaimed: write it again at the head of the log.
-            let it = &self.dram[slot];
-            let (flags, exptime, cas) = (it.flags, it.exptime, it.cas);
-            let data = std::mem::take(&mut self.dram[slot].data);
-            let kl = self.dram[slot].key_len as usize;
-            backing = self.append(
-                flash::KIND_SET,
-                flags,
-                exptime,
-                cas,
-                &data[..kl],
-                &data[kl..],
-            );
-            self.dram[slot].data = data;
-            self.dram[slot].backing_len = self.last_payload as u32;
-            self.rescued += 1;
+            backing = self.rewrite_record(slot);
         }
         let p = self.phys(backing);
         self.live[p] += 1;
@@ -1264,22 +1273,7 @@ impl Store {
             let now = now_unix();
             for slot in 0..g.dram.len() {
                 if g.dram[slot].backing < tail && !expired(g.dram[slot].exptime, now) {
-                    let it = &g.dram[slot];
-                    let (flags, exptime, cas) = (it.flags, it.exptime, it.cas);
-                    let data = std::mem::take(&mut g.dram[slot].data);
-                    let kl = g.dram[slot].key_len as usize;
-                    let a = g.append(
-                        flash::KIND_SET,
-                        flags,
-                        exptime,
-                        cas,
-                        &data[..kl],
-                        &data[kl..],
-                    );
-                    g.dram[slot].data = data;
-                    g.dram[slot].backing = a;
-                    g.dram[slot].backing_len = g.last_payload as u32;
-                    g.rescued += 1;
+                    g.rewrite_record(slot);
                 }
             }
             g.flush_open();

@@ -1,7 +1,7 @@
 //! `inpath cache`: the BlueCache engine as a memcached-compatible server (`serve`) and its load
 //! generator (`bench`). docs/cache.md.
 
-use crate::common::parse_size;
+use crate::common::{parse_size, SplitMix};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use inpath_cache::{Server, ServerConfig, StoreConfig};
@@ -257,7 +257,7 @@ pub struct BenchArgs {
 /// Sets keys 0..n once each in a random order, pipelined.
 fn prefill(a: &BenchArgs) -> Result<()> {
     let mut order: Vec<u64> = (0..a.keys).collect();
-    let mut rng = Rng(a.seed ^ 0x5EED);
+    let mut rng = SplitMix(a.seed ^ 0x5EED);
     for i in (1..order.len()).rev() {
         let j = (rng.next() % (i as u64 + 1)) as usize;
         order.swap(i, j);
@@ -311,24 +311,10 @@ impl Zipf {
     }
 }
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
-
 /// A value that checks itself: its first 8 bytes are a hash of the key and the rest.
 fn make_value(key: u64, version: u64, size: usize) -> Vec<u8> {
     let mut v = vec![0u8; size.max(16)];
-    let mut r = Rng(key.wrapping_mul(31).wrapping_add(version));
+    let mut r = SplitMix(key.wrapping_mul(31).wrapping_add(version));
     for b in v[16..].iter_mut() {
         *b = r.next() as u8;
     }
@@ -446,13 +432,14 @@ fn bench(a: &BenchArgs) -> Result<()> {
                     let zipf = zipf.clone();
                     s.spawn(move || -> Result<Tally> {
                         let mut cl = Client::connect(&a.server)?;
-                        let mut rng = Rng(a.seed * 1000 + c as u64 + u64::from(measure) * 7919);
+                        let mut rng =
+                            SplitMix(a.seed * 1000 + c as u64 + u64::from(measure) * 7919);
                         let mut t = Tally::default();
                         for _ in 0..per {
-                            let k = zipf.sample(rng.unit());
+                            let k = zipf.sample(rng.unit_below_one());
                             let key = format!("{}{k}", a.key_prefix);
                             let start = Instant::now();
-                            if rng.unit() < a.get_ratio {
+                            if rng.unit_below_one() < a.get_ratio {
                                 t.gets += 1;
                                 match cl.get(&key)? {
                                     Some(v) => {
@@ -671,10 +658,10 @@ fn demo_run(dir: &std::path::Path) -> Result<DemoResult> {
         bail!("demo: unexpected reply");
     }
     let zipf = Zipf::new(items, 0.99);
-    let mut rng = Rng(7);
+    let mut rng = SplitMix(7);
     let (mut gets, mut hits) = (0u64, 0u64);
     for _ in 0..20_000 {
-        let k = zipf.sample(rng.unit());
+        let k = zipf.sample(rng.unit_below_one());
         gets += 1;
         if let Some(v) = c.get(&format!("key:{k}"))? {
             if !value_ok(k, &v) {

@@ -1,7 +1,7 @@
 //! `inpath demo`: every engine on built-in generated data, with the exact answers beside
 //! inpath's so the report shows what each engine is for and how well it does.
 
-use crate::common::{bytes, thousands};
+use crate::common::{bytes, thousands, SplitMix};
 use anyhow::{Context, Result};
 use clap::Args;
 use inpath_core::run_slice;
@@ -48,23 +48,6 @@ pub fn run(args: DemoArgs) -> Result<()> {
     out.push_str(&wire_section()?);
     out.push_str(&crate::cmd::cache::demo_section()?);
     crate::common::print_out(&out)
-}
-
-/// SplitMix64: a small, fixed-seed generator so the demo data is the same on every machine.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in (0, 1].
-    fn unit(&mut self) -> f64 {
-        ((self.next() >> 11) + 1) as f64 / (1u64 << 53) as f64
-    }
 }
 
 const PAGES: u32 = 2_000_000;
