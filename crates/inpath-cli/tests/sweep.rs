@@ -430,14 +430,15 @@ fn codec_bad_inputs() {
 fn seal_bad_inputs() {
     let f = Fixture::new();
     let k = ["--key-file", "keys.txt"];
-    let seal = |extra: &[&str]| -> Vec<String> {
-        let mut v: Vec<String> = ["seal", "data.csv", "-o", "out.bin"]
+    // `inpath seal INPUT -o OUTPUT EXTRA...`
+    let seal_io = |input: &str, output: &str, extra: &[&str]| -> Vec<String> {
+        ["seal", input, "-o", output]
             .iter()
+            .chain(extra)
             .map(|s| s.to_string())
-            .collect();
-        v.extend(extra.iter().map(|s| s.to_string()));
-        v
+            .collect()
     };
+    let seal = |extra: &[&str]| seal_io("data.csv", "out.bin", extra);
     let table: Vec<(Vec<String>, &str)> = vec![
         (seal(&[]), "needs --key-file"),
         (
@@ -486,61 +487,17 @@ fn seal_bad_inputs() {
             seal(&[k[0], k[1], "--compress", "zstd-99"]),
             "compression = zstd-99 is out of range",
         ),
+        (seal_io("nope.csv", "out.bin", &k), "cannot read nope.csv"),
+        (seal_io("adir", "out.bin", &k), "is a directory"),
         (
-            vec![
-                "seal".into(),
-                "nope.csv".into(),
-                "-o".into(),
-                "out.bin".into(),
-                k[0].into(),
-                k[1].into(),
-            ],
-            "cannot read nope.csv",
-        ),
-        (
-            vec![
-                "seal".into(),
-                "adir".into(),
-                "-o".into(),
-                "out.bin".into(),
-                k[0].into(),
-                k[1].into(),
-            ],
-            "is a directory",
-        ),
-        (
-            vec![
-                "seal".into(),
-                "data.csv".into(),
-                "-o".into(),
-                "data.csv".into(),
-                k[0].into(),
-                k[1].into(),
-            ],
+            seal_io("data.csv", "data.csv", &k),
             "same file as the input data.csv",
         ),
         (
-            vec![
-                "seal".into(),
-                "data.csv".into(),
-                "-o".into(),
-                "keys.txt".into(),
-                k[0].into(),
-                k[1].into(),
-            ],
+            seal_io("data.csv", "keys.txt", &k),
             "same file as the input keys.txt",
         ),
-        (
-            vec![
-                "seal".into(),
-                "data.csv".into(),
-                "-o".into(),
-                "adir".into(),
-                k[0].into(),
-                k[1].into(),
-            ],
-            "is a directory",
-        ),
+        (seal_io("data.csv", "adir", &k), "is a directory"),
     ];
     for (args, fragment) in &table {
         let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();

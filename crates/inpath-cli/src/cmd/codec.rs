@@ -159,11 +159,10 @@ pub fn run_decompress(args: DecompressArgs) -> anyhow::Result<()> {
     // Decompressed pieces gather in `pending` and go to the writer every few MiB.
     let mut pending = writer.spare();
     pending.resize_with(1, Vec::new);
-    let flush = |pending: &mut Vec<Vec<u8>>, writer: &mut WriteBehind| -> anyhow::Result<()> {
+    let flush = |pending: &mut Vec<Vec<u8>>, writer: &mut WriteBehind| {
         let full = std::mem::replace(pending, writer.spare());
         pending.resize_with(1, Vec::new);
-        writer.send(full)?;
-        Ok(())
+        writer.send(full)
     };
     let mut decoder: Option<(Format, Decompressor)> = None;
     let mut write_error: Option<inpath_core::Error> = None;
@@ -181,7 +180,8 @@ pub fn run_decompress(args: DecompressArgs) -> anyhow::Result<()> {
                 pending[0].extend_from_slice(piece);
                 if pending[0].len() >= DECOMPRESSED_BATCH {
                     if let Err(e) = flush(&mut pending, &mut writer) {
-                        write_error = Some(inpath_core::Error::State(format!("{e:#}")));
+                        // The decompressor's sink can only say "stop"; the cause is kept here.
+                        write_error = Some(e);
                         return Err(inpath_seal::Error::State("the output is closed".into()));
                     }
                 }
