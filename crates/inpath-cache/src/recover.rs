@@ -5,7 +5,6 @@
 use crate::flash::{self, AlignedBuf, FlashFile, ALIGN, CHUNK_HEADER, REC_HEADER};
 use crate::index::{Bucket, Entry, KeyHash, Loc};
 use crate::store::{Geometry, RecoverTarget, RecoveryReport};
-use std::io::Write;
 use std::path::Path;
 
 const MAGIC: &[u8; 8] = b"INPCKPT1";
@@ -23,7 +22,8 @@ pub struct Snapshot {
     pub geo: Geometry,
 }
 
-/// Writes the checkpoint to a temporary file, syncs it, and renames it over `path`.
+/// Writes the checkpoint all-or-nothing (`inpath_core::output::write_file`): a crash leaves
+/// the previous checkpoint in place.
 pub fn write_checkpoint(path: &Path, snap: &Snapshot) -> std::io::Result<()> {
     let mut out = Vec::with_capacity(HEADER + snap.buckets.len() * 64 + 12);
     out.extend_from_slice(MAGIC);
@@ -48,25 +48,8 @@ pub fn write_checkpoint(path: &Path, snap: &Snapshot) -> std::io::Result<()> {
     let crc = crc32fast::hash(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     out.extend_from_slice(END);
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = std::path::PathBuf::from(tmp);
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&out)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)?;
-    if let Some(dir) = path.parent() {
-        if let Ok(d) = std::fs::File::open(if dir.as_os_str().is_empty() {
-            Path::new(".")
-        } else {
-            dir
-        }) {
-            let _ = d.sync_all();
-        }
-    }
-    Ok(())
+    // The shared safe writer: a temporary file beside it, fsync, rename, directory fsync.
+    inpath_core::output::write_file(path, &out, &[]).map_err(std::io::Error::other)
 }
 
 struct Loaded {
