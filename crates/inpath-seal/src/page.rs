@@ -542,6 +542,16 @@ impl Header {
 #[cfg(feature = "isal")]
 const ISAL_MIN_PAGE: usize = 8 << 10;
 
+/// Zero bytes after the copy of a page ISA-L compresses. In CI, on a CPU we could not get here,
+/// the `isal` build sealed the same page to different records in two runs (the test
+/// `batch_is_byte_identical_to_page_by_page_for_any_thread_count`). ISA-L's vector match
+/// finders load whole registers near the end of the input, so the likely cause is output that
+/// depends on the bytes after the page (another thread's heap data, or a mapping's end). From
+/// a copy with zeros after it, the output can depend on the page alone and no load can leave
+/// the buffer; the copy costs far less than the compression.
+#[cfg(feature = "isal")]
+const ISAL_PAD: usize = 256;
+
 /// Per-thread codec state reused across pages (compression contexts are not free to make).
 #[derive(Default)]
 pub struct Workspace {
@@ -553,6 +563,9 @@ pub struct Workspace {
     zstd_d: Option<zstd::bulk::Decompressor<'static>>,
     snap_e: Option<snap::raw::Encoder>,
     snap_d: Option<snap::raw::Decoder>,
+    /// The page ISA-L compresses, followed by [`ISAL_PAD`] zero bytes.
+    #[cfg(feature = "isal")]
+    isal_in: Vec<u8>,
 }
 
 impl Workspace {
@@ -577,10 +590,14 @@ impl Workspace {
             Compression::None => return Ok(None),
             #[cfg(feature = "isal")]
             Compression::Deflate(1) if page.len() >= ISAL_MIN_PAGE => {
-                // ISA-L's igzip level 1: standard raw DEFLATE, faster than zlib-rs level 1 and
-                // smaller on text. An output that does not fit the bound cannot pay: store.
+                // ISA-L's igzip level 1: standard raw DEFLATE, faster than libdeflate level 1
+                // on pages this large. An output that does not fit the bound cannot pay: store.
+                // It reads a zero-padded copy of the page (see `ISAL_PAD`).
+                self.isal_in.clear();
+                self.isal_in.extend_from_slice(page);
+                self.isal_in.resize(page.len() + ISAL_PAD, 0);
                 match isal::compress_into(
-                    page,
+                    &self.isal_in[..page.len()],
                     out,
                     isal::CompressionLevel::One,
                     isal::Codec::Deflate,

@@ -119,7 +119,9 @@ fn batch_is_byte_identical_to_page_by_page_for_any_thread_count() {
         for threads in [1, 2, 3, 8] {
             let mut batch = sealer(config, bits);
             let got = batch.seal_batch(&refs, threads).unwrap();
-            assert_eq!(got, expected, "{name}, {threads} threads");
+            if let Some(why) = first_difference(&got, &expected, &unsealer) {
+                panic!("{name}, {threads} threads: {why}; {}", machine());
+            }
         }
         let recs: Vec<&[u8]> = expected.iter().map(|r| r.as_slice()).collect();
         for threads in [1, 3] {
@@ -129,6 +131,88 @@ fn batch_is_byte_identical_to_page_by_page_for_any_thread_count() {
                 .map(|r| r.unwrap())
                 .collect();
             assert_eq!(back, pages, "{name} unseal_batch {threads}");
+        }
+    }
+}
+
+/// Where two record lists first differ, in a line (the whole vectors would flood the log):
+/// the page, both lengths, the first differing byte (header or payload) and whether each record
+/// unseals to the page.
+fn first_difference(got: &[Vec<u8>], want: &[Vec<u8>], unsealer: &Unsealer) -> Option<String> {
+    if got.len() != want.len() {
+        return Some(format!("{} records, expected {}", got.len(), want.len()));
+    }
+    let i = (0..got.len()).find(|&i| got[i] != want[i])?;
+    let (g, w) = (&got[i], &want[i]);
+    let at = g
+        .iter()
+        .zip(w.iter())
+        .position(|(a, b)| a != b)
+        .unwrap_or(g.len().min(w.len()));
+    let part = if at < HEADER_LEN { "header" } else { "payload" };
+    let unseals = |r: &[u8]| match unsealer.unseal(r) {
+        Ok(page) => format!("unseals to {} bytes", page.len()),
+        Err(e) => format!("does not unseal: {e}"),
+    };
+    Some(format!(
+        "record {i} differs: {} bytes against {}, first at byte {at} ({part}); got {}, expected {}",
+        g.len(),
+        w.len(),
+        unseals(g),
+        unseals(w)
+    ))
+}
+
+/// The kernels and CPU features behind a result, for failure messages from CI machines.
+fn machine() -> String {
+    let mut s = format!(
+        "AES kernel {}, isal feature {}",
+        inpath_seal::kernel::aes_kernel(),
+        cfg!(feature = "isal")
+    );
+    #[cfg(target_arch = "x86_64")]
+    {
+        let flags = [
+            ("avx2", std::arch::is_x86_feature_detected!("avx2")),
+            ("avx512f", std::arch::is_x86_feature_detected!("avx512f")),
+            ("avx512vl", std::arch::is_x86_feature_detected!("avx512vl")),
+            ("vaes", std::arch::is_x86_feature_detected!("vaes")),
+            (
+                "vpclmulqdq",
+                std::arch::is_x86_feature_detected!("vpclmulqdq"),
+            ),
+        ];
+        let have: Vec<&str> = flags.iter().filter(|f| f.1).map(|f| f.0).collect();
+        s += &format!(", CPU flags [{}]", have.join(" "));
+    }
+    s
+}
+
+#[test]
+fn a_record_depends_on_the_page_alone_not_on_the_memory_after_it() {
+    // The same page content at the end of buffers followed by different bytes (zeros, ones,
+    // a copy of the page's start: a likely match for a match finder that reads too far) seals
+    // to the same record in every tier.
+    let unsealer = Unsealer::new(&ring());
+    for (name, config, bits) in tiers() {
+        for (i, len) in [9005usize, 12_005, 65_536 + 3, 100_000]
+            .into_iter()
+            .enumerate()
+        {
+            let page = data(Data::Text, len, 40 + i as u64);
+            let mut records = Vec::new();
+            for tail in [vec![0u8; 4096], vec![0xffu8; 4096], page[..4096].to_vec()] {
+                let mut buf = page.clone();
+                buf.extend_from_slice(&tail);
+                records.push(sealer(config, bits).seal(&buf[..len]).unwrap());
+            }
+            for r in &records[1..] {
+                if let Some(why) =
+                    first_difference(std::slice::from_ref(r), &records[..1], &unsealer)
+                {
+                    panic!("{name}, {len}-byte page: {why}; {}", machine());
+                }
+            }
         }
     }
 }
