@@ -26,6 +26,9 @@ fi
 bash scripts/venv.sh
 export INPATH_PYTHON="$PWD/.venv/bin/python"
 
+# The machine, for reading a failure from another CPU: kernels are chosen at run time.
+echo "== machine: $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | xargs), $(nproc) cores"
+echo "   flags: $(grep -m1 -ow -e avx2 -e avx512f -e avx512vl -e vaes -e vpclmulqdq -e sha_ni /proc/cpuinfo 2>/dev/null | sort -u | xargs)"
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
