@@ -200,3 +200,139 @@ fn dictionary_closes_past_the_limit() {
     assert_eq!(read_all(&table, &ring()), batch_values(&batch));
     let _ = WriteOptions::default();
 }
+
+/// The reference: what a FOR block must decode to, computed without the packer.
+fn reference_for(values: &[i128]) {
+    use inpath_query::testing::{encode_for, parse_for, width_for};
+    let mut out = Vec::new();
+    let width = encode_for(values, None, &mut out);
+    let (min, max) = (
+        values.iter().min().copied().unwrap_or(0),
+        values.iter().max().copied().unwrap_or(0),
+    );
+    assert_eq!(width, width_for(max.wrapping_sub(min) as u128));
+    let (block, used) = parse_for(&out, values.len()).unwrap();
+    assert_eq!(used, out.len());
+    assert_eq!(block.reference, min);
+    assert_eq!(block.to_i128(), values, "width {width}");
+    if width <= 64 && i64::try_from(min).is_ok() && i64::try_from(max).is_ok() {
+        let as64: Vec<i64> = values.iter().map(|&v| v as i64).collect();
+        assert_eq!(block.to_i64(), as64);
+    }
+    // Packed size is exactly the layout's: ⌈n/128⌉ blocks of 16·w bytes up to 32 bits.
+    let n = values.len();
+    let expected = match width {
+        0 => 0,
+        1..=32 => n.div_ceil(128) * 16 * width as usize,
+        64 => n * 8,
+        _ => n * 16,
+    };
+    assert_eq!(out.len(), 24 + expected);
+}
+
+#[test]
+fn bit_packing_matches_the_plain_reference() {
+    use rand::{Rng, SeedableRng};
+    let mut r = rand::rngs::StdRng::seed_from_u64(99);
+    let cases: Vec<Vec<i128>> = vec![
+        vec![],
+        vec![5],
+        vec![7; 1000],
+        vec![-3; 129],
+        vec![i32::MIN as i128, i32::MAX as i128],
+        vec![i64::MIN as i128, i64::MAX as i128, 0],
+        vec![i128::MIN, i128::MAX],
+        (0..300).map(|i| -(i as i128)).collect(),
+        (0..1000)
+            .map(|_| r.gen_range(-1_000_000..1_000_000))
+            .collect(),
+        (0..257).map(|_| r.gen::<i64>() as i128).collect(),
+        (0..130).map(|_| r.gen::<i128>()).collect(),
+    ];
+    for case in &cases {
+        reference_for(case);
+    }
+    // Every width from 0 to 33 at a length that is not a multiple of 128.
+    for bits in 0..=33u32 {
+        let max: i128 = (1i128 << bits) - 1;
+        let vals: Vec<i128> = (0..300).map(|i| if i % 5 == 0 { max } else { r.gen_range(0..=max) } - 17).collect();
+        reference_for(&vals);
+    }
+}
+
+#[test]
+fn pruning_never_drops_a_matching_page() {
+    use inpath_query::Scalar;
+    use rand::{Rng, SeedableRng};
+    for seed in 0..6u64 {
+        let batch = every_type(2000, Nulls::Random(seed), seed);
+        let dir = tempfile::tempdir().unwrap();
+        let table = dir.path().join("t");
+        write(&table, &batch, 2000, options(97, tiers()[0].1));
+        let reader = TableReader::open(&table, &ring()).unwrap();
+        let mut r = rand::rngs::StdRng::seed_from_u64(seed + 100);
+        let all = read_all(&table, &ring());
+        for _ in 0..40 {
+            for c in [0usize, 1, 2, 3, 5, 6, 7, 8] {
+                let col = &all[c];
+                // Bounds drawn from the column's own values (and beyond them), either side open.
+                let pick = |r: &mut rand::rngs::StdRng| col[r.gen_range(0..col.len())].clone();
+                let (a, b) = (pick(&mut r), pick(&mut r));
+                let parse = |v: Option<String>| -> Option<Scalar> {
+                    let v = v?;
+                    Some(match c {
+                        5 => Scalar::F64(v.parse().unwrap()),
+                        6 | 7 => Scalar::Str(v),
+                        8 => Scalar::Bool(v == "true"),
+                        _ => Scalar::Int(v.parse().unwrap()),
+                    })
+                };
+                let (mut lo, mut hi) = (parse(a), parse(b));
+                if let (Some(x), Some(y)) = (&lo, &hi) {
+                    if x.partial_cmp_to(y) == Some(std::cmp::Ordering::Greater) {
+                        std::mem::swap(&mut lo, &mut hi);
+                    }
+                }
+                let kept = reader.prune(c, lo.as_ref(), hi.as_ref()).unwrap();
+                for (k, chunk) in col.chunks(97).enumerate() {
+                    let matches = chunk.iter().flatten().any(|v| {
+                        let v = parse(Some(v.clone())).unwrap();
+                        let ge = lo.as_ref().is_none_or(|lo| {
+                            matches!(
+                                v.partial_cmp_to(lo),
+                                Some(std::cmp::Ordering::Greater | std::cmp::Ordering::Equal)
+                            )
+                        });
+                        let le = hi.as_ref().is_none_or(|hi| {
+                            matches!(
+                                v.partial_cmp_to(hi),
+                                Some(std::cmp::Ordering::Less | std::cmp::Ordering::Equal)
+                            )
+                        });
+                        ge && le
+                    });
+                    if matches {
+                        assert!(
+                            kept.contains(&k),
+                            "seed {seed} column {c} page {k} {lo:?}..{hi:?}"
+                        );
+                    }
+                }
+            }
+        }
+        // A range beyond every value prunes every page; an all-null column prunes everything.
+        assert!(reader
+            .prune(2, Some(&Scalar::Int(1_000_000)), None)
+            .unwrap()
+            .is_empty());
+        assert!(reader
+            .prune(2, Some(&Scalar::Str("x".into())), None)
+            .is_err());
+    }
+    let batch = every_type(300, Nulls::All, 1);
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("t");
+    write(&table, &batch, 300, options(100, tiers()[0].1));
+    let reader = TableReader::open(&table, &ring()).unwrap();
+    assert!(reader.prune(0, None, None).unwrap().is_empty());
+}
