@@ -1,8 +1,8 @@
 //! TPC-H at SF 0.01: the tables hold exactly what tpchgen-arrow generates.
 
 mod common;
-use common::*;
 use arrow_array::RecordBatch;
+use common::*;
 use inpath_query::tpch::{tpch_batches, tpch_schema};
 use inpath_query::{generate_tpch, GenOptions, TableReader, WriteOptions, TPCH_TABLES};
 
@@ -24,12 +24,21 @@ fn sf_001_matches_tpchgen_column_by_column() {
     let (_, seal) = tiers()[4];
     // Small parts and rows per page so that parallel generation and many pages are exercised.
     let options = GenOptions {
-        write: WriteOptions { rows_per_page: 8192, ..options(8192, seal) },
+        write: WriteOptions {
+            rows_per_page: 8192,
+            ..options(8192, seal)
+        },
         threads: 3,
         part_rows: 7000,
     };
     let summaries = generate_tpch(0.01, dir.path(), &options).unwrap();
-    assert_eq!(summaries.iter().map(|s| s.table.as_str()).collect::<Vec<_>>(), TPCH_TABLES);
+    assert_eq!(
+        summaries
+            .iter()
+            .map(|s| s.table.as_str())
+            .collect::<Vec<_>>(),
+        TPCH_TABLES
+    );
     for ((name, rows), summary) in ROWS.iter().zip(&summaries) {
         assert_eq!(summary.rows, *rows, "{name}");
         let reader = TableReader::open(&dir.path().join(name), &ring()).unwrap();
