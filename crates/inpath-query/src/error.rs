@@ -108,8 +108,8 @@ pub enum Error {
         column: String,
         /// The page number.
         page: usize,
-        /// The seal engine's verdict.
-        source: inpath_seal::Error,
+        /// The seal engine's verdict (boxed: it is the largest part of this error).
+        source: Box<inpath_seal::Error>,
     },
 
     /// A page unsealed but its contents are not a valid page of its column.

@@ -263,7 +263,7 @@ impl TableReader {
                 table: self.manifest.table.clone(),
                 column: c.name.clone(),
                 page,
-                source,
+                source: Box::new(source),
             })?;
         let damaged = |detail: String| Error::PageDamaged {
             table: self.manifest.table.clone(),

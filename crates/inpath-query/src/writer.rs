@@ -101,7 +101,7 @@ impl ColumnWriter {
                 table: String::new(),
                 column: self.name.clone(),
                 page: self.pages.len(),
-                source,
+                source: Box::new(source),
             })?;
         self.file
             .write_all(&self.record)
