@@ -44,6 +44,9 @@ enum Command {
     Wire(Box<cmd::wire::WireArgs>),
     /// A memcached-compatible cache with a DRAM index and a flash tier (BlueCache).
     Cache(cmd::cache::CacheArgs),
+    /// Column tables of sealed pages (AQUOMAN's storage side): `query gen` (TPC-H),
+    /// `query inspect`.
+    Query(cmd::query::QueryArgs),
 }
 
 fn main() {
@@ -64,6 +67,7 @@ fn main() {
         Command::Decompress(args) => cmd::codec::run_decompress(args),
         Command::Wire(args) => cmd::wire::run(*args),
         Command::Cache(args) => cmd::cache::run(args),
+        Command::Query(args) => cmd::query::run(args),
     };
     common::exit_with(result);
 }

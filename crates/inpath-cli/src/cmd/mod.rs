@@ -3,6 +3,7 @@ pub mod cache;
 pub mod codec;
 pub mod corr;
 pub mod demo;
+pub mod query;
 pub mod seal;
 pub mod sketch;
 pub mod wire;

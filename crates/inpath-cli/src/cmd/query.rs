@@ -1,0 +1,373 @@
+//! `inpath query gen` and `inpath query inspect`: TPC-H generation into column tables of
+//! sealed pages, and a look inside such tables (see `docs/query.md`, `docs/FORMATS.md`,
+//! "Column tables (inpath-query)"). SQL over the tables is the next step of the engine.
+use crate::cmd::seal::read_keys;
+use crate::common::{bytes, print_out, thousands};
+use anyhow::{bail, Context};
+use clap::{Args, Subcommand};
+use inpath_query::{generate_tpch, GenOptions, TableReader, WriteOptions};
+use inpath_seal::{Cipher, Compression, KeyRing, SealConfig};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Arguments of `inpath query`.
+#[derive(Args)]
+pub struct QueryArgs {
+    #[command(subcommand)]
+    command: QueryCommand,
+}
+
+#[derive(Subcommand)]
+enum QueryCommand {
+    /// Generate the eight TPC-H tables (tpchgen) as column tables under DIR.
+    Gen(GenArgs),
+    /// Show a table's schema, rows, pages, encodings, widths and bytes (DIR is a table or a
+    /// directory of tables).
+    Inspect(InspectArgs),
+}
+
+/// Arguments of `inpath query gen`.
+#[derive(Args)]
+#[command(after_help = "Examples:\n  \
+    inpath query gen --sf 1 tpch\n  \
+    inpath seal keygen -o keys.txt\n  \
+    inpath query gen --sf 1 --tier lz4+aes256-gcm --key-file keys.txt tpch-sealed --threads 2\n  \
+    inpath query inspect tpch-sealed --key-file keys.txt")]
+struct GenArgs {
+    /// Directory to write the tables into (DIR/lineitem, DIR/orders, ...).
+    dir: PathBuf,
+    /// TPC-H scale factor (1 = about 1 GB of text, 6 million lineitem rows).
+    #[arg(long)]
+    sf: f64,
+    /// Sealing tier: `plain`, a codec (`lz4`, `zstd[-N]`, `deflate[-N]`, `snappy`), a cipher
+    /// (`aes256-gcm`, `aes{128,192,256}-{ctr,cbc,ecb}`), or CODEC+CIPHER (`lz4+aes256-gcm`).
+    /// The codec compresses string heaps and the manifest; every page gets the cipher.
+    #[arg(long, default_value = "plain")]
+    tier: String,
+    /// Key file (see `inpath seal keygen`); required with a cipher. Must be private (chmod 600).
+    #[arg(long)]
+    key_file: Option<PathBuf>,
+    /// Use a key file even when group or others can read it (not recommended).
+    #[arg(long)]
+    allow_insecure_key_file: bool,
+    /// Key id to seal with (default: the first key in the file).
+    #[arg(long)]
+    key_id: Option<u32>,
+    /// Rows per page.
+    #[arg(long, default_value_t = inpath_query::format::DEFAULT_ROWS_PER_PAGE)]
+    rows_per_page: usize,
+    /// Threads for generation and for encoding and sealing.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Replace tables that already exist in DIR (only directories that are tables).
+    #[arg(long)]
+    force: bool,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    json: bool,
+    /// No progress and no summary.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+/// Arguments of `inpath query inspect`.
+#[derive(Args)]
+struct InspectArgs {
+    /// A table directory, or a directory of table directories.
+    dir: PathBuf,
+    /// Key file, for tables whose manifest is sealed.
+    #[arg(long)]
+    key_file: Option<PathBuf>,
+    /// Use a key file even when group or others can read it (not recommended).
+    #[arg(long)]
+    allow_insecure_key_file: bool,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `inpath query ...`.
+pub fn run(args: QueryArgs) -> anyhow::Result<()> {
+    match args.command {
+        QueryCommand::Gen(a) => gen(a),
+        QueryCommand::Inspect(a) => inspect(a),
+    }
+}
+
+/// Parses a tier: `plain`, CODEC, CIPHER or CODEC+CIPHER. Returns the config and the key bits
+/// the cipher needs (0 without one).
+fn parse_tier(text: &str) -> anyhow::Result<(SealConfig, u32)> {
+    let mut config = SealConfig {
+        compression: Compression::None,
+        cipher: Cipher::None,
+    };
+    let mut bits = 0;
+    if text.eq_ignore_ascii_case("plain") {
+        return Ok((config, 0));
+    }
+    let (mut codec_set, mut cipher_set) = (false, false);
+    for part in text.split('+') {
+        if !codec_set && !cipher_set {
+            if let Ok(c) = Compression::parse(part) {
+                config.compression = c;
+                codec_set = true;
+                continue;
+            }
+        }
+        match Cipher::parse(part) {
+            Ok((c, b)) if !cipher_set => {
+                config.cipher = c;
+                bits = b;
+                cipher_set = true;
+            }
+            _ => bail!(
+                "--tier {text} is not valid: use plain, a codec (none, lz4, zstd[-N], \
+                 deflate[-N], snappy), a cipher (aes256-gcm, aes{{128,192,256}}-{{ctr,cbc,ecb}}) \
+                 or CODEC+CIPHER such as lz4+aes256-gcm"
+            ),
+        }
+    }
+    Ok((config, bits))
+}
+
+fn gen(args: GenArgs) -> anyhow::Result<()> {
+    let (seal, bits) = parse_tier(&args.tier)?;
+    if args.threads == 0 {
+        bail!("--threads must be at least 1");
+    }
+    if !(args.sf.is_finite() && args.sf > 0.0) {
+        bail!("--sf {} is out of range: a scale factor above 0", args.sf);
+    }
+    let key = match (&args.key_file, seal.cipher) {
+        (_, Cipher::None) => None,
+        (None, _) => bail!(
+            "--tier {} needs --key-file (make one with `inpath seal keygen -o keys.txt`)",
+            args.tier
+        ),
+        (Some(path), _) => {
+            let file = read_keys(path, args.allow_insecure_key_file)?;
+            let id = args.key_id.unwrap_or(file.first_id);
+            let key = file.ring.get(id)?.clone();
+            if key.bits() != bits {
+                bail!(
+                    "--tier {} needs a {bits}-bit key, but key {id} is {} bits",
+                    args.tier,
+                    key.bits()
+                );
+            }
+            Some((id, key))
+        }
+    };
+    let options = GenOptions {
+        write: WriteOptions {
+            rows_per_page: args.rows_per_page,
+            seal,
+            key,
+            overwrite: args.force,
+            ..WriteOptions::default()
+        },
+        threads: args.threads,
+        ..GenOptions::default()
+    };
+    let talk = !args.quiet && !args.json && std::io::stderr().is_terminal();
+    if talk {
+        eprintln!(
+            "generating TPC-H SF {} into {} ({} pages)...",
+            args.sf,
+            args.dir.display(),
+            seal_name(seal)
+        );
+    }
+    let start = Instant::now();
+    let mut summaries = Vec::new();
+    std::fs::create_dir_all(&args.dir)
+        .with_context(|| format!("cannot create {}", args.dir.display()))?;
+    for table in inpath_query::TPCH_TABLES {
+        let t = Instant::now();
+        let s = inpath_query::tpch::generate_table(table, args.sf, &args.dir, &options)?;
+        if talk {
+            eprintln!(
+                "  {table:<9} {:>12} rows {:>10}  {:.2} s",
+                thousands(s.rows),
+                bytes(s.bytes),
+                t.elapsed().as_secs_f64()
+            );
+        }
+        summaries.push((s, t.elapsed().as_secs_f64()));
+    }
+    let _ = generate_tpch; // the library's one-call form, used by tests and other callers
+    let secs = start.elapsed().as_secs_f64();
+    if args.quiet {
+        return Ok(());
+    }
+    let total_rows: u64 = summaries.iter().map(|(s, _)| s.rows).sum();
+    let total_bytes: u64 = summaries.iter().map(|(s, _)| s.bytes).sum();
+    if args.json {
+        let value = serde_json::json!({
+            "dir": args.dir.display().to_string(),
+            "scale_factor": args.sf,
+            "tier": seal_name(seal),
+            "compression": seal.compression.describe(),
+            "cipher": seal.cipher.name(),
+            "rows_per_page": args.rows_per_page,
+            "threads": args.threads,
+            "tables": summaries.iter().map(|(s, t)| serde_json::json!({
+                "table": s.table, "rows": s.rows, "pages": s.pages, "bytes": s.bytes, "seconds": t,
+            })).collect::<Vec<_>>(),
+            "rows": total_rows,
+            "bytes": total_bytes,
+            "seconds": secs,
+        });
+        return print_out(&format!("{}\n", serde_json::to_string_pretty(&value)?));
+    }
+    let mut text = format!(
+        "TPC-H SF {} in {} ({} pages, {} rows per page)\n",
+        args.sf,
+        args.dir.display(),
+        seal_name(seal),
+        thousands(args.rows_per_page as u64)
+    );
+    text.push_str("table          rows      pages        bytes   seconds\n");
+    for (s, t) in &summaries {
+        text.push_str(&format!(
+            "{:<9} {:>12} {:>8} {:>12} {:>9.2}\n",
+            s.table,
+            thousands(s.rows),
+            s.pages,
+            bytes(s.bytes),
+            t
+        ));
+    }
+    text.push_str(&format!(
+        "total     {:>12} {:>8} {:>12} {:>9.2}\n",
+        thousands(total_rows),
+        "",
+        bytes(total_bytes),
+        secs
+    ));
+    print_out(&text)
+}
+
+fn seal_name(seal: SealConfig) -> String {
+    match (seal.compression, seal.cipher) {
+        (Compression::None, Cipher::None) => "plain".into(),
+        (c, Cipher::None) => c.describe(),
+        (Compression::None, c) => c.name().into(),
+        (c, k) => format!("{}+{}", c.describe(), k.name()),
+    }
+}
+
+/// The table directories `dir` stands for: itself when it holds a manifest, else its
+/// subdirectories that do, by name.
+fn tables_in(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    if dir.join(inpath_query::format::MANIFEST_FILE).exists() {
+        return Ok(vec![dir.to_path_buf()]);
+    }
+    let mut tables: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot read {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join(inpath_query::format::MANIFEST_FILE).exists())
+        .collect();
+    tables.sort();
+    if tables.is_empty() {
+        bail!(
+            "{} is not a table (no manifest) and holds no tables",
+            dir.display()
+        );
+    }
+    Ok(tables)
+}
+
+fn inspect(args: InspectArgs) -> anyhow::Result<()> {
+    let keys = match &args.key_file {
+        Some(path) => read_keys(path, args.allow_insecure_key_file)?.ring,
+        None => KeyRing::new(),
+    };
+    let mut text = String::new();
+    let mut json_tables = Vec::new();
+    for dir in tables_in(&args.dir)? {
+        let reader = TableReader::open(&dir, &keys).map_err(|e| {
+            let hint = match (&e, &args.key_file) {
+                (inpath_query::Error::ManifestSeal { .. }, None) => {
+                    " (the manifest is sealed: pass --key-file)"
+                }
+                _ => "",
+            };
+            anyhow::anyhow!("{e}{hint}")
+        })?;
+        let m = reader.manifest();
+        let manifest_bytes = std::fs::metadata(dir.join(inpath_query::format::MANIFEST_FILE))
+            .map(|m| m.len())
+            .unwrap_or(0);
+        let mut columns = Vec::new();
+        let mut total = manifest_bytes;
+        text.push_str(&format!(
+            "table {} ({}): {} rows, {} pages of {} rows, tier {}{}, manifest {}\n",
+            m.table,
+            dir.display(),
+            thousands(m.row_count),
+            reader.page_count(),
+            thousands(m.rows_per_page),
+            m.tier.compression,
+            if m.tier.cipher == "none" {
+                String::new()
+            } else {
+                format!("+{} (key {})", m.tier.cipher, m.tier.key_id)
+            },
+            bytes(manifest_bytes),
+        ));
+        text.push_str(
+            "  #  column            type               null  encoding             width        bytes\n",
+        );
+        for (i, c) in m.columns.iter().enumerate() {
+            let stats = reader.column_stats(i)?;
+            total += stats.bytes;
+            let encodings: Vec<String> = stats
+                .encodings
+                .iter()
+                .map(|(e, n)| format!("{}:{n}", e.name()))
+                .collect();
+            let ty = format!("{:?}", c.logical.arrow_type());
+            text.push_str(&format!(
+                "  {i:<2} {:<17} {:<18} {:<5} {:<20} {:>5} {:>12}\n",
+                c.name,
+                ty,
+                if c.nullable { "yes" } else { "no" },
+                encodings.join(","),
+                stats.max_width,
+                bytes(stats.bytes),
+            ));
+            columns.push(serde_json::json!({
+                "index": i,
+                "name": c.name,
+                "type": ty,
+                "nullable": c.nullable,
+                "null_count": stats.null_count,
+                "encodings": stats.encodings.iter().map(|(e, n)| (e.name().to_string(), *n)).collect::<std::collections::BTreeMap<_, _>>(),
+                "max_width": stats.max_width,
+                "dictionary": c.dictionary.as_ref().map(|d| d.len()),
+                "bytes": stats.bytes,
+            }));
+        }
+        text.push_str(&format!("  total {}\n", bytes(total)));
+        json_tables.push(serde_json::json!({
+            "table": m.table,
+            "dir": dir.display().to_string(),
+            "rows": m.row_count,
+            "pages": reader.page_count(),
+            "rows_per_page": m.rows_per_page,
+            "compression": m.tier.compression,
+            "cipher": m.tier.cipher,
+            "key_id": m.tier.key_id,
+            "manifest_bytes": manifest_bytes,
+            "bytes": total,
+            "columns": columns,
+        }));
+    }
+    if args.json {
+        let value = serde_json::json!({ "tables": json_tables });
+        return print_out(&format!("{}\n", serde_json::to_string_pretty(&value)?));
+    }
+    print_out(&text)
+}

@@ -1,0 +1,226 @@
+//! Frame of reference + bit-packing of integers.
+//!
+//! A FOR block stores `n` integers as a reference (the smallest) and the deltas from it at the
+//! narrowest width that holds the largest delta:
+//!
+//! ```text
+//! offset size field
+//!  0     16   reference, i128 little-endian
+//! 16      1   width w in bits: 0, 1..=32, 64 or 128
+//! 17      7   reserved, zero
+//! 24      -   deltas: w = 0: nothing (every value equals the reference);
+//!             w = 1..=32: ⌈n/128⌉ blocks of 16·w bytes, the `bitpacking` crate's BitPacker4x
+//!             layout (the last block padded with zero deltas);
+//!             w = 64: n × u64 LE; w = 128: n × u128 LE
+//! ```
+
+use bitpacking::{BitPacker, BitPacker4x};
+
+/// Values per bit-packed block.
+pub const BLOCK: usize = BitPacker4x::BLOCK_LEN;
+/// Length of the FOR block header.
+pub const FOR_HEADER: usize = 24;
+
+/// The stored width for a largest delta: 0..=32 as is, 33..=64 → 64, wider → 128.
+pub fn width_for(max_delta: u128) -> u8 {
+    let bits = 128 - max_delta.leading_zeros();
+    match bits {
+        0..=32 => bits as u8,
+        33..=64 => 64,
+        _ => 128,
+    }
+}
+
+/// Bytes of packed deltas for `n` values at width `w`.
+pub fn packed_len(n: usize, width: u8) -> Option<usize> {
+    match width {
+        0 => Some(0),
+        1..=32 => n.div_ceil(BLOCK).checked_mul(16 * width as usize),
+        64 => n.checked_mul(8),
+        128 => n.checked_mul(16),
+        _ => None,
+    }
+}
+
+/// Appends the FOR block of `values` (`valid[i] == false` marks a null slot, stored as the
+/// reference) to `out`; returns the width.
+pub fn encode_for(values: &[i128], valid: Option<&[bool]>, out: &mut Vec<u8>) -> u8 {
+    let is_valid = |i: usize| valid.is_none_or(|v| v[i]);
+    let mut min = i128::MAX;
+    let mut max = i128::MIN;
+    for (i, &v) in values.iter().enumerate() {
+        if is_valid(i) {
+            min = min.min(v);
+            max = max.max(v);
+        }
+    }
+    if min > max {
+        min = 0;
+        max = 0;
+    }
+    let width = width_for(max.wrapping_sub(min) as u128);
+    out.extend_from_slice(&min.to_le_bytes());
+    out.push(width);
+    out.extend_from_slice(&[0; 7]);
+    let delta = |i: usize| -> u128 {
+        if is_valid(i) {
+            values[i].wrapping_sub(min) as u128
+        } else {
+            0
+        }
+    };
+    match width {
+        0 => {}
+        1..=32 => {
+            let packer = BitPacker4x::new();
+            let mut block = [0u32; BLOCK];
+            let start = out.len();
+            let total = packed_len(values.len(), width).expect("small page");
+            out.resize(start + total, 0);
+            let mut at = start;
+            for chunk in 0..values.len().div_ceil(BLOCK) {
+                let base = chunk * BLOCK;
+                for (j, slot) in block.iter_mut().enumerate() {
+                    let i = base + j;
+                    *slot = if i < values.len() { delta(i) as u32 } else { 0 };
+                }
+                at += packer.compress(&block, &mut out[at..], width);
+            }
+            debug_assert_eq!(at, start + total);
+        }
+        64 => {
+            for i in 0..values.len() {
+                out.extend_from_slice(&(delta(i) as u64).to_le_bytes());
+            }
+        }
+        _ => {
+            for i in 0..values.len() {
+                out.extend_from_slice(&delta(i).to_le_bytes());
+            }
+        }
+    }
+    width
+}
+
+/// A parsed FOR block: the reference, the width and the packed deltas.
+pub struct ForBlock<'a> {
+    /// The reference (smallest value).
+    pub reference: i128,
+    /// Bits per delta.
+    pub width: u8,
+    data: &'a [u8],
+    n: usize,
+}
+
+/// Parses the FOR block of `n` values at the start of `bytes`; returns it and the bytes used.
+pub fn parse_for(bytes: &[u8], n: usize) -> Result<(ForBlock<'_>, usize), String> {
+    if bytes.len() < FOR_HEADER {
+        return Err(format!(
+            "a FOR block needs {FOR_HEADER} header bytes, {} left",
+            bytes.len()
+        ));
+    }
+    let reference = i128::from_le_bytes(bytes[..16].try_into().expect("16 bytes"));
+    let width = bytes[16];
+    if bytes[17..24] != [0; 7] {
+        return Err("FOR block reserved bytes are not zero".into());
+    }
+    let len = packed_len(n, width).ok_or_else(|| format!("width {width} is not valid"))?;
+    let end = FOR_HEADER + len;
+    if bytes.len() < end {
+        return Err(format!(
+            "{n} values at width {width} need {len} bytes, {} left",
+            bytes.len() - FOR_HEADER
+        ));
+    }
+    Ok((
+        ForBlock {
+            reference,
+            width,
+            data: &bytes[FOR_HEADER..end],
+            n,
+        },
+        end,
+    ))
+}
+
+impl ForBlock<'_> {
+    /// Calls `f(i, delta)` for every value in order.
+    pub fn for_each(&self, mut f: impl FnMut(usize, u128)) {
+        match self.width {
+            0 => (0..self.n).for_each(|i| f(i, 0)),
+            1..=32 => {
+                let packer = BitPacker4x::new();
+                let mut block = [0u32; BLOCK];
+                let step = 16 * self.width as usize;
+                for (chunk, bytes) in self.data.chunks_exact(step).enumerate() {
+                    packer.decompress(bytes, &mut block, self.width);
+                    let base = chunk * BLOCK;
+                    let take = (self.n - base).min(BLOCK);
+                    for (j, &d) in block[..take].iter().enumerate() {
+                        f(base + j, d as u128);
+                    }
+                }
+            }
+            64 => {
+                for (i, b) in self.data.chunks_exact(8).enumerate() {
+                    f(
+                        i,
+                        u64::from_le_bytes(b.try_into().expect("8 bytes")) as u128,
+                    );
+                }
+            }
+            _ => {
+                for (i, b) in self.data.chunks_exact(16).enumerate() {
+                    f(i, u128::from_le_bytes(b.try_into().expect("16 bytes")));
+                }
+            }
+        }
+    }
+
+    /// The values as i64 (reference + delta, wrapping: the writer never wraps).
+    pub fn to_i64(&self) -> Vec<i64> {
+        let mut out = vec![0i64; self.n];
+        let r = self.reference as i64;
+        if self.width <= 32 && self.width > 0 {
+            // The hot path: unpack whole blocks straight into the output.
+            let packer = BitPacker4x::new();
+            let mut block = [0u32; BLOCK];
+            let step = 16 * self.width as usize;
+            for (chunk, bytes) in self.data.chunks_exact(step).enumerate() {
+                packer.decompress(bytes, &mut block, self.width);
+                let base = chunk * BLOCK;
+                let take = (self.n - base).min(BLOCK);
+                for (o, &d) in out[base..base + take].iter_mut().zip(&block[..take]) {
+                    *o = r.wrapping_add(d as i64);
+                }
+            }
+        } else {
+            self.for_each(|i, d| out[i] = r.wrapping_add(d as i64));
+        }
+        out
+    }
+
+    /// The values as i128.
+    pub fn to_i128(&self) -> Vec<i128> {
+        let mut out = vec![0i128; self.n];
+        let r = self.reference;
+        self.for_each(|i, d| out[i] = r.wrapping_add(d as i128));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn widths() {
+        assert_eq!(width_for(0), 0);
+        assert_eq!(width_for(1), 1);
+        assert_eq!(width_for(u32::MAX as u128), 32);
+        assert_eq!(width_for(1 << 32), 64);
+        assert_eq!(width_for(u64::MAX as u128), 64);
+        assert_eq!(width_for(u128::MAX), 128);
+    }
+}
