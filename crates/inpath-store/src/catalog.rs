@@ -200,11 +200,16 @@ impl Catalog {
                 Tier::Raw => 0,
                 Tier::Sealed => 1,
             });
-            out.push(e.codec.len() as u8);
+            // Raw handles store no codec text (it reads back as "raw").
+            let codec = match e.tier {
+                Tier::Raw => &b""[..],
+                Tier::Sealed => e.codec.as_bytes(),
+            };
+            out.push(codec.len() as u8);
             out.extend_from_slice(&(e.name.len() as u16).to_le_bytes());
             out.extend_from_slice(&(e.extents.len() as u64).to_le_bytes());
             out.extend_from_slice(e.name.as_bytes());
-            out.extend_from_slice(e.codec.as_bytes());
+            out.extend_from_slice(codec);
             for x in &e.extents {
                 out.extend_from_slice(&x.offset.to_le_bytes());
                 out.extend_from_slice(&x.len.to_le_bytes());
