@@ -195,7 +195,7 @@ fn tags_complete_once_and_ports_are_fifo_under_random_orders() {
             (0u64, bytes.len() as u64),
             (1000, 30_000),
             (511, 2),
-            (70_000, 7_000),
+            (70_000, 6_877),
             (5, 0),
         ];
         let results: Vec<Vec<inpath_store::Chunk>> = std::thread::scope(|s| {
