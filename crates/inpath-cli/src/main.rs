@@ -44,6 +44,8 @@ enum Command {
     Wire(Box<cmd::wire::WireArgs>),
     /// A memcached-compatible cache with a DRAM index and a flash tier (BlueCache).
     Cache(cmd::cache::CacheArgs),
+    /// A page store with search kernels beside the pages (BlueDBM): put, ls, read, rm, grep, nn.
+    Store(cmd::store::StoreArgs),
 }
 
 fn main() {
@@ -64,6 +66,7 @@ fn main() {
         Command::Decompress(args) => cmd::codec::run_decompress(args),
         Command::Wire(args) => cmd::wire::run(*args),
         Command::Cache(args) => cmd::cache::run(args),
+        Command::Store(args) => cmd::store::run_store(args),
     };
     common::exit_with(result);
 }

@@ -22,8 +22,8 @@ pub enum StoreError {
     /// The handle exists but holds a newer generation than the one asked for: the file was
     /// replaced since the caller learned the handle.
     #[error(
-        "stale handle {handle}@{asked}: the store holds generation {current} of it now (the file \
-         was replaced; read {handle}@{current} or {handle})"
+        "stale handle {handle}@{asked}: the store holds generation {current} of it (the file was \
+         replaced; read {handle}@{current} or {handle})"
     )]
     StaleHandle {
         /// The handle id.

@@ -247,6 +247,8 @@ pub struct RegexHits {
     pub matches: u64,
     /// Offset of every non-empty match, increasing (empty unless offsets were asked for).
     pub offsets: Vec<u64>,
+    /// Length of every match, beside `offsets`.
+    pub lengths: Vec<u64>,
 }
 
 impl Partial for RegexHits {
@@ -254,6 +256,7 @@ impl Partial for RegexHits {
         self.lines += later.lines;
         self.matches += later.matches;
         self.offsets.extend(later.offsets);
+        self.lengths.extend(later.lengths);
         self
     }
 }
@@ -299,6 +302,7 @@ impl RegexScan {
                 if !m.is_empty() {
                     self.hits.matches += 1;
                     self.hits.offsets.push(start + m.start() as u64);
+                    self.hits.lengths.push(m.len() as u64);
                 }
             }
             // A line whose only matches are empty still counts, as for grep -c.

@@ -216,7 +216,7 @@ impl Store {
         };
         let codec = match &options.seal {
             None => "raw".to_string(),
-            Some((config, _)) => codec_text(config),
+            Some((config, key)) => codec_text(config, key.map_or(0, |(_, k)| k.len() * 8)),
         };
         let mut entry = Entry {
             handle,
@@ -305,12 +305,12 @@ impl Store {
     }
 }
 
-/// The codec text of a seal configuration: `COMPRESSION+CIPHER` (`deflate-1+aes256-gcm`).
-fn codec_text(config: &SealConfig) -> String {
+/// The codec text of a seal configuration: `COMPRESSION+CIPHER` (`deflate-1+aes256-gcm`), as the
+/// CLI spells them.
+fn codec_text(config: &SealConfig, key_bits: usize) -> String {
     let cipher = match config.cipher {
         Cipher::None => "none".to_string(),
-        Cipher::Gcm => "aes256-gcm".to_string(),
-        c => format!("aes-{}", c.name()),
+        c => format!("aes{key_bits}-{}", c.name()),
     };
     let compression = match config.compression {
         Compression::None => "none".to_string(),
@@ -574,11 +574,11 @@ mod tests {
             compression: Compression::Deflate(1),
             cipher: Cipher::Gcm,
         };
-        assert_eq!(codec_text(&c), "deflate-1+aes256-gcm");
+        assert_eq!(codec_text(&c, 256), "deflate-1+aes256-gcm");
         let c = SealConfig {
             compression: Compression::None,
             cipher: Cipher::Ctr,
         };
-        assert_eq!(codec_text(&c), "none+aes-ctr");
+        assert_eq!(codec_text(&c, 128), "none+aes128-ctr");
     }
 }

@@ -307,8 +307,8 @@ fn unknown_and_stale_handles_and_ranges_past_the_end() {
     ));
     assert_eq!(
         err.to_string(),
-        "stale handle 1@1: the store holds generation 2 of it now (the file was replaced; read \
-         1@2 or 1)"
+        "stale handle 1@1: the store holds generation 2 of it (the file was replaced; read 1@2 \
+         or 1)"
     );
     let err = store.read(9.into(), 0, 1).unwrap_err();
     assert!(matches!(err, StoreError::UnknownHandle { handle: 9, .. }));

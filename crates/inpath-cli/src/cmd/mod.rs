@@ -5,4 +5,5 @@ pub mod corr;
 pub mod demo;
 pub mod seal;
 pub mod sketch;
+pub mod store;
 pub mod wire;
