@@ -37,7 +37,11 @@ fn text() -> Vec<u8> {
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
         out.push_str(words[(x >> 60) as usize % 6]);
-        out.push(if (x >> 50) % 5 == 0 { '\n' } else { ' ' });
+        out.push(if (x >> 50).is_multiple_of(5) {
+            '\n'
+        } else {
+            ' '
+        });
     }
     out.into_bytes()
 }
