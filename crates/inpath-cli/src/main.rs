@@ -47,6 +47,8 @@ enum Command {
     /// Column tables of sealed pages (AQUOMAN's storage side): `query gen` (TPC-H),
     /// `query inspect`.
     Query(cmd::query::QueryArgs),
+    /// A page store with search kernels beside the pages (BlueDBM): put, ls, read, rm, grep, nn.
+    Store(cmd::store::StoreArgs),
 }
 
 fn main() {
@@ -68,6 +70,7 @@ fn main() {
         Command::Wire(args) => cmd::wire::run(*args),
         Command::Cache(args) => cmd::cache::run(args),
         Command::Query(args) => cmd::query::run(args),
+        Command::Store(args) => cmd::store::run_store(args),
     };
     common::exit_with(result);
 }

@@ -6,4 +6,5 @@ pub mod demo;
 pub mod query;
 pub mod seal;
 pub mod sketch;
+pub mod store;
 pub mod wire;

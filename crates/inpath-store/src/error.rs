@@ -1,0 +1,182 @@
+//! The errors of the store engine. Each variant names what is wrong and carries the values a
+//! caller needs to act on it; tests match on the variant, and the CLI prints the message.
+
+use std::path::PathBuf;
+
+/// Result alias of this crate.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// What can go wrong in the page store, its reader and its kernels.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// No handle with this id is in the catalog (never created, or removed).
+    #[error("unknown handle {handle} in store {dir} (`inpath store ls` lists the handles)")]
+    UnknownHandle {
+        /// The handle id asked for.
+        handle: u64,
+        /// The store directory.
+        dir: PathBuf,
+    },
+
+    /// The handle exists but holds a newer generation than the one asked for: the file was
+    /// replaced since the caller learned the handle.
+    #[error(
+        "stale handle {handle}@{asked}: the store holds generation {current} of it (the file was \
+         replaced; read {handle}@{current} or {handle})"
+    )]
+    StaleHandle {
+        /// The handle id.
+        handle: u64,
+        /// The generation asked for.
+        asked: u64,
+        /// The generation the catalog holds.
+        current: u64,
+    },
+
+    /// A handle was not written as `ID` or `ID@GENERATION`.
+    #[error("{text:?} is not a handle: expected ID or ID@GENERATION (decimal numbers)")]
+    BadHandle {
+        /// The text given.
+        text: String,
+    },
+
+    /// A byte range reaches past the end of the handle's file.
+    #[error(
+        "range {offset}..{end} of handle {handle} is past the end of the file ({size} bytes)",
+        end = *offset as u128 + *length as u128
+    )]
+    RangePastEnd {
+        /// The handle id.
+        handle: u64,
+        /// Start of the range.
+        offset: u64,
+        /// Length of the range.
+        length: u64,
+        /// Size of the file.
+        size: u64,
+    },
+
+    /// The catalog file is not a valid catalog (damaged, truncated, or another file).
+    #[error("the catalog {path} is damaged: {detail}")]
+    CatalogDamaged {
+        /// The catalog file.
+        path: PathBuf,
+        /// What is wrong, in words.
+        detail: String,
+    },
+
+    /// The catalog was written by a newer format version than this build reads.
+    #[error(
+        "the catalog {path} has format version {version}; this build reads versions 1 to {newest}"
+    )]
+    CatalogVersion {
+        /// The catalog file.
+        path: PathBuf,
+        /// The version in the file.
+        version: u16,
+        /// The newest version this build reads.
+        newest: u16,
+    },
+
+    /// The directory holds no catalog: it is not a store.
+    #[error("{dir} is not an inpath store (no catalog file; `inpath store put` creates one)")]
+    NotAStore {
+        /// The directory.
+        dir: PathBuf,
+    },
+
+    /// A stored page does not match its extent (short data file, wrong length).
+    #[error("page {page} of handle {handle} is damaged: {detail}")]
+    PageDamaged {
+        /// The handle id.
+        handle: u64,
+        /// The logical page number.
+        page: u64,
+        /// What is wrong.
+        detail: String,
+    },
+
+    /// A sealed page did not unseal: damaged, or sealed with another key.
+    #[error("page {page} of handle {handle} does not unseal")]
+    Unseal {
+        /// The handle id.
+        handle: u64,
+        /// The logical page number.
+        page: u64,
+        /// The seal error (tells damage, wrong key and unknown key id apart).
+        #[source]
+        source: inpath_seal::Error,
+    },
+
+    /// A sealed handle was read without any key, or sealing was asked without one.
+    #[error("handle {handle} is sealed ({codec}); a key file is needed to read it")]
+    KeyNeeded {
+        /// The handle id.
+        handle: u64,
+        /// The handle's codec.
+        codec: String,
+    },
+
+    /// Sealing a page failed (the key does not fit the tier, ...).
+    #[error("cannot seal page {page}")]
+    Seal {
+        /// The page number.
+        page: u64,
+        /// The seal error.
+        #[source]
+        source: inpath_seal::Error,
+    },
+
+    /// A parameter is out of range.
+    #[error("{name} = {value} is out of range: {valid}")]
+    Parameter {
+        /// The parameter's name as the user knows it.
+        name: &'static str,
+        /// The value given.
+        value: String,
+        /// The valid values, in words.
+        valid: String,
+    },
+
+    /// Reading a file of the store (or the input of a put) failed.
+    #[error("cannot read {path}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// Writing a file of the store failed (a full disk, say); the store is unchanged.
+    #[error("cannot write {path}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// Writing through `inpath_core::output` failed.
+    #[error(transparent)]
+    Output(#[from] inpath_core::Error),
+
+    /// The reader was shut down while a request was in flight.
+    #[error("the reader stopped before request {tag} completed")]
+    ReaderStopped {
+        /// The tag of the request's page that never completed.
+        tag: u64,
+    },
+}
+
+impl StoreError {
+    pub(crate) fn parameter(name: &'static str, value: impl ToString, valid: &str) -> StoreError {
+        StoreError::Parameter {
+            name,
+            value: value.to_string(),
+            valid: valid.to_string(),
+        }
+    }
+}
