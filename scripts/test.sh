@@ -61,7 +61,8 @@ if command -v rustup >/dev/null 2>&1 && command -v aarch64-linux-gnu-gcc >/dev/n
        || timeout 180 rustup target add aarch64-unknown-linux-gnu >/dev/null 2>&1; }; then
   CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc RUSTFLAGS="-D warnings" \
     cargo check --release --quiet --target aarch64-unknown-linux-gnu \
-    -p inpath-core -p inpath-sketch -p inpath-corr -p inpath-seal -p inpath-wire -p inpath-cli
+    -p inpath-core -p inpath-sketch -p inpath-corr -p inpath-seal -p inpath-wire -p inpath-query \
+    -p inpath-store -p inpath-cli
 else
   echo "test.sh: skipped: the aarch64 target (rustup target add aarch64-unknown-linux-gnu) or aarch64-linux-gnu-gcc is not available"
 fi

@@ -5,7 +5,7 @@ use crate::cmd::seal::read_keys;
 use crate::common::{bytes, print_out, thousands};
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
-use inpath_query::{generate_tpch, GenOptions, TableReader, WriteOptions};
+use inpath_query::{GenOptions, TableReader, WriteOptions};
 use inpath_seal::{Cipher, Compression, KeyRing, SealConfig};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -196,7 +196,6 @@ fn gen(args: GenArgs) -> anyhow::Result<()> {
         }
         summaries.push((s, t.elapsed().as_secs_f64()));
     }
-    let _ = generate_tpch; // the library's one-call form, used by tests and other callers
     let secs = start.elapsed().as_secs_f64();
     if args.quiet {
         return Ok(());
