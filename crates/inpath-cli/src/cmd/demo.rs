@@ -47,6 +47,8 @@ pub fn run(args: DemoArgs) -> Result<()> {
     writeln!(out, "  try it: inpath seal keygen -o keys.txt; inpath seal FILE -o FILE.sealed --key-file keys.txt\n")?;
     out.push_str(&wire_section()?);
     out.push_str(&crate::cmd::cache::demo_section()?);
+    out.push_str(&crate::cmd::query::demo_section()?);
+    out.push_str(&crate::cmd::store::demo_section()?);
     crate::common::print_out(&out)
 }
 

@@ -1,0 +1,41 @@
+//! `inpath demo`, the product's front door: every section runs, and the sections that check
+//! themselves against an independent answer say "equal".
+
+use std::process::Command;
+
+#[test]
+fn demo_runs_every_section_and_its_checks_agree() {
+    let out = Command::new(env!("CARGO_BIN_EXE_inpath"))
+        .args(["demo", "--items", "1000000"])
+        .output()
+        .expect("run inpath demo");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "demo failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for section in [
+        "== sketch",
+        "== corr",
+        "== seal",
+        "== wire",
+        "== cache",
+        "== query",
+        "== store",
+    ] {
+        assert!(text.contains(section), "no {section} section in:\n{text}");
+    }
+    let line = |prefix: &str| {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(prefix))
+            .unwrap_or_else(|| panic!("no line starting {prefix:?} in:\n{text}"))
+            .to_string()
+    };
+    // TPC-H Q6 from sealed pages against DuckDB's pinned answer.
+    let q6 = line("Q6 from the sealed lineitem pages");
+    assert!(q6.ends_with(": equal"), "{q6}");
+    // The in-store search against a plain scan of the original text.
+    let grep = line("\"furiously\" searched in the store");
+    assert!(grep.ends_with(": equal"), "{grep}");
+}
