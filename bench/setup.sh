@@ -5,9 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/venv.sh
 .venv/bin/pip install --quiet -r bench/requirements.txt
-# The build tools of ISA-L, so the benchmarks build inpath-seal's `isal` feature (see common.py).
+# The build tools of ISA-L, so the benchmarks build inpath-seal's `isal` feature (see common.py),
+# and ripgrep, the peer of bench/store.py.
 missing=()
-for pkg in nasm autoconf automake libtool; do dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg"); done
+for pkg in nasm autoconf automake libtool ripgrep; do dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg"); done
 if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
