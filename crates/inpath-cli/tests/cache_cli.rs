@@ -5,9 +5,9 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 fn inpath() -> Command {
     Command::new(env!("CARGO_BIN_EXE_inpath"))
@@ -148,27 +148,42 @@ fn kill_9_during_writes_loses_nothing_flushed_and_serves_nothing_wrong() {
     }
     // Past a few flush intervals (--sync-ms 20) everything above is on the file.
     std::thread::sleep(Duration::from_millis(400));
-    // A write-heavy run, killed in the middle.
+    // A write-heavy run, killed in the middle. It is bounded by a count of sets, not by time:
+    // the 16 MiB log holds about 20,000 of these records, and a faster machine writing for a
+    // fixed time could wrap it, reclaiming the chunks of the a-keys (a cache may drop those;
+    // this test is about a crash, not about capacity). Killed once 3,000 sets are acknowledged,
+    // with each writer stopping at 5,000: at most ~13,000 records in all.
     let stop = Arc::new(AtomicBool::new(false));
+    let acknowledged = Arc::new(AtomicU64::new(0));
     let writers: Vec<_> = (0..2)
         .map(|t| {
             let addr = addr.clone();
             let stop = stop.clone();
+            let acknowledged = acknowledged.clone();
             std::thread::spawn(move || {
                 let mut c = Conn::new(&addr);
                 let mut n = 0u64;
-                while !stop.load(Ordering::Relaxed) {
+                while !stop.load(Ordering::Relaxed) && n < 5000 {
                     let key = format!("b{}", (n * 7 + t) % 4000);
                     if c.set(&key, &value(&key, n)).is_err() {
                         break;
                     }
                     n += 1;
+                    acknowledged.fetch_add(1, Ordering::Relaxed);
                 }
                 n
             })
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(300));
+    // At least 100 ms of writing too, so that some of the run is past a flush (--sync-ms 20).
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(20);
+    while (acknowledged.load(Ordering::Relaxed) < 3000
+        || started.elapsed() < Duration::from_millis(100))
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(1));
+    }
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     stop.store(true, Ordering::Relaxed);
