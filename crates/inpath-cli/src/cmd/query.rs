@@ -1,7 +1,7 @@
 //! `inpath query gen` and `inpath query inspect`: TPC-H generation into column tables of
 //! sealed pages, and a look inside such tables (see `docs/query.md`, `docs/FORMATS.md`,
 //! "Column tables (inpath-query)"). SQL over the tables is the next step of the engine.
-use crate::cmd::seal::read_keys;
+use crate::cmd::seal::{read_keys, sealing_key};
 use crate::common::{bytes, print_out, thousands};
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
@@ -139,26 +139,14 @@ fn gen(args: GenArgs) -> anyhow::Result<()> {
     if !(args.sf.is_finite() && args.sf > 0.0) {
         bail!("--sf {} is out of range: a scale factor above 0", args.sf);
     }
-    let key = match (&args.key_file, seal.cipher) {
-        (_, Cipher::None) => None,
-        (None, _) => bail!(
-            "--tier {} needs --key-file (make one with `inpath seal keygen -o keys.txt`)",
-            args.tier
-        ),
-        (Some(path), _) => {
-            let file = read_keys(path, args.allow_insecure_key_file)?;
-            let id = args.key_id.unwrap_or(file.first_id);
-            let key = file.ring.get(id)?.clone();
-            if key.bits() != bits {
-                bail!(
-                    "--tier {} needs a {bits}-bit key, but key {id} is {} bits",
-                    args.tier,
-                    key.bits()
-                );
-            }
-            Some((id, key))
-        }
-    };
+    let key = sealing_key(
+        args.key_file.as_deref(),
+        args.allow_insecure_key_file,
+        args.key_id,
+        seal.cipher,
+        bits,
+        &format!("--tier {}", args.tier),
+    )?;
     let options = GenOptions {
         write: WriteOptions {
             rows_per_page: args.rows_per_page,

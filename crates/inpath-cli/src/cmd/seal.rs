@@ -142,6 +142,35 @@ pub struct UnsealArgs {
     quiet: bool,
 }
 
+/// The key a sealing command seals with: none without a cipher; otherwise `key_id` (default:
+/// the file's first key) from the key file, which must hold a key of the cipher's size.
+/// `option` is the option that chose the cipher, as the messages name it (`--cipher X`).
+pub(crate) fn sealing_key(
+    key_file: Option<&Path>,
+    allow_insecure: bool,
+    key_id: Option<u32>,
+    cipher: Cipher,
+    bits: u32,
+    option: &str,
+) -> anyhow::Result<Option<(u32, Key)>> {
+    if cipher == Cipher::None {
+        return Ok(None);
+    }
+    let Some(path) = key_file else {
+        bail!("{option} needs --key-file (make one with `inpath seal keygen -o keys.txt`)");
+    };
+    let file = read_keys(path, allow_insecure)?;
+    let id = key_id.unwrap_or(file.first_id);
+    let key = file.ring.get(id)?.clone();
+    if key.bits() != bits {
+        bail!(
+            "{option} needs a {bits}-bit key, but key {id} is {} bits",
+            key.bits()
+        );
+    }
+    Ok(Some((id, key)))
+}
+
 /// Reads a key file. Like ssh, refuses one that group or others may read unless
 /// `allow_insecure` (then it warns); a file that does not parse gets a message naming the
 /// expected format and `inpath seal keygen`.
@@ -233,36 +262,19 @@ pub fn run(args: SealArgs) -> anyhow::Result<()> {
     if args.threads == 0 {
         bail!("--threads must be at least 1");
     }
-    let keys = match (&args.key_file, cipher) {
-        (None, Cipher::None) => None,
-        (None, _) => bail!(
-            "--cipher {} needs --key-file (make one with `inpath seal keygen -o keys.txt`)",
-            args.cipher
-        ),
-        (Some(path), _) => Some(read_keys(path, args.allow_insecure_key_file)?),
-    };
-    let key_id = match &keys {
-        Some(k) => args.key_id.unwrap_or(k.first_id),
-        None => 0,
-    };
-    let key: Option<&Key> = match &keys {
-        Some(k) if cipher != Cipher::None => Some(k.ring.get(key_id)?),
-        _ => None,
-    };
-    if let Some(key) = key {
-        if key.bits() != bits {
-            bail!(
-                "--cipher {} needs a {bits}-bit key, but key {key_id} is {} bits",
-                args.cipher,
-                key.bits()
-            );
-        }
-    }
+    let key = sealing_key(
+        args.key_file.as_deref(),
+        args.allow_insecure_key_file,
+        args.key_id,
+        cipher,
+        bits,
+        &format!("--cipher {}", args.cipher),
+    )?;
     let config = SealConfig {
         compression,
         cipher,
     };
-    let mut sealer = Sealer::new(config, key.map(|k| (key_id, k)))?;
+    let mut sealer = Sealer::new(config, key.as_ref().map(|(id, k)| (*id, k)))?;
 
     let input = Input::from_arg(&file);
     let out = open_output(&args.output, &inputs_of(&input, args.key_file.as_ref()))?;
@@ -317,7 +329,7 @@ pub fn run(args: SealArgs) -> anyhow::Result<()> {
     );
     let value = serde_json::json!({
         "pages": pages, "page_size": args.page_size, "input_bytes": read_bytes, "output_bytes": written,
-        "ratio": ratio, "stored_pages": stored, "tier": tier, "key_id": key.map(|_| key_id),
+        "ratio": ratio, "stored_pages": stored, "tier": tier, "key_id": key.as_ref().map(|(id, _)| *id),
         "threads": args.threads, "seconds": secs,
     });
     let text = format!(

@@ -2,7 +2,7 @@
 //! handles; kernels (literal and regex search, Hamming nearest neighbours) run beside the pages
 //! and print results, not bytes. docs/store.md.
 
-use crate::cmd::seal::read_keys;
+use crate::cmd::seal::{read_keys, sealing_key};
 use crate::common::{bytes, parse_size, print_out, thousands};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
@@ -237,32 +237,16 @@ fn put(a: PutArgs) -> Result<()> {
         Some(c) => Some(Compression::parse(c)?),
         None => None,
     };
-    let keyfile = match &a.keys.key_file {
-        Some(path) => Some(read_keys(path, a.keys.allow_insecure_key_file)?),
-        None => None,
-    };
     let sealed = cipher.is_some() || compression.is_some();
     let (cipher, bits) = cipher.unwrap_or((Cipher::None, 0));
-    let key = if cipher == Cipher::None {
-        None
-    } else {
-        let Some(kf) = &keyfile else {
-            bail!(
-                "--seal-tier {} needs --key-file (make one with `inpath seal keygen -o keys.txt`)",
-                a.seal_tier.as_deref().unwrap_or_default()
-            );
-        };
-        let id = a.key_id.unwrap_or(kf.first_id);
-        let key = kf.ring.get(id)?;
-        if key.len() * 8 != bits as usize {
-            bail!(
-                "key {id} is {} bits but --seal-tier {} needs {bits}",
-                key.len() * 8,
-                a.seal_tier.as_deref().unwrap_or_default()
-            );
-        }
-        Some((id, key))
-    };
+    let key = sealing_key(
+        a.keys.key_file.as_deref(),
+        a.keys.allow_insecure_key_file,
+        a.key_id,
+        cipher,
+        bits,
+        &format!("--seal-tier {}", a.seal_tier.as_deref().unwrap_or_default()),
+    )?;
     let options = PutOptions {
         page_size,
         seal: sealed.then_some((
@@ -270,7 +254,7 @@ fn put(a: PutArgs) -> Result<()> {
                 compression: compression.unwrap_or(Compression::None),
                 cipher,
             },
-            key,
+            key.as_ref().map(|(id, k)| (*id, k)),
         )),
     };
     let mut store =
