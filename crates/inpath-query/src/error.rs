@@ -196,6 +196,21 @@ pub enum Error {
         /// Arrow's message.
         detail: String,
     },
+
+    /// A SQL statement failed to plan or run (DataFusion's message, which names the missing
+    /// table or column; errors from our pages keep their table, column and page).
+    #[error("{detail}")]
+    Sql {
+        /// What went wrong.
+        detail: String,
+    },
+
+    /// A directory holds no column tables.
+    #[error("{path}: no column tables here (a table is a directory holding a `manifest`)")]
+    NoTables {
+        /// The directory.
+        path: PathBuf,
+    },
 }
 
 impl Error {

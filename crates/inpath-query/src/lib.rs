@@ -2,7 +2,7 @@
 //!
 //! The storage side of AQUOMAN (reference 001, part II): a **row-aligned column format whose
 //! every page is one `inpath-seal` record**, and TPC-H generation into it. The SQL engine
-//! (DataFusion over this format) is the next step and lives elsewhere.
+//! is Apache DataFusion over this format ([`sql`]).
 //!
 //! - A table is a directory: a `manifest` (schema, rows per page R, per-page zone maps,
 //!   dictionaries; sealed in the encrypted tiers) and one file per column (`0.col`, `1.col`...).
@@ -60,15 +60,20 @@
 
 pub mod error;
 pub mod format;
+pub mod import;
 mod pack;
 mod page;
 pub mod reader;
+pub mod sql;
 pub mod tpch;
+pub mod tpch_queries;
 pub mod writer;
 
 pub use error::{Error, Result};
 pub use format::{LogicalType, Manifest, Scalar};
+pub use import::{import_file, ResultFormat};
 pub use reader::{read_manifest, Scan, TableReader};
+pub use sql::{ColumnTable, QueryResult, ScanStats, SqlSession};
 pub use tpch::{generate_tpch, GenOptions, TPCH_TABLES};
 pub use writer::{TableSummary, TableWriter, WriteOptions};
 

@@ -1,6 +1,7 @@
-//! `inpath query gen` and `inpath query inspect`: TPC-H generation into column tables of
-//! sealed pages, and a look inside such tables (see `docs/query.md`, `docs/FORMATS.md`,
-//! "Column tables (inpath-query)"). SQL over the tables is the next step of the engine.
+//! `inpath query gen|import|sql|tpch|inspect`: TPC-H generation and Parquet/CSV import into
+//! column tables of sealed pages, SQL over them (DataFusion with our scan underneath), the 22
+//! TPC-H queries checked against pinned answers, and a look inside tables (see
+//! `docs/query.md`, `docs/FORMATS.md`, "Column tables (inpath-query)").
 use crate::cmd::seal::{read_keys, sealing_key};
 use crate::common::{bytes, print_out, thousands};
 use anyhow::{bail, Context};
@@ -22,9 +23,147 @@ pub struct QueryArgs {
 enum QueryCommand {
     /// Generate the eight TPC-H tables (tpchgen) as column tables under DIR.
     Gen(GenArgs),
+    /// Import a Parquet or CSV file (header row) as a column table DIR/NAME.
+    Import(ImportArgs),
+    /// Run a SQL statement over the tables in DIR (each table by its directory name).
+    Sql(SqlArgs),
+    /// Run the 22 TPC-H queries (or some) over DIR, timed, optionally checked against the
+    /// pinned answers.
+    Tpch(TpchArgs),
     /// Show a table's schema, rows, pages, encodings, widths and bytes (DIR is a table or a
     /// directory of tables).
     Inspect(InspectArgs),
+}
+
+/// Key file arguments for reading sealed tables.
+#[derive(Args)]
+struct ReadKeyArgs {
+    /// Key file, for tables whose pages are sealed (see `inpath seal keygen`).
+    #[arg(long)]
+    key_file: Option<PathBuf>,
+    /// Use a key file even when group or others can read it (not recommended).
+    #[arg(long)]
+    allow_insecure_key_file: bool,
+}
+
+impl ReadKeyArgs {
+    fn ring(&self) -> anyhow::Result<KeyRing> {
+        Ok(match &self.key_file {
+            Some(path) => read_keys(path, self.allow_insecure_key_file)?.ring,
+            None => KeyRing::new(),
+        })
+    }
+}
+
+/// Arguments of `inpath query import`.
+#[derive(Args)]
+#[command(after_help = "Examples:\n  \
+    inpath query import trips.parquet db\n  \
+    inpath query import --table people people.csv db --tier lz4+aes256-gcm --key-file keys.txt\n  \
+    inpath query sql db \"SELECT count(*) FROM trips\"")]
+struct ImportArgs {
+    /// The file to import: .parquet, or .csv with a header row (types inferred).
+    file: PathBuf,
+    /// Directory of tables to write into; the table goes to DIR/NAME.
+    dir: PathBuf,
+    /// The table's name (default: the file's name without its extension).
+    #[arg(long)]
+    table: Option<String>,
+    /// Sealing tier, as for `gen`: plain, CODEC, CIPHER or CODEC+CIPHER.
+    #[arg(long, default_value = "plain")]
+    tier: String,
+    /// Key file; required with a cipher. Must be private (chmod 600).
+    #[arg(long)]
+    key_file: Option<PathBuf>,
+    /// Use a key file even when group or others can read it (not recommended).
+    #[arg(long)]
+    allow_insecure_key_file: bool,
+    /// Key id to seal with (default: the first key in the file).
+    #[arg(long)]
+    key_id: Option<u32>,
+    /// Rows per page.
+    #[arg(long, default_value_t = inpath_query::format::DEFAULT_ROWS_PER_PAGE)]
+    rows_per_page: usize,
+    /// Threads for encoding and sealing.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Replace the table if it exists.
+    #[arg(long)]
+    force: bool,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Arguments of `inpath query sql`.
+#[derive(Args)]
+#[command(after_help = "Examples:\n  \
+    inpath query sql tpch \"SELECT l_returnflag, count(*) FROM lineitem GROUP BY 1 ORDER BY 1\"\n  \
+    inpath query sql tpch-sealed --key-file keys.txt --json \"SELECT * FROM nation LIMIT 3\"\n  \
+    inpath query sql tpch -o big-orders.parquet \"SELECT * FROM orders WHERE o_totalprice > 500000\"\n  \
+    inpath query sql tpch --explain \"SELECT sum(l_quantity) FROM lineitem WHERE l_shipdate < date '1993-01-01'\"")]
+struct SqlArgs {
+    /// A table directory, or a directory of table directories (tables by directory name).
+    dir: PathBuf,
+    /// The statement.
+    statement: String,
+    #[command(flatten)]
+    keys: ReadKeyArgs,
+    /// Threads (and scan partitions).
+    #[arg(long, default_value_t = default_threads())]
+    threads: usize,
+    /// Print the rows as JSON (an array of objects).
+    #[arg(long, conflicts_with_all = ["csv", "output"])]
+    json: bool,
+    /// Print the rows as CSV with a header row.
+    #[arg(long, conflicts_with = "output")]
+    csv: bool,
+    /// Write the rows to this Parquet file instead (written aside, renamed on success).
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    /// Print the physical plan instead of running the statement.
+    #[arg(long)]
+    explain: bool,
+    /// Print what the scans did (pages pruned, unselected, read; bytes) on standard error.
+    #[arg(long)]
+    stats: bool,
+}
+
+/// Arguments of `inpath query tpch`.
+#[derive(Args)]
+#[command(after_help = "Examples:\n  \
+    inpath query gen --sf 0.01 tpch && inpath query tpch tpch --check\n  \
+    inpath query tpch tpch --queries 1,6,14 --threads 2 --json\n  \
+    .venv/bin/python crates/inpath-query/tpch/pin_answers.py --sf 1 --out ans-sf1\n  \
+    inpath query tpch tpch-sf1 --check --answers ans-sf1")]
+struct TpchArgs {
+    /// Directory holding the eight TPC-H tables (from `inpath query gen`).
+    dir: PathBuf,
+    /// Queries to run, such as 1,6,14 or 1-5 (default: all 22).
+    #[arg(long)]
+    queries: Option<String>,
+    /// Compare every result with the pinned answers (shipped for SF 0.01; other scale factors
+    /// through --answers); exits non-zero on any difference.
+    #[arg(long)]
+    check: bool,
+    /// Directory of answers (qNN.csv from tpch/pin_answers.py) to check against.
+    #[arg(long)]
+    answers: Option<PathBuf>,
+    #[command(flatten)]
+    keys: ReadKeyArgs,
+    /// Threads (and scan partitions).
+    #[arg(long, default_value_t = default_threads())]
+    threads: usize,
+    /// Runs of each query; the median time is reported (the first run also warms the cache).
+    #[arg(long, default_value_t = 1)]
+    runs: usize,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// Arguments of `inpath query gen`.
@@ -91,8 +230,327 @@ struct InspectArgs {
 pub fn run(args: QueryArgs) -> anyhow::Result<()> {
     match args.command {
         QueryCommand::Gen(a) => gen(a),
+        QueryCommand::Import(a) => import(a),
+        QueryCommand::Sql(a) => sql(a),
+        QueryCommand::Tpch(a) => tpch(a),
         QueryCommand::Inspect(a) => inspect(a),
     }
+}
+
+fn import(args: ImportArgs) -> anyhow::Result<()> {
+    let (seal, bits) = parse_tier(&args.tier)?;
+    if args.threads == 0 {
+        bail!("--threads must be at least 1");
+    }
+    let key = sealing_key(
+        args.key_file.as_deref(),
+        args.allow_insecure_key_file,
+        args.key_id,
+        seal.cipher,
+        bits,
+        &format!("--tier {}", args.tier),
+    )?;
+    let name = match &args.table {
+        Some(t) => t.clone(),
+        None => args
+            .file
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .with_context(|| format!("{} has no file name", args.file.display()))?,
+    };
+    if name.is_empty() || name.contains('/') || name.starts_with('.') {
+        bail!("table name {name:?} is not valid: a non-empty name without '/' that does not start with '.'");
+    }
+    std::fs::create_dir_all(&args.dir)
+        .with_context(|| format!("cannot create {}", args.dir.display()))?;
+    let target = args.dir.join(&name);
+    let options = WriteOptions {
+        rows_per_page: args.rows_per_page,
+        seal,
+        key,
+        overwrite: args.force,
+        threads: args.threads,
+        ..WriteOptions::default()
+    };
+    let start = Instant::now();
+    let s = inpath_query::import_file(&args.file, &target, options, args.threads)?;
+    let secs = start.elapsed().as_secs_f64();
+    if args.json {
+        let value = serde_json::json!({
+            "file": args.file.display().to_string(),
+            "table": name,
+            "dir": target.display().to_string(),
+            "tier": seal_name(seal),
+            "rows": s.rows,
+            "pages": s.pages,
+            "bytes": s.bytes,
+            "seconds": secs,
+        });
+        return print_out(&format!("{}\n", serde_json::to_string_pretty(&value)?));
+    }
+    print_out(&format!(
+        "imported {} as table {name} in {}: {} rows, {} pages, {} ({} pages), {secs:.2} s\n",
+        args.file.display(),
+        target.display(),
+        thousands(s.rows),
+        s.pages,
+        bytes(s.bytes),
+        seal_name(seal)
+    ))
+}
+
+fn open_session(
+    dir: &Path,
+    keys: &ReadKeyArgs,
+    threads: usize,
+) -> anyhow::Result<inpath_query::SqlSession> {
+    let ring = keys.ring()?;
+    inpath_query::SqlSession::open(dir, &ring, threads).map_err(|e| {
+        let hint = match (&e, &keys.key_file) {
+            (inpath_query::Error::ManifestSeal { .. }, None) => {
+                " (the manifest is sealed: pass --key-file)"
+            }
+            _ => "",
+        };
+        anyhow::anyhow!("{e}{hint}")
+    })
+}
+
+fn stats_line(s: &inpath_query::ScanStats) -> String {
+    format!(
+        "pages: {} of {} pruned by zone maps, {} unselected; {} page records read ({}); rows {} scanned, {} out",
+        thousands(s.pages_pruned),
+        thousands(s.pages_total),
+        thousands(s.pages_unselected),
+        thousands(s.records_read),
+        bytes(s.bytes_read),
+        thousands(s.rows_scanned),
+        thousands(s.rows_out)
+    )
+}
+
+fn sql(args: SqlArgs) -> anyhow::Result<()> {
+    use inpath_query::ResultFormat;
+    let session = open_session(&args.dir, &args.keys, args.threads)?;
+    if args.explain {
+        return print_out(&session.explain(&args.statement)?);
+    }
+    // Refuse an output that is one of the tables' files before any work.
+    let mut inputs = Vec::new();
+    if let Some(out) = &args.output {
+        if out.is_dir() {
+            bail!("-o {}: is a directory; name a .parquet file", out.display());
+        }
+        for table in inpath_query::sql::table_dirs(&args.dir)? {
+            for entry in std::fs::read_dir(&table)?.flatten() {
+                inputs.push(inpath_core::Input::File(entry.path()));
+            }
+        }
+        inpath_core::output::check_distinct(out, &inputs)?;
+    }
+    let result = session.sql(&args.statement)?;
+    if args.stats {
+        eprintln!("{}", stats_line(&session.stats()));
+    }
+    if let Some(out) = &args.output {
+        let bytes = result.encode(ResultFormat::Parquet)?;
+        inpath_core::output::write_file(out, &bytes, &inputs)?;
+        eprintln!(
+            "wrote {} rows to {}",
+            thousands(result.row_count() as u64),
+            out.display()
+        );
+        return Ok(());
+    }
+    let format = if args.json {
+        ResultFormat::Json
+    } else if args.csv {
+        ResultFormat::Csv
+    } else {
+        ResultFormat::Table
+    };
+    let bytes = result.encode(format)?;
+    print_out(&String::from_utf8_lossy(&bytes))
+}
+
+/// Parses `1,6,14` or `1-5,9` into query numbers 1 to 22.
+fn parse_queries(text: &str) -> anyhow::Result<Vec<usize>> {
+    let mut out = Vec::new();
+    let bad = |part: &str| {
+        anyhow::anyhow!("--queries {text}: {part:?} is not valid: numbers 1 to 22 or ranges such as 1-5, separated by commas")
+    };
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (a, b) = match part.split_once('-') {
+            Some((a, b)) => (a.trim(), b.trim()),
+            None => (part, part),
+        };
+        let (a, b): (usize, usize) = (
+            a.parse().map_err(|_| bad(part))?,
+            b.parse().map_err(|_| bad(part))?,
+        );
+        if !(1..=22).contains(&a) || !(1..=22).contains(&b) || a > b {
+            return Err(bad(part));
+        }
+        out.extend(a..=b);
+    }
+    if out.is_empty() {
+        return Err(bad(text));
+    }
+    Ok(out)
+}
+
+/// The scale factor whose pinned answers fit the tables in the session (by row counts).
+fn pinned_scale(session: &inpath_query::SqlSession) -> anyhow::Result<f64> {
+    let mut found = Vec::new();
+    for (table, rows) in inpath_query::tpch_queries::ROWS_SF0_01 {
+        let r = session
+            .sql(&format!("SELECT count(*) AS n FROM {table}"))
+            .with_context(|| format!("--check needs the TPC-H table {table}"))?;
+        let n = r
+            .batches
+            .first()
+            .and_then(|b| {
+                b.column(0)
+                    .as_any()
+                    .downcast_ref::<arrow_array::Int64Array>()
+            })
+            .map_or(0, |a| a.value(0) as u64);
+        found.push(format!("{table} {n}"));
+        if n != rows {
+            bail!(
+                "--check: answers ship for SF 0.01 only and these tables are another scale \
+                 ({}); pin answers for it with crates/inpath-query/tpch/pin_answers.py --sf N \
+                 --out DIR and pass --answers DIR",
+                found.join(", ")
+            );
+        }
+    }
+    Ok(0.01)
+}
+
+fn tpch(args: TpchArgs) -> anyhow::Result<()> {
+    let queries = match &args.queries {
+        Some(q) => parse_queries(q)?,
+        None => (1..=22).collect(),
+    };
+    if args.runs == 0 {
+        bail!("--runs must be at least 1");
+    }
+    let session = open_session(&args.dir, &args.keys, args.threads)?;
+    let check = args.check || args.answers.is_some();
+    let answers: Vec<Option<String>> = if !check {
+        vec![None; 23]
+    } else if let Some(dir) = &args.answers {
+        (0..=22)
+            .map(|n| {
+                if n == 0 {
+                    return Ok(None);
+                }
+                let path = dir.join(format!("q{n:02}.csv"));
+                if queries.contains(&n) {
+                    std::fs::read_to_string(&path)
+                        .map(Some)
+                        .with_context(|| format!("--answers: cannot read {}", path.display()))
+                } else {
+                    Ok(None)
+                }
+            })
+            .collect::<anyhow::Result<_>>()?
+    } else {
+        let sf = pinned_scale(&session)?;
+        (0..=22)
+            .map(|n| inpath_query::tpch_queries::pinned_answer(sf, n).map(str::to_string))
+            .collect()
+    };
+    let talk = !args.json && std::io::stderr().is_terminal();
+    let mut rows_json = Vec::new();
+    let mut text =
+        String::from("query   rows   seconds  pages read/pruned/total       bytes read  check\n");
+    let mut failures = Vec::new();
+    let mut total = 0.0;
+    for &n in &queries {
+        let query = inpath_query::tpch_queries::query(n).expect("1..=22");
+        if talk {
+            eprint!("\rQ{n:02}...");
+        }
+        let mut times = Vec::with_capacity(args.runs);
+        let mut result = None;
+        let mut stats = inpath_query::ScanStats::default();
+        for _ in 0..args.runs {
+            session.reset_stats();
+            let start = Instant::now();
+            let r = session.sql(query).with_context(|| format!("Q{n}"))?;
+            times.push(start.elapsed().as_secs_f64());
+            stats = session.stats();
+            result = Some(r);
+        }
+        times.sort_by(f64::total_cmp);
+        let secs = times[times.len() / 2];
+        total += secs;
+        let result = result.expect("at least one run");
+        let verdict = answers[n]
+            .as_ref()
+            .map(|expected| inpath_query::tpch_queries::check_answer(&result, expected));
+        if let Some(Err(e)) = &verdict {
+            failures.push(format!("Q{n}: {e}"));
+        }
+        text.push_str(&format!(
+            "Q{n:<3} {:>7} {:>9.3}  {:>8}/{}/{:<8} {:>14}  {}\n",
+            result.row_count(),
+            secs,
+            stats.pages_total - stats.pages_pruned - stats.pages_unselected,
+            stats.pages_pruned,
+            stats.pages_total,
+            bytes(stats.bytes_read),
+            match &verdict {
+                None => "-",
+                Some(Ok(())) => "equal",
+                Some(Err(_)) => "DIFFERENT",
+            }
+        ));
+        rows_json.push(serde_json::json!({
+            "query": n,
+            "rows": result.row_count(),
+            "seconds": secs,
+            "times": times,
+            "pages_total": stats.pages_total,
+            "pages_pruned": stats.pages_pruned,
+            "pages_unselected": stats.pages_unselected,
+            "records_read": stats.records_read,
+            "bytes_read": stats.bytes_read,
+            "rows_scanned": stats.rows_scanned,
+            "rows_out": stats.rows_out,
+            "check": verdict.as_ref().map(|v| match v { Ok(()) => "equal".to_string(), Err(e) => e.clone() }),
+        }));
+    }
+    if talk {
+        eprint!("\r");
+    }
+    text.push_str(&format!(
+        "total {:>19.3} s, {} threads\n",
+        total, args.threads
+    ));
+    if args.json {
+        let value = serde_json::json!({
+            "dir": args.dir.display().to_string(),
+            "threads": args.threads,
+            "runs": args.runs,
+            "total_seconds": total,
+            "queries": rows_json,
+        });
+        print_out(&format!("{}\n", serde_json::to_string_pretty(&value)?))?;
+    } else {
+        print_out(&text)?;
+    }
+    if !failures.is_empty() {
+        bail!(
+            "{} of {} queries differ from the answers:\n  {}",
+            failures.len(),
+            queries.len(),
+            failures.join("\n  ")
+        );
+    }
+    Ok(())
 }
 
 /// Parses a tier: `plain`, CODEC, CIPHER or CODEC+CIPHER. Returns the config and the key bits
