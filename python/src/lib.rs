@@ -11,6 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 
 mod corr;
+mod query;
 mod seal;
 
 pyo3::create_exception!(
@@ -515,5 +516,6 @@ fn _inpath(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySketch>()?;
     corr::register(m)?;
     seal::register(m)?;
+    query::register(m)?;
     Ok(())
 }

@@ -108,7 +108,7 @@ fn sealer(
 }
 
 /// ``threads``: at least 1 (None: the number of CPUs).
-fn threads_arg(threads: Option<usize>) -> PyResult<usize> {
+pub(crate) fn threads_arg(threads: Option<usize>) -> PyResult<usize> {
     match threads {
         Some(0) => Err(InpathError::new_err(
             "threads = 0 is out of range: 1 or more (None: one per CPU)",
@@ -118,7 +118,7 @@ fn threads_arg(threads: Option<usize>) -> PyResult<usize> {
     }
 }
 
-fn ring(keys: Option<&Bound<'_, PyDict>>) -> PyResult<KeyRing> {
+pub(crate) fn ring(keys: Option<&Bound<'_, PyDict>>) -> PyResult<KeyRing> {
     let mut ring = KeyRing::new();
     if let Some(keys) = keys {
         for (id, key) in keys.iter() {

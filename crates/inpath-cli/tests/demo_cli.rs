@@ -32,9 +32,17 @@ fn demo_runs_every_section_and_its_checks_agree() {
             .unwrap_or_else(|| panic!("no line starting {prefix:?} in:\n{text}"))
             .to_string()
     };
-    // TPC-H Q6 from sealed pages against DuckDB's pinned answer.
-    let q6 = line("Q6 from the sealed lineitem pages");
-    assert!(q6.ends_with(": equal"), "{q6}");
+    // TPC-H through SQL on sealed pages against DuckDB's pinned answers.
+    for q in [
+        "Q1 from the sealed pages",
+        "Q6 from the sealed pages",
+        "Q14 from the sealed pages",
+    ] {
+        let l = line(q);
+        assert!(l.ends_with(": equal"), "{l}");
+    }
+    let all = line("all 22 TPC-H queries on the sealed pages");
+    assert!(all.contains(": 22 of 22 equal"), "{all}");
     // The in-store search against a plain scan of the original text.
     let grep = line("\"furiously\" searched in the store");
     assert!(grep.ends_with(": equal"), "{grep}");

@@ -17,7 +17,8 @@ use std::sync::Arc;
 /// The type a column of Arrow type `t` is stored as, or `None` when the format cannot hold it.
 /// Small integers widen to Int32 and UInt32 to Int64 (bit-packing stores them narrow anyway),
 /// Float16/32 widen to Float64, Date64 becomes Date32 (whole days), UInt64 becomes Int64 (a
-/// value above 2^63 − 1 is an error at import, never a wrapped number).
+/// value above 2^63 − 1 is an error at import, never a wrapped number), dictionary-encoded
+/// columns are stored by their values.
 pub fn stored_type(t: &DataType) -> Option<DataType> {
     use DataType::*;
     let stored = match t {
@@ -27,6 +28,9 @@ pub fn stored_type(t: &DataType) -> Option<DataType> {
         Date64 => Date32,
         LargeUtf8 | Utf8View => Utf8,
         Decimal32(p, s) | Decimal64(p, s) => Decimal128(*p, *s),
+        // Dictionary-encoded columns are stored by their values (the format keeps its own
+        // dictionary for low-cardinality strings).
+        Dictionary(_, values) => return stored_type(values),
         other => other.clone(),
     };
     LogicalType::from_arrow(&stored).map(|_| stored)
@@ -152,6 +156,8 @@ pub enum ResultFormat {
     Json,
     /// Apache Parquet.
     Parquet,
+    /// An Arrow IPC stream (what `pyarrow.ipc.open_stream` reads).
+    ArrowIpc,
 }
 
 impl QueryResult {
@@ -209,6 +215,15 @@ impl QueryResult {
                     out = b"[]".to_vec();
                 }
                 out.push(b'\n');
+            }
+            ResultFormat::ArrowIpc => {
+                let mut w =
+                    datafusion::arrow::ipc::writer::StreamWriter::try_new(&mut out, &self.schema)
+                        .map_err(arrow)?;
+                for b in &self.batches {
+                    w.write(b).map_err(arrow)?;
+                }
+                w.finish().map_err(arrow)?;
             }
             ResultFormat::Parquet => {
                 let mut w = datafusion::parquet::arrow::ArrowWriter::try_new(

@@ -336,6 +336,7 @@ pub(crate) fn decode(
     logical: LogicalType,
     nullable: bool,
     dictionary: Option<&[String]>,
+    codes_only: bool,
 ) -> Result<(ArrayRef, Encoding), String> {
     if bytes.len() < PAGE_HEADER {
         return Err(format!(
@@ -468,6 +469,29 @@ pub(crate) fn decode(
             Arc::new(BooleanArray::new(values, nulls))
         }
         LogicalType::Utf8 => match encoding {
+            Encoding::Dictionary if codes_only => {
+                // The codes alone (an Int32Array; nulls keep their place with code 0), for a
+                // DictionaryArray over the column's dictionary: no string is touched.
+                let (block, used) = for_block(rest)?;
+                finish(used)?;
+                let dict = dictionary.ok_or("a dictionary page in a column without dictionary")?;
+                let codes = block.to_i64();
+                let valid_at = |i: usize| nulls.as_ref().is_none_or(|nb| nb.is_valid(i));
+                let mut keys = Vec::with_capacity(n);
+                for (i, &code) in codes.iter().enumerate() {
+                    if !valid_at(i) {
+                        keys.push(0);
+                    } else if code < 0 || code as usize >= dict.len() {
+                        return Err(format!(
+                            "code {code} is outside the dictionary of {} values",
+                            dict.len()
+                        ));
+                    } else {
+                        keys.push(code as i32);
+                    }
+                }
+                Arc::new(Int32Array::new(ScalarBuffer::from(keys), nulls))
+            }
             Encoding::Dictionary => {
                 let (block, used) = for_block(rest)?;
                 finish(used)?;

@@ -135,7 +135,7 @@ impl ColumnTable {
     /// `counters`.
     pub fn open(dir: &Path, keys: &KeyRing, counters: Arc<ScanCounters>) -> Result<ColumnTable> {
         Ok(ColumnTable {
-            reader: Arc::new(TableReader::open(dir, keys)?),
+            reader: Arc::new(TableReader::open(dir, keys)?.with_dictionary_arrays()),
             counters,
         })
     }
@@ -212,6 +212,10 @@ enum Round {
 
 /// The zone-map bound a literal gives for a column of type `logical`, if any.
 fn bound(value: &ScalarValue, logical: LogicalType, round: Round) -> Option<Scalar> {
+    // A literal compared with a dictionary column is coerced to a dictionary scalar.
+    if let ScalarValue::Dictionary(_, inner) = value {
+        return bound(inner, logical, round);
+    }
     let int = |v: &ScalarValue| -> Option<i128> {
         Some(match v {
             ScalarValue::Int8(Some(x)) => *x as i128,
@@ -355,6 +359,10 @@ fn conjunct_range(expr: &Expr, reader: &TableReader) -> Option<Range> {
                 return None;
             }
             let pattern = match literal(pattern)? {
+                ScalarValue::Dictionary(_, inner) => match *inner {
+                    ScalarValue::Utf8(Some(s)) => s,
+                    _ => return None,
+                },
                 ScalarValue::Utf8(Some(s))
                 | ScalarValue::LargeUtf8(Some(s))
                 | ScalarValue::Utf8View(Some(s)) => s,
@@ -868,9 +876,7 @@ impl QueryResult {
 }
 
 impl SqlSession {
-    /// Opens every table under `dir` (see [`table_dirs`]), each registered under its
-    /// directory's name, with `threads` worker threads and as many scan partitions.
-    pub fn open(dir: &Path, keys: &KeyRing, threads: usize) -> Result<SqlSession> {
+    fn new_context(threads: usize) -> Result<SessionContext> {
         if threads == 0 || threads > 1024 {
             return Err(Error::parameter("threads", threads, "1 to 1024"));
         }
@@ -880,6 +886,63 @@ impl SqlSession {
         let mut ctx = SessionContext::new_with_config(config);
         ctx.register_function_rewrite(Arc::new(AvgDecimalAsDouble))
             .map_err(sql_error)?;
+        Ok(ctx)
+    }
+
+    fn runtime(threads: usize, dir: &Path) -> Result<tokio::runtime::Runtime> {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .thread_name("inpath-query")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::io(dir, e))
+    }
+
+    /// A session over the Parquet files in `dir` (each `NAME.parquet` as table NAME), with
+    /// the same settings as [`open`](Self::open): DataFusion-on-Parquet, the benchmark's peer.
+    /// Its [`stats`](Self::stats) stay zero.
+    pub fn open_parquet(dir: &Path, threads: usize) -> Result<SqlSession> {
+        let ctx = SqlSession::new_context(threads)?;
+        let runtime = SqlSession::runtime(threads, dir)?;
+        let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+            .map_err(|e| Error::io(dir, e))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "parquet"))
+            .collect();
+        files.sort();
+        if files.is_empty() {
+            return Err(Error::NoTables {
+                path: dir.to_path_buf(),
+            });
+        }
+        let mut tables = Vec::new();
+        for file in files {
+            let name = file
+                .file_stem()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let path = file.to_string_lossy().into_owned();
+            runtime
+                .block_on(ctx.register_parquet(
+                    &name,
+                    &path,
+                    datafusion::prelude::ParquetReadOptions::default(),
+                ))
+                .map_err(sql_error)?;
+            tables.push(name);
+        }
+        Ok(SqlSession {
+            ctx,
+            runtime,
+            counters: Arc::new(ScanCounters::default()),
+            tables,
+        })
+    }
+
+    /// Opens every table under `dir` (see [`table_dirs`]), each registered under its
+    /// directory's name, with `threads` worker threads and as many scan partitions.
+    pub fn open(dir: &Path, keys: &KeyRing, threads: usize) -> Result<SqlSession> {
+        let ctx = SqlSession::new_context(threads)?;
         let counters = Arc::new(ScanCounters::default());
         let mut tables = Vec::new();
         for path in table_dirs(dir)? {
@@ -895,12 +958,7 @@ impl SqlSession {
             .map_err(sql_error)?;
             tables.push(name);
         }
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(threads)
-            .thread_name("inpath-query")
-            .enable_all()
-            .build()
-            .map_err(|e| Error::io(dir, e))?;
+        let runtime = SqlSession::runtime(threads, dir)?;
         Ok(SqlSession {
             ctx,
             runtime,
@@ -923,8 +981,13 @@ impl SqlSession {
     pub fn sql(&self, text: &str) -> Result<QueryResult> {
         self.runtime.block_on(async {
             let frame = self.ctx.sql(text).await.map_err(sql_error)?;
-            let schema = Arc::new(frame.schema().as_arrow().clone());
-            let batches = frame.collect().await.map_err(sql_error)?;
+            // The physical plan's schema, not the DataFrame's: analyzer rewrites (avg of a
+            // decimal as a double) change result types after the statement is parsed.
+            let plan = frame.create_physical_plan().await.map_err(sql_error)?;
+            let schema = plan.schema();
+            let batches = datafusion::physical_plan::collect(plan, self.ctx.task_ctx())
+                .await
+                .map_err(sql_error)?;
             Ok(QueryResult { schema, batches })
         })
     }

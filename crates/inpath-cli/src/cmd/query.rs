@@ -160,6 +160,11 @@ struct TpchArgs {
     /// Print JSON.
     #[arg(long)]
     json: bool,
+    /// DIR holds TPC-H Parquet files (NAME.parquet, as tpchgen-cli writes them) instead of
+    /// column tables: the same DataFusion, the same settings, over Parquet (the benchmark's
+    /// peer).
+    #[arg(long)]
+    parquet: bool,
 }
 
 fn default_threads() -> usize {
@@ -333,7 +338,10 @@ fn sql(args: SqlArgs) -> anyhow::Result<()> {
     use inpath_query::ResultFormat;
     let session = open_session(&args.dir, &args.keys, args.threads)?;
     if args.explain {
-        return print_out(&session.explain(&args.statement)?);
+        return print_out(&format!(
+            "{}\n",
+            session.explain(&args.statement)?.trim_end()
+        ));
     }
     // Refuse an output that is one of the tables' files before any work.
     let mut inputs = Vec::new();
@@ -402,7 +410,7 @@ fn parse_queries(text: &str) -> anyhow::Result<Vec<usize>> {
 /// The scale factor whose pinned answers fit the tables in the session (by row counts).
 fn pinned_scale(session: &inpath_query::SqlSession) -> anyhow::Result<f64> {
     let mut found = Vec::new();
-    for (table, rows) in inpath_query::tpch_queries::ROWS_SF0_01 {
+    for (table, _) in inpath_query::tpch_queries::PINNED[0].rows {
         let r = session
             .sql(&format!("SELECT count(*) AS n FROM {table}"))
             .with_context(|| format!("--check needs the TPC-H table {table}"))?;
@@ -415,17 +423,25 @@ fn pinned_scale(session: &inpath_query::SqlSession) -> anyhow::Result<f64> {
                     .downcast_ref::<arrow_array::Int64Array>()
             })
             .map_or(0, |a| a.value(0) as u64);
-        found.push(format!("{table} {n}"));
-        if n != rows {
-            bail!(
-                "--check: answers ship for SF 0.01 only and these tables are another scale \
-                 ({}); pin answers for it with crates/inpath-query/tpch/pin_answers.py --sf N \
-                 --out DIR and pass --answers DIR",
-                found.join(", ")
-            );
+        found.push((table, n));
+    }
+    for pinned in &inpath_query::tpch_queries::PINNED {
+        if pinned
+            .rows
+            .iter()
+            .zip(&found)
+            .all(|((_, a), (_, b))| a == b)
+        {
+            return Ok(pinned.sf);
         }
     }
-    Ok(0.01)
+    let found: Vec<String> = found.iter().map(|(t, n)| format!("{t} {n}")).collect();
+    bail!(
+        "--check: answers ship for SF 0.01 and 0.1, and these tables are another scale ({}); \
+         pin answers for it with crates/inpath-query/tpch/pin_answers.py --sf N --out DIR and \
+         pass --answers DIR",
+        found.join(", ")
+    )
 }
 
 fn tpch(args: TpchArgs) -> anyhow::Result<()> {
@@ -436,7 +452,11 @@ fn tpch(args: TpchArgs) -> anyhow::Result<()> {
     if args.runs == 0 {
         bail!("--runs must be at least 1");
     }
-    let session = open_session(&args.dir, &args.keys, args.threads)?;
+    let session = if args.parquet {
+        inpath_query::SqlSession::open_parquet(&args.dir, args.threads)?
+    } else {
+        open_session(&args.dir, &args.keys, args.threads)?
+    };
     let check = args.check || args.answers.is_some();
     let answers: Vec<Option<String>> = if !check {
         vec![None; 23]
@@ -817,37 +837,30 @@ fn inspect(args: InspectArgs) -> anyhow::Result<()> {
     print_out(&text)
 }
 
-/// The answer of TPC-H Q6 at SF 0.01 pinned from DuckDB (crates/inpath-query/tpch/answers).
-const Q6_PINNED: &str = include_str!("../../../inpath-query/tpch/answers/sf0.01/q06.csv");
-
 /// What the demo measured.
 struct DemoQuery {
     rows: u64,
     plain: (u64, f64),
     sealed: (u64, f64),
-    revenue: i128,
-    pages_read: usize,
-    pages: usize,
+    /// Per query: number, seconds, Q6's revenue or the row count, whether it equals DuckDB's.
+    queries: Vec<(usize, f64, String, bool)>,
+    stats: inpath_query::ScanStats,
+    all_22: (usize, f64),
 }
 
 /// The `inpath demo` section: TPC-H SF 0.01 written as plain and as sealed (LZ4 + AES-256-GCM)
-/// column tables, then Q6 answered from the sealed pages and checked against DuckDB's answer.
+/// column tables, then SQL over the sealed pages (DataFusion with our scan), each answer
+/// checked against DuckDB's pinned one.
 pub fn demo_section() -> anyhow::Result<String> {
     use std::fmt::Write as _;
     let dir = std::env::temp_dir().join(format!("inpath-demo-query-{}", std::process::id()));
     let result = demo_run(&dir);
     let _ = std::fs::remove_dir_all(&dir);
     let d = result?;
-    let expected = Q6_PINNED.lines().nth(1).unwrap_or("").trim().to_string();
-    let ours = format!(
-        "{}.{:04}",
-        d.revenue / 10_000,
-        (d.revenue % 10_000).unsigned_abs()
-    );
     let mut out = String::new();
     writeln!(
         out,
-        "== query (AQUOMAN, storage side): column tables whose every page is a sealed record"
+        "== query (AQUOMAN, part 1): SQL (DataFusion) over column tables whose every page is a sealed record"
     )?;
     writeln!(
         out,
@@ -857,23 +870,35 @@ pub fn demo_section() -> anyhow::Result<String> {
         bytes(d.plain.0),
         bytes(d.sealed.0)
     )?;
+    for (n, secs, answer, equal) in &d.queries {
+        writeln!(
+            out,
+            "  Q{n} from the sealed pages in {:.1} ms: {answer}; against DuckDB's pinned answer: {}",
+            secs * 1e3,
+            if *equal { "equal" } else { "DIFFERENT" }
+        )?;
+    }
     writeln!(
         out,
-        "  Q6 from the sealed lineitem pages ({} of {} pages unsealed): revenue {ours}; DuckDB's pinned answer {expected}: {}",
-        d.pages_read,
-        d.pages,
-        if ours == expected { "equal" } else { "DIFFERENT" }
+        "  Q6's scan: {} page records unsealed ({}), the other columns never touched",
+        d.stats.records_read,
+        bytes(d.stats.bytes_read)
     )?;
     writeln!(
         out,
-        "  SQL over these tables (DataFusion) is the next step; now: inpath query gen --sf 1 tpch; inpath query inspect tpch\n"
+        "  all 22 TPC-H queries on the sealed pages: {} of 22 equal DuckDB's answers, {:.2} s in all",
+        d.all_22.0, d.all_22.1
+    )?;
+    writeln!(
+        out,
+        "  next: inpath query gen --sf 1 tpch; inpath query tpch tpch; inpath query sql tpch \"SELECT ...\"\n"
     )?;
     Ok(out)
 }
 
 fn demo_run(dir: &Path) -> anyhow::Result<DemoQuery> {
-    use arrow_array::{Array, Date32Array, Decimal128Array};
-    use inpath_query::{generate_tpch, Scalar};
+    use inpath_query::tpch_queries::{check_answer, pinned_answer, query};
+    use inpath_query::{generate_tpch, SqlSession};
     let key = inpath_seal::Key::new(&inpath_seal::gen::random_bytes(32, 2026))?;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(2));
     let generate = |sub: &str, seal: SealConfig, key: Option<(u32, inpath_seal::Key)>| {
@@ -904,52 +929,47 @@ fn demo_run(dir: &Path) -> anyhow::Result<DemoQuery> {
     let (rows, plain_bytes, plain_secs) = generate("plain", plain_tier, None)?;
     let (_, sealed_bytes, sealed_secs) = generate("sealed", sealed_tier, Some((1, key.clone())))?;
 
-    // Q6: sum(l_extendedprice * l_discount) over 1994 shipments with a discount of 0.05-0.07
-    // and a quantity under 24, in exact scaled integers (2 + 2 decimal places).
     let mut ring = KeyRing::new();
     ring.insert(1, key);
-    let reader = TableReader::open(&dir.join("sealed").join("lineitem"), &ring)?;
-    let column = |name: &str| {
-        reader
-            .column_index(name)
-            .with_context(|| format!("lineitem has no column {name}"))
-    };
-    let columns = [
-        column("l_shipdate")?,
-        column("l_discount")?,
-        column("l_quantity")?,
-        column("l_extendedprice")?,
-    ];
-    let (from, until) = (8766, 9131); // 1994-01-01 and 1995-01-01, days since 1970
-    let pages = reader.prune(
-        columns[0],
-        Some(&Scalar::Int(from)),
-        Some(&Scalar::Int(until - 1)),
-    )?;
-    let mut revenue = 0i128;
-    for batch in reader.scan(&columns, &pages)? {
-        let batch = batch?;
-        let date = |i: usize| batch.column(i).as_any().downcast_ref::<Date32Array>();
-        let decimal = |i: usize| batch.column(i).as_any().downcast_ref::<Decimal128Array>();
-        let (Some(ship), Some(disc), Some(qty), Some(price)) =
-            (date(0), decimal(1), decimal(2), decimal(3))
-        else {
-            bail!("lineitem's Q6 columns are not date and decimals");
-        };
-        for i in 0..batch.num_rows() {
-            let d = i128::from(ship.value(i));
-            let discount = disc.value(i);
-            if (from..until).contains(&d) && (5..=7).contains(&discount) && qty.value(i) < 2400 {
-                revenue += price.value(i) * discount;
+    let session = SqlSession::open(&dir.join("sealed"), &ring, threads)?;
+    let mut queries = Vec::new();
+    let mut stats = inpath_query::ScanStats::default();
+    for n in [1, 6, 14] {
+        session.reset_stats();
+        let start = Instant::now();
+        let result = session.sql(query(n).expect("1..=22"))?;
+        let secs = start.elapsed().as_secs_f64();
+        let equal = check_answer(&result, pinned_answer(0.01, n).expect("pinned")).is_ok();
+        let answer = match n {
+            6 | 14 => {
+                let csv = result.encode(inpath_query::ResultFormat::Csv)?;
+                let text = String::from_utf8_lossy(&csv);
+                let value = text.lines().nth(1).unwrap_or("(no row)");
+                format!(
+                    "{} {value}",
+                    if n == 6 { "revenue" } else { "promo_revenue" }
+                )
             }
+            _ => format!("{} groups", result.row_count()),
+        };
+        if n == 6 {
+            stats = session.stats();
         }
+        queries.push((n, secs, answer, equal));
+    }
+    let start = Instant::now();
+    let mut equal = 0;
+    for n in 1..=22 {
+        let result = session.sql(query(n).expect("1..=22"))?;
+        equal +=
+            usize::from(check_answer(&result, pinned_answer(0.01, n).expect("pinned")).is_ok());
     }
     Ok(DemoQuery {
         rows,
         plain: (plain_bytes, plain_secs),
         sealed: (sealed_bytes, sealed_secs),
-        revenue,
-        pages_read: pages.len(),
-        pages: reader.page_count(),
+        queries,
+        stats,
+        all_22: (equal, start.elapsed().as_secs_f64()),
     })
 }

@@ -1,0 +1,175 @@
+"""query benchmark: the 22 TPC-H queries on inpath column tables against DuckDB and DataFusion.
+
+    bash bench/setup.sh && .venv/bin/python bench/query.py [--sf 1] [--runs 3] [--threads 1,2]
+
+Data: TPC-H at --sf from `tpchgen-cli` as Parquet (the peers' input), and the same generator
+through `inpath query gen` as column tables, plain and sealed (LZ4 heaps + AES-256-GCM pages).
+Systems, all on the same data in one run, page cache warm, each query run once to warm up and
+then --runs times (median):
+- inpath on plain pages and on sealed pages (`inpath query tpch DIR --json`, timed in-process);
+- DataFusion on Parquet: the same DataFusion build and settings (`inpath query tpch --parquet`);
+- DuckDB on its own database file (tables loaded from the Parquet files);
+- DuckDB on the Parquet files (views over read_parquet).
+inpath's results are checked against DuckDB's (answers pinned at this SF by
+crates/inpath-query/tpch/pin_answers.py) before any time is reported. Also measured: generating
+the column tables (`inpath query gen`) and importing the Parquet files (`inpath query import`).
+Issue 13's targets (SF 1, 2 threads): the 22-query total on plain pages <= 0.75x DataFusion on
+Parquet; sealed <= 1.3x plain; generation or import <= 30 s.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+
+ROOT = common.ROOT
+TABLES = ["customer", "lineitem", "nation", "orders", "part", "partsupp", "region", "supplier"]
+
+
+def inpath_bin():
+    return os.path.join(os.path.dirname(common.bench_bin()), "inpath")
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw).stdout
+
+
+def timed(cmd):
+    start = time.perf_counter()
+    run(cmd)
+    return time.perf_counter() - start
+
+
+def inpath_tpch(dir_, threads, runs, extra=()):
+    """Per-query median seconds and scan bytes from `inpath query tpch --json`."""
+    out = json.loads(run([inpath_bin(), "query", "tpch", dir_, "--json", "--threads", str(threads),
+                          "--runs", str(runs + 1), *extra]))
+    result = {}
+    for q in out["queries"]:
+        # The first run warms up; the median of the others.
+        result[q["query"]] = (statistics.median(q["times"][1:] if len(q["times"]) > 1 else q["times"]),
+                              q["bytes_read"], q["check"])
+    return result
+
+
+def duckdb_tpch(con, threads, runs):
+    con.execute(f"SET threads = {threads}")
+    result = {}
+    for n in range(1, 23):
+        text = open(os.path.join(ROOT, "crates/inpath-query/tpch/queries", f"q{n:02}.sql")).read()
+        con.execute(text).fetchall()
+        samples = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            con.execute(text).fetchall()
+            samples.append(time.perf_counter() - start)
+        result[n] = statistics.median(samples)
+    return result
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sf", default="1", help="TPC-H scale factor (default 1)")
+    parser.add_argument("--runs", type=int, default=3, help="timed runs per query (after one warm-up)")
+    parser.add_argument("--threads", default="1,2", help="thread counts, comma-separated")
+    parser.add_argument("--keep", action="store_true", help="keep the generated data in bench/out/query")
+    args = parser.parse_args()
+    duckdb = common.need("duckdb")
+    common.build()
+    gen = os.path.join(os.path.dirname(sys.executable), "tpchgen-cli")
+    if not os.path.exists(gen):
+        sys.exit("query.py: tpchgen-cli is missing; run bash bench/setup.sh")
+    threads = [int(t) for t in args.threads.split(",")]
+    base = os.path.join(common.OUT, "query", f"sf{args.sf}")
+    parquet = os.path.join(base, "parquet")
+    plain = os.path.join(base, "plain")
+    sealed = os.path.join(base, "sealed")
+    imported = os.path.join(base, "imported")
+    answers = os.path.join(base, "answers")
+    keys = os.path.join(base, "keys.txt")
+    os.makedirs(base, exist_ok=True)
+    inpath = inpath_bin()
+    report = common.Report("query", {"data": f"TPC-H SF {args.sf} (tpchgen 4.0)", "runs": args.runs})
+
+    if not os.path.exists(os.path.join(parquet, "lineitem.parquet")):
+        shutil.rmtree(parquet, ignore_errors=True)
+        run([gen, "parquet", "-s", args.sf, f"--output-dir={parquet}"])
+    if not os.path.exists(os.path.join(answers, "q22.csv")):
+        run([sys.executable, os.path.join(ROOT, "crates/inpath-query/tpch/pin_answers.py"),
+             "--sf", args.sf, "--out", answers])
+    if not os.path.exists(keys):
+        run([inpath, "seal", "keygen", "-o", keys])
+
+    # Loading: generation (1 and 2 threads) and import of the Parquet files.
+    for t in threads:
+        secs = timed([inpath, "query", "gen", "--sf", args.sf, plain, "--force", "--quiet",
+                      "--threads", str(t)])
+        report.note(f"inpath query gen --sf {args.sf} (plain), {t} thread(s): {secs:.2f} s (target <= 30 s at SF 1)")
+    secs = timed([inpath, "query", "gen", "--sf", args.sf, sealed, "--force", "--quiet", "--threads",
+                  str(max(threads)), "--tier", "lz4+aes256-gcm", "--key-file", keys])
+    report.note(f"inpath query gen --sf {args.sf} (lz4+aes256-gcm), {max(threads)} threads: {secs:.2f} s")
+    start = time.perf_counter()
+    for table in TABLES:
+        run([inpath, "query", "import", os.path.join(parquet, f"{table}.parquet"), imported, "--force",
+             "--threads", str(max(threads))])
+    secs = time.perf_counter() - start
+    report.note(f"inpath query import of the 8 Parquet files, {max(threads)} threads: {secs:.2f} s (target <= 30 s at SF 1)")
+
+    # Correctness first: every inpath result equals DuckDB's.
+    for dir_, extra in [(plain, []), (sealed, ["--key-file", keys]), (imported, [])]:
+        run([inpath, "query", "tpch", dir_, "--answers", answers, "--threads", str(max(threads)), *extra])
+    report.note("inpath results on plain, sealed and imported tables equal DuckDB's on all 22 queries")
+
+    con_file = duckdb.connect(os.path.join(base, "tpch.duckdb"))
+    con_parquet = duckdb.connect()
+    for table in TABLES:
+        path = os.path.join(parquet, f"{table}.parquet")
+        con_file.execute(f"CREATE OR REPLACE TABLE {table} AS SELECT * FROM read_parquet('{path}')")
+        con_parquet.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{path}')")
+    con_file.execute("CHECKPOINT")
+
+    header = (f"{'q':>3} {'thr':>3} | {'plain s':>8} {'sealed s':>8} {'bytes read':>11} | "
+              f"{'DF-parquet s':>12} {'duck-file s':>11} {'duck-pq s':>9} | {'plain/DF':>8} {'sealed/plain':>12} {'plain/duck':>10}")
+    for t in threads:
+        ours = inpath_tpch(plain, t, args.runs)
+        ours_sealed = inpath_tpch(sealed, t, args.runs, ["--key-file", keys])
+        df = inpath_tpch(parquet, t, args.runs, ["--parquet"])
+        duck_file = duckdb_tpch(con_file, t, args.runs)
+        duck_pq = duckdb_tpch(con_parquet, t, args.runs)
+        print(header)
+        totals = {"plain": 0.0, "sealed": 0.0, "datafusion_parquet": 0.0, "duckdb_file": 0.0, "duckdb_parquet": 0.0}
+        for n in range(1, 23):
+            p, bytes_read, _ = ours[n]
+            s = ours_sealed[n][0]
+            d = df[n][0]
+            row = {"query": n, "threads": t, "plain_s": p, "sealed_s": s, "bytes_read": bytes_read,
+                   "datafusion_parquet_s": d, "duckdb_file_s": duck_file[n], "duckdb_parquet_s": duck_pq[n]}
+            for k, v in [("plain", p), ("sealed", s), ("datafusion_parquet", d), ("duckdb_file", duck_file[n]),
+                         ("duckdb_parquet", duck_pq[n])]:
+                totals[k] += v
+            report.rows.append(row)
+            print(f"{n:>3} {t:>3} | {p:8.3f} {s:8.3f} {bytes_read / 1e6:9.1f}MB | {d:12.3f} {duck_file[n]:11.3f} "
+                  f"{duck_pq[n]:9.3f} | {p / d:8.2f} {s / p:12.2f} {p / duck_file[n]:10.2f}", flush=True)
+        row = {"query": "total", "threads": t, **{f"{k}_s": v for k, v in totals.items()}}
+        report.rows.append(row)
+        print(f"total {t} thread(s): plain {totals['plain']:.2f} s, sealed {totals['sealed']:.2f} s, "
+              f"DataFusion-on-Parquet {totals['datafusion_parquet']:.2f} s, DuckDB file {totals['duckdb_file']:.2f} s, "
+              f"DuckDB Parquet {totals['duckdb_parquet']:.2f} s")
+        print(f"  plain / DataFusion-on-Parquet = {totals['plain'] / totals['datafusion_parquet']:.2f} (target <= 0.75); "
+              f"sealed / plain = {totals['sealed'] / totals['plain']:.2f} (target <= 1.3); "
+              f"plain / DuckDB file = {totals['plain'] / totals['duckdb_file']:.2f}", flush=True)
+    report.save()
+    if not args.keep:
+        for d in (plain, sealed, imported):
+            shutil.rmtree(d, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
