@@ -1,4 +1,4 @@
-//! `inpath query gen` and `inpath query inspect`, driving the real binary in a temp dir.
+//! `inpath query gen|import|sql|tpch|inspect`, driving the real binary in a temp dir.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -107,4 +107,124 @@ fn gen_then_inspect_plain_and_sealed() {
     );
     assert!(!bad.status.success());
     assert!(!d.join("x").exists());
+}
+
+fn fails(out: &Output) -> String {
+    assert!(!out.status.success(), "inpath should have failed");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn sql_tpch_and_import_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok(&inpath(
+        &["query", "gen", "--sf", "0.01", "tpch", "--json"],
+        d,
+    ));
+
+    // All 22 queries checked against the pinned answers (the scale found from row counts).
+    let run = ok(&inpath(
+        &[
+            "query",
+            "tpch",
+            "tpch",
+            "--check",
+            "--json",
+            "--threads",
+            "2",
+        ],
+        d,
+    ));
+    let queries = run["queries"].as_array().unwrap();
+    assert_eq!(queries.len(), 22);
+    assert!(queries.iter().all(|q| q["check"] == "equal"), "{run}");
+    let some = ok(&inpath(
+        &["query", "tpch", "tpch", "--queries", "1,6-7", "--json"],
+        d,
+    ));
+    assert_eq!(some["queries"].as_array().unwrap().len(), 3);
+    let e = fails(&inpath(&["query", "tpch", "tpch", "--queries", "0,23"], d));
+    assert!(e.contains("1 to 22"), "{e}");
+
+    // SQL as JSON and CSV; Parquet out, imported back as a table.
+    let rows = ok(&inpath(
+        &[
+            "query",
+            "sql",
+            "tpch",
+            "--json",
+            "SELECT n_name FROM nation WHERE n_regionkey = 1 ORDER BY n_name",
+        ],
+        d,
+    ));
+    assert_eq!(rows[0]["n_name"], "ARGENTINA");
+    assert_eq!(rows.as_array().unwrap().len(), 5);
+    let csv = inpath(
+        &[
+            "query",
+            "sql",
+            "tpch",
+            "--csv",
+            "SELECT count(*) AS n FROM orders",
+        ],
+        d,
+    );
+    assert_eq!(String::from_utf8_lossy(&csv.stdout), "n\n15000\n");
+    let out = inpath(
+        &[
+            "query",
+            "sql",
+            "tpch",
+            "-o",
+            "asia.parquet",
+            "SELECT * FROM nation WHERE n_regionkey = 2",
+        ],
+        d,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let imported = ok(&inpath(
+        &["query", "import", "asia.parquet", "db", "--json"],
+        d,
+    ));
+    assert_eq!(imported["table"], "asia");
+    assert_eq!(imported["rows"], 5);
+    let back = ok(&inpath(
+        &[
+            "query",
+            "sql",
+            "db",
+            "--json",
+            "SELECT count(*) AS n FROM asia",
+        ],
+        d,
+    ));
+    assert_eq!(back[0]["n"], 5);
+
+    // Bad input: a missing column, an output that is a table file, a file of no known format.
+    let e = fails(&inpath(
+        &["query", "sql", "tpch", "SELECT nope FROM nation"],
+        d,
+    ));
+    assert!(e.contains("nope"), "{e}");
+    let e = fails(&inpath(
+        &[
+            "query",
+            "sql",
+            "tpch",
+            "-o",
+            "tpch/nation/0.col",
+            "SELECT 1",
+        ],
+        d,
+    ));
+    assert!(e.contains("0.col"), "{e}");
+    assert!(d.join("tpch/nation/0.col").metadata().unwrap().len() > 16);
+    std::fs::write(d.join("notes.txt"), "a\n").unwrap();
+    let e = fails(&inpath(&["query", "import", "notes.txt", "db"], d));
+    assert!(e.contains(".parquet or .csv"), "{e}");
 }

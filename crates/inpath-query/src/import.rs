@@ -161,6 +161,17 @@ pub enum ResultFormat {
 }
 
 impl QueryResult {
+    /// The column names joined by `separator`.
+    fn column_names(&self, separator: &str) -> String {
+        let names: Vec<&str> = self
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect();
+        names.join(separator)
+    }
+
     /// The result in `format`, as bytes.
     pub fn encode(&self, format: ResultFormat) -> Result<Vec<u8>> {
         let arrow = |e: datafusion::arrow::error::ArrowError| Error::Sql {
@@ -172,13 +183,7 @@ impl QueryResult {
                 let text = datafusion::arrow::util::pretty::pretty_format_batches(&self.batches)
                     .map_err(arrow)?;
                 let text = if self.batches.is_empty() {
-                    let names: Vec<&str> = self
-                        .schema
-                        .fields()
-                        .iter()
-                        .map(|f| f.name().as_str())
-                        .collect();
-                    format!("{} (no rows)", names.join(" | "))
+                    format!("{} (no rows)", self.column_names(" | "))
                 } else {
                     text.to_string()
                 };
@@ -190,14 +195,8 @@ impl QueryResult {
                     .with_header(true)
                     .build(&mut out);
                 if self.batches.is_empty() {
-                    let names: Vec<&str> = self
-                        .schema
-                        .fields()
-                        .iter()
-                        .map(|f| f.name().as_str())
-                        .collect();
                     drop(w);
-                    out.extend_from_slice(names.join(",").as_bytes());
+                    out.extend_from_slice(self.column_names(",").as_bytes());
                     out.push(b'\n');
                 } else {
                     for b in &self.batches {

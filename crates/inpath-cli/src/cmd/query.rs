@@ -35,6 +35,59 @@ enum QueryCommand {
     Inspect(InspectArgs),
 }
 
+/// How `gen` and `import` write tables: the sealing tier, its key, rows per page.
+#[derive(Args)]
+struct WriteTableArgs {
+    /// Sealing tier: `plain`, a codec (`lz4`, `zstd[-N]`, `deflate[-N]`, `snappy`), a cipher
+    /// (`aes256-gcm`, `aes{128,192,256}-{ctr,cbc,ecb}`), or CODEC+CIPHER (`lz4+aes256-gcm`).
+    /// The codec compresses string heaps and the manifest; every page gets the cipher.
+    #[arg(long, default_value = "plain")]
+    tier: String,
+    /// Key file (see `inpath seal keygen`); required with a cipher. Must be private (chmod 600).
+    #[arg(long)]
+    key_file: Option<PathBuf>,
+    /// Use a key file even when group or others can read it (not recommended).
+    #[arg(long)]
+    allow_insecure_key_file: bool,
+    /// Key id to seal with (default: the first key in the file).
+    #[arg(long)]
+    key_id: Option<u32>,
+    /// Rows per page.
+    #[arg(long, default_value_t = inpath_query::format::DEFAULT_ROWS_PER_PAGE)]
+    rows_per_page: usize,
+}
+
+impl WriteTableArgs {
+    /// The write options (the key read and checked against the cipher) and the tier.
+    fn options(
+        &self,
+        overwrite: bool,
+        threads: usize,
+    ) -> anyhow::Result<(WriteOptions, SealConfig)> {
+        let (seal, bits) = parse_tier(&self.tier)?;
+        if threads == 0 {
+            bail!("--threads must be at least 1");
+        }
+        let key = sealing_key(
+            self.key_file.as_deref(),
+            self.allow_insecure_key_file,
+            self.key_id,
+            seal.cipher,
+            bits,
+            &format!("--tier {}", self.tier),
+        )?;
+        let options = WriteOptions {
+            rows_per_page: self.rows_per_page,
+            seal,
+            key,
+            overwrite,
+            threads,
+            ..WriteOptions::default()
+        };
+        Ok((options, seal))
+    }
+}
+
 /// Key file arguments for reading sealed tables.
 #[derive(Args)]
 struct ReadKeyArgs {
@@ -53,6 +106,17 @@ impl ReadKeyArgs {
             None => KeyRing::new(),
         })
     }
+
+    /// The error, with a hint when a sealed manifest met no key file.
+    fn hint(&self, e: inpath_query::Error) -> anyhow::Error {
+        let hint = match (&e, &self.key_file) {
+            (inpath_query::Error::ManifestSeal { .. }, None) => {
+                " (the manifest is sealed: pass --key-file)"
+            }
+            _ => "",
+        };
+        anyhow::anyhow!("{e}{hint}")
+    }
 }
 
 /// Arguments of `inpath query import`.
@@ -69,21 +133,8 @@ struct ImportArgs {
     /// The table's name (default: the file's name without its extension).
     #[arg(long)]
     table: Option<String>,
-    /// Sealing tier, as for `gen`: plain, CODEC, CIPHER or CODEC+CIPHER.
-    #[arg(long, default_value = "plain")]
-    tier: String,
-    /// Key file; required with a cipher. Must be private (chmod 600).
-    #[arg(long)]
-    key_file: Option<PathBuf>,
-    /// Use a key file even when group or others can read it (not recommended).
-    #[arg(long)]
-    allow_insecure_key_file: bool,
-    /// Key id to seal with (default: the first key in the file).
-    #[arg(long)]
-    key_id: Option<u32>,
-    /// Rows per page.
-    #[arg(long, default_value_t = inpath_query::format::DEFAULT_ROWS_PER_PAGE)]
-    rows_per_page: usize,
+    #[command(flatten)]
+    write: WriteTableArgs,
     /// Threads for encoding and sealing.
     #[arg(long, default_value_t = 1)]
     threads: usize,
@@ -184,23 +235,8 @@ struct GenArgs {
     /// TPC-H scale factor (1 = about 1 GB of text, 6 million lineitem rows).
     #[arg(long)]
     sf: f64,
-    /// Sealing tier: `plain`, a codec (`lz4`, `zstd[-N]`, `deflate[-N]`, `snappy`), a cipher
-    /// (`aes256-gcm`, `aes{128,192,256}-{ctr,cbc,ecb}`), or CODEC+CIPHER (`lz4+aes256-gcm`).
-    /// The codec compresses string heaps and the manifest; every page gets the cipher.
-    #[arg(long, default_value = "plain")]
-    tier: String,
-    /// Key file (see `inpath seal keygen`); required with a cipher. Must be private (chmod 600).
-    #[arg(long)]
-    key_file: Option<PathBuf>,
-    /// Use a key file even when group or others can read it (not recommended).
-    #[arg(long)]
-    allow_insecure_key_file: bool,
-    /// Key id to seal with (default: the first key in the file).
-    #[arg(long)]
-    key_id: Option<u32>,
-    /// Rows per page.
-    #[arg(long, default_value_t = inpath_query::format::DEFAULT_ROWS_PER_PAGE)]
-    rows_per_page: usize,
+    #[command(flatten)]
+    write: WriteTableArgs,
     /// Threads for generation and for encoding and sealing.
     #[arg(long, default_value_t = 1)]
     threads: usize,
@@ -220,12 +256,8 @@ struct GenArgs {
 struct InspectArgs {
     /// A table directory, or a directory of table directories.
     dir: PathBuf,
-    /// Key file, for tables whose manifest is sealed.
-    #[arg(long)]
-    key_file: Option<PathBuf>,
-    /// Use a key file even when group or others can read it (not recommended).
-    #[arg(long)]
-    allow_insecure_key_file: bool,
+    #[command(flatten)]
+    keys: ReadKeyArgs,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -243,18 +275,7 @@ pub fn run(args: QueryArgs) -> anyhow::Result<()> {
 }
 
 fn import(args: ImportArgs) -> anyhow::Result<()> {
-    let (seal, bits) = parse_tier(&args.tier)?;
-    if args.threads == 0 {
-        bail!("--threads must be at least 1");
-    }
-    let key = sealing_key(
-        args.key_file.as_deref(),
-        args.allow_insecure_key_file,
-        args.key_id,
-        seal.cipher,
-        bits,
-        &format!("--tier {}", args.tier),
-    )?;
+    let (options, seal) = args.write.options(args.force, args.threads)?;
     let name = match &args.table {
         Some(t) => t.clone(),
         None => args
@@ -269,14 +290,6 @@ fn import(args: ImportArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.dir)
         .with_context(|| format!("cannot create {}", args.dir.display()))?;
     let target = args.dir.join(&name);
-    let options = WriteOptions {
-        rows_per_page: args.rows_per_page,
-        seal,
-        key,
-        overwrite: args.force,
-        threads: args.threads,
-        ..WriteOptions::default()
-    };
     let start = Instant::now();
     let s = inpath_query::import_file(&args.file, &target, options, args.threads)?;
     let secs = start.elapsed().as_secs_f64();
@@ -310,15 +323,7 @@ fn open_session(
     threads: usize,
 ) -> anyhow::Result<inpath_query::SqlSession> {
     let ring = keys.ring()?;
-    inpath_query::SqlSession::open(dir, &ring, threads).map_err(|e| {
-        let hint = match (&e, &keys.key_file) {
-            (inpath_query::Error::ManifestSeal { .. }, None) => {
-                " (the manifest is sealed: pass --key-file)"
-            }
-            _ => "",
-        };
-        anyhow::anyhow!("{e}{hint}")
-    })
+    inpath_query::SqlSession::open(dir, &ring, threads).map_err(|e| keys.hint(e))
 }
 
 fn stats_line(s: &inpath_query::ScanStats) -> String {
@@ -610,29 +615,12 @@ fn parse_tier(text: &str) -> anyhow::Result<(SealConfig, u32)> {
 }
 
 fn gen(args: GenArgs) -> anyhow::Result<()> {
-    let (seal, bits) = parse_tier(&args.tier)?;
-    if args.threads == 0 {
-        bail!("--threads must be at least 1");
-    }
     if !(args.sf.is_finite() && args.sf > 0.0) {
         bail!("--sf {} is out of range: a scale factor above 0", args.sf);
     }
-    let key = sealing_key(
-        args.key_file.as_deref(),
-        args.allow_insecure_key_file,
-        args.key_id,
-        seal.cipher,
-        bits,
-        &format!("--tier {}", args.tier),
-    )?;
+    let (write, seal) = args.write.options(args.force, args.threads)?;
     let options = GenOptions {
-        write: WriteOptions {
-            rows_per_page: args.rows_per_page,
-            seal,
-            key,
-            overwrite: args.force,
-            ..WriteOptions::default()
-        },
+        write,
         threads: args.threads,
         ..GenOptions::default()
     };
@@ -675,7 +663,7 @@ fn gen(args: GenArgs) -> anyhow::Result<()> {
             "tier": seal_name(seal),
             "compression": seal.compression.describe(),
             "cipher": seal.cipher.name(),
-            "rows_per_page": args.rows_per_page,
+            "rows_per_page": args.write.rows_per_page,
             "threads": args.threads,
             "tables": summaries.iter().map(|(s, t)| serde_json::json!({
                 "table": s.table, "rows": s.rows, "pages": s.pages, "bytes": s.bytes, "seconds": t,
@@ -691,7 +679,7 @@ fn gen(args: GenArgs) -> anyhow::Result<()> {
         args.sf,
         args.dir.display(),
         seal_name(seal),
-        thousands(args.rows_per_page as u64)
+        thousands(args.write.rows_per_page as u64)
     );
     text.push_str("table          rows      pages        bytes   seconds\n");
     for (s, t) in &summaries {
@@ -723,44 +711,12 @@ fn seal_name(seal: SealConfig) -> String {
     }
 }
 
-/// The table directories `dir` stands for: itself when it holds a manifest, else its
-/// subdirectories that do, by name.
-fn tables_in(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    if dir.join(inpath_query::format::MANIFEST_FILE).exists() {
-        return Ok(vec![dir.to_path_buf()]);
-    }
-    let mut tables: Vec<PathBuf> = std::fs::read_dir(dir)
-        .with_context(|| format!("cannot read {}", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.join(inpath_query::format::MANIFEST_FILE).exists())
-        .collect();
-    tables.sort();
-    if tables.is_empty() {
-        bail!(
-            "{} is not a table (no manifest) and holds no tables",
-            dir.display()
-        );
-    }
-    Ok(tables)
-}
-
 fn inspect(args: InspectArgs) -> anyhow::Result<()> {
-    let keys = match &args.key_file {
-        Some(path) => read_keys(path, args.allow_insecure_key_file)?.ring,
-        None => KeyRing::new(),
-    };
+    let keys = args.keys.ring()?;
     let mut text = String::new();
     let mut json_tables = Vec::new();
-    for dir in tables_in(&args.dir)? {
-        let reader = TableReader::open(&dir, &keys).map_err(|e| {
-            let hint = match (&e, &args.key_file) {
-                (inpath_query::Error::ManifestSeal { .. }, None) => {
-                    " (the manifest is sealed: pass --key-file)"
-                }
-                _ => "",
-            };
-            anyhow::anyhow!("{e}{hint}")
-        })?;
+    for dir in inpath_query::sql::table_dirs(&args.dir)? {
+        let reader = TableReader::open(&dir, &keys).map_err(|e| args.keys.hint(e))?;
         let m = reader.manifest();
         let manifest_bytes = std::fs::metadata(dir.join(inpath_query::format::MANIFEST_FILE))
             .map(|m| m.len())
