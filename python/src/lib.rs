@@ -13,6 +13,7 @@ use pyo3::types::{PyBytes, PyString};
 mod corr;
 mod query;
 mod seal;
+mod store;
 
 pyo3::create_exception!(
     inpath,
@@ -517,5 +518,6 @@ fn _inpath(m: &Bound<'_, PyModule>) -> PyResult<()> {
     corr::register(m)?;
     seal::register(m)?;
     query::register(m)?;
+    store::register(m)?;
     Ok(())
 }

@@ -8,7 +8,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
-fn seal_err(err: inpath_seal::Error) -> PyErr {
+pub(crate) fn seal_err(err: inpath_seal::Error) -> PyErr {
     InpathError::new_err(err.to_string())
 }
 
@@ -52,7 +52,7 @@ impl Bytes {
     }
 }
 
-fn config(
+pub(crate) fn config(
     compress: &str,
     cipher: &str,
     level: Option<i32>,

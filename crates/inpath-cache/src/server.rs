@@ -22,20 +22,6 @@ pub(crate) fn settings() -> (usize, usize) {
     (THREADS.load(Relaxed), MAXCONNS.load(Relaxed))
 }
 
-/// User and system CPU seconds of this process.
-pub fn rusage() -> (f64, f64) {
-    // SAFETY: getrusage writes into the zeroed struct we own; RUSAGE_SELF is always valid.
-    let ru = unsafe {
-        let mut ru: libc::rusage = std::mem::zeroed();
-        if libc::getrusage(libc::RUSAGE_SELF, &mut ru) != 0 {
-            return (0.0, 0.0);
-        }
-        ru
-    };
-    let secs = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
-    (secs(ru.ru_utime), secs(ru.ru_stime))
-}
-
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
     /// Address to listen on (port 0 picks a free one).

@@ -1353,7 +1353,7 @@ impl Store {
         let up = self.started.elapsed();
         let flash_items = g.live.iter().map(|&n| n as u64).sum::<u64>();
         let index_bytes = g.index.bytes() as u64;
-        let rusage = crate::server::rusage();
+        let rusage = inpath_core::cpu_times();
         let mut v: Vec<(&'static str, String)> = vec![
             ("pid", std::process::id().to_string()),
             ("uptime", up.as_secs().to_string()),

@@ -356,3 +356,215 @@ fn nn_finds_planted_neighbours() {
     assert_eq!(json["neighbours"][0][0]["index"], 700);
     assert_eq!(json["items"], 1000);
 }
+
+/// A running `inpath store serve`, stopped when dropped.
+struct Server {
+    child: std::process::Child,
+    addr: String,
+}
+
+impl Server {
+    fn start(dir: &Path, args: &[&str]) -> Server {
+        use std::io::BufRead;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_inpath"))
+            .current_dir(dir)
+            .args(["store", "serve"])
+            .args(args)
+            .args(["--listen", "127.0.0.1:0"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start inpath store serve");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("server said {line:?}"))
+            .to_string();
+        Server { child, addr }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Sends one raw request frame and returns the answer's JSON.
+fn raw_call(stream: &mut std::net::TcpStream, body: &[u8]) -> serde_json::Value {
+    use std::io::{Read, Write};
+    stream
+        .write_all(&(body.len() as u32).to_le_bytes())
+        .unwrap();
+    stream.write_all(body).unwrap();
+    let mut len = [0u8; 4];
+    stream.read_exact(&mut len).unwrap();
+    let mut buf = vec![0u8; u32::from_le_bytes(len) as usize];
+    stream.read_exact(&mut buf).unwrap();
+    serde_json::from_slice(&buf).unwrap()
+}
+
+#[test]
+fn a_served_store_answers_with_results_as_the_local_one_does() {
+    use std::io::Write;
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    std::fs::write(d.join("t.txt"), text()).unwrap();
+    ok(d, &["seal", "keygen", "-o", "k.txt"]);
+    ok(d, &["store", "put", "S", "t.txt", "--page-size", "1KiB"]);
+    ok(
+        d,
+        &[
+            "store",
+            "put",
+            "S",
+            "t.txt",
+            "--name",
+            "sealed",
+            "--seal-tier",
+            "aes256-gcm",
+            "--key-file",
+            "k.txt",
+        ],
+    );
+    let server = Server::start(d, &["S", "--key-file", "k.txt"]);
+    let a = server.addr.as_str();
+    let key = ["--key-file", "k.txt"];
+    // The same answers, local and remote: counts, offsets, regex matches, ls, read.
+    for (handle, keys) in [("1", &[][..]), ("2", &key[..])] {
+        for extra in [
+            &["-c"][..],
+            &[],
+            &["--regex", "ne+dles?"],
+            &["--json", "-c"],
+        ] {
+            let mut local = vec!["store", "grep", "S", handle, "needle"];
+            let mut remote = vec!["store", "grep", "--remote", a, handle, "needle"];
+            if extra.first() == Some(&"--regex") {
+                local[4] = extra[1];
+                remote[5] = extra[1];
+                local.push("--regex");
+                remote.push("--regex");
+            } else {
+                local.extend(extra);
+                remote.extend(extra);
+            }
+            local.extend(keys);
+            let (l, r) = (ok(d, &local), ok(d, &remote));
+            if extra.contains(&"--json") {
+                let (l, r): (serde_json::Value, serde_json::Value) = (
+                    serde_json::from_str(&l).unwrap(),
+                    serde_json::from_str(&r).unwrap(),
+                );
+                assert_eq!(l["lines"], r["lines"]);
+                assert!(r["bytes_returned"].as_u64().unwrap() < 1000, "{r}");
+                assert_eq!(r["bytes_scanned"], text().len() as u64);
+            } else {
+                assert_eq!(l, r, "{remote:?}");
+                assert!(!r.is_empty());
+            }
+        }
+    }
+    assert_eq!(
+        ok(d, &["store", "ls", "S"]),
+        ok(d, &["store", "ls", "--remote", a])
+    );
+    ok(d, &["store", "read", "--remote", a, "2", "-o", "back.txt"]);
+    assert_eq!(std::fs::read(d.join("back.txt")).unwrap(), text());
+    let part = ok(
+        d,
+        &[
+            "store", "read", "--remote", a, "1", "--offset", "10", "--length", "20",
+        ],
+    );
+    assert_eq!(part.as_bytes(), &text()[10..30]);
+
+    // Bad requests get errors that name the problem, and the server goes on.
+    let err = fails(d, &["store", "grep", "--remote", a, "9", "x"]);
+    assert!(err.contains("unknown handle 9"), "{err}");
+    let err = fails(
+        d,
+        &[
+            "store",
+            "read",
+            "--remote",
+            a,
+            "1",
+            "--offset",
+            "999999999",
+            "--length",
+            "1",
+            "-o",
+            "y",
+        ],
+    );
+    assert!(err.contains("past the end"), "{err}");
+    assert!(!d.join("y").exists());
+    let err = fails(
+        d,
+        &[
+            "store",
+            "grep",
+            "--remote",
+            a,
+            "1",
+            "x",
+            "--key-file",
+            "k.txt",
+        ],
+    );
+    assert!(
+        err.contains("a server uses the keys it was started with"),
+        "{err}"
+    );
+    let mut s = std::net::TcpStream::connect(a).unwrap();
+    let v = raw_call(&mut s, b"{\"op\":\"format_disk\"}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("not one this server knows"),
+        "{v}"
+    );
+    let v = raw_call(&mut s, b"{\"op\":\"ls\",\"v\":2}");
+    assert!(
+        v["error"].as_str().unwrap().contains("protocol version 2"),
+        "{v}"
+    );
+    let v = raw_call(&mut s, b"not json");
+    assert!(v["error"].as_str().unwrap().contains("not JSON"), "{v}");
+    // Clients that leave midway: inside a frame's length, inside a request, and before
+    // reading a big answer.
+    let mut s = std::net::TcpStream::connect(a).unwrap();
+    s.write_all(&[7, 0]).unwrap();
+    drop(s);
+    let mut s = std::net::TcpStream::connect(a).unwrap();
+    s.write_all(&100u32.to_le_bytes()).unwrap();
+    s.write_all(b"{\"op\":").unwrap();
+    drop(s);
+    let mut s = std::net::TcpStream::connect(a).unwrap();
+    let body = b"{\"op\":\"read\",\"handle\":\"1\"}";
+    s.write_all(&(body.len() as u32).to_le_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    drop(s);
+    // Still serving, and its counters show results, not pages, left it.
+    assert_eq!(
+        ok(d, &["store", "grep", "--remote", a, "1", "needle", "-c"]),
+        ok(d, &["store", "grep", "S", "1", "needle", "-c"])
+    );
+    let mut s = std::net::TcpStream::connect(a).unwrap();
+    let v = raw_call(&mut s, b"{\"op\":\"stats\"}");
+    let stats = &v["ok"];
+    assert!(stats["requests"].as_u64().unwrap() >= 15, "{stats}");
+    assert!(stats["errors"].as_u64().unwrap() >= 4, "{stats}");
+    assert!(
+        stats["bytes_scanned"].as_u64().unwrap() >= 9 * text().len() as u64,
+        "{stats}"
+    );
+    assert!(stats["cpu_seconds"].as_f64().unwrap() > 0.0, "{stats}");
+}

@@ -132,6 +132,21 @@ impl Mapping {
     }
 }
 
+/// User and system CPU seconds this process has used so far (`getrusage`; zeros where it
+/// cannot be asked).
+pub fn cpu_times() -> (f64, f64) {
+    // SAFETY: getrusage writes into the zeroed struct we own; RUSAGE_SELF is always valid.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        if libc::getrusage(libc::RUSAGE_SELF, &mut ru) != 0 {
+            return (0.0, 0.0);
+        }
+        ru
+    };
+    let secs = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    (secs(ru.ru_utime), secs(ru.ru_stime))
+}
+
 /// The size of a memory page.
 #[cfg(target_os = "linux")]
 fn page_size() -> usize {

@@ -163,6 +163,35 @@ pub enum StoreError {
     #[error(transparent)]
     Output(#[from] inpath_core::Error),
 
+    /// A request to a store server is not one it serves (not JSON, an unknown op, another
+    /// protocol version, bad hexadecimal).
+    #[error("bad request: {detail}")]
+    BadRequest {
+        /// What is wrong.
+        detail: String,
+    },
+
+    /// A store server answered with an error, or broke the protocol.
+    #[error("store server {addr}: {detail}")]
+    Remote {
+        /// The server's address.
+        addr: String,
+        /// Its message, or what went wrong.
+        detail: String,
+    },
+
+    /// Connecting to, listening on or writing to a peer failed.
+    #[error("{addr}: {what}")]
+    Connection {
+        /// The address (or the output) involved.
+        addr: String,
+        /// What was being done.
+        what: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+
     /// The reader was shut down while a request was in flight.
     #[error("the reader stopped before request {tag} completed")]
     ReaderStopped {

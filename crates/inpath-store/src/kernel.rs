@@ -16,7 +16,7 @@
 
 use crate::error::Result;
 use crate::reader::FlashReader;
-use crate::store::OpenHandle;
+use crate::store::{OpenHandle, RunBuffers};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::ops::Range;
@@ -81,32 +81,79 @@ fn merge_all<P: Partial>(parts: Vec<P>) -> P {
     it.fold(first, P::merge)
 }
 
-/// Runs `kernel` over a handle with `lanes` lanes, each reading its pages through `reader`.
+/// What a run read (its counters, besides the reader's).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunStats {
+    /// Bytes the lanes consumed (a lane's reach can go a little past its own range).
+    pub bytes_scanned: u64,
+    /// Pages the lanes read (mapped, or through the reader).
+    pub pages: u64,
+    /// Lanes that ran.
+    pub lanes: usize,
+    /// Whether the lanes read a memory map of the data file (else the reader's workers).
+    pub mapped: bool,
+}
+
+/// The most bytes the mapped path hands a scan at once (a run of pages stored back to back).
+const MAPPED_RUN: u64 = 1 << 20;
+
+/// Runs `kernel` over a handle with `lanes` lanes.
+///
+/// Where the reader allows it ([`ReaderConfig::mapped`](crate::ReaderConfig::mapped), not
+/// `direct`) and the data file can be mapped, each lane reads the mapped file in its own
+/// thread: runs of raw pages in place, sealed pages unsealed one at a time. Otherwise each lane
+/// opens a port on the reader and its workers fetch the pages. The results are the same.
 pub fn run<K: Kernel>(
     reader: &FlashReader,
     handle: &Arc<OpenHandle>,
     kernel: &K,
     lanes: usize,
 ) -> Result<K::Partial> {
+    run_counted(reader, handle, kernel, lanes).map(|(p, _)| p)
+}
+
+/// [`run`], also returning what it read.
+pub fn run_counted<K: Kernel>(
+    reader: &FlashReader,
+    handle: &Arc<OpenHandle>,
+    kernel: &K,
+    lanes: usize,
+) -> Result<(K::Partial, RunStats)> {
     let entry = handle.entry();
     let size = entry.size;
     let ranges = lane_ranges(size, entry.page_size as u64, lanes);
-    let results: Vec<Result<K::Partial>> = std::thread::scope(|s| {
+    let config = reader.config();
+    let mapped = config.mapped && !config.direct && size > 0 && handle.mapping().is_some();
+    let results: Vec<Result<(K::Partial, u64, u64)>> = std::thread::scope(|s| {
         let tasks: Vec<_> = ranges
             .iter()
             .map(|own| {
                 let own = own.clone();
-                s.spawn(move || -> Result<K::Partial> {
+                s.spawn(move || -> Result<(K::Partial, u64, u64)> {
                     let reach = kernel.reach(own.clone(), size);
                     let mut scan = kernel.scan(own, size);
-                    let mut port = reader.request(handle, reach.start, reach.end - reach.start)?;
-                    while let Some(chunk) = port.next_chunk() {
-                        let chunk = chunk?;
-                        if scan.feed(chunk.offset(), chunk.bytes()) == Flow::Done {
-                            break;
+                    let (mut fed, mut pages) = (0u64, 0u64);
+                    if mapped {
+                        let mut bufs = RunBuffers::default();
+                        pages = handle
+                            .feed_mapped(reach, MAPPED_RUN, &mut bufs, |at, bytes| {
+                                fed += bytes.len() as u64;
+                                scan.feed(at, bytes) == Flow::More
+                            })?
+                            .unwrap_or(0);
+                    } else {
+                        let mut port =
+                            reader.request(handle, reach.start, reach.end - reach.start)?;
+                        while let Some(chunk) = port.next_chunk() {
+                            let chunk = chunk?;
+                            fed += chunk.bytes().len() as u64;
+                            pages += chunk.pages;
+                            if scan.feed(chunk.offset(), chunk.bytes()) == Flow::Done {
+                                break;
+                            }
                         }
                     }
-                    Ok(scan.finish())
+                    Ok((scan.finish(), fed, pages))
                 })
             })
             .collect();
@@ -115,7 +162,14 @@ pub fn run<K: Kernel>(
             .map(|t| t.join().expect("a lane panicked"))
             .collect()
     });
-    Ok(merge_all(results.into_iter().collect::<Result<Vec<_>>>()?))
+    let results = results.into_iter().collect::<Result<Vec<_>>>()?;
+    let stats = RunStats {
+        bytes_scanned: results.iter().map(|r| r.1).sum(),
+        pages: results.iter().map(|r| r.2).sum(),
+        lanes: results.len(),
+        mapped,
+    };
+    Ok((merge_all(results.into_iter().map(|r| r.0).collect()), stats))
 }
 
 /// Runs `kernel` over bytes in memory, lanes cut on `page_size` boundaries and each lane fed

@@ -9,6 +9,8 @@
 //!   `inpath-seal`), a versioned [`catalog`] of handles with an extent map per handle.
 //! - [`reader`]: the Flash Server read interface over a pool of `pread` workers.
 //! - [`kernel`]: the kernel contract (lanes own page ranges, partials merge and serialise).
+//! - [`remote`]: one request shape for local and served stores; `inpath store serve`'s
+//!   protocol, server and client.
 //! - [`search`]: literal (`memchr::memmem`) and line-oriented regex search;
 //!   [`hamming`]: top-k Hamming nearest neighbours over fixed-size binary items.
 //!
@@ -34,13 +36,14 @@ mod error;
 pub mod hamming;
 pub mod kernel;
 pub mod reader;
+pub mod remote;
 pub mod search;
 pub mod store;
 
 pub use catalog::{Entry, Extent, HandleRef, Tier};
 pub use error::{Result, StoreError};
 pub use hamming::{Hamming, Neighbour, Neighbours};
-pub use kernel::{Flow, Kernel, Partial, Scan};
-pub use reader::{Chunk, FlashReader, Jitter, Port, ReaderConfig};
+pub use kernel::{Flow, Kernel, Partial, RunStats, Scan};
+pub use reader::{Chunk, FlashReader, Jitter, Port, ReaderConfig, ReaderCounters, DEFAULT_SEGMENT};
 pub use search::{Literal, LiteralHits, RegexHits, RegexSearch};
-pub use store::{OpenHandle, PutOptions, Store, DEFAULT_PAGE_SIZE};
+pub use store::{OpenHandle, PutOptions, RunBuffers, Store, DEFAULT_PAGE_SIZE, DIRECT_ALIGN};

@@ -92,21 +92,23 @@ impl Partial for LiteralHits {
     }
 }
 
-/// The lane state of a [`Literal`] search.
+/// The lane state of a [`Literal`] search. Chunks are searched where they lie (no copy);
+/// only the last `len − 1` bytes of a chunk are kept, for matches that end in the next one.
 #[derive(Debug)]
 pub struct LiteralScan {
     kernel: Literal,
     own: Range<u64>,
-    /// The last `len − 1` bytes seen, then the current chunk.
-    buf: Vec<u8>,
-    buf_start: u64,
+    /// The last (up to) `len − 1` bytes before the next chunk, and where they start.
+    carry: Vec<u8>,
+    carry_start: u64,
+    /// The carry followed by the first `len − 1` bytes of a chunk (matches across the edge).
+    edge: Vec<u8>,
     hits: LiteralHits,
-    /// The `\n` that ends the last counted line: `Some(u64::MAX)` while not yet seen.
-    line_end: Option<u64>,
-    /// Where the search for that `\n` resumes while it is open.
-    line_checked: u64,
-    /// Owned bytes below this were looked at for `has_newline`.
+    /// The first `\n` in the owned bytes, once seen, and how far it was looked for.
+    first_nl: Option<u64>,
     nl_checked: u64,
+    /// The `\n` that ends the last counted line (`Some(OPEN)` while not yet seen).
+    line_end: Option<u64>,
 }
 
 const OPEN: u64 = u64::MAX;
@@ -122,52 +124,67 @@ impl Kernel for Literal {
     fn scan(&self, own: Range<u64>, _size: u64) -> LiteralScan {
         LiteralScan {
             kernel: self.clone(),
-            buf: Vec::new(),
-            buf_start: own.start,
+            carry: Vec::new(),
+            carry_start: own.start,
+            edge: Vec::new(),
             hits: LiteralHits::default(),
-            line_end: None,
-            line_checked: own.start,
+            first_nl: None,
             nl_checked: own.start,
+            line_end: None,
             own,
         }
     }
 }
 
-impl LiteralScan {
-    /// Position of the first `\n` in owned bytes `from..` of the buffer.
-    fn newline_from(&self, from: u64) -> Option<u64> {
-        let hi = (self.buf_start + self.buf.len() as u64).min(self.own.end);
+/// Where the bytes around a match are: the chunk (at `offset`, owned up to `owned_hi`) and the
+/// carry before it.
+struct View<'a> {
+    carry: &'a [u8],
+    carry_start: u64,
+    bytes: &'a [u8],
+    offset: u64,
+    owned_hi: u64,
+}
+
+impl View<'_> {
+    /// The first `\n` at or after `p` in owned bytes seen so far.
+    fn newline_after(&self, p: u64) -> Option<u64> {
+        let mut from = 0usize;
+        if p < self.offset {
+            let hi = self.offset.min(self.owned_hi);
+            if p < hi {
+                let a = (p - self.carry_start) as usize;
+                let b = (hi - self.carry_start) as usize;
+                if let Some(i) = memchr::memchr(b'\n', &self.carry[a..b]) {
+                    return Some(p + i as u64);
+                }
+            }
+        } else {
+            from = (p - self.offset) as usize;
+        }
+        let hi = self.owned_hi.saturating_sub(self.offset) as usize;
         if from >= hi {
             return None;
         }
-        let lo = (from - self.buf_start) as usize;
-        let hi = (hi - self.buf_start) as usize;
-        memchr::memchr(b'\n', &self.buf[lo..hi]).map(|i| from + i as u64)
+        memchr::memchr(b'\n', &self.bytes[from..hi]).map(|i| self.offset + (from + i) as u64)
     }
+}
 
-    fn on_match(&mut self, p: u64) {
+impl LiteralScan {
+    fn on_match(&mut self, p: u64, view: &View<'_>) {
         self.hits.matches += 1;
         if self.kernel.offsets {
             self.hits.offsets.push(p);
         }
         if self.hits.matches == 1 {
-            let before = self.hits.has_newline || {
-                let lo = self.nl_checked.max(self.buf_start);
-                lo < p && {
-                    let a = (lo - self.buf_start) as usize;
-                    let b = (p - self.buf_start) as usize;
-                    memchr::memchr(b'\n', &self.buf[a..b]).is_some()
-                }
-            };
-            self.hits.first_line_continues = !before;
+            // The owned bytes up to the end of this chunk were searched for the first `\n`.
+            self.hits.first_line_continues = self.first_nl.is_none_or(|q| q >= p);
         }
         if self.line_end.is_some_and(|q| p <= q) {
             return; // the same line as the last counted match
         }
         self.hits.lines += 1;
-        let buf_end = (self.buf_start + self.buf.len() as u64).min(self.own.end);
-        self.line_end = Some(self.newline_from(p).unwrap_or(OPEN));
-        self.line_checked = buf_end;
+        self.line_end = Some(view.newline_after(p).unwrap_or(OPEN));
     }
 }
 
@@ -176,39 +193,73 @@ impl Scan for LiteralScan {
 
     fn feed(&mut self, offset: u64, bytes: &[u8]) -> Flow {
         let m = self.kernel.len() as usize;
-        debug_assert_eq!(offset, self.buf_start + self.buf.len() as u64);
-        self.buf.extend_from_slice(bytes);
-        let buf_end = self.buf_start + self.buf.len() as u64;
-        // A counted line still open: look for its end in the new bytes.
-        if self.line_end == Some(OPEN) {
-            if let Some(q) = self.newline_from(self.line_checked) {
-                self.line_end = Some(q);
-            }
-            self.line_checked = buf_end.min(self.own.end);
+        debug_assert_eq!(offset, self.carry_start + self.carry.len() as u64);
+        let end = offset + bytes.len() as u64;
+        let owned_hi = end.min(self.own.end).max(offset);
+        let owned = &bytes[..(owned_hi - offset) as usize];
+        // The first `\n` of the owned range (for merging line counts across lanes).
+        if self.first_nl.is_none() && self.nl_checked < owned_hi {
+            let from = (self.nl_checked.max(offset) - offset) as usize;
+            self.first_nl =
+                memchr::memchr(b'\n', &owned[from..]).map(|i| offset + (from + i) as u64);
+            self.nl_checked = owned_hi;
         }
+        // A counted line still open ends at the first `\n` of the new bytes.
+        if self.line_end == Some(OPEN) {
+            if let Some(i) = memchr::memchr(b'\n', owned) {
+                self.line_end = Some(offset + i as u64);
+            }
+        }
+        let carry = std::mem::take(&mut self.carry);
+        let view = View {
+            carry: &carry,
+            carry_start: self.carry_start,
+            bytes,
+            offset,
+            owned_hi,
+        };
+        // Matches that start in the carry and end in this chunk.
+        if !carry.is_empty() {
+            let mut edge = std::mem::take(&mut self.edge);
+            edge.clear();
+            edge.extend_from_slice(&carry);
+            edge.extend_from_slice(&bytes[..(m - 1).min(bytes.len())]);
+            let mut pos = 0usize;
+            while let Some(i) = self.kernel.finder.find(&edge[pos..]) {
+                let at = pos + i;
+                let p = self.carry_start + at as u64;
+                if at >= carry.len() || p >= self.own.end {
+                    break;
+                }
+                self.on_match(p, &view);
+                pos = at + 1;
+            }
+            self.edge = edge;
+        }
+        // Matches inside the chunk, searched in place.
         let mut pos = 0usize;
-        while let Some(i) = self.kernel.finder.find(&self.buf[pos..]) {
-            let p = self.buf_start + (pos + i) as u64;
+        while let Some(i) = self.kernel.finder.find(&bytes[pos..]) {
+            let p = offset + (pos + i) as u64;
             if p >= self.own.end {
                 break;
             }
-            self.on_match(p);
+            self.on_match(p, &view);
             pos += i + 1;
         }
-        if !self.hits.has_newline {
-            let hi = buf_end.min(self.own.end);
-            if let Some(q) = self.newline_from(self.nl_checked) {
-                debug_assert!(q < hi);
-                self.hits.has_newline = true;
-            }
-            self.nl_checked = hi.max(self.nl_checked);
-        }
         // Keep the last m − 1 bytes: a match starting there ends in the next chunk.
-        let keep = (m - 1).min(self.buf.len());
-        let drop = self.buf.len() - keep;
-        self.buf.drain(..drop);
-        self.buf_start += drop as u64;
-        if buf_end >= self.own.end + m as u64 - 1 {
+        let keep = m - 1;
+        let mut carry = carry;
+        if bytes.len() >= keep {
+            carry.clear();
+            carry.extend_from_slice(&bytes[bytes.len() - keep..]);
+        } else {
+            carry.extend_from_slice(bytes);
+            let extra = carry.len().saturating_sub(keep);
+            carry.drain(..extra);
+        }
+        self.carry_start = end - carry.len() as u64;
+        self.carry = carry;
+        if end >= self.own.end + m as u64 - 1 {
             Flow::Done
         } else {
             Flow::More
@@ -216,6 +267,7 @@ impl Scan for LiteralScan {
     }
 
     fn finish(mut self) -> LiteralHits {
+        self.hits.has_newline = self.first_nl.is_some();
         self.hits.last_line_open = self.hits.matches > 0 && self.line_end == Some(OPEN);
         self.hits
     }
@@ -225,6 +277,10 @@ impl Scan for LiteralScan {
 #[derive(Clone, Debug)]
 pub struct RegexSearch {
     regex: regex::bytes::Regex,
+    /// The same pattern with `^`/`$` at line ends, run over whole blocks of lines to find the
+    /// lines worth matching (as ripgrep does); `None` where the pattern's meaning could differ
+    /// between a block and a line (`\A`, `\z`, inline flags), and every line is matched alone.
+    candidate: Option<regex::bytes::Regex>,
     offsets: bool,
 }
 
@@ -234,7 +290,29 @@ impl RegexSearch {
         let regex = regex::bytes::Regex::new(pattern).map_err(|e| {
             crate::StoreError::parameter("regex", pattern, &format!("a valid pattern: {e}"))
         })?;
-        Ok(RegexSearch { regex, offsets })
+        let plain = !["\\A", "\\z", "(?"].iter().any(|t| pattern.contains(t));
+        let candidate = plain
+            .then(|| {
+                regex::bytes::RegexBuilder::new(pattern)
+                    .multi_line(true)
+                    .build()
+                    .ok()
+            })
+            .flatten();
+        Ok(RegexSearch {
+            regex,
+            candidate,
+            offsets,
+        })
+    }
+
+    /// A search that matches every line alone (the reference the block search is tested
+    /// against).
+    pub fn line_by_line(pattern: &str, offsets: bool) -> crate::Result<RegexSearch> {
+        Ok(RegexSearch {
+            candidate: None,
+            ..RegexSearch::new(pattern, offsets)?
+        })
     }
 }
 
@@ -295,6 +373,7 @@ impl Kernel for RegexSearch {
 }
 
 impl RegexScan {
+    /// Counts line `line` (without its `\n`, starting at file offset `start`) if it matches.
     fn line(&mut self, start: u64, line: &[u8]) {
         if self.kernel.offsets {
             let before = self.hits.matches;
@@ -313,6 +392,52 @@ impl RegexScan {
             self.hits.lines += 1;
         }
     }
+
+    /// A line known to match: counted, and its matches found when offsets are kept.
+    fn matched_line(&mut self, start: u64, line: &[u8]) {
+        if self.kernel.offsets {
+            self.line(start, line);
+        } else {
+            self.hits.lines += 1;
+        }
+    }
+
+    /// Whole lines, each ending with `\n`, the first at file offset `base`.
+    fn block(&mut self, base: u64, block: &[u8]) {
+        let Some(candidate) = self.kernel.candidate.clone() else {
+            let mut pos = 0usize;
+            while let Some(i) = memchr::memchr(b'\n', &block[pos..]) {
+                self.line(base + pos as u64, &block[pos..pos + i]);
+                pos += i + 1;
+            }
+            return;
+        };
+        // Search the block at once; a match shows a line worth looking at. A line that
+        // matches alone has a match in the block starting no later (line ends are `^`/`$` in
+        // both), so no line is missed; a match that runs past its line's `\n` is checked
+        // against that line alone.
+        let mut pos = 0usize;
+        while pos < block.len() {
+            let Some(m) = candidate.find_at(block, pos) else {
+                break;
+            };
+            let s = m.start();
+            if s >= block.len() {
+                break;
+            }
+            let ls = memchr::memrchr(b'\n', &block[pos..s]).map_or(pos, |i| pos + i + 1);
+            let Some(le) = memchr::memchr(b'\n', &block[s..]).map(|i| s + i) else {
+                break;
+            };
+            let line = &block[ls..le];
+            if m.end() <= le {
+                self.matched_line(base + ls as u64, line);
+            } else {
+                self.line(base + ls as u64, line);
+            }
+            pos = le + 1;
+        }
+    }
 }
 
 impl Scan for RegexScan {
@@ -320,49 +445,63 @@ impl Scan for RegexScan {
 
     fn feed(&mut self, offset: u64, bytes: &[u8]) -> Flow {
         let mut cur = 0usize;
-        while cur < bytes.len() {
-            match self.line_start {
-                None => match memchr::memchr(b'\n', &bytes[cur..]) {
-                    Some(i) => {
-                        let next = offset + (cur + i) as u64 + 1;
-                        if next < self.own.start {
-                            cur += i + 1;
-                            continue;
-                        }
-                        if next >= self.own.end {
-                            return Flow::Done;
-                        }
-                        self.line_start = Some(next);
-                        cur += i + 1;
-                    }
-                    None => return Flow::More,
-                },
-                Some(start) => match memchr::memchr(b'\n', &bytes[cur..]) {
-                    Some(i) => {
-                        if self.line.is_empty() {
-                            self.line(start, &bytes[cur..cur + i]);
-                        } else {
-                            let mut line = std::mem::take(&mut self.line);
-                            line.extend_from_slice(&bytes[cur..cur + i]);
-                            self.line(start, &line);
-                            line.clear();
-                            self.line = line;
-                        }
-                        let next = offset + (cur + i) as u64 + 1;
-                        cur += i + 1;
-                        if next >= self.own.end {
-                            self.line_start = None;
-                            return Flow::Done;
-                        }
-                        self.line_start = Some(next);
-                    }
-                    None => {
-                        self.line.extend_from_slice(&bytes[cur..]);
-                        return Flow::More;
-                    }
-                },
+        // Skip to the first line this lane owns: the one after the first `\n` at or after the
+        // byte before the range.
+        while self.line_start.is_none() {
+            let Some(i) = memchr::memchr(b'\n', &bytes[cur..]) else {
+                return Flow::More;
+            };
+            let next = offset + (cur + i) as u64 + 1;
+            cur += i + 1;
+            if next < self.own.start {
+                continue;
             }
+            if next >= self.own.end {
+                return Flow::Done;
+            }
+            self.line_start = Some(next);
         }
+        let start = self.line_start.expect("set above");
+        // A line begun in an earlier chunk.
+        if !self.line.is_empty() {
+            let Some(i) = memchr::memchr(b'\n', &bytes[cur..]) else {
+                self.line.extend_from_slice(&bytes[cur..]);
+                return Flow::More;
+            };
+            let mut line = std::mem::take(&mut self.line);
+            line.extend_from_slice(&bytes[cur..cur + i]);
+            self.line(start, &line);
+            line.clear();
+            self.line = line;
+            let next = offset + (cur + i) as u64 + 1;
+            cur += i + 1;
+            if next >= self.own.end {
+                self.line_start = None;
+                return Flow::Done;
+            }
+            self.line_start = Some(next);
+        }
+        // The whole lines from `cur` that start in the range, searched as one block.
+        let end = offset + bytes.len() as u64;
+        let last_nl = |from: usize| memchr::memrchr(b'\n', &bytes[from..]).map(|i| from + i + 1);
+        let (block_end, done) = if self.own.end <= end {
+            let t = ((self.own.end - 1 - offset) as usize).max(cur);
+            match memchr::memchr(b'\n', &bytes[t..]) {
+                Some(i) => (t + i + 1, true),
+                None => (last_nl(cur).unwrap_or(cur), false),
+            }
+        } else {
+            (last_nl(cur).unwrap_or(cur), false)
+        };
+        if block_end > cur {
+            self.block(offset + cur as u64, &bytes[cur..block_end]);
+        }
+        if done {
+            self.line_start = None;
+            return Flow::Done;
+        }
+        self.line_start = Some(offset + block_end as u64);
+        self.line.extend_from_slice(&bytes[block_end..]);
         Flow::More
     }
 

@@ -14,13 +14,15 @@
 use crate::catalog::{Catalog, Entry, Extent, HandleRef, Tier, MAX_NAME, MAX_PAGE, MIN_PAGE};
 use crate::error::{Result, StoreError};
 use inpath_core::output::OutputFile;
+use inpath_core::source::Mapping;
 use inpath_core::Input;
-use inpath_seal::{Cipher, Compression, Key, KeyRing, SealConfig, Sealer, Unsealer};
+use inpath_seal::{Cipher, Compression, Key, KeyRing, SealConfig, Sealer, Unsealer, Workspace};
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::unix::fs::FileExt;
+use std::ops::Range;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// The default page size: 8 KiB, as BlueDBM's flash pages.
 pub const DEFAULT_PAGE_SIZE: u32 = 8192;
@@ -296,6 +298,8 @@ impl Store {
             file,
             path,
             unsealer: self.unsealer.clone(),
+            mapping: OnceLock::new(),
+            direct: OnceLock::new(),
         }))
     }
 
@@ -392,6 +396,30 @@ pub struct OpenHandle {
     file: File,
     path: PathBuf,
     unsealer: Option<Arc<Unsealer>>,
+    /// The data file mapped read-only, made on first use by the mapped read path (`None`
+    /// inside when it cannot be mapped; the reader is used then).
+    mapping: OnceLock<Option<Mapping>>,
+    /// The data file opened with `O_DIRECT`, made on first use by a direct reader.
+    direct: OnceLock<std::result::Result<File, String>>,
+}
+
+/// Alignment of `O_DIRECT` reads: offsets, lengths and buffers (the logical block size of
+/// every common device divides it).
+pub const DIRECT_ALIGN: usize = 4096;
+
+/// What one worker (or lane) reuses from read to read: the stored bytes of a sealed run, the
+/// page being unsealed and the codec contexts.
+#[derive(Default)]
+pub struct RunBuffers {
+    stored: Vec<u8>,
+    page: Vec<u8>,
+    ws: Workspace,
+}
+
+impl std::fmt::Debug for RunBuffers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunBuffers").finish_non_exhaustive()
+    }
 }
 
 impl std::fmt::Debug for OpenHandle {
@@ -424,67 +452,289 @@ impl OpenHandle {
 
     /// Reads logical page `page` (unsealed when sealed) into `out`, replacing its contents.
     pub fn read_page(&self, page: u64, out: &mut Vec<u8>) -> Result<()> {
+        self.check_page(page)?;
+        let mut bufs = RunBuffers::default();
+        let got = self.read_run(page..page + 1, false, out, &mut bufs)?;
+        if got.start > 0 {
+            out.copy_within(got.clone(), 0);
+        }
+        out.truncate(got.len());
+        Ok(())
+    }
+
+    fn check_page(&self, page: u64) -> Result<()> {
         let e = &self.entry;
-        let extent = *e
-            .extents
-            .get(page as usize)
-            .ok_or_else(|| StoreError::RangePastEnd {
-                handle: e.handle,
-                offset: page.saturating_mul(e.page_size as u64),
-                length: e.page_size as u64,
-                size: e.size,
-            })?;
-        let want = e.page_len(page) as usize;
-        let damaged = |detail: String| StoreError::PageDamaged {
+        if page < e.pages() {
+            return Ok(());
+        }
+        Err(StoreError::RangePastEnd {
             handle: e.handle,
+            offset: page.saturating_mul(e.page_size as u64),
+            length: e.page_size as u64,
+            size: e.size,
+        })
+    }
+
+    fn damaged(&self, page: u64, detail: String) -> StoreError {
+        StoreError::PageDamaged {
+            handle: self.entry.handle,
             page,
             detail,
-        };
-        let read_at = |buf: &mut Vec<u8>, len: usize| -> Result<()> {
-            buf.resize(len, 0);
-            self.file
-                .read_exact_at(buf, extent.offset)
-                .map_err(|source| match source.kind() {
-                    std::io::ErrorKind::UnexpectedEof => damaged(format!(
-                        "the data file {} ends before byte {} (a truncated data file)",
-                        self.path.display(),
-                        extent.offset + len as u64
-                    )),
-                    _ => StoreError::Read {
-                        path: self.path.clone(),
-                        source,
-                    },
-                })
-        };
-        match e.tier {
-            Tier::Raw => read_at(out, want),
+        }
+    }
+
+    fn truncated(&self, page: u64, end: u64) -> StoreError {
+        self.damaged(
+            page,
+            format!(
+                "the data file {} ends before byte {end} (a truncated data file)",
+                self.path.display()
+            ),
+        )
+    }
+
+    /// The end of the longest run of pages from `first` (which must exist), below `last`,
+    /// stored back to back in the data file with at most `max_stored` stored bytes (always at
+    /// least one page): what one read can fetch.
+    pub fn run_end(&self, first: u64, last: u64, max_stored: u64) -> u64 {
+        let ex = &self.entry.extents;
+        let last = last.min(ex.len() as u64);
+        let mut end = first + 1;
+        let mut stored = ex[first as usize].len as u64;
+        while end < last {
+            let prev = ex[end as usize - 1];
+            let next = ex[end as usize];
+            if next.offset != prev.offset + prev.len as u64 || stored + next.len as u64 > max_stored
+            {
+                break;
+            }
+            stored += next.len as u64;
+            end += 1;
+        }
+        end
+    }
+
+    /// The stored bytes of pages `pages` (a run from [`OpenHandle::run_end`]) in the data file.
+    fn stored_span(&self, pages: &Range<u64>) -> (u64, u64) {
+        let ex = &self.entry.extents;
+        let first = ex[pages.start as usize];
+        let last = ex[pages.end as usize - 1];
+        (first.offset, last.offset + last.len as u64 - first.offset)
+    }
+
+    /// Reads the run of pages `pages` (from [`OpenHandle::run_end`]) with one read, into
+    /// `out`, and returns where in `out` their bytes (unsealed when sealed) are. `direct` reads
+    /// with `O_DIRECT` (aligned, past the page cache). `out` keeps its memory from call to
+    /// call; `bufs` holds what a sealed run needs besides.
+    pub fn read_run(
+        &self,
+        pages: Range<u64>,
+        direct: bool,
+        out: &mut Vec<u8>,
+        bufs: &mut RunBuffers,
+    ) -> Result<Range<usize>> {
+        self.check_page(pages.end - 1)?;
+        let (at, len) = self.stored_span(&pages);
+        match self.entry.tier {
+            Tier::Raw => {
+                let lo = self.pread(at, len as usize, direct, out, pages.start)?;
+                Ok(lo..lo + len as usize)
+            }
             Tier::Sealed => {
-                let mut record = Vec::new();
-                read_at(&mut record, extent.len as usize)?;
-                let unsealer = self
-                    .unsealer
-                    .as_ref()
-                    .ok_or_else(|| StoreError::KeyNeeded {
-                        handle: e.handle,
-                        codec: e.codec.clone(),
-                    })?;
-                let plain = unsealer
-                    .unseal(&record)
-                    .map_err(|source| StoreError::Unseal {
-                        handle: e.handle,
-                        page,
-                        source,
-                    })?;
-                if plain.len() != want {
-                    return Err(damaged(format!(
-                        "unsealed to {} bytes, the catalog says {want}",
-                        plain.len()
-                    )));
-                }
-                *out = plain;
-                Ok(())
+                let mut stored = std::mem::take(&mut bufs.stored);
+                let got = self
+                    .pread(at, len as usize, direct, &mut stored, pages.start)
+                    .and_then(|lo| {
+                        out.clear();
+                        let mut from = lo;
+                        for p in pages.clone() {
+                            let n = self.entry.extents[p as usize].len as usize;
+                            self.unseal_page(p, &stored[from..from + n], bufs)?;
+                            out.extend_from_slice(&bufs.page);
+                            from += n;
+                        }
+                        Ok(0..out.len())
+                    });
+                bufs.stored = stored;
+                got
             }
         }
+    }
+
+    /// Unseals the stored record of page `page` into `bufs.page`, checking its length.
+    fn unseal_page(&self, page: u64, record: &[u8], bufs: &mut RunBuffers) -> Result<()> {
+        let e = &self.entry;
+        let unsealer = self
+            .unsealer
+            .as_ref()
+            .ok_or_else(|| StoreError::KeyNeeded {
+                handle: e.handle,
+                codec: e.codec.clone(),
+            })?;
+        let used = unsealer
+            .unseal_prefix_into(record, &mut bufs.ws, &mut bufs.page)
+            .map_err(|source| StoreError::Unseal {
+                handle: e.handle,
+                page,
+                source,
+            })?;
+        if used != record.len() {
+            return Err(self.damaged(
+                page,
+                format!(
+                    "the seal record is {used} bytes, the catalog says {}",
+                    record.len()
+                ),
+            ));
+        }
+        let want = e.page_len(page) as usize;
+        if bufs.page.len() != want {
+            return Err(self.damaged(
+                page,
+                format!(
+                    "unsealed to {} bytes, the catalog says {want}",
+                    bufs.page.len()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Reads `len` bytes at `at` of the data file into `buf` and returns where they start in
+    /// it: 0 for a plain `pread`, the aligned offset for `O_DIRECT`. `page` names the run's
+    /// first page in errors.
+    fn pread(
+        &self,
+        at: u64,
+        len: usize,
+        direct: bool,
+        buf: &mut Vec<u8>,
+        page: u64,
+    ) -> Result<usize> {
+        let io_error = |source: std::io::Error| StoreError::Read {
+            path: self.path.clone(),
+            source,
+        };
+        if !direct {
+            // Growing zero-fills; a reused buffer of the same size is not touched.
+            if buf.len() < len {
+                buf.resize(len, 0);
+            }
+            return match self.file.read_exact_at(&mut buf[..len], at) {
+                Ok(()) => Ok(0),
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                    Err(self.truncated(page, at + len as u64))
+                }
+                Err(e) => Err(io_error(e)),
+            };
+        }
+        let file = self.direct_file()?;
+        let a = DIRECT_ALIGN as u64;
+        let start = at / a * a;
+        let end = (at + len as u64).div_ceil(a) * a;
+        let n = (end - start) as usize;
+        if buf.len() < n + DIRECT_ALIGN {
+            buf.resize(n + DIRECT_ALIGN, 0);
+        }
+        let pad = buf.as_ptr().align_offset(DIRECT_ALIGN);
+        let need = (at + len as u64 - start) as usize;
+        let mut got = 0usize;
+        while got < need {
+            // Whole aligned blocks each time; the last read may stop at the end of the file.
+            match file.read_at(&mut buf[pad + got..pad + n], start + got as u64) {
+                Ok(0) => return Err(self.truncated(page, at + len as u64)),
+                Ok(k) => got += k,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(io_error(e)),
+            }
+            if !got.is_multiple_of(DIRECT_ALIGN) && got < need {
+                return Err(self.truncated(page, at + len as u64));
+            }
+        }
+        Ok(pad + (at - start) as usize)
+    }
+
+    fn direct_file(&self) -> Result<&File> {
+        let opened = self.direct.get_or_init(|| {
+            std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_DIRECT)
+                .open(&self.path)
+                .map_err(|e| e.to_string())
+        });
+        opened.as_ref().map_err(|e| StoreError::Read {
+            path: self.path.clone(),
+            source: std::io::Error::other(format!(
+                "cannot open it for direct I/O (O_DIRECT): {e}; read through the page cache instead"
+            )),
+        })
+    }
+
+    /// The data file mapped read-only (made once; `None` when it cannot be mapped, or is
+    /// empty).
+    pub fn mapping(&self) -> Option<&Mapping> {
+        self.mapping
+            .get_or_init(|| {
+                let file = self.file.try_clone().ok()?;
+                Mapping::map(file, &self.path)
+            })
+            .as_ref()
+    }
+
+    /// Feeds the bytes `range` of the handle to `feed` from the mapped data file, in runs of
+    /// pages stored back to back of at most `max_run` bytes (unsealed page by page when
+    /// sealed, in this thread), until `feed` returns `false`. Returns the number of pages
+    /// read, or `None` when the file cannot be mapped (the caller reads through the reader
+    /// instead).
+    pub fn feed_mapped(
+        &self,
+        range: Range<u64>,
+        max_run: u64,
+        bufs: &mut RunBuffers,
+        mut feed: impl FnMut(u64, &[u8]) -> bool,
+    ) -> Result<Option<u64>> {
+        if range.is_empty() {
+            return Ok(Some(0));
+        }
+        self.check_range(range.start, range.end - range.start)?;
+        let Some(map) = self.mapping() else {
+            return Ok(None);
+        };
+        let mut pages = 0u64;
+        let bytes = map.bytes();
+        let ps = self.entry.page_size as u64;
+        let last = range.end.div_ceil(ps);
+        let mut p = range.start / ps;
+        while p < last {
+            let end = match self.entry.tier {
+                Tier::Raw => self.run_end(p, last, max_run),
+                Tier::Sealed => p + 1,
+            };
+            let (at, len) = self.stored_span(&(p..end));
+            let Some(stored) = bytes.get(at as usize..(at + len) as usize) else {
+                return Err(self.truncated(p, at + len));
+            };
+            let plain = match self.entry.tier {
+                Tier::Raw => stored,
+                Tier::Sealed => {
+                    self.unseal_page(p, stored, bufs)?;
+                    &bufs.page[..]
+                }
+            };
+            let base = p * ps;
+            let lo = range.start.max(base);
+            let hi = range.end.min(base + plain.len() as u64);
+            pages += end - p;
+            if !feed(lo, &plain[(lo - base) as usize..(hi - base) as usize]) {
+                break;
+            }
+            p = end;
+        }
+        map.check_unchanged().map_err(|e| StoreError::Read {
+            path: self.path.clone(),
+            source: std::io::Error::other(e.to_string()),
+        })?;
+        Ok(Some(pages))
     }
 
     /// Reads `length` bytes at `offset` (the range must lie inside the file), page by page.

@@ -2,7 +2,7 @@
 //! chunk size, in memory and through the store's reader.
 
 use inpath_store::hamming::distance;
-use inpath_store::kernel::{run, run_slice};
+use inpath_store::kernel::{run, run_counted, run_slice};
 use inpath_store::{
     FlashReader, Hamming, Literal, LiteralHits, Neighbour, Partial, PutOptions, ReaderConfig,
     RegexHits, RegexSearch, Store,
@@ -179,24 +179,35 @@ fn search_through_the_store_equals_grep() {
     };
     let entry = store.put_file(&path, None, &opts).unwrap();
     let handle = store.open_handle(entry.handle.into()).unwrap();
-    let reader = FlashReader::new(ReaderConfig {
-        workers: 3,
-        depth: 8,
-        jitter: None,
-    });
+    // The mapped path (the default), and the reader's workers with reads of one page and of
+    // three pages.
+    let readers: Vec<FlashReader> = [(true, 1024u64), (false, 1024), (false, 3 * 1024)]
+        .into_iter()
+        .map(|(mapped, segment)| {
+            FlashReader::new(ReaderConfig {
+                workers: 3,
+                depth: 8,
+                segment,
+                mapped,
+                ..ReaderConfig::default()
+            })
+        })
+        .collect();
     let (naive_offsets, naive_lines) = naive(&text, b"needle");
-    let mut by_lanes = Vec::new();
-    for lanes in [1, 2, 3, 7] {
-        let hits = run(
-            &reader,
-            &handle,
-            &Literal::new(b"needle", true).unwrap(),
-            lanes,
-        )
-        .unwrap();
-        assert_eq!(hits.offsets, naive_offsets, "lanes {lanes}");
-        assert_eq!(hits.lines, naive_lines, "lanes {lanes}");
-        by_lanes.push(hits);
+    for (r, reader) in readers.iter().enumerate() {
+        for lanes in [1, 2, 3, 7] {
+            let (hits, stats) = run_counted(
+                reader,
+                &handle,
+                &Literal::new(b"needle", true).unwrap(),
+                lanes,
+            )
+            .unwrap();
+            assert_eq!(hits.offsets, naive_offsets, "reader {r} lanes {lanes}");
+            assert_eq!(hits.lines, naive_lines, "reader {r} lanes {lanes}");
+            assert_eq!(stats.mapped, r == 0);
+            assert!(stats.bytes_scanned >= text.len() as u64);
+        }
     }
     // Some matches cross a page boundary, so the carry was exercised.
     assert!(naive_offsets.iter().any(|&o| o / 1024 != (o + 5) / 1024));
@@ -208,7 +219,16 @@ fn search_through_the_store_equals_grep() {
     }
 
     // Regex, line by line.
-    for pattern in ["ne+dle", "hay[0-9]", "^stack", "x$", "s\\b"] {
+    for pattern in [
+        "ne+dle",
+        "hay[0-9]",
+        "^stack",
+        "x$",
+        "s\\b",
+        "dle\\s+hay",
+        "^$",
+        "(?i)NEEDLES",
+    ] {
         let kernel = RegexSearch::new(pattern, true).unwrap();
         let re = regex::bytes::Regex::new(pattern).unwrap();
         let mut want = RegexHits::default();
@@ -225,16 +245,45 @@ fn search_through_the_store_equals_grep() {
             at += line.len() as u64 + 1;
         }
         for lanes in [1, 2, 5] {
-            let got = run(&reader, &handle, &kernel, lanes).unwrap();
-            assert_eq!(got, want, "{pattern} lanes {lanes}");
+            for reader in &readers {
+                let got = run(reader, &handle, &kernel, lanes).unwrap();
+                assert_eq!(got, want, "{pattern} lanes {lanes}");
+            }
             let mem = run_slice(&text, &kernel, lanes, 1024, 333);
             assert_eq!(mem, want, "{pattern} lanes {lanes} in memory");
+        }
+        if pattern.starts_with("(?") {
+            continue; // inline flags are not POSIX: no grep to compare with
         }
         if let Some(out) = grep(&["-c", "-E"], pattern, &path) {
             assert_eq!(out.trim().parse::<u64>().unwrap(), want.lines, "{pattern}");
         }
         if let Some(out) = grep(&["-b", "-o", "-E"], pattern, &path) {
             assert_eq!(grep_offsets(&out), want.offsets, "{pattern}");
+        }
+    }
+}
+
+/// Patterns whose block matches run past a line's end, anchors, empty matches and inline flags:
+/// the block search (the default) equals matching every line alone, for any lanes and chunks.
+#[test]
+fn regex_block_search_equals_line_by_line() {
+    let text = tiny_text(30_000, 9);
+    for pattern in [
+        "ab", "a\\sb", "[^a]+b", "\\s", "b$", "^b", "^$", "b*", "a{3}", "\\bab\\b", "(?m)^a",
+        "\\Ab", "b\\z",
+    ] {
+        for offsets in [false, true] {
+            let block = RegexSearch::new(pattern, offsets).unwrap();
+            let alone = RegexSearch::line_by_line(pattern, offsets).unwrap();
+            let want = run_slice(&text, &alone, 1, 512, 100_000);
+            for (lanes, chunk) in [(1, 100_000), (1, 333), (3, 1000), (8, 64), (2, 1)] {
+                let got = run_slice(&text, &block, lanes, 512, chunk);
+                assert_eq!(
+                    got, want,
+                    "{pattern:?} offsets {offsets} lanes {lanes} chunk {chunk}"
+                );
+            }
         }
     }
 }

@@ -92,7 +92,7 @@ fn sealed_round_trip_in_every_tier() {
     let (ring, list) = keys();
     let mut store = Store::create(dir.path()).unwrap().with_keys(&ring);
     let bytes = data(40_000, 2);
-    let reader = FlashReader::new(ReaderConfig::default());
+    let readers = all_read_paths(dir.path());
     let want = {
         let mut n = 0;
         for i in 0..bytes.len() {
@@ -146,14 +146,16 @@ fn sealed_round_trip_in_every_tier() {
                     "{what}"
                 );
                 let handle = store.open_handle(e.handle.into()).unwrap();
-                let hits = inpath_store::kernel::run(
-                    &reader,
-                    &handle,
-                    &Literal::new(b"fox", false).unwrap(),
-                    3,
-                )
-                .unwrap();
-                assert_eq!(hits.matches, want, "{what}");
+                for reader in &readers {
+                    let hits = inpath_store::kernel::run(
+                        reader,
+                        &handle,
+                        &Literal::new(b"fox", false).unwrap(),
+                        3,
+                    )
+                    .unwrap();
+                    assert_eq!(hits.matches, want, "{what} {reader:?}");
+                }
             }
         }
     }
@@ -182,13 +184,17 @@ fn tags_complete_once_and_ports_are_fifo_under_random_orders() {
     let e = store.put_reader(&bytes[..], "f", &opts).unwrap();
     let handle = store.open_handle(e.handle.into()).unwrap();
     for seed in [1u64, 2, 3, 42] {
+        // Reads of one page for two seeds, of three pages (runs cut at the range) for two.
+        let segment = if seed % 2 == 0 { 512 } else { 3 * 512 };
         let reader = FlashReader::new(ReaderConfig {
             workers: 6,
             depth: 8,
+            segment,
             jitter: Some(Jitter {
                 seed,
                 max: Duration::from_micros(300),
             }),
+            ..ReaderConfig::default()
         });
         // Several ports at once, from several threads, over overlapping ranges.
         let ranges = [
@@ -220,7 +226,13 @@ fn tags_complete_once_and_ports_are_fifo_under_random_orders() {
         let mut inversions = 0;
         for (&(off, len), chunks) in ranges.iter().zip(&results) {
             // FIFO: pages in order, bytes exactly the range.
-            let pages: Vec<u64> = chunks.iter().map(|c| c.page).collect();
+            let pages: Vec<u64> = chunks
+                .iter()
+                .flat_map(|c| {
+                    assert!(c.pages >= 1 && c.pages * 512 <= segment);
+                    c.page..c.page + c.pages
+                })
+                .collect();
             let first = off / 512;
             let expect: Vec<u64> = if len == 0 {
                 vec![]
@@ -262,7 +274,8 @@ fn a_port_dropped_early_does_not_stall_the_reader() {
     let reader = FlashReader::new(ReaderConfig {
         workers: 2,
         depth: 4,
-        jitter: None,
+        segment: 512,
+        ..ReaderConfig::default()
     });
     for _ in 0..20 {
         let mut port = reader.request(&handle, 0, bytes.len() as u64).unwrap();
@@ -477,6 +490,93 @@ fn damaged_and_wrongly_keyed_sealed_pages_are_told_apart() {
     assert_eq!(store.read(1.into(), 0, 4096).unwrap(), &bytes[..4096]);
 }
 
+/// A reader for each read path: the mapped file (lanes read it themselves), the workers with
+/// runs of pages, and the workers with `O_DIRECT` where the filesystem under `dir` allows it.
+fn all_read_paths(dir: &std::path::Path) -> Vec<FlashReader> {
+    let mut readers = vec![
+        FlashReader::new(ReaderConfig::default()),
+        FlashReader::new(ReaderConfig {
+            mapped: false,
+            segment: 3 * 4096,
+            ..ReaderConfig::default()
+        }),
+    ];
+    let probe = dir.join("direct-probe");
+    std::fs::write(&probe, [0u8; 4096]).unwrap();
+    let direct_ok = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(&probe)
+            .is_ok()
+    };
+    std::fs::remove_file(&probe).unwrap();
+    if direct_ok {
+        readers.push(FlashReader::new(ReaderConfig {
+            direct: true,
+            segment: 5 * 4096,
+            ..ReaderConfig::default()
+        }));
+    } else {
+        eprintln!(
+            "O_DIRECT is not available under {}: not tested",
+            dir.display()
+        );
+    }
+    readers
+}
+
+#[test]
+fn every_read_path_gives_the_same_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::create(dir.path()).unwrap();
+    // Odd sizes: a short last page, ranges that start and end inside pages.
+    let bytes = data(4096 * 37 + 1234, 8);
+    let opts = PutOptions {
+        page_size: 4096,
+        ..PutOptions::default()
+    };
+    let e = store.put_reader(&bytes[..], "f", &opts).unwrap();
+    let handle = store.open_handle(e.handle.into()).unwrap();
+    for reader in all_read_paths(dir.path()) {
+        for (off, len) in [
+            (0u64, bytes.len() as u64),
+            (1, 4095),
+            (4095, 50_000),
+            (150_000, 2_786),
+        ] {
+            let got: Vec<u8> = reader
+                .request(&handle, off, len)
+                .unwrap()
+                .flat_map(|c| c.unwrap().bytes().to_vec())
+                .collect();
+            assert_eq!(
+                got,
+                &bytes[off as usize..(off + len) as usize],
+                "{reader:?} {off}+{len}"
+            );
+        }
+        let before = reader.counters();
+        let hits =
+            inpath_store::kernel::run(&reader, &handle, &Literal::new(b"fox", true).unwrap(), 2)
+                .unwrap();
+        let want: Vec<u64> = (0..bytes.len())
+            .filter(|&i| bytes[i..].starts_with(b"fox"))
+            .map(|i| i as u64)
+            .collect();
+        assert_eq!(hits.offsets, want, "{reader:?}");
+        let after = reader.counters();
+        if reader.config().mapped && !reader.config().direct {
+            assert_eq!(after, before, "the mapped path does not use the workers");
+        } else {
+            // 38 pages; the first lane reads 2 bytes into the second's first page.
+            assert_eq!(after.pages - before.pages, 39, "{reader:?}");
+            assert_eq!(after.in_flight, 0);
+        }
+    }
+}
+
 #[test]
 fn a_truncated_raw_data_file_is_a_damaged_page() {
     let dir = tempfile::tempdir().unwrap();
@@ -501,6 +601,17 @@ fn a_truncated_raw_data_file_is_a_damaged_page() {
         "{err:?}"
     );
     assert!(err.to_string().contains("truncated data file"), "{err}");
+    // Kernels see it too, on every read path.
+    let handle = store.open_handle(1.into()).unwrap();
+    for reader in all_read_paths(dir.path()) {
+        let err =
+            inpath_store::kernel::run(&reader, &handle, &Literal::new(b"x", false).unwrap(), 2)
+                .unwrap_err();
+        assert!(
+            err.to_string().contains("truncated data file"),
+            "{reader:?}: {err}"
+        );
+    }
 }
 
 #[test]

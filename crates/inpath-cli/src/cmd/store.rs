@@ -10,9 +10,8 @@ use inpath_core::output::Output;
 use inpath_core::Input;
 use inpath_seal::{Cipher, Compression, SealConfig};
 use inpath_store::kernel::run;
-use inpath_store::{
-    FlashReader, Hamming, HandleRef, Literal, PutOptions, ReaderConfig, RegexSearch, Store, Tier,
-};
+use inpath_store::remote::{self, entry_json, from_hex, to_hex, Client, Request, Service};
+use inpath_store::{FlashReader, Hamming, HandleRef, Literal, PutOptions, ReaderConfig, Store};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -52,10 +51,48 @@ Putting a name that is already in the store keeps its handle and bumps its gener
     #[command(after_help = "Example:
   inpath store nn /srv/store 4 --item-size 32 --queries q.bin -k 10 --json")]
     Nn(NnArgs),
+    /// Serve a store over TCP: kernel requests answered with results only (`--remote ADDR`
+    /// on ls, read, grep and nn).
+    #[command(after_help = "Examples:
+  inpath store serve /srv/store --listen 127.0.0.1:7420 --key-file keys.txt
+  inpath store grep --remote 127.0.0.1:7420 3 needle --count
+  inpath store ls --remote 127.0.0.1:7420 --json
+
+The server owns the directory and the keys; clients send requests and get results (counts,
+offsets, neighbours) and, only through `read`, raw bytes. It prints `listening on ADDR` once
+bound (port 0 picks a free port) and runs until stopped. Protocol: docs/FORMATS.md.")]
+    Serve(ServeArgs),
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// Store directory.
+    dir: PathBuf,
+    /// Address to listen on (HOST:PORT; port 0 picks a free one).
+    #[arg(long, default_value = "127.0.0.1:7420")]
+    listen: String,
+    /// Most connections served at once.
+    #[arg(long, default_value_t = 64)]
+    max_conns: usize,
+    #[command(flatten)]
+    read: ReadPathArgs,
+    #[command(flatten)]
+    keys: KeyArgs,
+}
+
+/// Where a verb finds its store: a directory, or with `--remote` a server's address.
+#[derive(Args)]
+struct Location {
+    /// Store directory, or with --remote the HOST:PORT of `inpath store serve`.
+    #[arg(value_name = "DIR|ADDR")]
+    store: String,
+    /// The store is a server (`inpath store serve`) at the address given instead of DIR.
+    #[arg(long)]
+    remote: bool,
 }
 
 /// Options every verb that reads pages shares.
-#[derive(Args)]
+#[derive(Args, Default)]
 struct KeyArgs {
     /// Key file for sealed pages (see `inpath seal keygen`); must be chmod 600.
     #[arg(long)]
@@ -95,8 +132,8 @@ struct PutArgs {
 
 #[derive(Args)]
 struct LsArgs {
-    /// Store directory.
-    dir: PathBuf,
+    #[command(flatten)]
+    at: Location,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -104,8 +141,8 @@ struct LsArgs {
 
 #[derive(Args)]
 struct ReadArgs {
-    /// Store directory.
-    dir: PathBuf,
+    #[command(flatten)]
+    at: Location,
     /// Handle: ID, or ID@GENERATION to refuse a replaced file.
     handle: String,
     /// First byte.
@@ -131,8 +168,8 @@ struct RmArgs {
 
 #[derive(Args)]
 struct GrepArgs {
-    /// Store directory.
-    dir: PathBuf,
+    #[command(flatten)]
+    at: Location,
     /// Handle: ID or ID@GENERATION.
     handle: String,
     /// Pattern: a literal byte string, or with --regex a regular expression (Rust regex syntax).
@@ -146,20 +183,49 @@ struct GrepArgs {
     /// Lanes (threads), each scanning a contiguous range of pages.
     #[arg(long, default_value_t = 1)]
     threads: usize,
-    /// Read workers (pread), each with up to 32 reads queued.
-    #[arg(long, default_value_t = 4)]
-    readers: usize,
+    #[command(flatten)]
+    read: ReadPathArgs,
     #[command(flatten)]
     keys: KeyArgs,
-    /// Print JSON.
+    /// Print JSON (with the counters: bytes scanned and returned, pages read, CPU per GB).
     #[arg(long)]
     json: bool,
 }
 
+/// How a kernel's lanes read the pages.
+#[derive(Args)]
+struct ReadPathArgs {
+    /// Read with O_DIRECT through the read workers: past the page cache, for cold scans that
+    /// should not evict what the cache holds.
+    #[arg(long)]
+    direct: bool,
+    /// Read through the read workers (pread) even when the data file can be memory-mapped.
+    #[arg(long)]
+    no_map: bool,
+    /// Read workers (pread), with up to 32 reads queued.
+    #[arg(long, default_value_t = 4)]
+    readers: usize,
+    /// The most bytes one worker read fetches (whole pages stored back to back).
+    #[arg(long, default_value = "256KiB", value_parser = parse_size)]
+    read_size: u64,
+}
+
+impl ReadPathArgs {
+    fn reader(&self) -> FlashReader {
+        FlashReader::new(ReaderConfig {
+            workers: self.readers.max(1),
+            segment: self.read_size,
+            direct: self.direct,
+            mapped: !self.no_map,
+            ..ReaderConfig::default()
+        })
+    }
+}
+
 #[derive(Args)]
 struct NnArgs {
-    /// Store directory.
-    dir: PathBuf,
+    #[command(flatten)]
+    at: Location,
     /// Handle: ID or ID@GENERATION.
     handle: String,
     /// Item size in bytes (the handle's size must be a multiple).
@@ -174,6 +240,8 @@ struct NnArgs {
     /// Lanes (threads).
     #[arg(long, default_value_t = 1)]
     threads: usize,
+    #[command(flatten)]
+    read: ReadPathArgs,
     #[command(flatten)]
     keys: KeyArgs,
     /// Print JSON.
@@ -190,6 +258,69 @@ pub fn run_store(args: StoreArgs) -> Result<()> {
         Action::Rm(a) => rm(a),
         Action::Grep(a) => grep(a),
         Action::Nn(a) => nn(a),
+        Action::Serve(a) => serve(a),
+    }
+}
+
+/// A local store (a service over the directory) or a connection to a server.
+enum Target {
+    Local(Box<Service>),
+    Remote(Client),
+}
+
+impl Target {
+    fn open(at: &Location, keys: &KeyArgs, read: Option<&ReadPathArgs>) -> Result<Target> {
+        if at.remote {
+            if keys.key_file.is_some() {
+                bail!(
+                    "--key-file is for a local store; a server uses the keys it was started with"
+                );
+            }
+            return Ok(Target::Remote(Client::connect(&at.store)?));
+        }
+        let dir = PathBuf::from(&at.store);
+        // Opened here so a bad directory or key file is reported before any work.
+        open(&dir, keys)?;
+        let ring = match &keys.key_file {
+            Some(path) => Some(read_keys(path, keys.allow_insecure_key_file)?.ring),
+            None => None,
+        };
+        let reader = match read {
+            Some(r) => r.reader(),
+            None => FlashReader::new(ReaderConfig::default()),
+        };
+        Ok(Target::Local(Box::new(Service::new(dir, ring, reader))))
+    }
+
+    fn call(&mut self, req: &Request) -> Result<serde_json::Value> {
+        match self {
+            Target::Local(s) => Ok(s.answer(req)?),
+            Target::Remote(c) => Ok(c.call(req)?),
+        }
+    }
+}
+
+fn serve(a: ServeArgs) -> Result<()> {
+    open(&a.dir, &a.keys)?;
+    let ring = match &a.keys.key_file {
+        Some(path) => Some(read_keys(path, a.keys.allow_insecure_key_file)?.ring),
+        None => None,
+    };
+    let service = Service::new(a.dir.clone(), ring, a.read.reader());
+    let dir = a.dir.display().to_string();
+    remote::serve(service, &a.listen, a.max_conns.max(1), |addr| {
+        // The address first, on standard output (port 0 picks one): scripts read it.
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "listening on {addr}");
+        let _ = out.flush();
+        eprintln!("inpath store serve: {dir} on {addr} (results only; raw bytes through `read`)");
+    })?;
+    Ok(())
+}
+
+impl KeyArgs {
+    fn none() -> KeyArgs {
+        KeyArgs::default()
     }
 }
 
@@ -203,20 +334,6 @@ fn open(dir: &Path, keys: &KeyArgs) -> Result<Store> {
 
 fn handle_ref(text: &str) -> Result<HandleRef> {
     Ok(HandleRef::parse(text)?)
-}
-
-fn entry_json(e: &inpath_store::Entry) -> serde_json::Value {
-    serde_json::json!({
-        "handle": e.handle,
-        "generation": e.generation,
-        "name": e.name,
-        "size": e.size,
-        "page_size": e.page_size,
-        "pages": e.pages(),
-        "tier": match e.tier { Tier::Raw => "raw", Tier::Sealed => "sealed" },
-        "codec": e.codec,
-        "stored_bytes": e.stored_bytes(),
-    })
 }
 
 fn put(a: PutArgs) -> Result<()> {
@@ -279,63 +396,64 @@ fn put(a: PutArgs) -> Result<()> {
 }
 
 fn ls(a: LsArgs) -> Result<()> {
-    let store =
-        Store::open(&a.dir).with_context(|| format!("cannot open store {}", a.dir.display()))?;
+    let list = Target::open(&a.at, &KeyArgs::none(), None)?.call(&Request::Ls)?;
     if a.json {
-        let list: Vec<_> = store.entries().iter().map(entry_json).collect();
-        return print_out(&format!("{}\n", serde_json::Value::Array(list)));
+        return print_out(&format!("{list}\n"));
     }
     let mut text = format!(
         "{:>8} {:>4} {:>14} {:>10} {:>9}  {:<22} name\n",
         "handle", "gen", "size", "pages", "page", "codec"
     );
-    for e in store.entries() {
+    let num = |e: &serde_json::Value, k: &str| e[k].as_u64().unwrap_or(0);
+    for e in list.as_array().map(Vec::as_slice).unwrap_or_default() {
         text.push_str(&format!(
             "{:>8} {:>4} {:>14} {:>10} {:>9}  {:<22} {}\n",
-            e.handle,
-            e.generation,
-            thousands(e.size),
-            thousands(e.pages()),
-            bytes(e.page_size as u64),
-            e.codec,
-            e.name
+            num(e, "handle"),
+            num(e, "generation"),
+            thousands(num(e, "size")),
+            thousands(num(e, "pages")),
+            bytes(num(e, "page_size")),
+            e["codec"].as_str().unwrap_or(""),
+            e["name"].as_str().unwrap_or("")
         ));
     }
     print_out(&text)
 }
 
 fn read(a: ReadArgs) -> Result<()> {
-    let store = open(&a.dir, &a.keys)?;
-    let h = handle_ref(&a.handle)?;
-    let handle = store.open_handle(h)?;
-    let size = handle.entry().size;
-    let length = match a.length {
-        Some(l) => l,
-        None => size
-            .checked_sub(a.offset)
-            .ok_or(inpath_store::StoreError::RangePastEnd {
-                handle: h.id,
-                offset: a.offset,
-                length: 0,
-                size,
-            })?,
-    };
-    handle.check_range(a.offset, length)?;
-    if a.output == "-" && std::io::stdout().is_terminal() && length > 4096 {
-        bail!("refusing to write {length} bytes to a terminal; use -o FILE or a pipe");
-    }
     let mut inputs = vec![];
     if let Some(k) = &a.keys.key_file {
         inputs.push(Input::File(k.clone()));
     }
-    let mut out = Output::open(&a.output, &inputs)?;
-    let reader = FlashReader::new(ReaderConfig::default());
-    for chunk in reader.request(&handle, a.offset, length)? {
-        let chunk = chunk?;
-        out.write_all(chunk.bytes())
-            .with_context(|| format!("cannot write {}", a.output))?;
+    let req = Request::Read {
+        handle: a.handle.clone(),
+        offset: a.offset,
+        length: a.length,
+    };
+    match Target::open(&a.at, &a.keys, None)? {
+        Target::Local(service) => {
+            let (handle, length) = service.read_range(&a.handle, a.offset, a.length)?;
+            refuse_terminal(&a.output, length)?;
+            let mut out = Output::open(&a.output, &inputs)?;
+            service.read_into(&handle, a.offset, length, |b| out.write_all(b))?;
+            out.commit()?;
+        }
+        Target::Remote(mut client) => {
+            if let Some(l) = a.length {
+                refuse_terminal(&a.output, l)?;
+            }
+            let mut out = Output::open(&a.output, &inputs)?;
+            client.read(&req, |b| out.write_all(b))?;
+            out.commit()?;
+        }
     }
-    out.commit()?;
+    Ok(())
+}
+
+fn refuse_terminal(output: &str, length: u64) -> Result<()> {
+    if output == "-" && std::io::stdout().is_terminal() && length > 4096 {
+        bail!("refusing to write {length} bytes to a terminal; use -o FILE or a pipe");
+    }
     Ok(())
 }
 
@@ -353,70 +471,37 @@ fn rm(a: RmArgs) -> Result<()> {
 }
 
 fn grep(a: GrepArgs) -> Result<()> {
-    if a.pattern.is_empty() {
-        bail!("the pattern is empty");
-    }
-    if !a.regex && a.pattern.contains('\n') {
-        bail!("the literal pattern holds a newline; search for one line at a time");
-    }
-    let store = open(&a.dir, &a.keys)?;
-    let handle = store.open_handle(handle_ref(&a.handle)?)?;
-    let reader = FlashReader::new(ReaderConfig {
-        workers: a.readers.max(1),
-        depth: 32,
-        jitter: None,
-    });
-    let threads = a.threads.max(1);
-    let want_offsets = !a.count;
-    let start = Instant::now();
-    let (kind, lines, matches, offsets, lengths) = if a.regex {
-        let k = RegexSearch::new(&a.pattern, want_offsets)?;
-        let h = run(&reader, &handle, &k, threads)?;
-        ("regex", h.lines, h.matches, h.offsets, h.lengths)
-    } else {
-        let k = Literal::new(a.pattern.as_bytes(), want_offsets)?;
-        let h = run(&reader, &handle, &k, threads)?;
-        let n = h.offsets.len();
-        (
-            "literal",
-            h.lines,
-            h.matches,
-            h.offsets,
-            vec![a.pattern.len() as u64; n],
-        )
+    let req = Request::Grep {
+        handle: a.handle.clone(),
+        pattern: a.pattern.clone(),
+        regex: a.regex,
+        count: a.count,
+        threads: a.threads.max(1),
+        with_text: !a.count && !a.json,
     };
-    let seconds = start.elapsed().as_secs_f64();
-    let size = handle.entry().size;
+    let v = Target::open(&a.at, &a.keys, Some(&a.read))?.call(&req)?;
     if a.json {
-        let mut v = serde_json::json!({
-            "handle": handle.entry().handle,
-            "generation": handle.entry().generation,
-            "pattern": a.pattern,
-            "kind": kind,
-            "lines": lines,
-            "threads": threads,
-            "bytes_scanned": size,
-            "seconds": seconds,
-        });
-        if want_offsets {
-            v["matches"] = matches.into();
-            v["offsets"] = offsets.into();
-        }
         return print_out(&format!("{v}\n"));
     }
     if a.count {
-        return print_out(&format!("{lines}\n"));
+        return print_out(&format!("{}\n", v["lines"]));
     }
-    // OFFSET:MATCH per match, as grep -b -o; the match bytes are read back from the store.
+    // OFFSET:MATCH per match, as grep -b -o.
+    let offsets = v["offsets"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let texts = v["texts_hex"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    for (off, len) in offsets.iter().zip(&lengths) {
-        let text = if a.regex {
-            handle.read(*off, *len)?
-        } else {
-            a.pattern.as_bytes().to_vec()
-        };
+    for (i, off) in offsets.iter().enumerate() {
         write!(out, "{off}:")?;
-        out.write_all(&text)?;
+        match texts.get(i).and_then(|t| t.as_str()) {
+            Some(hex) => out.write_all(&from_hex(hex)?)?,
+            None => out.write_all(a.pattern.as_bytes())?,
+        }
         out.write_all(b"\n")?;
     }
     out.flush()?;
@@ -424,33 +509,31 @@ fn grep(a: GrepArgs) -> Result<()> {
 }
 
 fn nn(a: NnArgs) -> Result<()> {
-    let store = open(&a.dir, &a.keys)?;
-    let handle = store.open_handle(handle_ref(&a.handle)?)?;
     let queries = std::fs::read(&a.queries)
         .with_context(|| format!("cannot read queries {}", a.queries.display()))?;
-    let kernel = Hamming::new(a.item_size, queries, a.k)
+    // Checked here too, so a bad queries file is named before a server is asked.
+    Hamming::new(a.item_size, queries.clone(), a.k)
         .with_context(|| format!("queries {}", a.queries.display()))?;
-    kernel.check_size(handle.entry().size)?;
-    let reader = FlashReader::new(ReaderConfig::default());
-    let result = run(&reader, &handle, &kernel, a.threads.max(1))?;
+    let req = Request::Nn {
+        handle: a.handle.clone(),
+        item_size: a.item_size,
+        queries_hex: to_hex(&queries),
+        k: a.k,
+        threads: a.threads.max(1),
+    };
+    let v = Target::open(&a.at, &a.keys, Some(&a.read))?.call(&req)?;
     if a.json {
-        let v = serde_json::json!({
-            "handle": handle.entry().handle,
-            "item_size": a.item_size,
-            "items": handle.entry().size / a.item_size as u64,
-            "k": a.k,
-            "neighbours": result.queries.iter().map(|q| {
-                q.iter().map(|n| serde_json::json!({"index": n.index, "distance": n.distance}))
-                    .collect::<Vec<_>>()
-            }).collect::<Vec<_>>(),
-        });
         return print_out(&format!("{v}\n"));
     }
     let mut text = String::new();
-    for (i, q) in result.queries.iter().enumerate() {
+    let lists = v["neighbours"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    for (i, q) in lists.iter().enumerate() {
         text.push_str(&format!("query {i}:"));
-        for n in q {
-            text.push_str(&format!(" {}:{}", n.index, n.distance));
+        for n in q.as_array().map(Vec::as_slice).unwrap_or_default() {
+            text.push_str(&format!(" {}:{}", n["index"], n["distance"]));
         }
         text.push('\n');
     }

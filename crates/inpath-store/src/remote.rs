@@ -1,0 +1,825 @@
+//! `inpath store serve` and `--remote`: the store as a process that owns its directory and
+//! answers kernel requests with results only. Raw pages leave it only through an explicit
+//! `read`.
+//!
+//! The protocol (docs/FORMATS.md, "store server protocol") is frames over TCP: a 4-byte
+//! little-endian length, then that many bytes. A request is one frame of JSON naming its
+//! `op` and parameters ([`Request`]); the answer is one frame, `{"ok": RESULT}` or
+//! `{"error": MESSAGE}`. `read` answers `{"ok": {"length": N}}` and then streams the bytes
+//! as data frames, ended by an empty frame (or by a frame of length `u32::MAX` followed by an
+//! error frame). A connection carries any number of requests, one after another.
+//!
+//! The same [`Service::answer`] serves local verbs and the server, so a result has one shape
+//! whether the store is a directory or an address. The CLI (`inpath store serve`, `--remote`)
+//! and the Python package (`inpath.store.Store`) both use this module.
+
+use crate::error::{Result, StoreError};
+use crate::kernel::run_counted;
+use crate::{
+    FlashReader, Hamming, HandleRef, Literal, OpenHandle, ReaderCounters, RegexSearch, RunStats,
+    Store, Tier,
+};
+use inpath_seal::KeyRing;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The largest request frame a server takes (queries for `nn` are the big ones).
+pub const MAX_REQUEST: usize = 64 << 20;
+/// The largest answer frame a client takes.
+pub const MAX_ANSWER: usize = 1 << 30;
+/// The protocol version a request may name (`"v"`, default 1).
+pub const PROTOCOL_VERSION: u32 = 1;
+/// A frame length that announces an error frame in a `read` stream.
+const STREAM_ERROR: u32 = u32::MAX;
+/// Bytes per data frame of a `read` stream.
+const STREAM_FRAME: usize = 1 << 20;
+
+fn one() -> usize {
+    1
+}
+
+/// A request: the verb and its parameters.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Request {
+    /// The handles.
+    Ls,
+    /// Literal or regex search.
+    Grep {
+        /// `ID` or `ID@GEN`.
+        handle: String,
+        /// The pattern.
+        pattern: String,
+        /// A regular expression, matched line by line.
+        #[serde(default)]
+        regex: bool,
+        /// Line count only (no offsets).
+        #[serde(default)]
+        count: bool,
+        /// Lanes.
+        #[serde(default = "one")]
+        threads: usize,
+        /// Also return the matched bytes of a regex search (for `OFFSET:MATCH` output).
+        #[serde(default)]
+        with_text: bool,
+    },
+    /// Hamming nearest neighbours.
+    Nn {
+        /// `ID` or `ID@GEN`.
+        handle: String,
+        /// Item size in bytes.
+        item_size: usize,
+        /// The queries, back to back, in hexadecimal.
+        queries_hex: String,
+        /// Neighbours per query.
+        k: usize,
+        /// Lanes.
+        #[serde(default = "one")]
+        threads: usize,
+    },
+    /// Raw bytes of a handle (streamed).
+    Read {
+        /// `ID` or `ID@GEN`.
+        handle: String,
+        /// First byte.
+        #[serde(default)]
+        offset: u64,
+        /// Bytes (default: to the end).
+        #[serde(default)]
+        length: Option<u64>,
+    },
+    /// The server's counters.
+    Stats,
+}
+
+/// Totals over every request a service answered.
+#[derive(Default)]
+struct Totals {
+    requests: AtomicU64,
+    errors: AtomicU64,
+    bytes_scanned: AtomicU64,
+    bytes_returned: AtomicU64,
+    pages_read: AtomicU64,
+    connections: AtomicU64,
+}
+
+/// A store directory with its keys and one reader: what answers requests.
+pub struct Service {
+    dir: PathBuf,
+    ring: Option<KeyRing>,
+    reader: FlashReader,
+    max_threads: usize,
+    started: Instant,
+    cpu_at_start: f64,
+    totals: Totals,
+}
+
+/// What a kernel run cost: bytes scanned, pages and reads, CPU seconds per GB.
+struct RunCost {
+    start: Instant,
+    cpu: f64,
+    reads: ReaderCounters,
+}
+
+fn cpu_now() -> f64 {
+    let (u, s) = inpath_core::cpu_times();
+    u + s
+}
+
+impl RunCost {
+    fn start(reader: &FlashReader) -> RunCost {
+        RunCost {
+            start: Instant::now(),
+            cpu: cpu_now(),
+            reads: reader.counters(),
+        }
+    }
+
+    fn json(&self, reader: &FlashReader, stats: &RunStats) -> Value {
+        let seconds = self.start.elapsed().as_secs_f64();
+        let cpu = cpu_now() - self.cpu;
+        let now = reader.counters();
+        let path = if stats.mapped {
+            "mapped"
+        } else if reader.config().direct {
+            "direct"
+        } else {
+            "pread"
+        };
+        let gb = stats.bytes_scanned as f64 / 1e9;
+        json!({
+            "read_path": path,
+            "lanes": stats.lanes,
+            "bytes_scanned": stats.bytes_scanned,
+            "pages_read": stats.pages,
+            "reads": now.reads - self.reads.reads,
+            "reads_in_flight": now.in_flight,
+            "seconds": seconds,
+            "cpu_seconds": cpu,
+            "cpu_seconds_per_gb": if gb > 0.0 { cpu / gb } else { 0.0 },
+            "gb_per_second": if seconds > 0.0 { gb / seconds } else { 0.0 },
+        })
+    }
+}
+
+/// Adds a run's counters to a result, and the bytes the result itself returns (the in-store
+/// promise: results leave the store, not pages).
+fn with_counters(mut v: Value, counters: Value) -> Value {
+    if let (Some(obj), Value::Object(c)) = (v.as_object_mut(), counters) {
+        obj.extend(c);
+    }
+    let returned = v.to_string().len() as u64;
+    v["bytes_returned"] = returned.into();
+    v
+}
+
+/// JSON of a catalog entry.
+pub fn entry_json(e: &crate::Entry) -> Value {
+    json!({
+        "handle": e.handle,
+        "generation": e.generation,
+        "name": e.name,
+        "size": e.size,
+        "page_size": e.page_size,
+        "pages": e.pages(),
+        "tier": match e.tier { Tier::Raw => "raw", Tier::Sealed => "sealed" },
+        "codec": e.codec,
+        "stored_bytes": e.stored_bytes(),
+    })
+}
+
+fn bad_request(detail: impl Into<String>) -> StoreError {
+    StoreError::BadRequest {
+        detail: detail.into(),
+    }
+}
+
+/// Lower-case hexadecimal.
+pub fn to_hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(DIGITS[(b >> 4) as usize] as char);
+        s.push(DIGITS[(b & 15) as usize] as char);
+    }
+    s
+}
+
+/// Parses hexadecimal (either case).
+pub fn from_hex(text: &str) -> Result<Vec<u8>> {
+    let t = text.as_bytes();
+    if !t.len().is_multiple_of(2) {
+        return Err(bad_request(format!(
+            "hexadecimal text of odd length {}",
+            t.len()
+        )));
+    }
+    let digit = |c: u8| -> Result<u8> {
+        Ok(match c {
+            b'0'..=b'9' => c - b'0',
+            b'a'..=b'f' => c - b'a' + 10,
+            b'A'..=b'F' => c - b'A' + 10,
+            _ => {
+                return Err(bad_request(format!(
+                    "{:?} is not a hexadecimal digit",
+                    c as char
+                )))
+            }
+        })
+    };
+    t.chunks(2)
+        .map(|p| Ok(digit(p[0])? << 4 | digit(p[1])?))
+        .collect()
+}
+
+impl Service {
+    /// A service over `dir` (opened afresh for every request, so handles put by another
+    /// process are seen), sealed pages opened with `ring`.
+    pub fn new(dir: PathBuf, ring: Option<KeyRing>, reader: FlashReader) -> Service {
+        let max_threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Service {
+            dir,
+            ring,
+            reader,
+            max_threads,
+            started: Instant::now(),
+            cpu_at_start: cpu_now(),
+            totals: Totals::default(),
+        }
+    }
+
+    fn store(&self) -> Result<Store> {
+        let store = Store::open(&self.dir)?;
+        Ok(match &self.ring {
+            Some(ring) => store.with_keys(ring),
+            None => store,
+        })
+    }
+
+    fn lanes(&self, threads: usize) -> usize {
+        threads.clamp(1, self.max_threads.max(1) * 4)
+    }
+
+    /// Answers a request other than `read` (which streams: see [`Service::read_range`]).
+    pub fn answer(&self, req: &Request) -> Result<Value> {
+        self.totals.requests.fetch_add(1, Ordering::Relaxed);
+        let result = self.answer_inner(req);
+        match &result {
+            Ok(v) => {
+                let scanned = v.get("bytes_scanned").and_then(Value::as_u64).unwrap_or(0);
+                let returned = v.get("bytes_returned").and_then(Value::as_u64).unwrap_or(0);
+                let pages = v.get("pages_read").and_then(Value::as_u64).unwrap_or(0);
+                self.totals
+                    .bytes_scanned
+                    .fetch_add(scanned, Ordering::Relaxed);
+                self.totals
+                    .bytes_returned
+                    .fetch_add(returned, Ordering::Relaxed);
+                self.totals.pages_read.fetch_add(pages, Ordering::Relaxed);
+            }
+            Err(_) => {
+                self.totals.errors.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        result
+    }
+
+    fn answer_inner(&self, req: &Request) -> Result<Value> {
+        match req {
+            Request::Ls => {
+                let store = self.store()?;
+                Ok(Value::Array(
+                    store.entries().iter().map(entry_json).collect(),
+                ))
+            }
+            Request::Grep {
+                handle,
+                pattern,
+                regex,
+                count,
+                threads,
+                with_text,
+            } => self.grep(handle, pattern, *regex, *count, *threads, *with_text),
+            Request::Nn {
+                handle,
+                item_size,
+                queries_hex,
+                k,
+                threads,
+            } => {
+                let store = self.store()?;
+                let handle = store.open_handle(HandleRef::parse(handle)?)?;
+                let queries = from_hex(queries_hex)?;
+                let kernel = Hamming::new(*item_size, queries, *k)?;
+                kernel.check_size(handle.entry().size)?;
+                let cost = RunCost::start(&self.reader);
+                let (result, stats) =
+                    run_counted(&self.reader, &handle, &kernel, self.lanes(*threads))?;
+                let v = json!({
+                    "handle": handle.entry().handle,
+                    "generation": handle.entry().generation,
+                    "item_size": item_size,
+                    "items": handle.entry().size / *item_size as u64,
+                    "k": k,
+                    "neighbours": result.queries.iter().map(|q| {
+                        q.iter().map(|n| json!({"index": n.index, "distance": n.distance}))
+                            .collect::<Vec<_>>()
+                    }).collect::<Vec<_>>(),
+                });
+                Ok(with_counters(v, cost.json(&self.reader, &stats)))
+            }
+            Request::Read { .. } => Err(bad_request(
+                "read streams its bytes: use Service::read_range and Service::read_into",
+            )),
+            Request::Stats => Ok(self.stats()),
+        }
+    }
+
+    fn grep(
+        &self,
+        handle: &str,
+        pattern: &str,
+        regex: bool,
+        count: bool,
+        threads: usize,
+        with_text: bool,
+    ) -> Result<Value> {
+        if pattern.is_empty() {
+            return Err(StoreError::parameter(
+                "pattern",
+                "\"\"",
+                "at least one byte",
+            ));
+        }
+        if !regex && pattern.contains('\n') {
+            return Err(StoreError::parameter(
+                "pattern",
+                format!("{pattern:?}"),
+                "one line: a literal pattern may not hold a newline (search for one line at a time)",
+            ));
+        }
+        let store = self.store()?;
+        let handle = store.open_handle(HandleRef::parse(handle)?)?;
+        let lanes = self.lanes(threads);
+        let offsets = !count;
+        let cost = RunCost::start(&self.reader);
+        let (kind, lines, matches, offs, lengths, stats) = if regex {
+            let k = RegexSearch::new(pattern, offsets)?;
+            let (h, stats) = run_counted(&self.reader, &handle, &k, lanes)?;
+            ("regex", h.lines, h.matches, h.offsets, h.lengths, stats)
+        } else {
+            let k = Literal::new(pattern.as_bytes(), offsets)?;
+            let (h, stats) = run_counted(&self.reader, &handle, &k, lanes)?;
+            let n = h.offsets.len();
+            let len = pattern.len() as u64;
+            (
+                "literal",
+                h.lines,
+                h.matches,
+                h.offsets,
+                vec![len; n],
+                stats,
+            )
+        };
+        let counters = cost.json(&self.reader, &stats);
+        let mut v = json!({
+            "handle": handle.entry().handle,
+            "generation": handle.entry().generation,
+            "pattern": pattern,
+            "kind": kind,
+            "lines": lines,
+            "threads": lanes,
+        });
+        if offsets {
+            v["matches"] = matches.into();
+            if with_text && regex {
+                let texts = offs
+                    .iter()
+                    .zip(&lengths)
+                    .map(|(&o, &l)| Ok(to_hex(&handle.read(o, l)?)))
+                    .collect::<Result<Vec<_>>>()?;
+                v["texts_hex"] = texts.into();
+            }
+            v["offsets"] = offs.into();
+            v["lengths"] = lengths.into();
+        }
+        Ok(with_counters(v, counters))
+    }
+
+    fn stats(&self) -> Value {
+        let t = &self.totals;
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let cpu = cpu_now() - self.cpu_at_start;
+        let scanned = load(&t.bytes_scanned);
+        let c = self.reader.counters();
+        json!({
+            "dir": self.dir.display().to_string(),
+            "uptime_seconds": self.started.elapsed().as_secs_f64(),
+            "requests": load(&t.requests),
+            "errors": load(&t.errors),
+            "connections": load(&t.connections),
+            "bytes_scanned": scanned,
+            "bytes_returned": load(&t.bytes_returned),
+            "pages_read": load(&t.pages_read),
+            "reads": c.reads,
+            "reads_in_flight": c.in_flight,
+            "cpu_seconds": cpu,
+            "cpu_seconds_per_gb": if scanned > 0 { cpu / (scanned as f64 / 1e9) } else { 0.0 },
+        })
+    }
+
+    /// Resolves a `read` request: the handle and the byte range.
+    pub fn read_range(
+        &self,
+        handle: &str,
+        offset: u64,
+        length: Option<u64>,
+    ) -> Result<(Arc<OpenHandle>, u64)> {
+        let store = self.store()?;
+        let h = HandleRef::parse(handle)?;
+        let handle = store.open_handle(h)?;
+        let size = handle.entry().size;
+        let length = match length {
+            Some(l) => l,
+            None => size.checked_sub(offset).ok_or(StoreError::RangePastEnd {
+                handle: h.id,
+                offset,
+                length: 0,
+                size,
+            })?,
+        };
+        handle.check_range(offset, length)?;
+        Ok((handle, length))
+    }
+
+    /// Streams `length` bytes at `offset` of `handle` to `write`, a chunk at a time.
+    pub fn read_into(
+        &self,
+        handle: &Arc<OpenHandle>,
+        offset: u64,
+        length: u64,
+        mut write: impl FnMut(&[u8]) -> std::io::Result<()>,
+    ) -> Result<()> {
+        for chunk in self.reader.request(handle, offset, length)? {
+            write(chunk?.bytes()).map_err(|source| StoreError::Connection {
+                addr: "the output".into(),
+                what: "cannot write the bytes read".into(),
+                source,
+            })?;
+        }
+        Ok(())
+    }
+}
+
+fn write_frame(w: &mut impl Write, bytes: &[u8]) -> std::io::Result<()> {
+    w.write_all(&(bytes.len() as u32).to_le_bytes())?;
+    w.write_all(bytes)
+}
+
+/// Reads a frame; `Ok(None)` at a clean end of stream (before a frame's first byte). Errors
+/// are described in words (the caller knows the peer).
+fn read_frame(
+    r: &mut impl Read,
+    max: usize,
+    what: &str,
+) -> std::result::Result<Option<Vec<u8>>, String> {
+    let mut len = [0u8; 4];
+    let mut got = 0;
+    while got < 4 {
+        match r.read(&mut len[got..]) {
+            Ok(0) if got == 0 => return Ok(None),
+            Ok(0) => {
+                return Err(format!(
+                    "the connection closed in the middle of a {what} frame's length"
+                ))
+            }
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(format!("reading a {what}: {e}")),
+        }
+    }
+    let n = u32::from_le_bytes(len) as usize;
+    if n > max {
+        return Err(format!(
+            "a {what} frame of {n} bytes is over the limit of {max} bytes"
+        ));
+    }
+    let mut buf = vec![0u8; n];
+    r.read_exact(&mut buf).map_err(|e| {
+        format!("the connection closed in the middle of a {what} of {n} bytes ({e})")
+    })?;
+    Ok(Some(buf))
+}
+
+/// An error in words with its causes, as the CLI prints them.
+pub fn error_text(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
+}
+
+fn answer_frame(result: std::result::Result<Value, String>) -> Vec<u8> {
+    match result {
+        Ok(v) => json!({ "ok": v }).to_string().into_bytes(),
+        Err(e) => json!({ "error": e }).to_string().into_bytes(),
+    }
+}
+
+fn answer_of(result: Result<Value>) -> Vec<u8> {
+    answer_frame(result.map_err(|e| error_text(&e)))
+}
+
+/// Parses a request frame, refusing other protocol versions.
+pub fn parse_request(frame: &[u8]) -> Result<Request> {
+    let mut v: Value = serde_json::from_slice(frame)
+        .map_err(|e| bad_request(format!("the request is not JSON: {e}")))?;
+    if let Some(obj) = v.as_object_mut() {
+        if let Some(ver) = obj.remove("v") {
+            if ver.as_u64() != Some(PROTOCOL_VERSION as u64) {
+                return Err(bad_request(format!(
+                    "protocol version {ver} is not served (this server speaks {PROTOCOL_VERSION})"
+                )));
+            }
+        }
+    }
+    serde_json::from_value(v)
+        .map_err(|e| bad_request(format!("the request is not one this server knows: {e}")))
+}
+
+/// Serves one connection until the client closes it or a write fails (the client left).
+/// Returns why it ended early, in words.
+fn serve_connection(service: &Service, mut stream: TcpStream) -> std::result::Result<(), String> {
+    stream.set_nodelay(true).ok();
+    // A client that stops in the middle of a request frame is dropped after this long.
+    stream.set_read_timeout(Some(Duration::from_secs(300))).ok();
+    let gone = |e: std::io::Error| format!("the client left: {e}");
+    loop {
+        let frame = match read_frame(&mut stream, MAX_REQUEST, "request") {
+            Ok(Some(f)) => f,
+            Ok(None) => return Ok(()),
+            Err(e) => {
+                // Tell the client if it is still there; then close.
+                let _ = write_frame(&mut stream, &answer_frame(Err(e.clone())));
+                return Err(e);
+            }
+        };
+        let req = match parse_request(&frame) {
+            Ok(r) => r,
+            Err(e) => {
+                service.totals.errors.fetch_add(1, Ordering::Relaxed);
+                write_frame(&mut stream, &answer_of(Err(e))).map_err(gone)?;
+                continue;
+            }
+        };
+        if let Request::Read {
+            handle,
+            offset,
+            length,
+        } = &req
+        {
+            service.totals.requests.fetch_add(1, Ordering::Relaxed);
+            let (h, length) = match service.read_range(handle, *offset, *length) {
+                Ok(x) => x,
+                Err(e) => {
+                    service.totals.errors.fetch_add(1, Ordering::Relaxed);
+                    write_frame(&mut stream, &answer_of(Err(e))).map_err(gone)?;
+                    continue;
+                }
+            };
+            write_frame(&mut stream, &answer_of(Ok(json!({ "length": length })))).map_err(gone)?;
+            let mut pending = Vec::with_capacity(STREAM_FRAME);
+            let result = service.read_into(&h, *offset, length, |bytes| {
+                pending.extend_from_slice(bytes);
+                if pending.len() >= STREAM_FRAME {
+                    write_frame(&mut stream, &pending)?;
+                    pending.clear();
+                }
+                Ok(())
+            });
+            match result {
+                Ok(()) => {
+                    if !pending.is_empty() {
+                        write_frame(&mut stream, &pending).map_err(gone)?;
+                    }
+                    write_frame(&mut stream, &[]).map_err(gone)?;
+                    service
+                        .totals
+                        .bytes_returned
+                        .fetch_add(length, Ordering::Relaxed);
+                }
+                Err(StoreError::Connection { source, .. }) => return Err(gone(source)),
+                Err(e) => {
+                    service.totals.errors.fetch_add(1, Ordering::Relaxed);
+                    stream
+                        .write_all(&STREAM_ERROR.to_le_bytes())
+                        .map_err(gone)?;
+                    write_frame(&mut stream, &answer_of(Err(e))).map_err(gone)?;
+                }
+            }
+            continue;
+        }
+        let answer = answer_of(service.answer(&req));
+        write_frame(&mut stream, &answer).map_err(gone)?;
+    }
+}
+
+/// Listens on `listen` and serves each connection on its own thread, at most `max_conns` at
+/// once (a connection over the limit is told so and closed). Calls `bound` with the address
+/// once listening (the CLI prints it). Runs until the process is stopped.
+pub fn serve(
+    service: Service,
+    listen: &str,
+    max_conns: usize,
+    bound: impl FnOnce(SocketAddr),
+) -> Result<()> {
+    let io = |source| StoreError::Connection {
+        addr: listen.to_string(),
+        what: "cannot listen".into(),
+        source,
+    };
+    let listener = TcpListener::bind(listen).map_err(io)?;
+    let addr = listener.local_addr().map_err(io)?;
+    bound(addr);
+    let service = Arc::new(service);
+    let open = Arc::new(Mutex::new(0usize));
+    for stream in listener.incoming() {
+        let mut stream = match stream {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("inpath store serve: accept failed: {e}");
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+        };
+        {
+            let mut n = open.lock().unwrap_or_else(|p| p.into_inner());
+            if *n >= max_conns {
+                let busy = format!("the server is at its limit of {max_conns} connections");
+                let _ = write_frame(&mut stream, &answer_frame(Err(busy)));
+                continue;
+            }
+            *n += 1;
+        }
+        service.totals.connections.fetch_add(1, Ordering::Relaxed);
+        let (service, open) = (Arc::clone(&service), Arc::clone(&open));
+        let peer = stream.peer_addr().ok();
+        let spawned = std::thread::Builder::new()
+            .name("inpath-store-conn".into())
+            .spawn(move || {
+                if let Err(e) = serve_connection(&service, stream) {
+                    let who = peer.map_or("a client".to_string(), |p| p.to_string());
+                    eprintln!("inpath store serve: {who}: {e}");
+                }
+                *open.lock().unwrap_or_else(|p| p.into_inner()) -= 1;
+            });
+        if let Err(e) = spawned {
+            eprintln!("inpath store serve: cannot start a connection thread: {e}");
+        }
+    }
+    Ok(())
+}
+
+/// A connection to a store server.
+pub struct Client {
+    stream: TcpStream,
+    addr: String,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client").field("addr", &self.addr).finish()
+    }
+}
+
+impl Client {
+    /// Connects to `addr` (`HOST:PORT`), waiting at most 10 seconds.
+    pub fn connect(addr: &str) -> Result<Client> {
+        let fail = |what: &str, source| StoreError::Connection {
+            addr: addr.to_string(),
+            what: what.to_string(),
+            source,
+        };
+        let mut last = None;
+        for a in addr
+            .to_socket_addrs()
+            .map_err(|e| fail("cannot resolve the address", e))?
+        {
+            match TcpStream::connect_timeout(&a, Duration::from_secs(10)) {
+                Ok(stream) => {
+                    stream.set_nodelay(true).ok();
+                    return Ok(Client {
+                        stream,
+                        addr: addr.to_string(),
+                    });
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(fail(
+            "cannot connect",
+            last.unwrap_or_else(|| std::io::Error::other("the address resolves to nothing")),
+        ))
+    }
+
+    /// The server's address.
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    fn remote(&self, detail: impl Into<String>) -> StoreError {
+        StoreError::Remote {
+            addr: self.addr.clone(),
+            detail: detail.into(),
+        }
+    }
+
+    fn send(&mut self, req: &Request) -> Result<()> {
+        let mut v = serde_json::to_value(req).map_err(|e| bad_request(e.to_string()))?;
+        v["v"] = PROTOCOL_VERSION.into();
+        write_frame(&mut self.stream, v.to_string().as_bytes()).map_err(|source| {
+            StoreError::Connection {
+                addr: self.addr.clone(),
+                what: "cannot send a request".into(),
+                source,
+            }
+        })
+    }
+
+    fn receive(&mut self) -> Result<Value> {
+        let frame = read_frame(&mut self.stream, MAX_ANSWER, "answer")
+            .map_err(|e| self.remote(e))?
+            .ok_or_else(|| self.remote("the server closed the connection"))?;
+        let v: Value = serde_json::from_slice(&frame)
+            .map_err(|e| self.remote(format!("the answer is not JSON: {e}")))?;
+        if let Some(e) = v.get("error") {
+            return Err(self.remote(e.as_str().unwrap_or("the server reported an error")));
+        }
+        v.get("ok")
+            .cloned()
+            .ok_or_else(|| self.remote("the answer has neither ok nor error"))
+    }
+
+    /// Sends a request other than `read` and returns its result.
+    pub fn call(&mut self, req: &Request) -> Result<Value> {
+        if matches!(req, Request::Read { .. }) {
+            return Err(bad_request("read streams its bytes: use Client::read"));
+        }
+        self.send(req)?;
+        self.receive()
+    }
+
+    /// Sends a `read` request and hands the streamed bytes to `write`; returns their count.
+    pub fn read(
+        &mut self,
+        req: &Request,
+        mut write: impl FnMut(&[u8]) -> std::io::Result<()>,
+    ) -> Result<u64> {
+        if !matches!(req, Request::Read { .. }) {
+            return Err(bad_request("Client::read takes a read request"));
+        }
+        self.send(req)?;
+        let head = self.receive()?;
+        let want = head.get("length").and_then(Value::as_u64).unwrap_or(0);
+        let mut got = 0u64;
+        let cut = |e: std::io::Error| format!("the server stopped in the middle of a read: {e}");
+        loop {
+            let mut len = [0u8; 4];
+            if let Err(e) = self.stream.read_exact(&mut len) {
+                return Err(self.remote(cut(e)));
+            }
+            let n = u32::from_le_bytes(len);
+            if n == 0 {
+                break;
+            }
+            if n == STREAM_ERROR {
+                self.receive()?;
+                return Err(self.remote("the server failed the read without saying why"));
+            }
+            let mut buf = vec![0u8; n as usize];
+            if let Err(e) = self.stream.read_exact(&mut buf) {
+                return Err(self.remote(cut(e)));
+            }
+            got += n as u64;
+            write(&buf).map_err(|source| StoreError::Connection {
+                addr: "the output".into(),
+                what: "cannot write the bytes read".into(),
+                source,
+            })?;
+        }
+        if got != want {
+            return Err(self.remote(format!("sent {got} bytes of the {want} it announced")));
+        }
+        Ok(got)
+    }
+}

@@ -1,0 +1,202 @@
+//! `inpath.store.Store`: the page store from Python, a local directory or a server
+//! (`inpath store serve`). Requests and results have the shape of `inpath_store::remote`
+//! (JSON), so a local store and a served one answer the same; `inpath/store.py` turns the
+//! lists into numpy arrays.
+
+use crate::seal::{config, ring, seal_err};
+use crate::InpathError;
+use inpath_seal::{Cipher, Key};
+use inpath_store::remote::{Client, Request, Service};
+use inpath_store::{FlashReader, HandleRef, PutOptions, ReaderConfig, Store, StoreError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+fn store_err(e: StoreError) -> PyErr {
+    InpathError::new_err(inpath_store::remote::error_text(&e))
+}
+
+enum Target {
+    Local { dir: PathBuf, service: Box<Service> },
+    Remote(Mutex<Client>),
+}
+
+/// A store opened from Python: `_Store(dir, keys)` or `_Store.connect(addr)`.
+#[pyclass(name = "_Store", module = "inpath._inpath")]
+pub struct PyStore {
+    target: Target,
+    keys: inpath_seal::KeyRing,
+}
+
+#[pymethods]
+impl PyStore {
+    /// A local store directory (created on the first `put`); `keys` maps key ids to key
+    /// bytes for sealed handles.
+    #[new]
+    #[pyo3(signature = (dir, keys=None))]
+    fn new(dir: PathBuf, keys: Option<&Bound<'_, PyDict>>) -> PyResult<PyStore> {
+        let ring = ring(keys)?;
+        let reader = FlashReader::new(ReaderConfig::default());
+        let service = Service::new(
+            dir.clone(),
+            (!ring.is_empty()).then(|| ring.clone()),
+            reader,
+        );
+        Ok(PyStore {
+            target: Target::Local {
+                dir,
+                service: Box::new(service),
+            },
+            keys: ring,
+        })
+    }
+
+    /// A connection to `inpath store serve` at `addr` (`HOST:PORT`).
+    #[staticmethod]
+    fn connect(py: Python<'_>, addr: String) -> PyResult<PyStore> {
+        let client = py.detach(|| Client::connect(&addr)).map_err(store_err)?;
+        Ok(PyStore {
+            target: Target::Remote(Mutex::new(client)),
+            keys: inpath_seal::KeyRing::new(),
+        })
+    }
+
+    /// Whether this is a connection to a server.
+    #[getter]
+    fn remote(&self) -> bool {
+        matches!(self.target, Target::Remote(_))
+    }
+
+    /// Runs a request (JSON text, `inpath_store::remote::Request`) and returns the result as
+    /// JSON text, with the GIL released.
+    fn call(&self, py: Python<'_>, request: &str) -> PyResult<String> {
+        let req: Request =
+            inpath_store::remote::parse_request(request.as_bytes()).map_err(store_err)?;
+        if matches!(req, Request::Ls) {
+            if let Target::Local { dir, .. } = &self.target {
+                if !dir.join("catalog").exists() {
+                    return Ok("[]".to_string());
+                }
+            }
+        }
+        py.detach(|| match &self.target {
+            Target::Local { service, .. } => service.answer(&req),
+            Target::Remote(c) => c.lock().unwrap_or_else(|p| p.into_inner()).call(&req),
+        })
+        .map(|v| v.to_string())
+        .map_err(store_err)
+    }
+
+    /// Raw bytes of a handle: ``length`` bytes at ``offset`` (None: to the end).
+    #[pyo3(signature = (handle, offset=0, length=None))]
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        handle: String,
+        offset: u64,
+        length: Option<u64>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let bytes = py
+            .detach(|| -> Result<Vec<u8>, StoreError> {
+                let mut out = Vec::new();
+                match &self.target {
+                    Target::Local { service, .. } => {
+                        let (h, length) = service.read_range(&handle, offset, length)?;
+                        out.reserve(length as usize);
+                        service.read_into(&h, offset, length, |b| {
+                            out.extend_from_slice(b);
+                            Ok(())
+                        })?;
+                    }
+                    Target::Remote(c) => {
+                        let req = Request::Read {
+                            handle,
+                            offset,
+                            length,
+                        };
+                        c.lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .read(&req, |b| {
+                                out.extend_from_slice(b);
+                                Ok(())
+                            })?;
+                    }
+                }
+                Ok(out)
+            })
+            .map_err(store_err)?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    /// Stores a file (a path) under ``name``: raw pages, or sealed with ``cipher`` (and
+    /// ``compress``) under key ``key_id`` of the store's keys. Returns the entry as JSON
+    /// text. Local stores only.
+    #[pyo3(signature = (path, name=None, page_size=8192, cipher=None, compress="none", key_id=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn put(
+        &self,
+        py: Python<'_>,
+        path: PathBuf,
+        name: Option<String>,
+        page_size: u32,
+        cipher: Option<&str>,
+        compress: &str,
+        key_id: Option<u32>,
+    ) -> PyResult<String> {
+        let Target::Local { dir, .. } = &self.target else {
+            return Err(InpathError::new_err(
+                "put needs a local store: a server's directory is changed where it runs",
+            ));
+        };
+        let seal = match cipher {
+            None if compress == "none" => None,
+            cipher => {
+                let cipher = cipher.unwrap_or("none");
+                let (c, _) = Cipher::parse(cipher).map_err(seal_err)?;
+                let key: Option<(u32, &Key)> = if c == Cipher::None {
+                    None
+                } else {
+                    let id = match key_id {
+                        Some(id) => id,
+                        None => self.keys.ids().next().ok_or_else(|| {
+                            InpathError::new_err(format!(
+                                "cipher {cipher:?} needs keys= on the Store"
+                            ))
+                        })?,
+                    };
+                    Some((id, self.keys.get(id).map_err(seal_err)?))
+                };
+                Some((config(compress, cipher, None, key.map(|k| k.1))?, key))
+            }
+        };
+        let options = PutOptions { page_size, seal };
+        let entry = py
+            .detach(|| Store::create(dir)?.put_file(&path, name.as_deref(), &options))
+            .map_err(store_err)?;
+        Ok(inpath_store::remote::entry_json(&entry).to_string())
+    }
+
+    /// Removes a handle and its pages; returns the removed entry as JSON text. Local stores
+    /// only.
+    fn rm(&self, py: Python<'_>, handle: String) -> PyResult<String> {
+        let Target::Local { dir, .. } = &self.target else {
+            return Err(InpathError::new_err(
+                "rm needs a local store: a server's directory is changed where it runs",
+            ));
+        };
+        let entry = py
+            .detach(|| {
+                let h = HandleRef::parse(&handle)?;
+                Store::open(dir)?.remove(h)
+            })
+            .map_err(store_err)?;
+        Ok(inpath_store::remote::entry_json(&entry).to_string())
+    }
+}
+
+/// Adds the store class to the module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyStore>()?;
+    Ok(())
+}

@@ -1,0 +1,121 @@
+"""inpath.store.Store: a local store directory and a served one answer the same; search
+equals a naive search, nearest neighbours equal numpy brute force; errors name the problem."""
+
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+import inpath
+import inpath.store
+
+from conftest import run_cli
+
+
+def text(n=200_000, seed=3):
+    rng = np.random.default_rng(seed)
+    words = [b"hay", b"needle", b"aaaa", b"stack", b"needles", b"x"]
+    picks = rng.integers(0, len(words), n // 4)
+    seps = np.where(rng.integers(0, 6, len(picks)) == 0, b"\n", b" ")
+    return b"".join(w + s for w, s in zip((words[i] for i in picks), seps))
+
+
+def naive(data, pat):
+    out, i = [], data.find(pat)
+    while i >= 0:
+        out.append(i)
+        i = data.find(pat, i + 1)
+    return out
+
+
+@pytest.fixture()
+def served(tmp_path, inpath_bin):
+    """A store with a raw and a sealed handle, and a server on it."""
+    data = text()
+    (tmp_path / "t.txt").write_bytes(data)
+    key = bytes(range(32))
+    (tmp_path / "keys.txt").write_text(f"inpath-seal-keys 1\nkey 1 {key.hex()}\n")
+    os.chmod(tmp_path / "keys.txt", 0o600)
+    local = inpath.store.Store(tmp_path / "S", keys={1: key})
+    raw = local.put(tmp_path / "t.txt", page_size=1024)
+    sealed = local.put(tmp_path / "t.txt", name="sealed", cipher="aes256-gcm", compress="lz4")
+    server = subprocess.Popen(
+        [inpath_bin, "store", "serve", str(tmp_path / "S"), "--listen", "127.0.0.1:0",
+         "--key-file", str(tmp_path / "keys.txt")],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        line = server.stdout.readline().decode()
+        assert line.startswith("listening on "), line
+        remote = inpath.store.Store(line.split()[-1])
+        yield data, local, remote, raw["handle"], sealed["handle"]
+    finally:
+        server.kill()
+        server.wait()
+
+
+def test_local_and_remote_answer_alike_and_equal_a_naive_search(served):
+    data, local, remote, raw, sealed = served
+    assert remote.remote and not local.remote
+    assert [e["name"] for e in remote.ls()] == [e["name"] for e in local.ls()] == ["t.txt", "sealed"]
+    want = naive(data, b"needle")
+    lines = sum(1 for line in data.split(b"\n") if b"needle" in line)
+    for store in (local, remote):
+        for h in (raw, sealed):
+            for threads in (1, 3):
+                r = store.grep(h, "needle", threads=threads)
+                assert r["offsets"].dtype == np.uint64
+                np.testing.assert_array_equal(r["offsets"], want)
+                assert r["lines"] == lines
+                assert store.grep(h, b"needle", count=True)["lines"] == lines
+        r = store.grep(raw, "ne+dles", regex=True)
+        assert r["lines"] == sum(1 for line in data.split(b"\n") if b"needles" in line)
+        assert store.read(sealed, 10, 20) == data[10:30]
+        assert store.read(raw) == data
+    r = remote.grep(raw, "needle", count=True)
+    assert r["bytes_scanned"] == len(data) and r["bytes_returned"] < 1000
+    assert remote.stats()["requests"] >= 10
+
+
+def test_nearest_neighbours_equal_numpy(tmp_path, served):
+    _, local, remote, _, _ = served
+    rng = np.random.default_rng(5)
+    items = rng.integers(0, 256, (3000, 32), dtype=np.uint8)
+    items[100] = items[7]  # a tie: the lower index first
+    (tmp_path / "items.bin").write_bytes(items.tobytes())
+    h = local.put(tmp_path / "items.bin", page_size=4096)["handle"]
+    queries = np.concatenate([items[[7, 2999]], rng.integers(0, 256, (5, 32), dtype=np.uint8)])
+    bits = np.unpackbits(items[None, :, :] ^ queries[:, None, :], axis=2).sum(axis=2)
+    order = np.argsort(bits, axis=1, kind="stable")[:, :4]
+    for store in (local, remote):
+        r = store.nn(h, queries, k=4, threads=2)
+        np.testing.assert_array_equal(r["indices"], order)
+        np.testing.assert_array_equal(r["distances"], np.take_along_axis(bits, order, axis=1))
+    assert list(local.nn(h, queries[:1].tobytes(), item_size=32, k=2)["indices"][0]) == [7, 100]
+
+
+def test_bad_input_raises_inpath_error(tmp_path, served):
+    data, local, remote, raw, sealed = served
+    for store in (local, remote):
+        with pytest.raises(inpath.InpathError, match="unknown handle 99"):
+            store.grep(99, "x")
+        with pytest.raises(inpath.InpathError, match="past the end"):
+            store.read(raw, len(data), 1)
+        with pytest.raises(inpath.InpathError, match="out of range"):
+            store.grep(raw, "")
+        with pytest.raises(inpath.InpathError, match="stale handle"):
+            store.grep(f"{raw}@7", "x")
+    with pytest.raises(inpath.InpathError, match="local store"):
+        remote.rm(raw)
+    nokeys = inpath.store.Store(tmp_path / "S")
+    with pytest.raises(inpath.InpathError, match="a key file is needed"):
+        nokeys.grep(sealed, "x")
+    wrong = inpath.store.Store(tmp_path / "S", keys={1: bytes(32)})
+    with pytest.raises(inpath.InpathError, match="does not unseal"):
+        wrong.read(sealed, 0, 10)
+    with pytest.raises(inpath.InpathError, match="is not an inpath store"):
+        inpath.store.Store(tmp_path / "nothing").grep(1, "x")
+    assert inpath.store.Store(tmp_path / "nothing").ls() == []
+    assert local.rm(raw)["name"] == "t.txt"
+    with pytest.raises(inpath.InpathError, match="cannot connect"):
+        inpath.store.Store("127.0.0.1:1").ls()
