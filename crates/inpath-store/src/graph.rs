@@ -59,6 +59,21 @@
 //! order, so the order, the levels and the predecessors are the same for every thread count.
 //! Pages are read on the search's own threads (`OpenHandle::read_page`), so `threads` counts
 //! every thread that works.
+//!
+//! ```
+//! use inpath_store::{csr_bytes, CsrGraph, PutOptions, Store};
+//! let dir = tempfile::tempdir()?;
+//! let mut store = Store::create(dir.path())?;
+//! // 0 → 1 → 2 and 0 → 3, laid out for the default 8 KiB pages.
+//! let csr = csr_bytes(4, &[(0, 1), (1, 2), (0, 3)], false, 8192)?;
+//! let entry = store.put_reader(&csr[..], "g", &PutOptions::default())?;
+//! let graph = CsrGraph::open(&store.open_handle(entry.handle.into())?)?;
+//! let bfs = graph.bfs(0, 2)?;
+//! assert_eq!(bfs.order, [0, 1, 3, 2]);
+//! assert_eq!(bfs.levels, [0, 1, 2, 1]);
+//! assert_eq!(bfs.edges_traversed, 3);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 use crate::catalog::{MAX_PAGE, MIN_PAGE};
 use crate::error::{Result, StoreError};
