@@ -818,6 +818,16 @@ impl CsrGraph {
         let mut edges_traversed = 0u64;
         let mut pages_read = 0u64;
         let mut need = Vec::new();
+        // Pages holding neighbour entries not read yet; once none are left a level only sums
+        // its degrees. Page numbers by shift when the page size is a power of two.
+        let nb_start = self.neighbours_start();
+        let mut pages_left = if self.header.edges == 0 {
+            0
+        } else {
+            self.page_of_entry(self.header.edges - 1) - self.page_of_entry(0) + 1
+        };
+        let p = self.header.page_size;
+        let shift = p.is_power_of_two().then(|| p.trailing_zeros());
         let mut lo = 0usize;
         let mut level = 0u32;
         while lo < order.len() {
@@ -825,18 +835,29 @@ impl CsrGraph {
             // The pages the frontier's neighbour lists lie on that are not read yet.
             need.clear();
             let mut frontier_edges = 0u64;
-            for &u in &order[lo..hi] {
-                let (a, b) = (off[u as usize], off[u as usize + 1]);
-                if a == b {
-                    continue;
+            if pages_left == 0 {
+                for &u in &order[lo..hi] {
+                    frontier_edges += off[u as usize + 1] - off[u as usize];
                 }
-                frontier_edges += b - a;
-                for page in self.page_of_entry(a)..=self.page_of_entry(b - 1) {
-                    if !loaded[page as usize] {
-                        loaded[page as usize] = true;
-                        need.push(page);
+            } else {
+                for &u in &order[lo..hi] {
+                    let (a, b) = (off[u as usize], off[u as usize + 1]);
+                    if a == b {
+                        continue;
+                    }
+                    frontier_edges += b - a;
+                    let (first, last) = match shift {
+                        Some(k) => ((nb_start + 4 * a) >> k, (nb_start + 4 * b - 4) >> k),
+                        None => (self.page_of_entry(a), self.page_of_entry(b - 1)),
+                    };
+                    for page in first..=last {
+                        if !loaded[page as usize] {
+                            loaded[page as usize] = true;
+                            need.push(page);
+                        }
                     }
                 }
+                pages_left -= need.len() as u64;
             }
             edges_traversed += frontier_edges;
             if !need.is_empty() {
