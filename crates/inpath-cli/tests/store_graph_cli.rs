@@ -94,10 +94,7 @@ fn bfs_over_a_graph_known_by_hand() {
         assert_eq!(v["depth"], 3);
         assert_eq!(v["edges_traversed"], 7);
         assert_eq!(v["order"], serde_json::json!([0, 1, 2, 3, 4]));
-        assert_eq!(
-            v["levels"],
-            serde_json::json!([0, 1, 1, 2, 3, -1, -1, -1])
-        );
+        assert_eq!(v["levels"], serde_json::json!([0, 1, 1, 2, 3, -1, -1, -1]));
         assert_eq!(
             v["predecessors"],
             serde_json::json!([-1, 0, 0, 1, 3, -1, -1, -1])
@@ -105,7 +102,9 @@ fn bfs_over_a_graph_known_by_hand() {
     }
     ok(
         d,
-        &["store", "bfs", "S", "1", "--source", "5", "--levels", "l.txt"],
+        &[
+            "store", "bfs", "S", "1", "--source", "5", "--levels", "l.txt",
+        ],
     );
     assert_eq!(
         std::fs::read_to_string(d.join("l.txt")).unwrap(),
@@ -134,7 +133,9 @@ fn bfs_over_a_graph_known_by_hand() {
     );
     let v = json(&ok(
         d,
-        &["store", "bfs", "S", "2", "--source", "4", "--json", "--arrays"],
+        &[
+            "store", "bfs", "S", "2", "--source", "4", "--json", "--arrays",
+        ],
     ));
     assert_eq!(v["order"], serde_json::json!([4, 3, 1, 2, 0]));
     assert_eq!(v["undirected"], true);
@@ -166,12 +167,23 @@ fn random_and_sealed_graphs() {
     assert_eq!(put["vertices"], 4096);
     let one = json(&ok(
         d,
-        &["store", "bfs", "S", "1", "--source", "1", "--json", "--arrays"],
+        &[
+            "store", "bfs", "S", "1", "--source", "1", "--json", "--arrays",
+        ],
     ));
     let two = json(&ok(
         d,
         &[
-            "store", "bfs", "S", "1", "--source", "1", "--json", "--arrays", "--threads", "2",
+            "store",
+            "bfs",
+            "S",
+            "1",
+            "--source",
+            "1",
+            "--json",
+            "--arrays",
+            "--threads",
+            "2",
         ],
     ));
     for key in ["order", "levels", "predecessors", "level_sizes", "reached"] {
@@ -262,18 +274,38 @@ fn bad_graphs_fail_with_a_clear_message() {
     );
     let err = fails(
         d,
-        &["store", "put-graph", "S", "g", "--edges", "e.txt", "--page-size", "1001"],
+        &[
+            "store",
+            "put-graph",
+            "S",
+            "g",
+            "--edges",
+            "e.txt",
+            "--page-size",
+            "1001",
+        ],
     );
     assert!(err.contains("a multiple of 8"), "{err}");
     let usage = inpath(d, &["store", "put-graph", "S", "g", "--random", "rmat"]);
     assert_eq!(usage.status.code(), Some(2));
 
     // A graph, then one byte of a neighbour page flipped in the raw data file.
-    let edges: String = (0..3000).map(|i| format!("{} {}\n", i, (i + 1) % 3000)).collect();
+    let edges: String = (0..3000)
+        .map(|i| format!("{} {}\n", i, (i + 1) % 3000))
+        .collect();
     std::fs::write(d.join("big.txt"), edges).unwrap();
     ok(
         d,
-        &["store", "put-graph", "S", "g", "--edges", "big.txt", "--page-size", "512"],
+        &[
+            "store",
+            "put-graph",
+            "S",
+            "g",
+            "--edges",
+            "big.txt",
+            "--page-size",
+            "512",
+        ],
     );
     let err = fails(d, &["store", "bfs", "S", "1", "--source", "3000"]);
     assert!(
@@ -335,7 +367,9 @@ fn chase_follows_the_chain_and_matches_the_pread_baseline() {
     assert_eq!(sorted, (0..200).collect::<Vec<_>>());
     let raw = json(&ok(
         d,
-        &["store", "chase", "S", "1", "--json", "--raw", "--repeat", "3"],
+        &[
+            "store", "chase", "S", "1", "--json", "--raw", "--repeat", "3",
+        ],
     ));
     assert_eq!(raw["sequence"], v["sequence"]);
     assert_eq!(raw["mode"], "pread");
@@ -380,8 +414,14 @@ fn chase_follows_the_chain_and_matches_the_pread_baseline() {
             "512",
         ],
     );
-    let v = json(&ok(d, &["store", "chase", "S", "2", "--json", "--start", "7"]));
-    assert_eq!((v["stop"].as_str(), v["hops"].as_u64()), (Some("cycle"), Some(30)));
+    let v = json(&ok(
+        d,
+        &["store", "chase", "S", "2", "--json", "--start", "7"],
+    ));
+    assert_eq!(
+        (v["stop"].as_str(), v["hops"].as_u64()),
+        (Some("cycle"), Some(30))
+    );
     assert_eq!(v["cycle_page"], 7);
 }
 
@@ -391,7 +431,16 @@ fn bad_chases_fail_with_a_clear_message() {
     let d = tmp.path();
     ok(
         d,
-        &["store", "put-chase", "S", "c", "--pages", "10", "--page-size", "512"],
+        &[
+            "store",
+            "put-chase",
+            "S",
+            "c",
+            "--pages",
+            "10",
+            "--page-size",
+            "512",
+        ],
     );
     let err = fails(d, &["store", "chase", "S", "1", "--start", "10"]);
     assert!(

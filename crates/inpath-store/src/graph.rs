@@ -126,7 +126,10 @@ fn layout(n: u64, m: u64, p: u64) -> Option<(u64, u64, u64, u64)> {
     let nb = n.checked_add(1)?.checked_mul(8)?.checked_add(CSR_HEADER)?;
     let end = m.checked_mul(4)?.checked_add(nb)?;
     let t = end.div_ceil(p);
-    let size = t.checked_mul(p)?.checked_add(t.checked_mul(4)?)?.checked_add(4)?;
+    let size = t
+        .checked_mul(p)?
+        .checked_add(t.checked_mul(4)?)?
+        .checked_add(4)?;
     Some((nb, end, t, size))
 }
 
@@ -195,10 +198,8 @@ pub fn csr_bytes(
     }
     drop(degree);
     let m = total;
-    let (nb_start, data_end, t, size) =
-        layout(vertices, m, page_size as u64).ok_or_else(|| {
-            StoreError::parameter("edges", m, "few enough for a file of 2^64 bytes")
-        })?;
+    let (nb_start, data_end, t, size) = layout(vertices, m, page_size as u64)
+        .ok_or_else(|| StoreError::parameter("edges", m, "few enough for a file of 2^64 bytes"))?;
     let mut neighbours = vec![0u32; m as usize];
     let mut cursor = offsets.clone();
     for &(u, v) in edges {
@@ -652,10 +653,7 @@ impl CsrGraph {
         }
         let page_of = |i: usize| (CSR_HEADER + 8 * i as u64) / p;
         if offsets[0] != 0 {
-            return Err(corrupt(
-                0,
-                format!("offsets[0] is {}, not 0", offsets[0]),
-            ));
+            return Err(corrupt(0, format!("offsets[0] is {}, not 0", offsets[0])));
         }
         if let Some(i) = offsets.windows(2).position(|w| w[1] < w[0]) {
             return Err(corrupt(

@@ -168,7 +168,12 @@ fn bfs_equals_the_reference_on_random_graphs_raw_and_sealed_every_thread_count()
         ("one self loop", 1, vec![(0, 0)], true),
         ("two, no edges", 2, vec![], false),
         ("messy 50", 50, messy_edges(50, 120, 1), false),
-        ("messy 3000 undirected", 3000, messy_edges(3000, 2500, 2), true),
+        (
+            "messy 3000 undirected",
+            3000,
+            messy_edges(3000, 2500, 2),
+            true,
+        ),
         (
             "uniform 20000",
             20_000,
@@ -434,7 +439,8 @@ fn inconsistent_graphs_with_valid_checksums_are_refused_with_the_page() {
     let (_, bytes) = graph_fixture();
     let n = 2000usize;
     let nb_start = 64 + 8 * (n + 1);
-    let set_u64 = |b: &mut Vec<u8>, at: usize, v: u64| b[at..at + 8].copy_from_slice(&v.to_le_bytes());
+    let set_u64 =
+        |b: &mut Vec<u8>, at: usize, v: u64| b[at..at + 8].copy_from_slice(&v.to_le_bytes());
 
     // offsets decrease at vertex 700.
     let mut b = bytes.clone();
@@ -475,10 +481,18 @@ fn inconsistent_graphs_with_valid_checksums_are_refused_with_the_page() {
 
     // A header whose counts do not fit the file.
     let mut b = bytes.clone();
-    set_u64(&mut b, 16, 2001);
+    set_u64(&mut b, 16, 2100);
     reseal(&mut b, 512);
     let (page, text) = corrupt_page(open_and_search(&b, 512).unwrap_err());
     assert_eq!(page, 0, "{text}");
+    assert!(text.contains("data pages in the header"), "{text}");
+    // One vertex more fits the same pages: then offsets[n] is read from the neighbours.
+    let mut b = bytes.clone();
+    set_u64(&mut b, 16, 2001);
+    reseal(&mut b, 512);
+    let (page, text) = corrupt_page(open_and_search(&b, 512).unwrap_err());
+    assert_eq!(page, (64 + 8 * 2001) / 512, "{text}");
+    assert!(text.contains("offsets[n] = "), "{text}");
     let mut b = bytes.clone();
     set_u64(&mut b, 24, u64::MAX / 2);
     reseal(&mut b, 512);
@@ -587,7 +601,9 @@ fn sealed_graphs_refuse_a_wrong_key_and_a_damaged_page() {
     let (_, bytes) = graph_fixture();
     let dir = tempfile::tempdir().unwrap();
     let mut store = Store::create(dir.path()).unwrap().with_keys(&ring);
-    let e = store.put_reader(&bytes[..], "g", &sealed(&key, 512)).unwrap();
+    let e = store
+        .put_reader(&bytes[..], "g", &sealed(&key, 512))
+        .unwrap();
 
     let mut other = KeyRing::new();
     other.insert(1, Key::new(&[9u8; 32]).unwrap());
@@ -616,7 +632,13 @@ fn sealed_graphs_refuse_a_wrong_key_and_a_damaged_page() {
 
 // ---- the page chase ----
 
-fn chase_store(pages: u64, page: u32, seed: u64, cycle: bool, key: Option<&Key>) -> (tempfile::TempDir, Store, Entry) {
+fn chase_store(
+    pages: u64,
+    page: u32,
+    seed: u64,
+    cycle: bool,
+    key: Option<&Key>,
+) -> (tempfile::TempDir, Store, Entry) {
     let dir = tempfile::tempdir().unwrap();
     let (ring, _) = self::key();
     let mut store = Store::create(dir.path()).unwrap().with_keys(&ring);
@@ -625,7 +647,11 @@ fn chase_store(pages: u64, page: u32, seed: u64, cycle: bool, key: Option<&Key>)
         None => raw(page),
     };
     let e = store
-        .put_reader(ChasePages::new(pages, page, seed, cycle).unwrap(), "c", &opts)
+        .put_reader(
+            ChasePages::new(pages, page, seed, cycle).unwrap(),
+            "c",
+            &opts,
+        )
         .unwrap();
     (dir, store, e)
 }
@@ -633,7 +659,12 @@ fn chase_store(pages: u64, page: u32, seed: u64, cycle: bool, key: Option<&Key>)
 #[test]
 fn the_chase_visits_the_written_order_raw_and_sealed() {
     let (_, key) = key();
-    for (pages, page, seed) in [(1u64, 512u32, 1u64), (2, 512, 2), (300, 512, 3), (100, 8192, 4)] {
+    for (pages, page, seed) in [
+        (1u64, 512u32, 1u64),
+        (2, 512, 2),
+        (300, 512, 3),
+        (100, 8192, 4),
+    ] {
         let order = chase_order(pages, seed);
         assert_eq!(order[0], 0);
         let mut sorted = order.clone();
@@ -660,7 +691,10 @@ fn the_chase_visits_the_written_order_raw_and_sealed() {
                 let file =
                     std::fs::File::open(dir.path().join("pages").join(e.data_file_name())).unwrap();
                 assert_eq!(chase_pread(&file, &e, 0, u64::MAX).unwrap(), order);
-                assert_eq!(chase_pread(&file, &e, 0, 3).unwrap(), order[..3.min(order.len())]);
+                assert_eq!(
+                    chase_pread(&file, &e, 0, 3).unwrap(),
+                    order[..3.min(order.len())]
+                );
             }
         }
     }
@@ -669,7 +703,7 @@ fn the_chase_visits_the_written_order_raw_and_sealed() {
 #[test]
 fn a_cyclic_chain_stops_at_the_cycle_and_max_hops_bounds_it() {
     let order = chase_order(50, 9);
-    let (_, store, e) = chase_store(50, 512, 9, true, None);
+    let (_dir, store, e) = chase_store(50, 512, 9, true, None);
     let h = store.open_handle(e.handle.into()).unwrap();
     let got = chase(&h, 0, u64::MAX).unwrap();
     assert_eq!(got.sequence, order);
@@ -704,7 +738,12 @@ fn chase_err(file: &[u8], page_size: u32, start: u64) -> StoreError {
     let dir = tempfile::tempdir().unwrap();
     let mut store = Store::create(dir.path()).unwrap();
     let e = store.put_reader(file, "c", &raw(page_size)).unwrap();
-    chase(&store.open_handle(e.handle.into()).unwrap(), start, u64::MAX).unwrap_err()
+    chase(
+        &store.open_handle(e.handle.into()).unwrap(),
+        start,
+        u64::MAX,
+    )
+    .unwrap_err()
 }
 
 #[test]
@@ -712,14 +751,18 @@ fn bad_chase_files_fail_with_the_page() {
     // The hand-made file equals the generator's headers.
     let gen_bytes = {
         let mut v = Vec::new();
-        std::io::Read::read_to_end(&mut ChasePages::new(3, 512, 5, false).unwrap(), &mut v).unwrap();
+        std::io::Read::read_to_end(&mut ChasePages::new(3, 512, 5, false).unwrap(), &mut v)
+            .unwrap();
         v
     };
     let order = chase_order(3, 5);
     for k in 0..3 {
         let pos = order.iter().position(|&p| p == k as u64).unwrap();
         let next = order.get(pos + 1).copied().unwrap_or(END);
-        assert_eq!(gen_bytes[k * 512..k * 512 + 40], chase_page(512, k as u64, next)[..40]);
+        assert_eq!(
+            gen_bytes[k * 512..k * 512 + 40],
+            chase_page(512, k as u64, next)[..40]
+        );
     }
 
     // A next page past the end.
@@ -758,12 +801,17 @@ fn bad_chase_files_fail_with_the_page() {
     let err = chase_err(&[b'z'; 2048], 512, 1);
     assert!(
         matches!(err, StoreError::NotFormat { .. })
-            && err.to_string().starts_with("handle 1 does not hold a chase file: page 1 starts with"),
+            && err
+                .to_string()
+                .starts_with("handle 1 does not hold a chase file: page 1 starts with"),
         "{err}"
     );
     let mut file = chase_page(512, 0, 1);
     file.extend([0u8; 512]);
-    assert!(matches!(chase_err(&file, 512, 0), StoreError::Corrupt { page: 1, .. }));
+    assert!(matches!(
+        chase_err(&file, 512, 0),
+        StoreError::Corrupt { page: 1, .. }
+    ));
     // A newer version; another page size; a short last page.
     let mut file = chase_page(512, 0, END);
     file[8] = 2;
@@ -777,16 +825,26 @@ fn bad_chase_files_fail_with_the_page() {
     file.truncate(512);
     assert!(matches!(
         chase_err(&file, 512, 0),
-        StoreError::PageSizeMismatch { written: 1024, stored: 512, .. }
+        StoreError::PageSizeMismatch {
+            written: 1024,
+            stored: 512,
+            ..
+        }
     ));
     let mut file = chase_page(512, 0, 1);
     file.extend([1u8; 20]);
     let err = chase_err(&file, 512, 0);
-    assert!(err.to_string().contains("shorter than the 40-byte header"), "{err}");
+    assert!(
+        err.to_string().contains("shorter than the 40-byte header"),
+        "{err}"
+    );
     // A start page past the end.
     let file = chase_page(512, 0, END);
     assert!(matches!(
         chase_err(&file, 512, 1),
-        StoreError::Parameter { name: "start page", .. }
+        StoreError::Parameter {
+            name: "start page",
+            ..
+        }
     ));
 }

@@ -149,7 +149,12 @@ struct PutGraphArgs {
     /// Name in the catalog.
     name: String,
     /// Edge list file: one `U V` per line.
-    #[arg(long, value_name = "FILE", required_unless_present = "random", conflicts_with = "random")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_unless_present = "random",
+        conflicts_with = "random"
+    )]
     edges: Option<PathBuf>,
     /// Generate a random graph instead: uniform (both ends uniform) or rmat (Graph500's skewed
     /// R-MAT); needs --vertices and --edge-count.
@@ -780,9 +785,17 @@ fn bfs(a: BfsArgs) -> Result<()> {
             text.push(']');
         };
         let none = |x: u32| if x == u32::MAX { -1 } else { x as i64 };
-        list(&mut text, "order", &mut result.order.iter().map(|&x| x as i64));
+        list(
+            &mut text,
+            "order",
+            &mut result.order.iter().map(|&x| x as i64),
+        );
         text.push(',');
-        list(&mut text, "levels", &mut result.levels.iter().map(|&x| none(x)));
+        list(
+            &mut text,
+            "levels",
+            &mut result.levels.iter().map(|&x| none(x)),
+        );
         text.push(',');
         list(
             &mut text,
@@ -840,8 +853,8 @@ fn chase(a: ChaseArgs) -> Result<()> {
     let repeat = a.repeat.max(1);
     let mut runs = Vec::with_capacity(repeat);
     let (entry, sequence, stop) = if a.raw {
-        let store =
-            Store::open(&a.dir).with_context(|| format!("cannot open store {}", a.dir.display()))?;
+        let store = Store::open(&a.dir)
+            .with_context(|| format!("cannot open store {}", a.dir.display()))?;
         let entry = store.resolve(h)?.clone();
         if entry.tier != Tier::Raw {
             bail!(
