@@ -100,8 +100,8 @@ pub const NO_PREDECESSOR: u32 = u32::MAX;
 
 const FORMAT: &str = "CSR graph";
 const UNCLAIMED: u32 = u32::MAX;
-/// Levels whose frontier has fewer edges than this are expanded by one thread.
-const PARALLEL_MIN_EDGES: u64 = 1 << 15;
+/// Levels whose frontier has fewer vertices than this are expanded by one thread.
+const PARALLEL_MIN_VERTICES: u64 = 1024;
 
 /// The fields of a CSR header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -454,7 +454,7 @@ pub fn random_edges(
 pub struct CsrGraph {
     handle: Arc<OpenHandle>,
     header: CsrHeader,
-    offsets: Vec<u64>,
+    offsets: Offsets,
     page_crcs: Vec<u32>,
     pages_read: u64,
 }
@@ -626,7 +626,7 @@ impl CsrGraph {
         let mut graph = CsrGraph {
             handle: Arc::clone(handle),
             header,
-            offsets: Vec::new(),
+            offsets: Offsets::Wide(Vec::new()),
             page_crcs,
             pages_read: 1,
         };
@@ -675,7 +675,10 @@ impl CsrGraph {
                 ),
             ));
         }
-        graph.offsets = offsets;
+        graph.offsets = match offsets.iter().map(|&o| u32::try_from(o)).collect() {
+            Ok(narrow) => Offsets::Narrow(narrow),
+            Err(_) => Offsets::Wide(offsets),
+        };
         Ok(graph)
     }
 
@@ -694,9 +697,21 @@ impl CsrGraph {
         self.header.edges
     }
 
-    /// The offsets array (n + 1 entries, checked).
-    pub fn offsets(&self) -> &[u64] {
-        &self.offsets
+    /// The out-degree of vertex `v` (`v` < n).
+    pub fn degree(&self, v: u32) -> u64 {
+        let v = v as usize;
+        match &self.offsets {
+            Offsets::Narrow(o) => (o[v + 1] - o[v]) as u64,
+            Offsets::Wide(o) => o[v + 1] - o[v],
+        }
+    }
+
+    /// The vertex whose neighbour list holds entry `entry` (< m).
+    fn vertex_of_entry(&self, entry: u64) -> usize {
+        match &self.offsets {
+            Offsets::Narrow(o) => o.partition_point(|&x| x as u64 <= entry) - 1,
+            Offsets::Wide(o) => o.partition_point(|&x| x <= entry) - 1,
+        }
     }
 
     /// Pages read by [`CsrGraph::open`] (the header, the offsets array; not the CRC table).
@@ -729,9 +744,15 @@ impl CsrGraph {
         CSR_HEADER + 8 * (self.header.vertices + 1)
     }
 
-    /// The page holding neighbour entry `i`.
+    /// The page holding neighbour entry `i` (a shift when the page size is a power of two).
     fn page_of_entry(&self, i: u64) -> u64 {
-        (self.neighbours_start() + 4 * i) / self.header.page_size as u64
+        let byte = self.neighbours_start() + 4 * i;
+        let p = self.header.page_size;
+        if p.is_power_of_two() {
+            byte >> p.trailing_zeros()
+        } else {
+            byte / p as u64
+        }
     }
 
     /// The neighbour entries page `page` holds.
@@ -744,31 +765,32 @@ impl CsrGraph {
         (lo - nb) / 4..(hi - nb) / 4
     }
 
-    /// Reads neighbour page `page` into `dst` (its entries), checking its CRC and every id.
-    fn load_page(&self, page: u64, dst: &mut [u32], buf: &mut Vec<u8>) -> Result<()> {
+    /// Reads neighbour page `page` into `dst` (the bytes of its entries), checking its CRC and
+    /// every id.
+    fn load_page(&self, page: u64, dst: &mut [u8], buf: &mut Vec<u8>) -> Result<()> {
         self.handle.read_page(page, buf)?;
         self.check_page(page, buf)?;
         let p = self.header.page_size as u64;
         let range = self.entries_of_page(page);
         let lo = (self.neighbours_start() + 4 * range.start - page * p) as usize;
-        let bytes = &buf[lo..lo + 4 * dst.len()];
-        for (d, s) in dst.iter_mut().zip(bytes.chunks_exact(4)) {
-            *d = u32::from_le_bytes(s.try_into().expect("4 bytes"));
-        }
+        dst.copy_from_slice(&buf[lo..lo + dst.len()]);
         let n = self.header.vertices;
-        if dst.iter().fold(0u32, |a, &b| a.max(b)) as u64 >= n {
-            let at = dst
-                .iter()
-                .position(|&v| v as u64 >= n)
+        let ids = || {
+            dst.chunks_exact(4)
+                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        };
+        if ids().fold(0u32, u32::max) as u64 >= n {
+            let (at, id) = ids()
+                .enumerate()
+                .find(|&(_, v)| v as u64 >= n)
                 .expect("an id out of range");
             let entry = range.start + at as u64;
-            let vertex = self.offsets.partition_point(|&o| o <= entry) - 1;
+            let vertex = self.vertex_of_entry(entry);
             return Err(self.corrupt(
                 page,
                 format!(
-                    "neighbour entry {entry} (of vertex {vertex}) is {}, not below the vertex \
-                     count {n}",
-                    dst[at]
+                    "neighbour entry {entry} (of vertex {vertex}) is {id}, not below the vertex \
+                     count {n}"
                 ),
             ));
         }
@@ -778,14 +800,14 @@ impl CsrGraph {
     /// Breadth-first search from `source` with `threads` threads (see the [module docs](self)).
     /// The result is the same for every thread count.
     pub fn bfs(&self, source: u64, threads: usize) -> Result<Bfs> {
-        self.bfs_with(source, threads, PARALLEL_MIN_EDGES)
+        self.bfs_with(source, threads, PARALLEL_MIN_VERTICES)
     }
 
     /// [`CsrGraph::bfs`] with the level size from which a level is expanded on several threads:
-    /// levels whose frontier has fewer than `parallel_min_edges` edges are expanded by one
-    /// thread, as starting threads would cost more (`bfs` uses 32768; the tests use 0 to run
-    /// the parallel path on every level).
-    pub fn bfs_with(&self, source: u64, threads: usize, parallel_min_edges: u64) -> Result<Bfs> {
+    /// levels whose frontier has fewer than `parallel_min_vertices` vertices are expanded by one
+    /// thread, as starting threads would cost more (`bfs` uses 1024; the tests use 0 to run the
+    /// parallel path on every level).
+    pub fn bfs_with(&self, source: u64, threads: usize, parallel_min_vertices: u64) -> Result<Bfs> {
         let n = self.header.vertices;
         if source >= n {
             return Err(StoreError::parameter(
@@ -794,17 +816,42 @@ impl CsrGraph {
                 &format!("a vertex id below the vertex count {n}"),
             ));
         }
+        match &self.offsets {
+            Offsets::Narrow(off) => self.search(off, source as u32, threads, parallel_min_vertices),
+            Offsets::Wide(off) => self.search(off, source as u32, threads, parallel_min_vertices),
+        }
+    }
+
+    fn search<O: Offset>(
+        &self,
+        off: &[O],
+        source: u32,
+        threads: usize,
+        parallel_min_vertices: u64,
+    ) -> Result<Bfs> {
         let threads = threads.max(1);
-        let n = n as usize;
-        let source = source as u32;
-        let off = &self.offsets[..];
-        let mut neighbours = vec![0u32; self.header.edges as usize];
-        let mut loaded = vec![false; self.header.data_pages as usize];
+        let n = self.header.vertices as usize;
+        let mut pages = Pages {
+            neighbours: NeighbourBytes::new(4 * self.header.edges as usize)?,
+            loaded: vec![false; self.header.data_pages as usize],
+            left: if self.header.edges == 0 {
+                0
+            } else {
+                self.page_of_entry(self.header.edges - 1) - self.page_of_entry(0) + 1
+            },
+            read: 0,
+            buf: Vec::new(),
+        };
         let visited: Vec<AtomicU64> = (0..n.div_ceil(64)).map(|_| AtomicU64::new(0)).collect();
         let levels: Vec<AtomicU32> = (0..n).map(|_| AtomicU32::new(UNREACHED)).collect();
         let preds: Vec<AtomicU32> = (0..n).map(|_| AtomicU32::new(NO_PREDECESSOR)).collect();
         let claims: Vec<AtomicU32> = if threads > 1 {
             (0..n).map(|_| AtomicU32::new(UNCLAIMED)).collect()
+        } else {
+            Vec::new()
+        };
+        let mut seen: Vec<Vec<u64>> = if threads > 1 {
+            (0..threads).map(|_| vec![0u64; n.div_ceil(64)]).collect()
         } else {
             Vec::new()
         };
@@ -814,62 +861,39 @@ impl CsrGraph {
         levels[source as usize].store(0, Relaxed);
         let mut level_sizes = vec![1u64];
         let mut edges_traversed = 0u64;
-        let mut pages_read = 0u64;
         let mut need = Vec::new();
-        // Pages holding neighbour entries not read yet; once none are left a level only sums
-        // its degrees. Page numbers by shift when the page size is a power of two.
-        let nb_start = self.neighbours_start();
-        let mut pages_left = if self.header.edges == 0 {
-            0
-        } else {
-            self.page_of_entry(self.header.edges - 1) - self.page_of_entry(0) + 1
-        };
-        let p = self.header.page_size;
-        let shift = p.is_power_of_two().then(|| p.trailing_zeros());
+        let mut sink = 0u64;
         let mut lo = 0usize;
         let mut level = 0u32;
         while lo < order.len() {
             let hi = order.len();
-            // The pages the frontier's neighbour lists lie on that are not read yet.
-            need.clear();
-            let mut frontier_edges = 0u64;
-            if pages_left == 0 {
-                for &u in &order[lo..hi] {
-                    frontier_edges += off[u as usize + 1] - off[u as usize];
-                }
-            } else {
-                for &u in &order[lo..hi] {
-                    let (a, b) = (off[u as usize], off[u as usize + 1]);
-                    if a == b {
-                        continue;
-                    }
-                    frontier_edges += b - a;
-                    let (first, last) = match shift {
-                        Some(k) => ((nb_start + 4 * a) >> k, (nb_start + 4 * b - 4) >> k),
-                        None => (self.page_of_entry(a), self.page_of_entry(b - 1)),
-                    };
-                    for page in first..=last {
-                        if !loaded[page as usize] {
-                            loaded[page as usize] = true;
-                            need.push(page);
+            let next_level = level + 1;
+            // Several threads for a large level only.
+            if threads > 1 && (hi - lo) as u64 >= parallel_min_vertices {
+                // The pages the frontier's lists lie on that are not read yet, read on all
+                // threads first.
+                if pages.left > 0 {
+                    need.clear();
+                    for &u in &order[lo..hi] {
+                        let (a, b) = (off[u as usize].get(), off[u as usize + 1].get());
+                        if a < b {
+                            for page in self.page_of_entry(a)..=self.page_of_entry(b - 1) {
+                                if !pages.loaded[page as usize] {
+                                    pages.loaded[page as usize] = true;
+                                    need.push(page);
+                                }
+                            }
                         }
                     }
+                    need.sort_unstable();
+                    pages.left -= need.len() as u64;
+                    pages.read += need.len() as u64;
+                    self.load_pages(&need, pages.neighbours.bytes_mut(), threads)?;
                 }
-                pages_left -= need.len() as u64;
-            }
-            edges_traversed += frontier_edges;
-            if !need.is_empty() {
-                need.sort_unstable();
-                pages_read += need.len() as u64;
-                self.load_pages(&need, &mut neighbours, threads)?;
-            }
-            let next_level = level + 1;
-            let nbrs = &neighbours[..];
-            if threads > 1 && frontier_edges >= parallel_min_edges {
-                let found = expand_parallel(
+                let (found, edges) = expand_parallel(
                     &Expand {
                         off,
-                        nbrs,
+                        nbrs: pages.neighbours.bytes(),
                         visited: &visited,
                         levels: &levels,
                         preds: &preds,
@@ -878,17 +902,42 @@ impl CsrGraph {
                     },
                     &order,
                     lo..hi,
-                    frontier_edges,
-                    threads,
+                    &mut seen,
                 );
+                edges_traversed += edges;
                 for part in found {
                     order.extend_from_slice(&part);
                 }
             } else {
+                // One thread, FIFO; each list's pages are read when first needed. The loads of
+                // a vertex LOOK_OFFSETS ahead (its offsets) and LOOK_LIST ahead (its list's
+                // start) are issued early so that their cache misses overlap this vertex's work.
                 for i in lo..hi {
+                    if let Some(&v) = order.get(i + LOOK_OFFSETS) {
+                        sink ^= off[v as usize].get();
+                    }
+                    if let Some(&v) = order.get(i + LOOK_LIST) {
+                        // Only a list already read: touching an untouched page of the buffer
+                        // would map it read-only first and fault again on the write.
+                        let a = off[v as usize].get();
+                        let page = self.page_of_entry(a) as usize;
+                        if pages.left == 0 || pages.loaded.get(page) == Some(&true) {
+                            let at = 4 * a as usize;
+                            sink ^= pages.neighbours.bytes().get(at).copied().unwrap_or(0) as u64;
+                        }
+                    }
                     let u = order[i];
-                    let (a, b) = (off[u as usize] as usize, off[u as usize + 1] as usize);
-                    for &w in &nbrs[a..b] {
+                    let (a, b) = (off[u as usize].get(), off[u as usize + 1].get());
+                    if a == b {
+                        continue;
+                    }
+                    edges_traversed += b - a;
+                    if pages.left > 0 {
+                        self.ensure(&mut pages, a, b)?;
+                    }
+                    let list = &pages.neighbours.bytes()[4 * a as usize..4 * b as usize];
+                    for c in list.chunks_exact(4) {
+                        let w = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
                         let word = &visited[w as usize / 64];
                         let bit = 1u64 << (w % 64);
                         let seen = word.load(Relaxed);
@@ -907,6 +956,7 @@ impl CsrGraph {
             lo = hi;
             level = next_level;
         }
+        std::hint::black_box(sink);
         Ok(Bfs {
             source,
             order,
@@ -914,27 +964,43 @@ impl CsrGraph {
             predecessors: preds.into_iter().map(AtomicU32::into_inner).collect(),
             level_sizes,
             edges_traversed,
-            pages_read,
+            pages_read: pages.read,
         })
+    }
+
+    /// Reads the pages of neighbour entries `a..b` that are not read yet.
+    fn ensure(&self, pages: &mut Pages, a: u64, b: u64) -> Result<()> {
+        for page in self.page_of_entry(a)..=self.page_of_entry(b - 1) {
+            if !pages.loaded[page as usize] {
+                let r = self.entries_of_page(page);
+                let dst =
+                    &mut pages.neighbours.bytes_mut()[4 * r.start as usize..4 * r.end as usize];
+                self.load_page(page, dst, &mut pages.buf)?;
+                pages.loaded[page as usize] = true;
+                pages.left -= 1;
+                pages.read += 1;
+            }
+        }
+        Ok(())
     }
 
     /// Reads the neighbour pages `pages` (sorted, distinct) into `neighbours`, on up to
     /// `threads` threads.
-    fn load_pages(&self, pages: &[u64], neighbours: &mut [u32], threads: usize) -> Result<()> {
+    fn load_pages(&self, pages: &[u64], neighbours: &mut [u8], threads: usize) -> Result<()> {
         // Cut `neighbours` into the disjoint slices of the pages, in page order.
-        let mut parts: Vec<(u64, &mut [u32])> = Vec::with_capacity(pages.len());
+        let mut parts: Vec<(u64, &mut [u8])> = Vec::with_capacity(pages.len());
         let mut rest = neighbours;
         let mut at = 0u64;
         for &page in pages {
             let r = self.entries_of_page(page);
             let tail = std::mem::take(&mut rest);
-            let (_, tail) = tail.split_at_mut((r.start - at) as usize);
-            let (mine, tail) = tail.split_at_mut((r.end - r.start) as usize);
+            let (_, tail) = tail.split_at_mut(4 * (r.start - at) as usize);
+            let (mine, tail) = tail.split_at_mut(4 * (r.end - r.start) as usize);
             parts.push((page, mine));
             rest = tail;
             at = r.end;
         }
-        let work = |parts: &mut [(u64, &mut [u32])]| -> Result<()> {
+        let work = |parts: &mut [(u64, &mut [u8])]| -> Result<()> {
             let mut buf = Vec::new();
             for (page, dst) in parts.iter_mut() {
                 self.load_page(*page, dst, &mut buf)?;
@@ -959,10 +1025,88 @@ impl CsrGraph {
     }
 }
 
+/// Loads issued this many frontier vertices ahead (see [`CsrGraph::bfs`]'s serial loop).
+const LOOK_OFFSETS: usize = 16;
+const LOOK_LIST: usize = 8;
+
+/// The neighbour array of a search, filled page by page.
+struct Pages {
+    neighbours: NeighbourBytes,
+    /// Per data page: read (or being read) already.
+    loaded: Vec<bool>,
+    /// Pages holding neighbour entries not read yet.
+    left: u64,
+    /// Pages read.
+    read: u64,
+    buf: Vec<u8>,
+}
+
+/// The bytes of the neighbour array in memory (u32 little-endian entries). A large one is an
+/// anonymous mapping advised for transparent huge pages: filling tens of MiB page by page would
+/// otherwise take one page fault per 4 KiB, which on a virtual machine costs as much as the
+/// search itself.
+enum NeighbourBytes {
+    Heap(Vec<u8>),
+    Mapped(memmap2::MmapMut),
+}
+
+impl NeighbourBytes {
+    fn new(len: usize) -> Result<NeighbourBytes> {
+        if len < 2 << 20 {
+            return Ok(NeighbourBytes::Heap(vec![0; len]));
+        }
+        let map = memmap2::MmapMut::map_anon(len).map_err(|source| StoreError::Read {
+            path: "an anonymous memory map".into(),
+            source,
+        })?;
+        #[cfg(target_os = "linux")]
+        let _ = map.advise(memmap2::Advice::HugePage); // advice only: fine if refused
+        Ok(NeighbourBytes::Mapped(map))
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match self {
+            NeighbourBytes::Heap(v) => v,
+            NeighbourBytes::Mapped(m) => m,
+        }
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        match self {
+            NeighbourBytes::Heap(v) => v,
+            NeighbourBytes::Mapped(m) => m,
+        }
+    }
+}
+
+/// The offsets array in memory: u32 entries when `m` fits (half the cache footprint of the
+/// random accesses a search makes), else u64.
+#[derive(Debug)]
+enum Offsets {
+    Narrow(Vec<u32>),
+    Wide(Vec<u64>),
+}
+
+trait Offset: Copy + Send + Sync {
+    fn get(self) -> u64;
+}
+
+impl Offset for u32 {
+    fn get(self) -> u64 {
+        self as u64
+    }
+}
+
+impl Offset for u64 {
+    fn get(self) -> u64 {
+        self
+    }
+}
+
 /// What the threads of a parallel level share.
-struct Expand<'a> {
-    off: &'a [u64],
-    nbrs: &'a [u32],
+struct Expand<'a, O> {
+    off: &'a [O],
+    nbrs: &'a [u8],
     visited: &'a [AtomicU64],
     levels: &'a [AtomicU32],
     preds: &'a [AtomicU32],
@@ -970,61 +1114,72 @@ struct Expand<'a> {
     level: u32,
 }
 
-/// Expands the frontier `order[frontier]` on `threads` threads; returns the vertices found, per
-/// chunk, in chunk order (their concatenation is the serial FIFO order).
-fn expand_parallel(
-    x: &Expand<'_>,
+/// Expands the frontier `order[frontier]` on as many threads as `seen` has bitmaps (one per
+/// thread, all zero, left zero); returns the vertices found, per chunk, in chunk order (their
+/// concatenation is the serial FIFO order), and the edges traversed.
+fn expand_parallel<O: Offset>(
+    x: &Expand<'_, O>,
     order: &[u32],
     frontier: std::ops::Range<usize>,
-    frontier_edges: u64,
-    threads: usize,
-) -> Vec<Vec<u32>> {
-    // Chunks of about equal edge counts, several per thread so that threads balance.
-    let target = (frontier_edges / (threads as u64 * 8)).max(4096);
-    let mut chunks = Vec::new();
-    let mut start = frontier.start;
-    let mut acc = 0u64;
-    for pos in frontier.clone() {
-        let u = order[pos] as usize;
-        acc += x.off[u + 1] - x.off[u];
-        if acc >= target {
-            chunks.push(start..pos + 1);
-            start = pos + 1;
-            acc = 0;
-        }
-    }
-    if start < frontier.end {
-        chunks.push(start..frontier.end);
-    }
+    seen: &mut [Vec<u64>],
+) -> (Vec<Vec<u32>>, u64) {
+    // Chunks of consecutive frontier vertices, many per thread: threads take the next chunk
+    // when done, so hubs do not hold one thread back while the others wait.
+    let threads = seen.len();
+    let size = (frontier.len() / (threads * 16)).clamp(64, 4096);
+    let chunks: Vec<std::ops::Range<usize>> = (frontier.start..frontier.end)
+        .step_by(size)
+        .map(|lo| lo..(lo + size).min(frontier.end))
+        .collect();
     let k = chunks.len();
     let candidates: Vec<OnceLock<Vec<(u32, u32)>>> = (0..k).map(|_| OnceLock::new()).collect();
     let found: Vec<OnceLock<Vec<u32>>> = (0..k).map(|_| OnceLock::new()).collect();
     let next1 = AtomicUsize::new(0);
     let next2 = AtomicUsize::new(0);
+    let edges = AtomicU64::new(0);
     let barrier = Barrier::new(threads);
-    let work = || {
-        // Phase 1: claim every unvisited neighbour with the smallest frontier position.
+    let work = |mine_seen: &mut Vec<u64>| {
+        // Phase 1: claim every unvisited neighbour with the smallest frontier position. A thread
+        // takes chunks in increasing order, so only its first find of a vertex can win: its
+        // own bitmap skips the others without touching the shared claims.
         loop {
             let c = next1.fetch_add(1, Relaxed);
             if c >= k {
                 break;
             }
             let mut mine = Vec::new();
+            let mut sink = 0u64;
+            let mut chunk_edges = 0u64;
             for pos in chunks[c].clone() {
                 let u = order[pos] as usize;
                 let p = pos as u32;
-                for &w in &x.nbrs[x.off[u] as usize..x.off[u + 1] as usize] {
-                    if x.visited[w as usize / 64].load(Relaxed) & (1 << (w % 64)) != 0 {
+                if let Some(&v) = order[..frontier.end].get(pos + LOOK_OFFSETS) {
+                    sink ^= x.off[v as usize].get();
+                }
+                if let Some(&v) = order[..frontier.end].get(pos + LOOK_LIST) {
+                    let a = 4 * x.off[v as usize].get() as usize;
+                    sink ^= x.nbrs.get(a).copied().unwrap_or(0) as u64;
+                }
+                let (a, b) = (x.off[u].get() as usize, x.off[u + 1].get() as usize);
+                chunk_edges += (b - a) as u64;
+                for c in x.nbrs[4 * a..4 * b].chunks_exact(4) {
+                    let w = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                    let (word, bit) = (w as usize / 64, 1u64 << (w % 64));
+                    if (x.visited[word].load(Relaxed) | mine_seen[word]) & bit != 0 {
                         continue;
                     }
+                    mine_seen[word] |= bit;
                     let claim = &x.claims[w as usize];
                     if claim.load(Relaxed) > p && claim.fetch_min(p, Relaxed) > p {
                         mine.push((w, p));
                     }
                 }
             }
+            std::hint::black_box(sink);
+            edges.fetch_add(chunk_edges, Relaxed);
             let _ = candidates[c].set(mine);
         }
+        mine_seen.fill(0);
         barrier.wait();
         // Phase 2: keep each vertex where its claim is.
         loop {
@@ -1046,13 +1201,15 @@ fn expand_parallel(
         }
     };
     std::thread::scope(|s| {
-        for _ in 1..threads {
-            s.spawn(work);
+        let (first, rest) = seen.split_first_mut().expect("one thread at least");
+        for bits in rest {
+            s.spawn(move || work(bits));
         }
-        work();
+        work(first);
     });
-    found
+    let found = found
         .into_iter()
         .map(|f| f.into_inner().unwrap_or_default())
-        .collect()
+        .collect();
+    (found, edges.into_inner())
 }

@@ -135,12 +135,12 @@ fn check_bfs(
     for &s in sources {
         let want = reference(adj, s);
         for threads in 1..=4 {
-            for min_edges in [0u64, 1 << 15] {
-                if threads == 1 && min_edges == 0 {
+            for min_vertices in [0u64, 1024] {
+                if threads == 1 && min_vertices == 0 {
                     continue;
                 }
-                let got = graph.bfs_with(s as u64, threads, min_edges).unwrap();
-                let ctx = format!("{what} source {s} threads {threads} min {min_edges}");
+                let got = graph.bfs_with(s as u64, threads, min_vertices).unwrap();
+                let ctx = format!("{what} source {s} threads {threads} min {min_vertices}");
                 assert_eq!(got.order, want.order, "{ctx}");
                 assert_eq!(got.levels, want.levels, "{ctx}");
                 assert_eq!(got.predecessors, want.preds, "{ctx}");

@@ -746,7 +746,7 @@ fn bfs(a: BfsArgs) -> Result<()> {
         }
     }
     if a.json {
-        let mut v = serde_json::json!({
+        let v = serde_json::json!({
             "handle": id,
             "generation": handle.entry().generation,
             "source": a.source,
