@@ -183,12 +183,12 @@ pub fn chase(handle: &OpenHandle, start: u64, max_hops: u64) -> Result<Chased> {
     let mut buf = Vec::with_capacity(entry.page_size as usize);
     let mut page = start;
     let stop = loop {
-        if sequence.len() as u64 == max_hops {
-            break Stop::MaxHops;
-        }
         let (word, bit) = ((page / 64) as usize, 1u64 << (page % 64));
         if seen[word] & bit != 0 {
             break Stop::Cycle { page };
+        }
+        if sequence.len() as u64 == max_hops {
+            break Stop::MaxHops;
         }
         seen[word] |= bit;
         handle.read_page(page, &mut buf)?;
@@ -279,31 +279,41 @@ pub fn chase(handle: &OpenHandle, start: u64, max_hops: u64) -> Result<Chased> {
 
 /// The benchmark baseline of [`chase`]: plain `pread`s of the raw pages of `entry` in `file`
 /// (its data file), following the next-page field with no checks, into one reused buffer. Stops
-/// at the end of the chain, after `max_hops` pages, or at a next page outside the handle.
+/// at the end of the chain or after `max_hops` pages (no cycle check); a next page outside the
+/// handle is an `InvalidData` error.
 pub fn chase_pread(
     file: &std::fs::File,
     entry: &Entry,
     start: u64,
     max_hops: u64,
-) -> std::io::Result<Vec<u64>> {
+) -> std::io::Result<Chased> {
     let mut sequence = Vec::with_capacity(max_hops.min(entry.pages()) as usize);
     let mut buf = vec![0u8; entry.page_size as usize];
     let mut page = start;
-    while (sequence.len() as u64) < max_hops {
-        let Some(extent) = entry.extents.get(page as usize) else {
-            break;
-        };
+    let stop = loop {
+        if sequence.len() as u64 == max_hops {
+            break Stop::MaxHops;
+        }
+        let extent = entry.extents.get(page as usize).ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "page {page} is past the last page of handle {}",
+                    entry.handle
+                ),
+            )
+        })?;
         let len = entry.page_len(page) as usize;
         file.read_exact_at(&mut buf[..len], extent.offset)?;
         sequence.push(page);
-        if len < 32 {
-            break;
-        }
-        let next = u64::from_le_bytes(buf[24..32].try_into().expect("8 bytes"));
+        let next = match buf.get(24..32) {
+            Some(b) => u64::from_le_bytes(b.try_into().expect("8 bytes")),
+            None => END,
+        };
         if next == END {
-            break;
+            break Stop::End;
         }
         page = next;
-    }
-    Ok(sequence)
+    };
+    Ok(Chased { sequence, stop })
 }

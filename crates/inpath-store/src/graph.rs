@@ -865,11 +865,62 @@ impl CsrGraph {
         let mut sink = 0u64;
         let mut lo = 0usize;
         let mut level = 0u32;
+        // Frontier positions for bottom-up levels (allocated at the first one).
+        let mut fpos: Vec<u32> = Vec::new();
+        let degree = |u: u32| off[u as usize + 1].get() - off[u as usize].get();
         while lo < order.len() {
             let hi = order.len();
             let next_level = level + 1;
-            // Several threads for a large level only.
-            if threads > 1 && (hi - lo) as u64 >= parallel_min_vertices {
+            // Bottom-up (undirected graphs, a large frontier): when the lists of the vertices
+            // not visited yet hold fewer edges than the frontier's, scan those instead.
+            let mut frontier_edges = None;
+            if self.header.undirected && (hi - lo) as u64 * BOTTOM_UP_FRONTIER >= n as u64 {
+                let mf: u64 = order[lo..hi].iter().map(|&u| degree(u)).sum();
+                frontier_edges = Some(mf);
+            }
+            let bottom_up =
+                frontier_edges.is_some_and(|mf| self.header.edges - edges_traversed - mf < mf);
+            if bottom_up {
+                edges_traversed += frontier_edges.unwrap_or(0);
+                if pages.left > 0 {
+                    // Every list not scanned yet may be needed: read all pages left.
+                    need.clear();
+                    let last = self.page_of_entry(self.header.edges - 1);
+                    for page in self.page_of_entry(0)..=last {
+                        if !pages.loaded[page as usize] {
+                            pages.loaded[page as usize] = true;
+                            need.push(page);
+                        }
+                    }
+                    pages.left -= need.len() as u64;
+                    pages.read += need.len() as u64;
+                    self.load_pages(&need, pages.neighbours.bytes_mut(), threads)?;
+                }
+                if fpos.is_empty() {
+                    fpos = vec![u32::MAX; n];
+                }
+                for i in lo..hi {
+                    fpos[order[i] as usize] = i as u32;
+                }
+                let mut found = bottom_up_level(
+                    off,
+                    pages.neighbours.bytes(),
+                    &visited,
+                    &fpos,
+                    lo as u32,
+                    threads,
+                );
+                // The FIFO order: by the predecessor's position, then by id (each list is
+                // sorted, so that is the order the predecessor's list names them in).
+                found.sort_unstable();
+                for (p, w) in found {
+                    let word = &visited[w as usize / 64];
+                    word.store(word.load(Relaxed) | 1 << (w % 64), Relaxed);
+                    levels[w as usize].store(next_level, Relaxed);
+                    preds[w as usize].store(order[p as usize], Relaxed);
+                    order.push(w);
+                }
+            } else if threads > 1 && (hi - lo) as u64 >= parallel_min_vertices {
                 // The pages the frontier's lists lie on that are not read yet, read on all
                 // threads first.
                 if pages.left > 0 {
@@ -1023,6 +1074,79 @@ impl CsrGraph {
         })?;
         Ok(())
     }
+}
+
+/// A level goes bottom-up only when its frontier holds at least 1/this of the vertices (the
+/// edge counts, which decide, cost a pass over the frontier to learn).
+const BOTTOM_UP_FRONTIER: u64 = 32;
+
+/// One bottom-up level: every vertex not visited yet whose list names a frontier vertex (one
+/// with `fpos[u] >= lo`, its position in the visit order) is found, with the smallest such
+/// position: `(position, vertex)` pairs, in no particular order.
+fn bottom_up_level<O: Offset>(
+    off: &[O],
+    nbrs: &[u8],
+    visited: &[AtomicU64],
+    fpos: &[u32],
+    lo: u32,
+    threads: usize,
+) -> Vec<(u32, u32)> {
+    let n = fpos.len();
+    let words = visited.len();
+    let scan = |range: std::ops::Range<usize>| {
+        let mut found = Vec::new();
+        for wi in range {
+            let mut free = !visited[wi].load(Relaxed);
+            if wi == words - 1 && n % 64 != 0 {
+                free &= (1u64 << (n % 64)) - 1;
+            }
+            while free != 0 {
+                let w = wi * 64 + free.trailing_zeros() as usize;
+                free &= free - 1;
+                let (a, b) = (off[w].get() as usize, off[w + 1].get() as usize);
+                let mut best = u32::MAX;
+                for c in nbrs[4 * a..4 * b].chunks_exact(4) {
+                    let p = fpos[u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as usize];
+                    if p >= lo && p < best {
+                        best = p;
+                        if p == lo {
+                            break;
+                        }
+                    }
+                }
+                if best != u32::MAX {
+                    found.push((best, w as u32));
+                }
+            }
+        }
+        found
+    };
+    if threads == 1 {
+        return scan(0..words);
+    }
+    let per = words.div_ceil(threads * 4).max(1);
+    let next = AtomicUsize::new(0);
+    let parts: Vec<Vec<(u32, u32)>> = std::thread::scope(|s| {
+        let work = || {
+            let mut mine = Vec::new();
+            loop {
+                let start = next.fetch_add(per, Relaxed);
+                if start >= words {
+                    break mine;
+                }
+                mine.extend(scan(start..(start + per).min(words)));
+            }
+        };
+        let tasks: Vec<_> = (1..threads).map(|_| s.spawn(work)).collect();
+        let mut parts = vec![work()];
+        parts.extend(
+            tasks
+                .into_iter()
+                .map(|t| t.join().expect("a scan panicked")),
+        );
+        parts
+    });
+    parts.concat()
 }
 
 /// Loads issued this many frontier vertices ahead (see [`CsrGraph::bfs`]'s serial loop).

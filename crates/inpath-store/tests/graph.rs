@@ -690,9 +690,9 @@ fn the_chase_visits_the_written_order_raw_and_sealed() {
             if k.is_none() {
                 let file =
                     std::fs::File::open(dir.path().join("pages").join(e.data_file_name())).unwrap();
-                assert_eq!(chase_pread(&file, &e, 0, u64::MAX).unwrap(), order);
+                assert_eq!(chase_pread(&file, &e, 0, u64::MAX).unwrap().sequence, order);
                 assert_eq!(
-                    chase_pread(&file, &e, 0, 3).unwrap(),
+                    chase_pread(&file, &e, 0, 3).unwrap().sequence,
                     order[..3.min(order.len())]
                 );
             }
@@ -715,6 +715,12 @@ fn a_cyclic_chain_stops_at_the_cycle_and_max_hops_bounds_it() {
     assert_eq!(got.stop, Stop::Cycle { page: order[10] });
     let got = chase(&h, 0, 20).unwrap();
     assert_eq!((got.sequence.len(), got.stop), (20, Stop::MaxHops));
+    // The hop bound is the page count: the cycle is still seen.
+    let got = chase(&h, 0, 50).unwrap();
+    assert_eq!(
+        (got.sequence.len(), got.stop),
+        (50, Stop::Cycle { page: 0 })
+    );
 }
 
 /// A chase page with a valid header naming `next`.

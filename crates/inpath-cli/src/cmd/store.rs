@@ -875,19 +875,16 @@ fn chase(a: ChaseArgs) -> Result<()> {
         let file = std::fs::File::open(&path)
             .with_context(|| format!("cannot read {}", path.display()))?;
         let hops = a.hops.unwrap_or(entry.pages());
-        let mut sequence = Vec::new();
+        let mut last = None;
         for _ in 0..repeat {
             let t = Instant::now();
-            sequence = chase_pread(&file, &entry, a.start, hops)
+            let r = chase_pread(&file, &entry, a.start, hops)
                 .with_context(|| format!("cannot read {}", path.display()))?;
             runs.push(t.elapsed().as_secs_f64());
+            last = Some(r);
         }
-        let stop = if sequence.len() as u64 == hops {
-            Stop::MaxHops
-        } else {
-            Stop::End
-        };
-        (entry, sequence, stop)
+        let r = last.context("no run")?;
+        (entry, r.sequence, r.stop)
     } else {
         let store = open(&a.dir, &a.keys)?;
         let handle = store.open_handle(h)?;
