@@ -1097,7 +1097,7 @@ fn bottom_up_level<O: Offset>(
         let mut found = Vec::new();
         for wi in range {
             let mut free = !visited[wi].load(Relaxed);
-            if wi == words - 1 && n % 64 != 0 {
+            if wi == words - 1 && !n.is_multiple_of(64) {
                 free &= (1u64 << (n % 64)) - 1;
             }
             while free != 0 {

@@ -160,10 +160,13 @@ fn check_bfs(
     out
 }
 
+/// A named graph: vertices, edges, undirected.
+type Case = (&'static str, u64, Vec<(u32, u32)>, bool);
+
 #[test]
 fn bfs_equals_the_reference_on_random_graphs_raw_and_sealed_every_thread_count() {
     let (ring, key) = key();
-    let cases: Vec<(&str, u64, Vec<(u32, u32)>, bool)> = vec![
+    let cases: Vec<Case> = vec![
         ("one vertex", 1, vec![], false),
         ("one self loop", 1, vec![(0, 0)], true),
         ("two, no edges", 2, vec![], false),
