@@ -86,11 +86,14 @@ class Report:
             f"flags: {' '.join(self.setup['cpu_flags']) or '-'}; INPATH_ISA={self.setup['isa_cap']}"
         )
 
-    def add(self, name, bytes_, ours_s, peer, peer_s, extra=None):
+    def add(self, name, bytes_, ours_s, peer, peer_s, extra=None, unit=("GB/s", 1e9)):
         """One line: our median seconds against a peer's on the same `bytes_` of input.
-        ratio = peer time / our time (above 1 means inpath is faster)."""
-        ours_gbs = bytes_ / ours_s / 1e9
-        peer_gbs = bytes_ / peer_s / 1e9 if peer_s else None
+        ratio = peer time / our time (above 1 means inpath is faster). `unit` names what
+        `bytes_` counts and its scale, for figures that are not bytes: ("M edges/s", 1e6) makes
+        `bytes_` a count of edges; the JSON then has `unit` and the rates under the same keys."""
+        label, scale = unit
+        ours_gbs = bytes_ / ours_s / scale
+        peer_gbs = bytes_ / peer_s / scale if peer_s else None
         ratio = peer_s / ours_s if peer_s else None
         row = {
             "measurement": name,
@@ -103,11 +106,13 @@ class Report:
             "ratio": ratio,
             "extra": extra or {},
         }
+        if unit != ("GB/s", 1e9):
+            row["unit"] = label
         self.rows.append(row)
-        peer_text = f"{peer} {peer_gbs:7.3f} GB/s ({peer_s * 1e3:9.1f} ms)" if peer_s else f"{peer} -"
+        peer_text = f"{peer} {peer_gbs:7.3f} {label} ({peer_s * 1e3:9.1f} ms)" if peer_s else f"{peer} -"
         ratio_text = f"{ratio:7.2f}x" if ratio else "      -"
         print(
-            f"{name:<44} inpath {ours_gbs:7.3f} GB/s ({ours_s * 1e3:8.1f} ms) | {peer_text} | {ratio_text}",
+            f"{name:<44} inpath {ours_gbs:7.3f} {label} ({ours_s * 1e3:8.1f} ms) | {peer_text} | {ratio_text}",
             flush=True,
         )
         return row

@@ -1,6 +1,7 @@
-"""store benchmark: kernels inside the page store against the tools a user would run.
+"""store benchmark: kernels inside the page store against their peers (grep and ripgrep, scipy's
+breadth-first search, a raw pread loop).
 
-    bash bench/setup.sh && .venv/bin/python bench/store.py [--sf 1.35] [--reps 5] [--only grep]
+    bash bench/setup.sh && .venv/bin/python bench/store.py [--only grep,bfs,chase] [--sf 1.35] [--reps 5]
 
 grep: TPC-H lineitem as pipe-separated text from `tpchgen-cli` (bench requirements; SF 1.35 is
 about 1 GB), put into an `inpath store` directory as raw 8 KiB pages and as AES-256-GCM sealed
@@ -8,9 +9,28 @@ pages. Every measurement is the wall time of a whole process, median of --reps r
 warm-up, page cache warm: `inpath store grep DIR 1 PATTERN --count [--regex] --threads N`
 against `grep -c -F|-E` and `rg -c [-F]` (ripgrep, one file: one thread, memory-mapped) over
 the same bytes; the counts must agree. Then cold: the file evicted from the page cache before
-each run, `--direct` (O_DIRECT) against `dd iflag=direct bs=1M` and the CPU cores each tool
-uses. Issue 15's targets: literal search >= 1.0x ripgrep on 1 thread, >= 1.6x on 2; regex
->= 1.0x ripgrep; cold >= 90% of dd at <= 0.15 core; bytes returned <= 0.1% of bytes scanned.
+each run, `--direct` (O_DIRECT) against `dd iflag=direct bs=1M` (alternating) and the CPU
+cores each tool uses. Issue 15's targets: literal search >= 1.0x ripgrep on 1 thread, >= 1.6x
+on 2; regex >= 1.0x ripgrep; cold >= 90% of dd at <= 0.15 core; bytes returned <= 0.1% of
+bytes scanned.
+
+bfs: a seeded random graph (`inpath store put-graph --random`, R-MAT and uniform, undirected)
+in raw 8 KiB pages (and sealed with lz4+AES-256-GCM for one row). Ours: `inpath store bfs
+--source S --threads N --json`, its in-process `seconds` (opening the graph: header, page CRC
+table, offsets; then the search, reading every neighbour page it needs from the store and
+checking it), median of --reps runs, page cache warm. Peer: scipy.sparse.csgraph's
+`breadth_first_order(directed=True)` on the same CSR arrays already in memory as a csr_matrix
+(float64 data, int32 indices: no conversion inside the call), median of --reps calls. Both
+figures are the same edge count (the out-degrees of the vertices reached) over each one's time.
+The visit order, the predecessors and the levels must equal scipy's. Target: >= 1.0x on 1
+thread, >= 1.5x on 2.
+
+chase: a chase file (`inpath store put-chase`, every page names the next, a random order of all
+pages) in raw 8 KiB pages. Ours: `inpath store chase --json --repeat R` (one page read per hop
+through the store: extent map, `read_page`, header CRC and checks, cycle bitmap); peer: the same
+process with `--raw`, plain `pread` of each page at its place in the data file following the same
+chain, no checks. Both runs alternate, page cache warm; the figure is time per hop. Target: <= 10%
+over raw pread per hop (ratio >= 0.91).
 """
 
 import argparse
@@ -18,6 +38,7 @@ import json
 import os
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -89,7 +110,8 @@ def corpus(sf):
     return text
 
 
-def bench_grep(args, report, inpath):
+def bench_grep(args, report):
+    inpath = inpath_bin()
     text = corpus(args.sf)
     size = os.path.getsize(text)
     report.note(f"grep: lineitem.tbl SF {args.sf}, {size / 1e9:.2f} GB, 8 KiB pages")
@@ -171,18 +193,178 @@ def bench_grep(args, report, inpath):
             report.note(f"  cold {name}: {size / w / 1e9:.2f} GB/s at {c / w:.2f} cores")
 
 
+def read_csr(path):
+    """The CSR arrays of a graph file (docs/FORMATS.md, "CSR graph"), as scipy wants them."""
+    np = common.need("numpy")
+    raw = np.fromfile(path, dtype=np.uint8)
+    head = raw[:64].tobytes()
+    if head[:8] != b"INPGRAPH":
+        sys.exit(f"store.py: {path} is not a CSR graph")
+    n = int.from_bytes(head[16:24], "little")
+    m = int.from_bytes(head[24:32], "little")
+    indptr = raw[64:64 + 8 * (n + 1)].view("<u8")
+    nb = 64 + 8 * (n + 1)
+    indices = raw[nb:nb + 4 * m].view("<u4")
+    return n, m, indptr.astype(np.int32), indices.astype(np.int32)
+
+
+def levels_from(order, preds, n):
+    """Levels from a BFS order and its predecessors (-1: unreached)."""
+    np = common.need("numpy")
+    levels = np.full(n, -1, dtype=np.int64)
+    levels[order[0]] = 0
+    for v in order[1:].tolist():
+        levels[v] = levels[preds[v]] + 1
+    return levels
+
+
+def bench_bfs(args, report):
+    np = common.need("numpy")
+    scipy = common.need("scipy", "run bash bench/setup.sh (bench/requirements.txt has scipy)")
+    import scipy.sparse as sparse
+    import scipy.sparse.csgraph as csgraph
+
+    scipy_version = scipy.__version__
+    inpath = inpath_bin()
+    n, m = args.bfs_vertices, args.bfs_edges
+    with tempfile.TemporaryDirectory(dir=DATA) as tmp:
+        keys = os.path.join(tmp, "keys.txt")
+        run([inpath, "seal", "keygen", "-o", keys])
+        for kind in args.bfs_kinds.split(","):
+            store = os.path.join(tmp, kind)
+            sealed = os.path.join(tmp, kind + "-sealed")
+            gen = ["--random", kind, "--vertices", str(n), "--edge-count", str(m),
+                   "--seed", "1", "--undirected", "--json"]
+            put = json.loads(run([inpath, "store", "put-graph", store, "g", *gen]))
+            if args.bfs_sealed:
+                run([inpath, "store", "put-graph", sealed, "g", *gen, "--compress", "lz4",
+                     "--seal-tier", "aes256-gcm", "--key-file", keys])
+            csr = os.path.join(tmp, "g.csr")
+            run([inpath, "store", "read", store, "1", "-o", csr])
+            vertices, edges, indptr, indices = read_csr(csr)
+            os.remove(csr)
+            g = sparse.csr_matrix((np.ones(edges), indices, indptr), shape=(vertices, vertices))
+            # The source: the vertex of highest degree (in the largest component).
+            source = int(np.argmax(np.diff(indptr)))
+            label = f"{kind} n={vertices} m={edges}"
+            report.setup.setdefault("bfs_graphs", []).append(
+                {"kind": kind, "vertices": vertices, "edges": edges, "source": source,
+                 "stored_bytes": put["stored_bytes"], "scipy": scipy_version})
+
+            # Correctness: order, predecessors and levels equal scipy's.
+            order, preds = csgraph.breadth_first_order(g, source, directed=True, return_predecessors=True)
+            got = json.loads(run([inpath, "store", "bfs", store, "1", "--source", str(source),
+                                  "--json", "--arrays", "--threads", "2"]))
+            want_preds = np.where(preds < 0, -1, preds)
+            if got["order"] != order.tolist() or got["predecessors"] != want_preds.tolist():
+                sys.exit(f"store.py: bfs over {label} differs from scipy's breadth_first_order")
+            if got["levels"] != levels_from(order, preds, vertices).tolist():
+                sys.exit(f"store.py: bfs levels over {label} differ from scipy's")
+            traversed = got["edges_traversed"]
+            report.note(f"{label}: source {source} reaches {len(order):,} vertices, "
+                        f"{traversed:,} edges, {len(got['level_sizes'])} levels; "
+                        "order, predecessors and levels equal scipy's")
+            del got
+
+            peer_s, _, _ = common.time_median(
+                lambda: csgraph.breadth_first_order(g, source, directed=True, return_predecessors=True),
+                reps=args.reps)
+            rows = [(store, "raw", [])]
+            if args.bfs_sealed:
+                rows.append((sealed, "lz4+gcm", ["--key-file", keys]))
+            for path, pages, extra in rows:
+                for threads in (1, 2):
+                    cmd = [inpath, "store", "bfs", path, "1", "--source", str(source), "--json",
+                           "--threads", str(threads), *extra]
+                    outs = [json.loads(run(cmd)) for _ in range(args.reps + 1)][1:]
+                    ours_s = statistics.median(o["seconds"] for o in outs)
+                    search_s = statistics.median(o["bfs_seconds"] for o in outs)
+                    if any(o["edges_traversed"] != traversed for o in outs):
+                        sys.exit("store.py: bfs traversed a different edge count")
+                    report.add(f"bfs {kind} {pages} t{threads} vs scipy", traversed, ours_s,
+                               f"scipy {scipy_version}", peer_s,
+                               {"threads": threads, "pages": pages, "search_s": search_s,
+                                "open_s": statistics.median(o["open_seconds"] for o in outs),
+                                "source": source, "reached": len(order)},
+                               unit=("M edges/s", 1e6))
+            del g, indptr, indices
+
+
+def bench_chase(args, report):
+    inpath = inpath_bin()
+    pages = args.chase_pages
+    with tempfile.TemporaryDirectory(dir=DATA) as tmp:
+        store = os.path.join(tmp, "chase")
+        run([inpath, "store", "put-chase", store, "c", "--pages", str(pages), "--seed", "1"])
+        base = [inpath, "store", "chase", store, "1", "--json", "--repeat", str(args.reps)]
+        run(base)  # warm the page cache
+        ours, peer = [], []
+        sequence = None
+        for _ in range(args.chase_rounds):
+            for mode, into in (([], ours), (["--raw"], peer)):
+                out = json.loads(run(base + mode))
+                if out["hops"] != pages:
+                    sys.exit(f"store.py: the chase took {out['hops']} hops, expected {pages}")
+                if sequence is None:
+                    sequence = out["sequence"]
+                elif out["sequence"] != sequence:
+                    sys.exit("store.py: the kernel and the pread baseline chased different pages")
+                into.extend(out["runs"])
+        ours_s, peer_s = statistics.median(ours), statistics.median(peer)
+        # A Python os.pread loop over the same chain, for scale (interpreter overhead included).
+        data = os.path.join(store, "pages", "1-1.pages")
+        fd = os.open(data, os.O_RDONLY)
+        try:
+            def py_chase():
+                page, hops = 0, 0
+                while True:
+                    head = os.pread(fd, 8192, page * 8192)
+                    hops += 1
+                    page = int.from_bytes(head[24:32], "little")
+                    if page == 2**64 - 1:
+                        return hops
+            py_s, _, hops = common.time_median(py_chase, reps=args.reps)
+        finally:
+            os.close(fd)
+        if hops != pages:
+            sys.exit("store.py: the Python chase took a different number of hops")
+        extra = {"pages": pages, "page_size": 8192, "ours_ns_per_hop": ours_s * 1e9 / pages,
+                 "pread_ns_per_hop": peer_s * 1e9 / pages, "python_pread_ns_per_hop": py_s * 1e9 / pages}
+        report.add("chase 8 KiB pages vs raw pread", pages, ours_s, "pread (Rust, same process)", peer_s,
+                   extra, unit=("M hops/s", 1e6))
+        report.note(f"chase per hop: inpath {extra['ours_ns_per_hop']:.0f} ns, raw pread "
+                    f"{extra['pread_ns_per_hop']:.0f} ns ({(ours_s / peer_s - 1) * 100:+.1f}%), "
+                    f"Python os.pread loop {extra['python_pread_ns_per_hop']:.0f} ns")
+
+
+SECTIONS = {"grep": bench_grep, "bfs": bench_bfs, "chase": bench_chase}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sf", default="1.35", help="TPC-H scale factor of lineitem (1.35: ~1 GB)")
+    parser.add_argument("--only", default="grep,bfs,chase",
+                        help="comma-separated sections to run: grep, bfs, chase (default: all)")
+    parser.add_argument("--sf", default="1.35", help="grep: TPC-H scale factor of lineitem (1.35: ~1 GB)")
     parser.add_argument("--reps", type=int, default=5)
-    parser.add_argument("--only", default="grep", help="comma-separated sections: grep")
+    parser.add_argument("--bfs-vertices", type=int, default=1 << 20)
+    parser.add_argument("--bfs-edges", type=int, default=8_000_000,
+                        help="bfs: random edges, stored both ways (undirected): 2x this many in the CSR")
+    parser.add_argument("--bfs-kinds", default="rmat,uniform", help="bfs: graph kinds (rmat, uniform)")
+    parser.add_argument("--bfs-sealed", action=argparse.BooleanOptionalAction, default=True,
+                        help="bfs: also search the graph in sealed pages (lz4+aes256-gcm)")
+    parser.add_argument("--chase-pages", type=int, default=32768, help="chase: pages of 8 KiB")
+    parser.add_argument("--chase-rounds", type=int, default=3,
+                        help="chase: alternating kernel/pread process pairs")
     args = parser.parse_args()
+    only = [s.strip() for s in args.only.split(",") if s.strip()]
+    unknown = [s for s in only if s not in SECTIONS]
+    if unknown:
+        sys.exit(f"store.py: unknown section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}")
     common.build()
-    inpath = inpath_bin()
-    report = common.Report("store", {"sf": args.sf})
-    only = set(args.only.split(","))
-    if "grep" in only:
-        bench_grep(args, report, inpath)
+    os.makedirs(DATA, exist_ok=True)
+    report = common.Report("store", {"sections": only, "started": time.strftime("%H:%M:%S")})
+    for name in only:
+        SECTIONS[name](args, report)
     report.save()
 
 

@@ -47,7 +47,8 @@ enum Command {
     /// Column tables of sealed pages (AQUOMAN's storage side): `query gen` (TPC-H),
     /// `query inspect`.
     Query(cmd::query::QueryArgs),
-    /// A page store with search kernels beside the pages (BlueDBM): put, ls, read, rm, grep, nn.
+    /// A page store with kernels beside the pages (BlueDBM): put, ls, read, rm, grep, nn, bfs,
+    /// chase.
     Store(cmd::store::StoreArgs),
 }
 

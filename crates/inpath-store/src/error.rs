@@ -163,6 +163,74 @@ pub enum StoreError {
     #[error(transparent)]
     Output(#[from] inpath_core::Error),
 
+    /// A handle does not hold a file of the format a kernel reads (wrong magic, too short).
+    #[error("handle {handle} does not hold a {format}: {detail}")]
+    NotFormat {
+        /// The handle id.
+        handle: u64,
+        /// The format expected ("CSR graph", "chase file").
+        format: &'static str,
+        /// What was found instead.
+        detail: String,
+    },
+
+    /// A file of a versioned format was written by a newer format version than this build reads.
+    #[error(
+        "handle {handle} holds a {format} of format version {version}; this build reads versions \
+         1 to {newest}"
+    )]
+    FormatVersion {
+        /// The handle id.
+        handle: u64,
+        /// The format ("CSR graph", "chase file").
+        format: &'static str,
+        /// The version in the file.
+        version: u16,
+        /// The newest version this build reads.
+        newest: u16,
+    },
+
+    /// A page of a structured file (a CSR graph, a chase file) fails its checks: a checksum, a
+    /// field out of range, a value inconsistent with the rest of the file.
+    #[error("the {format} in handle {handle} is corrupt at page {page}: {detail}")]
+    Corrupt {
+        /// The handle id.
+        handle: u64,
+        /// The format ("CSR graph", "chase file").
+        format: &'static str,
+        /// The logical page holding the bad bytes.
+        page: u64,
+        /// What is wrong.
+        detail: String,
+    },
+
+    /// A file laid out page by page was put into the store with another page size.
+    #[error(
+        "the {format} in handle {handle} is laid out for {written}-byte pages but is stored in \
+         {stored}-byte pages (put it again with --page-size {written})"
+    )]
+    PageSizeMismatch {
+        /// The handle id.
+        handle: u64,
+        /// The format ("CSR graph", "chase file").
+        format: &'static str,
+        /// The page size the file was written for.
+        written: u64,
+        /// The handle's page size.
+        stored: u64,
+    },
+
+    /// A line of an edge list is not an edge.
+    #[error("{path} line {line}: {detail}")]
+    EdgeList {
+        /// The edge list (as the caller named it).
+        path: PathBuf,
+        /// The line number, from 1.
+        line: u64,
+        /// What is wrong.
+        detail: String,
+    },
+
     /// A request to a store server is not one it serves (not JSON, an unknown op, another
     /// protocol version, bad hexadecimal).
     #[error("bad request: {detail}")]

@@ -13,6 +13,8 @@
 //!   protocol, server and client.
 //! - [`search`]: literal (`memchr::memmem`) and line-oriented regex search;
 //!   [`hamming`]: top-k Hamming nearest neighbours over fixed-size binary items.
+//! - [`graph`]: a CSR graph format laid out in pages and breadth-first search over it;
+//!   [`chase`]: the page chase (each page names the next).
 //!
 //! ```
 //! use inpath_store::{kernel, FlashReader, Literal, PutOptions, ReaderConfig, Store};
@@ -32,7 +34,9 @@
 #![forbid(unsafe_code)]
 
 pub mod catalog;
+pub mod chase;
 mod error;
+pub mod graph;
 pub mod hamming;
 pub mod kernel;
 pub mod reader;
@@ -41,7 +45,9 @@ pub mod search;
 pub mod store;
 
 pub use catalog::{Entry, Extent, HandleRef, Tier};
+pub use chase::{chase, ChasePages, Chased, Stop};
 pub use error::{Result, StoreError};
+pub use graph::{csr_bytes, random_edges, read_edge_list, Bfs, CsrGraph, CsrHeader, GraphKind};
 pub use hamming::{Hamming, Neighbour, Neighbours};
 pub use kernel::{Flow, Kernel, Partial, RunStats, Scan};
 pub use reader::{Chunk, FlashReader, Jitter, Port, ReaderConfig, ReaderCounters, DEFAULT_SEGMENT};

@@ -1,6 +1,7 @@
 //! `inpath store`: BlueDBM's in-store processing. A directory of pages with a catalog of
-//! handles; kernels (literal and regex search, Hamming nearest neighbours) run beside the pages
-//! and print results, not bytes. docs/store.md.
+//! handles; kernels (literal and regex search, Hamming nearest neighbours, breadth-first search
+//! over CSR pages, the page chase) run beside the pages and print results, not bytes.
+//! docs/store.md.
 
 use crate::cmd::seal::{read_keys, sealing_key};
 use crate::common::{bytes, parse_size, print_out, thousands};
@@ -8,10 +9,14 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use inpath_core::output::Output;
 use inpath_core::Input;
-use inpath_seal::{Cipher, Compression, SealConfig};
+use inpath_seal::{Cipher, Compression, Key, SealConfig};
+use inpath_store::chase::{chase_pread, ChasePages, Stop};
+use inpath_store::graph::{csr_bytes, random_edges, read_edge_list, CsrGraph, GraphKind};
 use inpath_store::kernel::run;
 use inpath_store::remote::{self, entry_json, from_hex, to_hex, Client, Request, Service};
-use inpath_store::{FlashReader, Hamming, HandleRef, Literal, PutOptions, ReaderConfig, Store};
+use inpath_store::{
+    FlashReader, Hamming, HandleRef, Literal, PutOptions, ReaderConfig, Store, Tier,
+};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -51,6 +56,45 @@ Putting a name that is already in the store keeps its handle and bumps its gener
     #[command(after_help = "Example:
   inpath store nn /srv/store 4 --item-size 32 --queries q.bin -k 10 --json")]
     Nn(NnArgs),
+    /// Store a graph as a CSR file in pages, from an edge list or a seeded random graph.
+    #[command(after_help = "Examples:
+  inpath store put-graph /srv/store roads --edges roads.txt --undirected
+  inpath store put-graph /srv/store g --random rmat --vertices 1000000 --edge-count 16000000 --seed 7
+  inpath store put-graph /srv/store web --edges web.txt --compress lz4 --seal-tier aes256-gcm --key-file keys.txt
+
+An edge list holds one directed edge `U V` per line: decimal vertex ids from 0, separated by
+spaces, a tab or a comma; blank lines and lines starting with # or % are skipped. --undirected
+stores every edge both ways. Each vertex's neighbours are stored sorted; duplicate edges are
+kept. The CSR file is laid out for the handle's page size (docs/FORMATS.md, \"CSR graph\").")]
+    PutGraph(PutGraphArgs),
+    /// Breadth-first search over a CSR graph in the store: vertices reached, levels, edges/s.
+    #[command(after_help = "Examples:
+  inpath store bfs /srv/store 5 --source 0
+  inpath store bfs /srv/store 5 --source 42 --threads 2 --json
+  inpath store bfs /srv/store 5 --source 42 --levels levels.txt   # VERTEX LEVEL PREDECESSOR lines
+
+The visit order is scipy.sparse.csgraph.breadth_first_order's for a directed graph (FIFO,
+neighbours in CSR order), the same for every --threads. With --json --arrays the output holds
+the visit order, every vertex's level and its predecessor (-1: unreached, or the source).")]
+    Bfs(BfsArgs),
+    /// Store a chase file: pages linked in a seeded random order, each naming the next.
+    #[command(after_help = "Examples:
+  inpath store put-chase /srv/store chain --pages 32768
+  inpath store put-chase /srv/store ring --pages 1000 --cycle --seed 3
+
+The chain starts at page 0 and visits every page once; it ends there, or with --cycle it
+returns to page 0. The page format is in docs/FORMATS.md (\"chase file\").")]
+    PutChase(PutChaseArgs),
+    /// Follow a chain of pages, each naming the next: one page read per hop.
+    #[command(after_help = "Examples:
+  inpath store chase /srv/store 6                    # from page 0 to the end of the chain
+  inpath store chase /srv/store 6 --start 17 --hops 100 --sequence
+  inpath store chase /srv/store 6 --json --repeat 5
+  inpath store chase /srv/store 6 --raw --repeat 5    # baseline: plain pread, no checks
+
+The chase stops at the end of the chain, after --hops pages (default: the handle's page count),
+or at a page it visited before (a cycle).")]
+    Chase(ChaseArgs),
     /// Serve a store over TCP: kernel requests answered with results only (`--remote ADDR`
     /// on ls, read, grep and nn).
     #[command(after_help = "Examples:
@@ -102,15 +146,9 @@ struct KeyArgs {
     allow_insecure_key_file: bool,
 }
 
+/// How a verb that writes a handle lays out and seals its pages.
 #[derive(Args)]
-struct PutArgs {
-    /// Store directory (created with an empty catalog when missing).
-    dir: PathBuf,
-    /// File to store.
-    file: PathBuf,
-    /// Name in the catalog (default: the file's name).
-    #[arg(long)]
-    name: Option<String>,
+struct PageArgs {
     /// Page size (512 bytes to 16 MiB).
     #[arg(long, default_value = "8KiB", value_parser = parse_size)]
     page_size: u64,
@@ -125,7 +163,134 @@ struct PutArgs {
     key_id: Option<u32>,
     #[command(flatten)]
     keys: KeyArgs,
+}
+
+#[derive(Args)]
+struct PutArgs {
+    /// Store directory (created with an empty catalog when missing).
+    dir: PathBuf,
+    /// File to store.
+    file: PathBuf,
+    /// Name in the catalog (default: the file's name).
+    #[arg(long)]
+    name: Option<String>,
+    #[command(flatten)]
+    pages: PageArgs,
     /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct PutGraphArgs {
+    /// Store directory (created with an empty catalog when missing).
+    dir: PathBuf,
+    /// Name in the catalog.
+    name: String,
+    /// Edge list file: one `U V` per line.
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_unless_present = "random",
+        conflicts_with = "random"
+    )]
+    edges: Option<PathBuf>,
+    /// Generate a random graph instead: uniform (both ends uniform) or rmat (Graph500's skewed
+    /// R-MAT); needs --vertices and --edge-count.
+    #[arg(long, value_name = "KIND", requires_all = ["vertices", "edge_count"])]
+    random: Option<String>,
+    /// Vertex count (default with --edges: the largest id + 1).
+    #[arg(long)]
+    vertices: Option<u64>,
+    /// Edges of the random graph (before --undirected doubles them).
+    #[arg(long, requires = "random")]
+    edge_count: Option<u64>,
+    /// Seed of the random graph.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Store every edge both ways (a self loop once).
+    #[arg(long)]
+    undirected: bool,
+    #[command(flatten)]
+    pages: PageArgs,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct BfsArgs {
+    /// Store directory.
+    dir: PathBuf,
+    /// Handle of a CSR graph: ID or ID@GENERATION.
+    handle: String,
+    /// The vertex to start from.
+    #[arg(long)]
+    source: u64,
+    /// Threads: each level's frontier is cut across them (the result does not change).
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Write `VERTEX LEVEL PREDECESSOR` for every vertex reached, in visit order, to FILE
+    /// (`-` for standard output); the source's predecessor is -1.
+    #[arg(long, value_name = "FILE")]
+    levels: Option<String>,
+    /// With --json: also the visit order, the level and the predecessor of every vertex.
+    #[arg(long, requires = "json")]
+    arrays: bool,
+    #[command(flatten)]
+    keys: KeyArgs,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct PutChaseArgs {
+    /// Store directory (created with an empty catalog when missing).
+    dir: PathBuf,
+    /// Name in the catalog.
+    name: String,
+    /// Pages in the chain.
+    #[arg(long)]
+    pages: u64,
+    /// Seed of the page order.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// The last page names page 0 again: the chain is a cycle.
+    #[arg(long)]
+    cycle: bool,
+    #[command(flatten)]
+    layout: PageArgs,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct ChaseArgs {
+    /// Store directory.
+    dir: PathBuf,
+    /// Handle of a chase file: ID or ID@GENERATION.
+    handle: String,
+    /// The page to start from.
+    #[arg(long, default_value_t = 0)]
+    start: u64,
+    /// Read at most this many pages (default: the handle's page count).
+    #[arg(long)]
+    hops: Option<u64>,
+    /// Print the pages visited, one per line, after the summary.
+    #[arg(long)]
+    sequence: bool,
+    /// Run the chase this many times and report the median time (the page cache warms up).
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
+    /// Baseline for benchmarks: plain pread of each raw page from the handle's data file,
+    /// following the next-page field with no checks.
+    #[arg(long)]
+    raw: bool,
+    #[command(flatten)]
+    keys: KeyArgs,
+    /// Print JSON (with the sequence).
     #[arg(long)]
     json: bool,
 }
@@ -258,6 +423,10 @@ pub fn run_store(args: StoreArgs) -> Result<()> {
         Action::Rm(a) => rm(a),
         Action::Grep(a) => grep(a),
         Action::Nn(a) => nn(a),
+        Action::PutGraph(a) => put_graph(a),
+        Action::Bfs(a) => bfs(a),
+        Action::PutChase(a) => put_chase(a),
+        Action::Chase(a) => chase(a),
         Action::Serve(a) => serve(a),
     }
 }
@@ -336,7 +505,25 @@ fn handle_ref(text: &str) -> Result<HandleRef> {
     Ok(HandleRef::parse(text)?)
 }
 
-fn put(a: PutArgs) -> Result<()> {
+/// The page layout `PageArgs` ask for: page size, seal configuration (None: raw pages) and key.
+struct PageLayout {
+    page_size: u32,
+    seal: Option<SealConfig>,
+    key: Option<(u32, Key)>,
+}
+
+impl PageLayout {
+    fn options(&self) -> PutOptions<'_> {
+        PutOptions {
+            page_size: self.page_size,
+            seal: self
+                .seal
+                .map(|config| (config, self.key.as_ref().map(|(id, k)| (*id, k)))),
+        }
+    }
+}
+
+fn page_layout(a: &PageArgs) -> Result<PageLayout> {
     let page_size = u32::try_from(a.page_size)
         .ok()
         .filter(|p| (inpath_store::catalog::MIN_PAGE..=inpath_store::catalog::MAX_PAGE).contains(p))
@@ -364,34 +551,40 @@ fn put(a: PutArgs) -> Result<()> {
         bits,
         &format!("--seal-tier {}", a.seal_tier.as_deref().unwrap_or_default()),
     )?;
-    let options = PutOptions {
+    Ok(PageLayout {
         page_size,
-        seal: sealed.then_some((
-            SealConfig {
-                compression: compression.unwrap_or(Compression::None),
-                cipher,
-            },
-            key.as_ref().map(|(id, k)| (*id, k)),
-        )),
-    };
+        seal: sealed.then_some(SealConfig {
+            compression: compression.unwrap_or(Compression::None),
+            cipher,
+        }),
+        key,
+    })
+}
+
+fn put_line(entry: &inpath_store::Entry, what: &str) -> String {
+    format!(
+        "handle {}@{}  {}  {} in {} pages of {}  {}\n",
+        entry.handle,
+        entry.generation,
+        entry.name,
+        what,
+        thousands(entry.pages()),
+        bytes(entry.page_size as u64),
+        entry.codec
+    )
+}
+
+fn put(a: PutArgs) -> Result<()> {
+    let layout = page_layout(&a.pages)?;
     let mut store =
         Store::create(&a.dir).with_context(|| format!("cannot open store {}", a.dir.display()))?;
     let entry = store
-        .put_file(&a.file, a.name.as_deref(), &options)
+        .put_file(&a.file, a.name.as_deref(), &layout.options())
         .with_context(|| format!("cannot put {} into {}", a.file.display(), a.dir.display()))?;
     if a.json {
         print_out(&format!("{}\n", entry_json(&entry)))
     } else {
-        print_out(&format!(
-            "handle {}@{}  {}  {} in {} pages of {}  {}\n",
-            entry.handle,
-            entry.generation,
-            entry.name,
-            bytes(entry.size),
-            thousands(entry.pages()),
-            bytes(entry.page_size as u64),
-            entry.codec
-        ))
+        print_out(&put_line(&entry, &bytes(entry.size)))
     }
 }
 
@@ -536,6 +729,306 @@ fn nn(a: NnArgs) -> Result<()> {
             text.push_str(&format!(" {}:{}", n["index"], n["distance"]));
         }
         text.push('\n');
+    }
+    print_out(&text)
+}
+
+fn put_graph(a: PutGraphArgs) -> Result<()> {
+    let layout = page_layout(&a.pages)?;
+    let (edges, vertices, source) = match (&a.edges, &a.random) {
+        (Some(path), _) => {
+            let file = std::fs::File::open(path)
+                .with_context(|| format!("cannot read edge list {}", path.display()))?;
+            let (edges, need) = read_edge_list(std::io::BufReader::new(file), path)?;
+            let vertices = a.vertices.unwrap_or(need);
+            if vertices < need {
+                bail!(
+                    "--vertices {vertices} is too small: {} names vertex {}",
+                    path.display(),
+                    need - 1
+                );
+            }
+            (edges, vertices, path.display().to_string())
+        }
+        (None, Some(kind)) => {
+            let kind = GraphKind::parse(kind)?;
+            // clap's requires_all makes both present.
+            let (Some(vertices), Some(count)) = (a.vertices, a.edge_count) else {
+                bail!("--random needs --vertices and --edge-count");
+            };
+            let edges = random_edges(kind, vertices, count, a.seed)?;
+            (edges, vertices, format!("{} seed {}", kind.name(), a.seed))
+        }
+        (None, None) => bail!("give --edges FILE or --random KIND"),
+    };
+    let csr = csr_bytes(vertices, &edges, a.undirected, layout.page_size)
+        .with_context(|| format!("cannot make a CSR graph of {source}"))?;
+    drop(edges);
+    let mut store =
+        Store::create(&a.dir).with_context(|| format!("cannot open store {}", a.dir.display()))?;
+    let entry = store
+        .put_reader(&csr[..], &a.name, &layout.options())
+        .with_context(|| format!("cannot put the graph into {}", a.dir.display()))?;
+    let m = u64::from_le_bytes(csr[24..32].try_into().expect("a CSR header"));
+    if a.json {
+        let mut v = entry_json(&entry);
+        v["vertices"] = vertices.into();
+        v["edges"] = m.into();
+        v["undirected"] = a.undirected.into();
+        return print_out(&format!("{v}\n"));
+    }
+    let what = format!(
+        "CSR graph of {} vertices, {} edges{}, {}",
+        thousands(vertices),
+        thousands(m),
+        if a.undirected { " (undirected)" } else { "" },
+        bytes(entry.size)
+    );
+    print_out(&put_line(&entry, &what))
+}
+
+fn bfs(a: BfsArgs) -> Result<()> {
+    let store = open(&a.dir, &a.keys)?;
+    let handle = store.open_handle(handle_ref(&a.handle)?)?;
+    let id = handle.entry().handle;
+    let started = Instant::now();
+    let graph = CsrGraph::open(&handle)?;
+    let opened = started.elapsed().as_secs_f64();
+    let threads = a.threads.max(1);
+    let searched = Instant::now();
+    let result = graph.bfs(a.source, threads)?;
+    let search_secs = searched.elapsed().as_secs_f64();
+    let seconds = started.elapsed().as_secs_f64();
+    let eps = result.edges_traversed as f64 / seconds.max(1e-9);
+    if let Some(path) = &a.levels {
+        let mut inputs = vec![Input::File(
+            a.dir.join("pages").join(handle.entry().data_file_name()),
+        )];
+        if let Some(k) = &a.keys.key_file {
+            inputs.push(Input::File(k.clone()));
+        }
+        let mut out = Output::open(path, &inputs)?;
+        let mut text = String::with_capacity(1 << 16);
+        for &v in &result.order {
+            let pred = result.predecessors[v as usize];
+            use std::fmt::Write as _;
+            if pred == inpath_store::graph::NO_PREDECESSOR {
+                let _ = writeln!(text, "{v} {} -1", result.levels[v as usize]);
+            } else {
+                let _ = writeln!(text, "{v} {} {pred}", result.levels[v as usize]);
+            }
+            if text.len() >= 1 << 16 {
+                out.write_all(text.as_bytes())
+                    .with_context(|| format!("cannot write {path}"))?;
+                text.clear();
+            }
+        }
+        out.write_all(text.as_bytes())
+            .with_context(|| format!("cannot write {path}"))?;
+        out.commit()?;
+        if path == "-" {
+            return Ok(());
+        }
+    }
+    if a.json {
+        let v = serde_json::json!({
+            "handle": id,
+            "generation": handle.entry().generation,
+            "source": a.source,
+            "vertices": graph.vertices(),
+            "edges": graph.edges(),
+            "undirected": graph.header().undirected,
+            "threads": threads,
+            "reached": result.reached(),
+            "depth": result.level_sizes.len() - 1,
+            "level_sizes": result.level_sizes,
+            "edges_traversed": result.edges_traversed,
+            "pages_read": graph.pages_read() + result.pages_read,
+            "open_seconds": opened,
+            "bfs_seconds": search_secs,
+            "seconds": seconds,
+            "edges_per_second": eps,
+        });
+        if !a.arrays {
+            return print_out(&format!("{v}\n"));
+        }
+        // Large arrays are written by hand: -1 for "none".
+        let mut text = v.to_string();
+        text.pop(); // the closing brace
+        text.push(',');
+        use std::fmt::Write as _;
+        let list = |text: &mut String, name: &str, items: &mut dyn Iterator<Item = i64>| {
+            let _ = write!(text, "\"{name}\":[");
+            let mut first = true;
+            for x in items {
+                if !first {
+                    text.push(',');
+                }
+                first = false;
+                let _ = write!(text, "{x}");
+            }
+            text.push(']');
+        };
+        let none = |x: u32| if x == u32::MAX { -1 } else { x as i64 };
+        list(
+            &mut text,
+            "order",
+            &mut result.order.iter().map(|&x| x as i64),
+        );
+        text.push(',');
+        list(
+            &mut text,
+            "levels",
+            &mut result.levels.iter().map(|&x| none(x)),
+        );
+        text.push(',');
+        list(
+            &mut text,
+            "predecessors",
+            &mut result.predecessors.iter().map(|&x| none(x)),
+        );
+        text.push_str("}\n");
+        return print_out(&text);
+    }
+    let sizes: Vec<String> = result.level_sizes.iter().map(|&n| thousands(n)).collect();
+    print_out(&format!(
+        "bfs from vertex {} over handle {id} ({} vertices, {} edges): reached {} vertices in {} \
+         levels, {} edges traversed\n  level sizes: {}\n  {:.3} s (open {:.3} s, search {:.3} \
+         s) on {threads} thread{}: {:.1} M edges/s, {} pages read\n",
+        a.source,
+        thousands(graph.vertices()),
+        thousands(graph.edges()),
+        thousands(result.reached()),
+        result.level_sizes.len(),
+        thousands(result.edges_traversed),
+        sizes.join(" "),
+        seconds,
+        opened,
+        search_secs,
+        if threads == 1 { "" } else { "s" },
+        eps / 1e6,
+        thousands(graph.pages_read() + result.pages_read),
+    ))
+}
+
+fn put_chase(a: PutChaseArgs) -> Result<()> {
+    let layout = page_layout(&a.layout)?;
+    let pages = ChasePages::new(a.pages, layout.page_size, a.seed, a.cycle)?;
+    let mut store =
+        Store::create(&a.dir).with_context(|| format!("cannot open store {}", a.dir.display()))?;
+    let entry = store
+        .put_reader(pages, &a.name, &layout.options())
+        .with_context(|| format!("cannot put the chase file into {}", a.dir.display()))?;
+    if a.json {
+        let mut v = entry_json(&entry);
+        v["start"] = 0.into();
+        v["cycle"] = a.cycle.into();
+        return print_out(&format!("{v}\n"));
+    }
+    let what = format!(
+        "chase file, {} ({}), starts at page 0",
+        bytes(entry.size),
+        if a.cycle { "a cycle" } else { "a chain" }
+    );
+    print_out(&put_line(&entry, &what))
+}
+
+fn chase(a: ChaseArgs) -> Result<()> {
+    let h = handle_ref(&a.handle)?;
+    let repeat = a.repeat.max(1);
+    let mut runs = Vec::with_capacity(repeat);
+    let (entry, sequence, stop) = if a.raw {
+        let store = Store::open(&a.dir)
+            .with_context(|| format!("cannot open store {}", a.dir.display()))?;
+        let entry = store.resolve(h)?.clone();
+        if entry.tier != Tier::Raw {
+            bail!(
+                "--raw reads raw pages from the data file; handle {} is sealed ({})",
+                entry.handle,
+                entry.codec
+            );
+        }
+        if a.start >= entry.pages() {
+            bail!(
+                "--start {} is past the last page of handle {} ({} pages)",
+                a.start,
+                entry.handle,
+                entry.pages()
+            );
+        }
+        let path = a.dir.join("pages").join(entry.data_file_name());
+        let file = std::fs::File::open(&path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let hops = a.hops.unwrap_or(entry.pages());
+        let mut last = None;
+        for _ in 0..repeat {
+            let t = Instant::now();
+            let r = chase_pread(&file, &entry, a.start, hops)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            runs.push(t.elapsed().as_secs_f64());
+            last = Some(r);
+        }
+        let r = last.context("no run")?;
+        (entry, r.sequence, r.stop)
+    } else {
+        let store = open(&a.dir, &a.keys)?;
+        let handle = store.open_handle(h)?;
+        let hops = a.hops.unwrap_or(handle.entry().pages());
+        let mut last = None;
+        for _ in 0..repeat {
+            let t = Instant::now();
+            let r = inpath_store::chase(&handle, a.start, hops)?;
+            runs.push(t.elapsed().as_secs_f64());
+            last = Some(r);
+        }
+        let r = last.context("no run")?;
+        (handle.entry().clone(), r.sequence, r.stop)
+    };
+    let mut sorted = runs.clone();
+    sorted.sort_by(f64::total_cmp);
+    let seconds = sorted[sorted.len() / 2];
+    let hops = sequence.len() as u64;
+    let per_hop_ns = seconds * 1e9 / hops.max(1) as f64;
+    let (stop_name, stop_text) = match stop {
+        Stop::End => ("end", "at the end of the chain".to_string()),
+        Stop::MaxHops => ("max-hops", "after the hops asked for".to_string()),
+        Stop::Cycle { page } => ("cycle", format!("at a cycle back to page {page}")),
+    };
+    if a.json {
+        let mut v = serde_json::json!({
+            "handle": entry.handle,
+            "generation": entry.generation,
+            "mode": if a.raw { "pread" } else { "kernel" },
+            "start": a.start,
+            "hops": hops,
+            "stop": stop_name,
+            "page_size": entry.page_size,
+            "seconds": seconds,
+            "runs": runs,
+            "ns_per_hop": per_hop_ns,
+            "sequence": sequence,
+        });
+        if let Stop::Cycle { page } = stop {
+            v["cycle_page"] = page.into();
+        }
+        return print_out(&format!("{v}\n"));
+    }
+    let mut text = format!(
+        "chase over handle {} from page {}: {} hops, stopped {stop_text}, last page {}; {:.3} ms, \
+         {:.0} ns per hop{}\n",
+        entry.handle,
+        a.start,
+        thousands(hops),
+        sequence.last().map_or("-".to_string(), |p| p.to_string()),
+        seconds * 1e3,
+        per_hop_ns,
+        if a.raw { " (plain pread baseline)" } else { "" },
+    );
+    if a.sequence {
+        use std::fmt::Write as _;
+        for p in &sequence {
+            let _ = writeln!(text, "{p}");
+        }
     }
     print_out(&text)
 }
