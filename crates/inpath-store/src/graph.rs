@@ -867,6 +867,7 @@ impl CsrGraph {
         let mut level = 0u32;
         // Frontier positions for bottom-up levels (allocated at the first one).
         let mut fpos: Vec<u32> = Vec::new();
+        let mut fbits: Vec<u64> = Vec::new();
         let degree = |u: u32| off[u as usize + 1].get() - off[u as usize].get();
         while lo < order.len() {
             let hi = order.len();
@@ -898,18 +899,23 @@ impl CsrGraph {
                 }
                 if fpos.is_empty() {
                     fpos = vec![u32::MAX; n];
+                    fbits = vec![0u64; n.div_ceil(64)];
                 }
-                for i in lo..hi {
-                    fpos[order[i] as usize] = i as u32;
+                for (i, &u) in order.iter().enumerate().take(hi).skip(lo) {
+                    fpos[u as usize] = i as u32;
+                    fbits[u as usize / 64] |= 1 << (u % 64);
                 }
                 let mut found = bottom_up_level(
                     off,
                     pages.neighbours.bytes(),
                     &visited,
-                    &fpos,
+                    (&fbits, &fpos),
                     lo as u32,
                     threads,
                 );
+                for &u in &order[lo..hi] {
+                    fbits[u as usize / 64] = 0;
+                }
                 // The FIFO order: by the predecessor's position, then by id (each list is
                 // sorted, so that is the order the predecessor's list names them in).
                 found.sort_unstable();
@@ -1080,17 +1086,19 @@ impl CsrGraph {
 /// edge counts, which decide, cost a pass over the frontier to learn).
 const BOTTOM_UP_FRONTIER: u64 = 32;
 
-/// One bottom-up level: every vertex not visited yet whose list names a frontier vertex (one
-/// with `fpos[u] >= lo`, its position in the visit order) is found, with the smallest such
-/// position: `(position, vertex)` pairs, in no particular order.
+/// One bottom-up level: every vertex not visited yet whose list names a frontier vertex (its
+/// bit set in `frontier.0`, its position in the visit order in `frontier.1`) is found, with the
+/// smallest such position: `(position, vertex)` pairs, in no particular order. The bitmap is
+/// small enough to stay in cache; positions are looked up for frontier vertices only.
 fn bottom_up_level<O: Offset>(
     off: &[O],
     nbrs: &[u8],
     visited: &[AtomicU64],
-    fpos: &[u32],
+    frontier: (&[u64], &[u32]),
     lo: u32,
     threads: usize,
 ) -> Vec<(u32, u32)> {
+    let (fbits, fpos) = frontier;
     let n = fpos.len();
     let words = visited.len();
     let scan = |range: std::ops::Range<usize>| {
@@ -1106,8 +1114,12 @@ fn bottom_up_level<O: Offset>(
                 let (a, b) = (off[w].get() as usize, off[w + 1].get() as usize);
                 let mut best = u32::MAX;
                 for c in nbrs[4 * a..4 * b].chunks_exact(4) {
-                    let p = fpos[u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as usize];
-                    if p >= lo && p < best {
+                    let u = u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as usize;
+                    if fbits[u / 64] & (1 << (u % 64)) == 0 {
+                        continue;
+                    }
+                    let p = fpos[u];
+                    if p < best {
                         best = p;
                         if p == lo {
                             break;
