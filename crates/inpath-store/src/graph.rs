@@ -45,20 +45,38 @@
 //! # Breadth-first search
 //!
 //! [`CsrGraph::open`] reads the header, the page CRC table and the whole offsets array once
-//! (checked: CRCs, `offsets[0] = 0`, never decreasing, `offsets[n] = m`). [`CsrGraph::bfs`] is
-//! level-synchronous: before a level is expanded it works out which neighbour pages the
-//! frontier's lists lie on, reads those not read yet (each page once per search, checked against
-//! its CRC, every id `< n`), then expands the level. The visit order is the one
-//! `scipy.sparse.csgraph.breadth_first_order` gives for a directed graph: FIFO, each vertex's
-//! neighbours in CSR order, a vertex's predecessor the first frontier vertex that reaches it.
+//! (checked: CRCs, `offsets[0] = 0`, never decreasing, `offsets[n] = m`; kept as u32 when `m`
+//! fits, half the cache footprint). [`CsrGraph::bfs`] is level-synchronous and reads each
+//! neighbour page at most once, when a list on it is first needed (checked against its CRC,
+//! every id `< n`), so a search in a small component reads only that component's pages. The
+//! visit order is the one `scipy.sparse.csgraph.breadth_first_order` gives for a directed
+//! graph: FIFO, each vertex's neighbours in CSR order, a vertex's predecessor the first frontier
+//! vertex that reaches it. Every way a level is expanded gives exactly that order, so the
+//! order, the levels and the predecessors are the same for every thread count:
 //!
-//! With `threads` > 1 a large level is cut into chunks of about equal edge counts that threads
-//! take in turn. Phase 1 claims each newly found vertex with an atomic minimum of the frontier
-//! position that found it; phase 2 keeps a vertex only in the chunk of its smallest claim, at its
-//! first occurrence. The kept lists, concatenated in chunk order, are exactly the serial FIFO
-//! order, so the order, the levels and the predecessors are the same for every thread count.
-//! Pages are read on the search's own threads (`OpenHandle::read_page`), so `threads` counts
-//! every thread that works.
+//! - **Top-down, one thread:** the frontier in order, a visited bitmap, the offsets and list of
+//!   a vertex a few places ahead loaded early so that their cache misses overlap.
+//! - **Top-down, several threads** (a frontier of 1024 vertices or more): consecutive chunks of
+//!   the frontier, taken by threads in turn. Phase 1 claims each newly found vertex with an
+//!   atomic minimum of the frontier position that found it (a per-thread bitmap skips a
+//!   thread's later finds, which cannot win); phase 2 keeps a vertex only in the chunk of its
+//!   smallest claim, at its first occurrence. The chunks' lists concatenated in order are the
+//!   serial FIFO order. The pages the frontier needs are read on all threads first.
+//! - **Bottom-up** (graphs written undirected, a frontier of at least 1/32 of the vertices, and
+//!   fewer edges in the lists of the unvisited vertices than in the frontier's): every
+//!   unvisited vertex scans its own list (its in-neighbours, as the graph is symmetric) for the
+//!   frontier vertex with the smallest position, which is its scipy predecessor; the vertices
+//!   found are then sorted by (that position, id), which is the order the predecessor's sorted
+//!   list names them in. Beamer's direction-optimising BFS, made exact. The scan is cut across
+//!   threads. It relies on what the writer guarantees and the reader does not check (it would
+//!   cost a pass over every list): that an undirected graph's lists are symmetric and every
+//!   list is sorted. A file that breaks these still gets a breadth-first search of some graph,
+//!   never a panic or a loop, but not necessarily scipy's order for the file as stored.
+//!
+//! Pages are read with `OpenHandle::read_page` on the search's own threads, so `threads`
+//! counts every thread that works. The neighbour bytes live in an anonymous mapping advised for
+//! huge pages: filling tens of MiB 4 KiB at a time costs a page fault each, a third of the
+//! search on a virtual machine.
 //!
 //! ```
 //! use inpath_store::{csr_bytes, CsrGraph, PutOptions, Store};
@@ -867,6 +885,7 @@ impl CsrGraph {
         let mut level = 0u32;
         // Frontier positions for bottom-up levels (allocated at the first one).
         let mut fpos: Vec<u32> = Vec::new();
+        let mut fbits: Vec<u64> = Vec::new();
         let degree = |u: u32| off[u as usize + 1].get() - off[u as usize].get();
         while lo < order.len() {
             let hi = order.len();
@@ -898,18 +917,23 @@ impl CsrGraph {
                 }
                 if fpos.is_empty() {
                     fpos = vec![u32::MAX; n];
+                    fbits = vec![0u64; n.div_ceil(64)];
                 }
-                for i in lo..hi {
-                    fpos[order[i] as usize] = i as u32;
+                for (i, &u) in order.iter().enumerate().take(hi).skip(lo) {
+                    fpos[u as usize] = i as u32;
+                    fbits[u as usize / 64] |= 1 << (u % 64);
                 }
                 let mut found = bottom_up_level(
                     off,
                     pages.neighbours.bytes(),
                     &visited,
-                    &fpos,
+                    (&fbits, &fpos),
                     lo as u32,
                     threads,
                 );
+                for &u in &order[lo..hi] {
+                    fbits[u as usize / 64] = 0;
+                }
                 // The FIFO order: by the predecessor's position, then by id (each list is
                 // sorted, so that is the order the predecessor's list names them in).
                 found.sort_unstable();
@@ -1080,17 +1104,19 @@ impl CsrGraph {
 /// edge counts, which decide, cost a pass over the frontier to learn).
 const BOTTOM_UP_FRONTIER: u64 = 32;
 
-/// One bottom-up level: every vertex not visited yet whose list names a frontier vertex (one
-/// with `fpos[u] >= lo`, its position in the visit order) is found, with the smallest such
-/// position: `(position, vertex)` pairs, in no particular order.
+/// One bottom-up level: every vertex not visited yet whose list names a frontier vertex (its
+/// bit set in `frontier.0`, its position in the visit order in `frontier.1`) is found, with the
+/// smallest such position: `(position, vertex)` pairs, in no particular order. The bitmap is
+/// small enough to stay in cache; positions are looked up for frontier vertices only.
 fn bottom_up_level<O: Offset>(
     off: &[O],
     nbrs: &[u8],
     visited: &[AtomicU64],
-    fpos: &[u32],
+    frontier: (&[u64], &[u32]),
     lo: u32,
     threads: usize,
 ) -> Vec<(u32, u32)> {
+    let (fbits, fpos) = frontier;
     let n = fpos.len();
     let words = visited.len();
     let scan = |range: std::ops::Range<usize>| {
@@ -1106,8 +1132,12 @@ fn bottom_up_level<O: Offset>(
                 let (a, b) = (off[w].get() as usize, off[w + 1].get() as usize);
                 let mut best = u32::MAX;
                 for c in nbrs[4 * a..4 * b].chunks_exact(4) {
-                    let p = fpos[u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as usize];
-                    if p >= lo && p < best {
+                    let u = u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as usize;
+                    if fbits[u / 64] & (1 << (u % 64)) == 0 {
+                        continue;
+                    }
+                    let p = fpos[u];
+                    if p < best {
                         best = p;
                         if p == lo {
                             break;
