@@ -15,6 +15,8 @@
 //!   [`hamming`]: top-k Hamming nearest neighbours over fixed-size binary items.
 //! - [`graph`]: a CSR graph format laid out in pages and breadth-first search over it;
 //!   [`chase`]: the page chase (each page names the next).
+//! - [`tap`]: the round-1 taps (crc built in; sketch and corr through a [`TapRunner`]) run
+//!   over a handle in the store.
 //!
 //! ```
 //! use inpath_store::{kernel, FlashReader, Literal, PutOptions, ReaderConfig, Store};
@@ -43,6 +45,7 @@ pub mod reader;
 pub mod remote;
 pub mod search;
 pub mod store;
+pub mod tap;
 
 pub use catalog::{Entry, Extent, HandleRef, Tier};
 pub use chase::{chase, ChasePages, Chased, Stop};
@@ -53,3 +56,4 @@ pub use kernel::{Flow, Kernel, Partial, RunStats, Scan};
 pub use reader::{Chunk, FlashReader, Jitter, Port, ReaderConfig, ReaderCounters, DEFAULT_SEGMENT};
 pub use search::{Literal, LiteralHits, RegexHits, RegexSearch};
 pub use store::{OpenHandle, PutOptions, RunBuffers, Store, DEFAULT_PAGE_SIZE, DIRECT_ALIGN};
+pub use tap::{Crc, CrcPartial, HandleReader, TapRunner};
