@@ -129,6 +129,30 @@ pub trait TapFactory: Send + Sync {
     }
 }
 
+/// The sketch and corr taps as a store's [`inpath_store::TapRunner`]: `inpath store sketch`
+/// and `corr` run them over a handle's bytes, beside the pages (the store crate builds `crc`
+/// in and knows no other engine).
+pub struct StoreTaps;
+
+impl inpath_store::TapRunner for StoreTaps {
+    fn names(&self) -> Vec<String> {
+        vec!["sketch".into(), "corr".into()]
+    }
+
+    fn run(
+        &self,
+        spec: &str,
+        input: &mut dyn std::io::Read,
+        threads: usize,
+    ) -> std::result::Result<Value, String> {
+        let err = |e: WireError| inpath_store::remote::error_text(&e);
+        parse_tap(spec)
+            .map_err(err)?
+            .run_input(input, threads)
+            .map_err(err)
+    }
+}
+
 /// Feeds all of `input` to `engine` on `threads` lanes and closes it; an error names the tap.
 pub(crate) fn run_lanes<E: Lane>(
     engine: &mut E,

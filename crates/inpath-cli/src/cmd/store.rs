@@ -17,6 +17,7 @@ use inpath_store::remote::{self, entry_json, from_hex, to_hex, Client, Request, 
 use inpath_store::{
     FlashReader, Hamming, HandleRef, Literal, PutOptions, ReaderConfig, Store, Tier,
 };
+use inpath_wire::tap::StoreTaps;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -482,29 +483,6 @@ pub fn run_store(args: StoreArgs) -> Result<()> {
     }
 }
 
-/// Runs the sketch and corr taps for the store service: the wire placement's taps, fed a
-/// handle's bytes.
-pub struct WireTaps;
-
-impl inpath_store::TapRunner for WireTaps {
-    fn names(&self) -> Vec<String> {
-        vec!["sketch".into(), "corr".into()]
-    }
-
-    fn run(
-        &self,
-        spec: &str,
-        input: &mut dyn std::io::Read,
-        threads: usize,
-    ) -> std::result::Result<serde_json::Value, String> {
-        let err = |e: inpath_wire::WireError| remote::error_text(&e);
-        inpath_wire::tap::parse_tap(spec)
-            .map_err(err)?
-            .run_input(input, threads)
-            .map_err(err)
-    }
-}
-
 /// A local store (a service over the directory) or a connection to a server.
 enum Target {
     Local(Box<Service>),
@@ -533,7 +511,7 @@ impl Target {
             None => FlashReader::new(ReaderConfig::default()),
         };
         Ok(Target::Local(Box::new(
-            Service::new(dir, ring, reader).with_taps(std::sync::Arc::new(WireTaps)),
+            Service::new(dir, ring, reader).with_taps(std::sync::Arc::new(StoreTaps)),
         )))
     }
 
@@ -551,8 +529,8 @@ fn serve(a: ServeArgs) -> Result<()> {
         Some(path) => Some(read_keys(path, a.keys.allow_insecure_key_file)?.ring),
         None => None,
     };
-    let service =
-        Service::new(a.dir.clone(), ring, a.read.reader()).with_taps(std::sync::Arc::new(WireTaps));
+    let service = Service::new(a.dir.clone(), ring, a.read.reader())
+        .with_taps(std::sync::Arc::new(StoreTaps));
     let dir = a.dir.display().to_string();
     remote::serve(service, &a.listen, a.max_conns.max(1), |addr| {
         // The address first, on standard output (port 0 picks one): scripts read it.
