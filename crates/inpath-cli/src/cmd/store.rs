@@ -1235,8 +1235,18 @@ pub fn demo_section() -> Result<String> {
     )?;
     writeln!(
         out,
-        "  {} scanned inside the store, one count returned; try it: inpath store put DIR FILE; inpath store grep DIR 1 WORD\n",
-        bytes(d.size)
+        "  in-store taps on 2 lanes: {} distinct lines (HyperLogLog; the sketch of the original bytes on 1 lane: {}), CRC-32 {:08x} ({}) in {:.3} s",
+        thousands(d.distinct.round() as u64),
+        if d.distinct == d.distinct_expected { "equal" } else { "DIFFERENT" },
+        d.crc,
+        if d.crc == d.crc_expected { "equal to the original's" } else { "DIFFERENT from the original's" },
+        d.tap_secs
+    )?;
+    writeln!(
+        out,
+        "  {} scanned inside the store per kernel, {} returned; try it: inpath store put DIR FILE; inpath store grep DIR 1 WORD; inpath store sketch DIR 1\n",
+        bytes(d.size),
+        bytes(d.returned)
     )?;
     Ok(out)
 }
@@ -1252,6 +1262,12 @@ struct DemoStore {
     lines: u64,
     search_secs: f64,
     expected: u64,
+    distinct: f64,
+    distinct_expected: f64,
+    crc: u32,
+    crc_expected: u32,
+    tap_secs: f64,
+    returned: u64,
 }
 
 fn demo_run(dir: &Path) -> Result<DemoStore> {
@@ -1282,14 +1298,39 @@ fn demo_run(dir: &Path) -> Result<DemoStore> {
     let handle = store.open_handle(entry.handle.into())?;
     let start = Instant::now();
     let hits = run(&reader, &handle, &Literal::new(DEMO_PATTERN, false)?, 2)?;
+    let search_secs = start.elapsed().as_secs_f64();
+    // The round-1 taps beside the pages, through the same service `inpath store sketch` and
+    // `crc` use; checked against the sketch of the original bytes (exact: same registers).
+    let service = Service::new(dir.to_path_buf(), Some(ring), reader)
+        .with_taps(std::sync::Arc::new(StoreTaps));
+    let tap = |spec: &str| {
+        service.answer(&Request::Tap {
+            handle: entry.handle.to_string(),
+            spec: spec.into(),
+            threads: 2,
+        })
+    };
+    let start = Instant::now();
+    let sketch = tap("sketch")?;
+    let crc = tap("crc")?;
+    let tap_secs = start.elapsed().as_secs_f64();
+    let expected_sketch = inpath_wire::tap::parse_tap("sketch")?.run_input(&mut &text[..], 1)?;
+    let returned = sketch["bytes_returned"].as_u64().unwrap_or(0)
+        + crc["bytes_returned"].as_u64().unwrap_or(0);
     Ok(DemoStore {
+        distinct: sketch["result"]["cardinality"].as_f64().unwrap_or(-1.0),
+        distinct_expected: expected_sketch["cardinality"].as_f64().unwrap_or(-2.0),
+        crc: crc["result"]["crc32"].as_u64().unwrap_or(0) as u32,
+        crc_expected: crc32fast::hash(&text),
+        tap_secs,
+        returned,
         size: entry.size,
         pages: entry.pages(),
         stored,
         put_secs,
         matches: hits.matches,
         lines: hits.lines,
-        search_secs: start.elapsed().as_secs_f64(),
+        search_secs,
         expected,
     })
 }
