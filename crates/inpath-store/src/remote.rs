@@ -1365,3 +1365,84 @@ impl Client {
         Ok(got)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair() -> (TcpStream, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        (c, l.accept().unwrap().0)
+    }
+
+    #[test]
+    fn put_frames_read_in_any_piece_sizes_and_drain_to_the_end() {
+        let (mut client, mut server) = pair();
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+        for piece in data.chunks(70_001) {
+            write_frame(&mut client, piece).unwrap();
+        }
+        write_frame(&mut client, &[]).unwrap();
+        write_frame(&mut client, b"next").unwrap();
+        let mut r = FrameReader {
+            stream: &mut server,
+            left: None,
+            ended: false,
+            broken: None,
+        };
+        // A reader that stops early (a put that failed) and drains the rest.
+        let mut got = vec![0u8; 100_000];
+        r.read_exact(&mut got).unwrap();
+        assert_eq!(got, data[..100_000]);
+        r.drain().unwrap();
+        assert!(r.ended && r.broken.is_none());
+        assert_eq!(r.read(&mut got).unwrap(), 0);
+        // The connection is in step: the next frame is the one after the empty frame.
+        let next = read_frame(&mut server, 100, "request").unwrap().unwrap();
+        assert_eq!(next, b"next");
+
+        // Whole: exactly the bytes sent, whatever the read sizes.
+        write_frame(&mut client, &data[..5]).unwrap();
+        write_frame(&mut client, &data[5..]).unwrap();
+        write_frame(&mut client, &[]).unwrap();
+        let mut r = FrameReader {
+            stream: &mut server,
+            left: None,
+            ended: false,
+            broken: None,
+        };
+        let mut all = Vec::new();
+        let mut buf = [0u8; 777];
+        loop {
+            let n = r.read(&mut buf).unwrap();
+            if n == 0 {
+                break;
+            }
+            all.extend_from_slice(&buf[..n]);
+        }
+        assert_eq!(all, data);
+    }
+
+    #[test]
+    fn a_client_that_leaves_inside_a_frame_breaks_the_stream() {
+        let (mut client, mut server) = pair();
+        client.write_all(&1000u32.to_le_bytes()).unwrap();
+        client.write_all(&[1u8; 10]).unwrap();
+        drop(client);
+        let mut r = FrameReader {
+            stream: &mut server,
+            left: None,
+            ended: false,
+            broken: None,
+        };
+        let mut sink = Vec::new();
+        let err = r.read_to_end(&mut sink).unwrap_err();
+        assert!(
+            err.to_string().contains("closed inside a data frame"),
+            "{err}"
+        );
+        assert!(r.broken.is_some());
+        assert!(r.drain().is_ok()); // nothing more to read: the caller sees `broken`
+    }
+}
