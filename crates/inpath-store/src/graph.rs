@@ -785,8 +785,23 @@ impl CsrGraph {
 
     /// Reads neighbour page `page` into `dst` (the bytes of its entries), checking its CRC and
     /// every id.
-    fn load_page(&self, page: u64, dst: &mut [u8], buf: &mut Vec<u8>) -> Result<()> {
-        self.handle.read_page(page, buf)?;
+    fn load_page(&self, page: u64, dst: &mut [u8], buf: &mut PageBuf) -> Result<()> {
+        // From the mapped file where it can be mapped (no system call, no allocation per
+        // page: a search reads thousands of pages), else through `read_page`.
+        let mapped = self
+            .handle
+            .with_mapped_page(page, &mut buf.run, |bytes| self.take_page(page, bytes, dst))?;
+        match mapped {
+            Some(r) => r,
+            None => {
+                self.handle.read_page(page, &mut buf.plain)?;
+                self.take_page(page, &buf.plain, dst)
+            }
+        }
+    }
+
+    /// Checks page `page` (its CRC, then every id) and copies its neighbour entries to `dst`.
+    fn take_page(&self, page: u64, buf: &[u8], dst: &mut [u8]) -> Result<()> {
         self.check_page(page, buf)?;
         let p = self.header.page_size as u64;
         let range = self.entries_of_page(page);
@@ -858,7 +873,7 @@ impl CsrGraph {
                 self.page_of_entry(self.header.edges - 1) - self.page_of_entry(0) + 1
             },
             read: 0,
-            buf: Vec::new(),
+            buf: PageBuf::default(),
         };
         let visited: Vec<AtomicU64> = (0..n.div_ceil(64)).map(|_| AtomicU64::new(0)).collect();
         let levels: Vec<AtomicU32> = (0..n).map(|_| AtomicU32::new(UNREACHED)).collect();
@@ -1032,6 +1047,7 @@ impl CsrGraph {
             level = next_level;
         }
         std::hint::black_box(sink);
+        self.handle.check_mapping()?;
         Ok(Bfs {
             source,
             order,
@@ -1076,7 +1092,7 @@ impl CsrGraph {
             at = r.end;
         }
         let work = |parts: &mut [(u64, &mut [u8])]| -> Result<()> {
-            let mut buf = Vec::new();
+            let mut buf = PageBuf::default();
             for (page, dst) in parts.iter_mut() {
                 self.load_page(*page, dst, &mut buf)?;
             }
@@ -1192,7 +1208,14 @@ struct Pages {
     left: u64,
     /// Pages read.
     read: u64,
-    buf: Vec<u8>,
+    buf: PageBuf,
+}
+
+/// What reading one page needs: a page read through `read_page`, or unsealed from the map.
+#[derive(Default)]
+struct PageBuf {
+    plain: Vec<u8>,
+    run: crate::RunBuffers,
 }
 
 /// The bytes of the neighbour array in memory (u32 little-endian entries). A large one is an
