@@ -1086,7 +1086,9 @@ impl FrameReader<'_> {
     fn drain(&mut self) -> std::io::Result<()> {
         let mut sink = vec![0u8; 64 << 10];
         while !self.ended && self.broken.is_none() {
-            self.read(&mut sink)?;
+            if self.read(&mut sink)? == 0 {
+                break;
+            }
         }
         Ok(())
     }
