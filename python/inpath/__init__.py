@@ -118,6 +118,9 @@ def corr(data, *, rowvar=False, nan="raise", constant="nan", ddof=1, threads=Non
                 "e.g. df[cols].astype('float64')"
             )
         data = data.to_numpy()
+        # A subset of a frame's columns can come out as a strided view of its block.
+        if not (data.flags.c_contiguous or data.flags.f_contiguous):
+            data = np.ascontiguousarray(data)
         labelled = True
     elif not hasattr(data, "__array_interface__") and not isinstance(data, memoryview):
         data = np.asarray(data)
