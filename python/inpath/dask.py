@@ -24,7 +24,7 @@ import os
 
 from . import CorrResult, InpathError, Sketch, Statistics, _corr_array
 
-__all__ = ["approx_count_distinct", "corr", "sketch"]
+__all__ = ["Shard", "ShardedStore", "approx_count_distinct", "corr", "sketch"]
 
 
 def _dask():
@@ -216,3 +216,227 @@ def corr(data, *, columns=None, split_every=8, constant="nan", ddof=1):
     states = [dask.delayed(_corr_block, pure=True)(p, names) for p in parts]
     stats = Statistics.from_bytes(_tree(states, _merge_statistics, split_every).compute())
     return CorrResult(stats, constant=constant, ddof=ddof, labelled=names is not None)
+
+
+# ------------------------------------------------------------------------------------------
+# The store engine across workers.
+
+PLUGIN_NAME = "inpath-store"
+
+
+def _make_plugin_class():
+    from distributed import WorkerPlugin
+
+    class _StorePlugin(WorkerPlugin):
+        """Opens each worker's store directory once, when the worker starts (or now)."""
+
+        name = PLUGIN_NAME
+
+        def __init__(self, directories, keys=None):
+            self.directories = dict(directories)
+            self.keys = keys
+
+        def setup(self, worker):
+            from .store import Store
+
+            where = self.directories.get(worker.name, self.directories.get(worker.address))
+            if where is None:
+                where = self.directories.get(str(worker.name))
+            self.store = None if where is None else Store(where, keys=self.keys)
+            self.directory = where
+
+    return _StorePlugin
+
+
+def _worker_store():
+    from distributed import get_worker
+
+    worker = get_worker()
+    plugin = worker.plugins.get(PLUGIN_NAME)
+    store = getattr(plugin, "store", None)
+    if store is None:
+        raise InpathError(
+            f"worker {worker.address} ({worker.name}) has no store directory in the "
+            "ShardedStore's mapping"
+        )
+    return worker.address, store
+
+
+def _shard_put(data, name):
+    address, store = _worker_store()
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(prefix="inpath-shard-", delete=True) as f:
+        f.write(data)
+        f.flush()
+        entry = store.put(f.name, name=name)
+    return address, entry
+
+
+def _shard_grep(handle, pattern, regex, count, threads):
+    address, store = _worker_store()
+    return address, store.grep(handle, pattern, regex=regex, count=count, threads=threads)
+
+
+def _shard_nn(handle, queries, k, item_size, threads):
+    address, store = _worker_store()
+    return address, store.nn(handle, queries, k=k, item_size=item_size, threads=threads)
+
+
+class Shard:
+    """One piece of a sharded file: on ``worker`` as ``handle``, bytes ``offset`` to
+    ``offset + length`` of the whole file."""
+
+    __slots__ = ("worker", "handle", "offset", "length")
+
+    def __init__(self, worker, handle, offset, length):
+        self.worker, self.handle, self.offset, self.length = worker, handle, offset, length
+
+    def __repr__(self):
+        return f"Shard({self.worker}, handle {self.handle}, bytes {self.offset}..{self.offset + self.length})"
+
+
+class ShardedStore:
+    """inpath stores on Dask workers, one directory each, and files sharded across them.
+
+    ``directories`` maps a worker's name (or address) to its store directory; a
+    ``WorkerPlugin`` opens each one on its worker. ``put`` cuts a file into one shard per
+    worker (text at line ends, binary items at item boundaries) and records the shard catalog:
+    (worker, handle, offset, length). ``grep`` and ``nn`` run on every shard **on the worker
+    that holds it** (hard placement: ``workers=[w], allow_other_workers=False``), and the
+    results merge into the answer for the whole file: global byte offsets, global item indices.
+    Only results cross the network. A worker that is gone gives an :class:`inpath.InpathError`
+    naming its shards, never a partial answer.
+    """
+
+    def __init__(self, client, directories, *, keys=None, timeout=600):
+        self.client = client
+        self.timeout = timeout
+        self.catalog = {}
+        plugin = _make_plugin_class()(directories, keys)
+        client.register_plugin(plugin, name=PLUGIN_NAME)
+
+    def _workers(self):
+        return sorted(self.client.scheduler_info()["workers"])
+
+    def _check_alive(self, shards):
+        alive = set(self._workers())
+        dead = [s for s in shards if s.worker not in alive]
+        if dead:
+            raise InpathError(
+                f"worker(s) {sorted({s.worker for s in dead})} are gone; their shards "
+                f"{dead} cannot be searched, so no answer is given"
+            )
+
+    def _run(self, name, fn, *args):
+        """Runs ``fn(handle, *args)`` on every shard of ``name`` where it lives."""
+        from distributed import wait
+
+        shards = self.catalog.get(name)
+        if shards is None:
+            raise InpathError(f"no sharded file {name!r} (put it first; have {sorted(self.catalog)})")
+        self._check_alive(shards)
+        futures = [
+            self.client.submit(fn, s.handle, *args, workers=[s.worker],
+                               allow_other_workers=False, pure=False)
+            for s in shards
+        ]
+        import time
+
+        deadline = time.monotonic() + self.timeout
+        while True:
+            done = wait(futures, timeout=1.0, return_when="ALL_COMPLETED")
+            if not done.not_done:
+                break
+            try:
+                self._check_alive(shards)
+            except InpathError:
+                for f in futures:
+                    f.cancel()
+                raise
+            if time.monotonic() > deadline:
+                raise InpathError(f"the shards of {name!r} did not answer in {self.timeout} s")
+        results = []
+        for s, f in zip(shards, futures):
+            if f.status == "error":
+                raise InpathError(f"shard {s}: {f.exception()}")
+            if f.status != "finished":
+                self._check_alive(shards)
+                raise InpathError(f"shard {s} did not finish ({f.status})")
+            address, result = f.result()
+            results.append((s, address, result))
+        return results
+
+    def put(self, name, data, *, item_size=None):
+        """Shards ``data`` (bytes) across the workers under ``name``: text cut after a newline
+        near each even split, or with ``item_size`` binary items cut at item boundaries.
+        Returns the shard catalog (a list of :class:`Shard`)."""
+        workers = self._workers()
+        if not workers:
+            raise InpathError("the cluster has no workers")
+        data = bytes(data)
+        n = len(workers)
+        cuts = [0]
+        for i in range(1, n):
+            at = len(data) * i // n
+            if item_size:
+                at -= at % item_size
+            else:
+                nl = data.find(b"\n", at)
+                at = len(data) if nl < 0 else nl + 1
+            cuts.append(max(at, cuts[-1]))
+        cuts.append(len(data))
+        futures = [
+            self.client.submit(_shard_put, data[cuts[i]:cuts[i + 1]], name, workers=[w],
+                               allow_other_workers=False, pure=False)
+            for i, w in enumerate(workers)
+        ]
+        shards = []
+        for i, f in enumerate(futures):
+            address, entry = f.result()
+            shards.append(Shard(address, entry["handle"], cuts[i], cuts[i + 1] - cuts[i]))
+        self.catalog[name] = shards
+        return shards
+
+    def grep(self, name, pattern, *, regex=False, count=False, threads=1):
+        """Searches every shard of ``name`` on its worker. Returns ``lines``, and unless
+        ``count``, ``matches`` and ``offsets`` (global byte offsets, a numpy uint64 array in
+        order), with ``bytes_scanned``, ``bytes_returned`` and ``placement`` (each shard's
+        worker and the worker that ran it)."""
+        import numpy as np
+
+        out = {"lines": 0, "bytes_scanned": 0, "bytes_returned": 0, "placement": []}
+        offsets = []
+        for s, address, r in self._run(name, _shard_grep, pattern, regex, count, threads):
+            out["lines"] += r["lines"]
+            out["bytes_scanned"] += r["bytes_scanned"]
+            out["bytes_returned"] += r["bytes_returned"]
+            out["placement"].append((s.worker, address))
+            if not count:
+                offsets.append(r["offsets"] + np.uint64(s.offset))
+        if not count:
+            out["offsets"] = np.concatenate(offsets) if offsets else np.zeros(0, np.uint64)
+            out["matches"] = len(out["offsets"])
+        return out
+
+    def nn(self, name, queries, *, k=1, item_size=None, threads=1):
+        """Top-``k`` Hamming neighbours over every shard of ``name`` (binary items of
+        ``item_size`` bytes), merged by (distance, global index): ties go to the lowest index,
+        as on one machine. Returns ``indices`` and ``distances`` of shape (queries, k)."""
+        import numpy as np
+
+        parts = []
+        placement = []
+        for s, address, r in self._run(name, _shard_nn, queries, k, item_size, threads):
+            size = item_size or np.asarray(queries).shape[-1]
+            parts.append((r["indices"].astype(np.uint64) + np.uint64(s.offset // size),
+                          r["distances"]))
+            placement.append((s.worker, address))
+        idx = np.concatenate([p[0] for p in parts], axis=1)
+        dist = np.concatenate([p[1] for p in parts], axis=1)
+        order = np.lexsort((idx, dist), axis=1)[:, :k]
+        return {
+            "indices": np.take_along_axis(idx, order, axis=1),
+            "distances": np.take_along_axis(dist, order, axis=1),
+            "placement": placement,
+        }

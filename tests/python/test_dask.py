@@ -109,3 +109,79 @@ def test_bad_input_is_a_clear_error(client, tmp_path):
         idask.corr(x)
     with pytest.raises(Exception, match="hll_p"):
         idask.sketch(x, hll_p=40)
+
+
+def text(n=1_500_000, seed=3):
+    rng = np.random.default_rng(seed)
+    words = [b"hay", b"needle", b"aaaa", b"stack", b"needles", b"x"]
+    picks = rng.integers(0, len(words), n // 4)
+    seps = np.where(rng.integers(0, 6, len(picks)) == 0, b"\n", b" ")
+    return b"".join(w + s for w, s in zip((words[i] for i in picks), seps))
+
+
+def naive(data, pat):
+    out, i = [], data.find(pat)
+    while i >= 0:
+        out.append(i)
+        i = data.find(pat, i + 1)
+    return out
+
+
+def test_sharded_store_grep_and_nn_run_where_the_shards_are(client, tmp_path):
+    dirs = {name: str(tmp_path / f"store-{name}") for name in (0, 1)}
+    sharded = idask.ShardedStore(client, dirs)
+    data = text()
+    shards = sharded.put("t", data)
+    assert len(shards) == 2 and shards[0].offset == 0
+    assert shards[1].offset == shards[0].length and sum(s.length for s in shards) == len(data)
+    assert {s.worker for s in shards} == set(client.scheduler_info()["workers"])
+    r = sharded.grep("t", "needle")
+    assert r["offsets"].tolist() == naive(data, b"needle")
+    assert r["lines"] == sum(b"needle" in line for line in data.split(b"\n"))
+    # Every shard ran on the worker holding it, and only results came back.
+    assert all(owner == ran for owner, ran in r["placement"])
+    assert r["bytes_scanned"] == len(data)
+    c = sharded.grep("t", "needles", count=True)
+    assert c["lines"] == sum(b"needles" in line for line in data.split(b"\n"))
+    assert c["bytes_returned"] < 0.01 * c["bytes_scanned"]
+    # Nearest neighbours over items sharded at item boundaries: numpy's brute force, ties to
+    # the lowest global index.
+    rng = np.random.default_rng(9)
+    items = rng.integers(0, 256, (6001, 32), dtype=np.uint8)
+    items[4000] = items[17]  # a tie across the shards
+    sharded.put("codes", items.tobytes(), item_size=32)
+    queries = items[[17, 5, 5999]] ^ np.uint8(1)
+    got = sharded.nn("codes", queries, k=4, item_size=32)
+    dist = np.unpackbits(items[None, :, :] ^ queries[:, None, :], axis=2).sum(axis=2)
+    want = np.lexsort((np.arange(len(items))[None, :].repeat(3, 0), dist), axis=1)[:, :4]
+    assert got["indices"].tolist() == want.tolist()
+    assert got["distances"].tolist() == np.take_along_axis(dist, want, axis=1).tolist()
+    assert all(owner == ran for owner, ran in got["placement"])
+    with pytest.raises(inpath.InpathError, match="no sharded file"):
+        sharded.grep("nothing", "x")
+
+
+def test_a_dead_worker_is_an_error_naming_its_shards(tmp_path):
+    import os
+    import time
+
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                           dashboard_address=None, host="127.0.0.1")
+    c = Client(cluster)
+    try:
+        sharded = idask.ShardedStore(c, {n: str(tmp_path / f"s{n}") for n in (0, 1)}, timeout=60)
+        shards = sharded.put("t", text(200_000))
+        victim = shards[1].worker
+        try:
+            c.run(lambda: os._exit(1), workers=[victim])
+        except Exception:  # noqa: BLE001 - the worker dies while answering
+            pass
+        for _ in range(200):
+            if victim not in c.scheduler_info()["workers"]:
+                break
+            time.sleep(0.05)
+        with pytest.raises(inpath.InpathError, match=f"{victim}.*are gone.*handle {shards[1].handle}"):
+            sharded.grep("t", "needle")
+    finally:
+        c.close()
+        cluster.close()
