@@ -283,6 +283,20 @@ def _shard_nn(handle, queries, k, item_size, threads):
     return address, store.nn(handle, queries, k=k, item_size=item_size, threads=threads)
 
 
+def _shard_put_graph(name, vertices, src, dst, page_size):
+    address, store = _worker_store()
+    return address, store.put_graph(name, src, dst, vertices=vertices, page_size=page_size)
+
+
+def _shard_expand(handle, vertices):
+    """One superstep on one worker: the distinct out-neighbours of its frontier vertices."""
+    import numpy as np
+
+    address, store = _worker_store()
+    targets, counts = store.neighbours(handle, vertices)
+    return address, np.unique(targets), int(counts.sum())
+
+
 class Shard:
     """One piece of a sharded file: on ``worker`` as ``handle``, bytes ``offset`` to
     ``offset + length`` of the whole file."""
@@ -397,6 +411,95 @@ class ShardedStore:
             shards.append(Shard(address, entry["handle"], cuts[i], cuts[i + 1] - cuts[i]))
         self.catalog[name] = shards
         return shards
+
+    def put_graph(self, name, src, dst, *, vertices=None, undirected=False, page_size=8192):
+        """Shards a graph (edges ``src[i] -> dst[i]``) across the workers by source vertex:
+        vertex ``v`` belongs to shard ``v % workers``, whose CSR file holds the out-lists of its
+        vertices only. ``undirected`` adds each edge both ways first. Returns the catalog."""
+        import numpy as np
+
+        workers = self._workers()
+        if not workers:
+            raise InpathError("the cluster has no workers")
+        src = np.asarray(src, dtype=np.uint32)
+        dst = np.asarray(dst, dtype=np.uint32)
+        if len(src) != len(dst):
+            raise InpathError(f"src has {len(src)} vertices and dst {len(dst)}: they pair up into edges")
+        if vertices is None:
+            vertices = int(max(src.max(initial=0), dst.max(initial=0))) + 1 if len(src) else 0
+        if undirected:
+            loops = src == dst
+            src, dst = np.concatenate([src, dst[~loops]]), np.concatenate([dst, src[~loops]])
+        w = len(workers)
+        futures = []
+        for i, worker in enumerate(workers):
+            mine = (src % w) == i
+            futures.append(self.client.submit(
+                _shard_put_graph, name, int(vertices), src[mine], dst[mine], page_size,
+                workers=[worker], allow_other_workers=False, pure=False))
+        shards = []
+        for f in futures:
+            address, entry = f.result()
+            shards.append(Shard(address, entry["handle"], 0, entry["size"]))
+        self.catalog[name] = shards
+        self.graphs = getattr(self, "graphs", {})
+        self.graphs[name] = int(vertices)
+        return shards
+
+    def bfs(self, name, source):
+        """Breadth-first search over a graph put with :meth:`put_graph`, in supersteps: the
+        frontier is cut by owner (``v % workers``), each worker expands its part beside its
+        pages and returns the distinct neighbours (one batch per worker per superstep), and the
+        vertices not reached before form the next frontier. Returns ``levels`` (int64, -1 for
+        unreached; equal to any exact BFS's), ``reached``, ``level_sizes``, ``supersteps``,
+        ``edges_traversed`` and ``placement``."""
+        import numpy as np
+
+        n = getattr(self, "graphs", {}).get(name)
+        if n is None:
+            raise InpathError(f"no sharded graph {name!r} (put_graph it first)")
+        if not 0 <= source < n:
+            raise InpathError(f"source = {source} is out of range: 0 to {n - 1}")
+        shards = self.catalog[name]
+        w = len(shards)
+        levels = np.full(n, -1, dtype=np.int64)
+        levels[source] = 0
+        frontier = np.array([source], dtype=np.uint64)
+        sizes, placement, edges, level = [1], [], 0, 0
+        while len(frontier):
+            self._check_alive(shards)
+            futures = []
+            for i, s in enumerate(shards):
+                part = frontier[frontier % w == i]
+                if len(part):
+                    futures.append((s, self.client.submit(
+                        _shard_expand, s.handle, part.tolist(), workers=[s.worker],
+                        allow_other_workers=False, pure=False)))
+            reached = []
+            for s, f in futures:
+                try:
+                    address, targets, traversed = f.result(timeout=self.timeout)
+                except Exception as e:  # noqa: BLE001 - a lost worker or a failed shard
+                    self._check_alive(shards)
+                    raise InpathError(f"shard {s}: {e}") from e
+                placement.append((s.worker, address))
+                edges += traversed
+                reached.append(targets)
+            level += 1
+            candidates = np.unique(np.concatenate(reached)) if reached else np.zeros(0, np.uint32)
+            new = candidates[levels[candidates] < 0]
+            levels[new] = level
+            if len(new):
+                sizes.append(len(new))
+            frontier = new.astype(np.uint64)
+        return {
+            "levels": levels,
+            "reached": int((levels >= 0).sum()),
+            "level_sizes": sizes,
+            "supersteps": level,
+            "edges_traversed": edges,
+            "placement": placement,
+        }
 
     def grep(self, name, pattern, *, regex=False, count=False, threads=1):
         """Searches every shard of ``name`` on its worker. Returns ``lines``, and unless

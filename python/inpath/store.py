@@ -138,6 +138,31 @@ class Store:
             r[k] = np.asarray(r[k], dtype=np.int64)
         return r
 
+    def put_graph(self, name, src, dst, *, vertices=None, undirected=False, page_size=8192):
+        """Stores the graph with edges ``src[i] -> dst[i]`` (vertex ids from 0; ``vertices``
+        defaults to the largest id + 1) as a CSR file (``inpath store put-graph``'s format):
+        each vertex's neighbours sorted, duplicates kept; ``undirected`` stores each edge both
+        ways. Returns the entry."""
+        import tempfile
+
+        np = _np()
+        src = np.asarray(src, dtype=np.uint32)
+        dst = np.asarray(dst, dtype=np.uint32)
+        if vertices is None:
+            vertices = int(max(src.max(initial=0), dst.max(initial=0))) + 1 if len(src) else 0
+        data = _inpath._csr_bytes(int(vertices), src.tolist(), dst.tolist(), undirected, page_size)
+        with tempfile.NamedTemporaryFile(prefix="inpath-graph-") as f:
+            f.write(data)
+            f.flush()
+            return self.put(f.name, name=name, page_size=page_size)
+
+    def neighbours(self, handle, vertices):
+        """The out-neighbours of ``vertices`` in a CSR graph handle: ``(targets, counts)``,
+        numpy arrays (the lists back to back in the order asked, and each one's length)."""
+        np = _np()
+        r = self._call("neighbours", handle=str(handle), vertices=[int(v) for v in vertices])
+        return np.asarray(r["targets"], dtype=np.uint32), np.asarray(r["counts"], dtype=np.uint64)
+
     def chase(self, handle, *, start=0, hops=None):
         """Follows a chase file's pages (``inpath store put-chase``), each naming the next,
         from page ``start`` for at most ``hops`` pages. Returns a dict with ``sequence`` (the

@@ -216,7 +216,34 @@ impl PyStore {
 }
 
 /// Adds the store class to the module.
+/// The CSR graph file (docs/FORMATS.md, "CSR graph") of the edges `src[i] → dst[i]` over
+/// `vertices` vertices, laid out for pages of `page_size` bytes (as `inpath store put-graph`).
+#[pyfunction]
+#[pyo3(signature = (vertices, src, dst, undirected=false, page_size=8192))]
+fn _csr_bytes<'py>(
+    py: Python<'py>,
+    vertices: u64,
+    src: Vec<u32>,
+    dst: Vec<u32>,
+    undirected: bool,
+    page_size: u32,
+) -> PyResult<Bound<'py, PyBytes>> {
+    if src.len() != dst.len() {
+        return Err(InpathError::new_err(format!(
+            "src has {} vertices and dst {}: they pair up into edges",
+            src.len(),
+            dst.len()
+        )));
+    }
+    let edges: Vec<(u32, u32)> = src.into_iter().zip(dst).collect();
+    let bytes = py
+        .detach(|| inpath_store::csr_bytes(vertices, &edges, undirected, page_size))
+        .map_err(store_err)?;
+    Ok(PyBytes::new(py, &bytes))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyStore>()?;
+    m.add_function(wrap_pyfunction!(_csr_bytes, m)?)?;
     Ok(())
 }

@@ -185,3 +185,27 @@ def test_a_dead_worker_is_an_error_naming_its_shards(tmp_path):
     finally:
         c.close()
         cluster.close()
+
+
+def test_sharded_bfs_levels_equal_scipy(client, tmp_path):
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import shortest_path
+
+    dirs = {name: str(tmp_path / f"graph-{name}") for name in (0, 1)}
+    sharded = idask.ShardedStore(client, dirs)
+    rng = np.random.default_rng(12)
+    n, m = 3000, 9000
+    src = rng.integers(0, n - 200, m).astype(np.uint32)   # the last 200 vertices isolated
+    dst = rng.integers(0, n - 200, m).astype(np.uint32)
+    for undirected in (False, True):
+        name = f"g{int(undirected)}"
+        sharded.put_graph(name, src, dst, vertices=n, undirected=undirected)
+        r = sharded.bfs(name, 5)
+        g = csr_matrix((np.ones(m), (src, dst)), shape=(n, n))
+        d = shortest_path(g, directed=not undirected, unweighted=True, indices=5)
+        want = np.where(np.isinf(d), -1, d).astype(np.int64)
+        assert r["levels"].tolist() == want.tolist()
+        assert r["reached"] == int((want >= 0).sum()) and r["level_sizes"][0] == 1
+        assert all(owner == ran for owner, ran in r["placement"])
+    with pytest.raises(inpath.InpathError, match="out of range"):
+        sharded.bfs("g0", n)

@@ -857,6 +857,52 @@ impl CsrGraph {
         Ok(())
     }
 
+    /// The out-neighbours of each vertex of `vertices`, back to back, and how many each has:
+    /// one hop of a search that runs elsewhere (a BFS across machines expands its frontier
+    /// where each shard of the graph lives). Pages are read and checked as for a search.
+    pub fn neighbours_of(&self, vertices: &[u64]) -> Result<(Vec<u32>, Vec<u64>)> {
+        let n = self.header.vertices;
+        if let Some(&bad) = vertices.iter().find(|&&v| v >= n) {
+            return Err(StoreError::parameter(
+                "vertex",
+                bad,
+                &format!("a vertex id below the vertex count {n}"),
+            ));
+        }
+        let range = |v: usize| match &self.offsets {
+            Offsets::Narrow(o) => (o[v] as u64, o[v + 1] as u64),
+            Offsets::Wide(o) => (o[v], o[v + 1]),
+        };
+        let mut targets = Vec::new();
+        let mut counts = Vec::with_capacity(vertices.len());
+        let mut buf = PageBuf::default();
+        let mut page_entries: Vec<u8> = Vec::new();
+        let mut current = u64::MAX;
+        for &v in vertices {
+            let (a, b) = range(v as usize);
+            counts.push(b - a);
+            if a == b {
+                continue;
+            }
+            for page in self.page_of_entry(a)..=self.page_of_entry(b - 1) {
+                let r = self.entries_of_page(page);
+                if page != current {
+                    page_entries.resize(4 * (r.end - r.start) as usize, 0);
+                    self.load_page(page, Some(&mut page_entries), &mut buf)?;
+                    current = page;
+                }
+                let (lo, hi) = (a.max(r.start) - r.start, b.min(r.end) - r.start);
+                targets.extend(
+                    page_entries[4 * lo as usize..4 * hi as usize]
+                        .chunks_exact(4)
+                        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+                );
+            }
+        }
+        self.handle.check_mapping()?;
+        Ok((targets, counts))
+    }
+
     /// Breadth-first search from `source` with `threads` threads (see the [module docs](self)).
     /// The result is the same for every thread count.
     pub fn bfs(&self, source: u64, threads: usize) -> Result<Bfs> {

@@ -136,6 +136,14 @@ pub enum Request {
         #[serde(default)]
         arrays: bool,
     },
+    /// The out-neighbours of some vertices of a CSR graph handle (one hop of a search that
+    /// runs elsewhere).
+    Neighbours {
+        /// `ID` or `ID@GEN`.
+        handle: String,
+        /// The vertices.
+        vertices: Vec<u64>,
+    },
     /// Follow a chase file's pages, each naming the next.
     Chase {
         /// `ID` or `ID@GEN`.
@@ -477,6 +485,18 @@ impl Service {
                 hops,
                 repeat,
             } => self.chase(handle, *start, *hops, *repeat),
+            Request::Neighbours { handle, vertices } => {
+                let store = self.store()?;
+                let handle = store.open_handle(HandleRef::parse(handle)?)?;
+                let graph = CsrGraph::open(&handle)?;
+                let (targets, counts) = graph.neighbours_of(vertices)?;
+                Ok(with_returned(json!({
+                    "handle": handle.entry().handle,
+                    "generation": handle.entry().generation,
+                    "targets": targets,
+                    "counts": counts,
+                })))
+            }
             Request::Tap {
                 handle,
                 spec,
