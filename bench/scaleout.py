@@ -1,7 +1,7 @@
-"""distributed benchmark: inpath inside Spark and on Dask against Spark's own functions and
+"""scale-out benchmark: inpath inside Spark and on Dask against Spark's own functions and
 one-process runs (issue 16).
 
-    bash bench/setup.sh && .venv/bin/python bench/distributed.py [--only spark,dask,grep] [--reps 3]
+    bash bench/setup.sh && .venv/bin/python bench/scaleout.py [--only spark,dask,grep] [--reps 3]
 
 spark: 50M distinct int64 values (x = id * 2654435761 mod 2^61, every value distinct), Spark
 in local[2]. Spark's `approx_count_distinct` (default rsd 5 %), warm: one run, then the median
@@ -165,7 +165,7 @@ def bench_grep(args, report):
 
     gen = os.path.join(os.path.dirname(sys.executable), "tpchgen-cli")
     if not os.path.exists(gen):
-        sys.exit("distributed.py: tpchgen-cli is missing; run bash bench/setup.sh")
+        sys.exit("scaleout.py: tpchgen-cli is missing; run bash bench/setup.sh")
     os.makedirs(DATA, exist_ok=True)
     text = os.path.join(DATA, f"lineitem-sf{args.grep_sf}.tbl")
     if not os.path.exists(text):
@@ -193,7 +193,7 @@ def bench_grep(args, report):
                     return int(out.stdout)
                 rg_s, lines = median_time(rg, args.reps)
                 if lines != r["lines"]:
-                    sys.exit(f"distributed.py: sharded grep counted {r['lines']} lines, rg {lines}")
+                    sys.exit(f"scaleout.py: sharded grep counted {r['lines']} lines, rg {lines}")
                 report.add(f"grep 2 workers x {size / 2e9:.2f} GB vs rg -c -F (1 node)", size, ours_s,
                            "rg", rg_s, {"wall_ratio": ours_s / rg_s,
                                         "bytes_returned_share": r["bytes_returned"] / r["bytes_scanned"]})
@@ -219,8 +219,8 @@ def main():
     only = [s.strip() for s in args.only.split(",") if s.strip()]
     unknown = [s for s in only if s not in SECTIONS]
     if unknown:
-        sys.exit(f"distributed.py: unknown section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}")
-    report = common.Report("distributed", {"sections": only, "started": time.strftime("%H:%M:%S")})
+        sys.exit(f"scaleout.py: unknown section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}")
+    report = common.Report("scaleout", {"sections": only, "started": time.strftime("%H:%M:%S")})
     for name in only:
         SECTIONS[name](args, report)
     report.save()
