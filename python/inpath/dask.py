@@ -101,6 +101,21 @@ def _corr_block(block, names):
     return _corr_array(block, False, 1, names).to_bytes()
 
 
+def _corr_file(path, dtype, streams, names):
+    import numpy as np
+
+    dt = np.dtype(dtype).newbyteorder("<")
+    size = os.path.getsize(path)
+    row = dt.itemsize * streams
+    if size % row:
+        raise InpathError(
+            f"{path}: {size} bytes is not a whole number of {row}-byte rows "
+            f"({streams} x {np.dtype(dtype).name})"
+        )
+    block = np.fromfile(path, dtype=dt).reshape(-1, streams)
+    return _corr_block(block, names)
+
+
 def _merge_statistics(states):
     s = Statistics.from_bytes(states[0])
     for b in states[1:]:
@@ -185,12 +200,27 @@ def approx_count_distinct(data, *, column=None, format=None, split_every=8, **pa
     ).cardinality()
 
 
-def corr(data, *, columns=None, split_every=8, constant="nan", ddof=1):
+def corr(data, *, columns=None, dtype=None, streams=None, split_every=8, constant="nan", ddof=1):
     """Exact Pearson correlation (and covariance, means, standard deviations) of the columns
-    of a 2-D dask array (each row one item of every stream) or of a dask DataFrame's
-    ``columns`` (one numeric dtype), as :func:`inpath.corr` gives for all the rows at once."""
+    of a 2-D dask array (each row one item of every stream), of a dask DataFrame's
+    ``columns`` (one numeric dtype), or of a list of files of little-endian rows of
+    ``streams`` items of ``dtype`` (``inpath corr --layout rows``), as :func:`inpath.corr`
+    gives for all the rows at once."""
     dask = _dask()
     names = None
+    if isinstance(data, (list, tuple)):
+        if dtype is None or streams is None:
+            raise InpathError("a list of files needs dtype= and streams= (rows of streams items)")
+        if streams < 1:
+            raise InpathError(f"streams = {streams} is out of range: at least 1")
+        states = [
+            dask.delayed(_corr_file, pure=True)(os.fspath(p), dtype, int(streams), None)
+            for p in data
+        ]
+        stats = Statistics.from_bytes(_tree(states, _merge_statistics, split_every).compute())
+        return CorrResult(stats, constant=constant, ddof=ddof)
+    if dtype is not None or streams is not None:
+        raise InpathError("dtype= and streams= are for lists of files")
     if hasattr(data, "to_delayed") and _is_frame(data):
         cols = list(data.columns) if columns is None else list(columns)
         missing = [c for c in cols if c not in data.columns]

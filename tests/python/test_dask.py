@@ -92,6 +92,25 @@ def test_corr_equals_one_process(client):
     np.testing.assert_allclose(got.pearson.to_numpy(), want.pearson.to_numpy(), rtol=0, atol=1e-15)
 
 
+def test_corr_over_files_equals_one_process(client, tmp_path):
+    rng = np.random.default_rng(8)
+    x = rng.integers(0, 1 << 20, (90_000, 3)).astype(np.uint32)
+    x[:, 2] = x[:, 0] // 2 + x[:, 1] // 3
+    paths = []
+    for i, part in enumerate(np.array_split(x, 4)):
+        path = tmp_path / f"rows{i}.bin"
+        part.tofile(path)
+        paths.append(path)
+    got = idask.corr(paths, dtype="u4", streams=3)
+    want = inpath.corr(x)
+    assert got.statistics.to_bytes() == want.statistics.to_bytes()
+    (tmp_path / "odd.bin").write_bytes(b"x" * 13)
+    with pytest.raises(inpath.InpathError, match="not a whole number of 12-byte rows"):
+        idask.corr([tmp_path / "odd.bin"], dtype="u4", streams=3)
+    with pytest.raises(inpath.InpathError, match="needs dtype= and streams="):
+        idask.corr(paths)
+
+
 def test_bad_input_is_a_clear_error(client, tmp_path):
     x = da.from_array(np.arange(10, dtype=np.uint32), chunks=5)
     with pytest.raises(inpath.InpathError, match="column=NAME"):
