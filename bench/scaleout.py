@@ -39,16 +39,10 @@ DATA = os.path.join(common.OUT, "data")
 N_SPARK = 50_000_000
 
 
-def median_time(fn, reps, warmup=1):
-    result = None
-    for _ in range(warmup):
-        result = fn()
-    times = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times), result
+def median_time(fn, reps):
+    """(median seconds, last result) of `fn` over `reps` runs after one warm-up."""
+    seconds, _, result = common.time_median(fn, reps=reps)
+    return seconds, result
 
 
 def bench_spark(args, report):

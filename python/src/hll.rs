@@ -35,12 +35,7 @@ impl PyDsHll {
         if data.is_instance_of::<PyString>() || data.is_instance_of::<PyBytes>() {
             return self.update_one(data);
         }
-        if data.hasattr("to_numpy")? && data.hasattr("dtype")? {
-            let kind: String = data
-                .getattr("dtype")?
-                .getattr("kind")?
-                .extract()
-                .unwrap_or_default();
+        if let Some(kind) = crate::series_kind(data)? {
             let has_nulls: bool = data.call_method0("isna")?.call_method0("any")?.extract()?;
             if (kind == "i" || kind == "u") && !has_nulls {
                 let array = data.call_method0("to_numpy")?;

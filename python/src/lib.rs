@@ -23,6 +23,20 @@ pyo3::create_exception!(
     "Bad input or parameters for an inpath engine (a ValueError)."
 );
 
+/// The NumPy dtype kind (`"i"`, `"u"`, `"f"`, `"O"`, ...) of a pandas Series or Index, or
+/// `None` for anything else.
+fn series_kind(data: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+    if !(data.hasattr("to_numpy")? && data.hasattr("dtype")?) {
+        return Ok(None);
+    }
+    Ok(Some(
+        data.getattr("dtype")?
+            .getattr("kind")?
+            .extract()
+            .unwrap_or_default(),
+    ))
+}
+
 /// Turns an engine error into a Python exception with the same message.
 fn to_py(err: Error) -> PyErr {
     match err {
@@ -298,12 +312,7 @@ impl PySketch {
             return self.update_values(py, one.as_any());
         }
         // pandas Series / Index: integer columns go through NumPy, others value by value.
-        if data.hasattr("to_numpy")? && data.hasattr("dtype")? {
-            let kind: String = data
-                .getattr("dtype")?
-                .getattr("kind")?
-                .extract()
-                .unwrap_or_default();
+        if let Some(kind) = series_kind(data)? {
             if kind == "i" || kind == "u" {
                 let array = data.call_method0("to_numpy")?;
                 return self.update(py, &array);

@@ -18,3 +18,23 @@ def inpath_bin():
 
 def run_cli(binary, *args, **kwargs):
     return subprocess.run([binary, *args], check=True, capture_output=True, **kwargs)
+
+
+def text(n=200_000, seed=3):
+    """Seeded words (some overlapping: needle, needles) in lines of random length."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    words = [b"hay", b"needle", b"aaaa", b"stack", b"needles", b"x"]
+    picks = rng.integers(0, len(words), n // 4)
+    seps = np.where(rng.integers(0, 6, len(picks)) == 0, b"\n", b" ")
+    return b"".join(w + s for w, s in zip((words[i] for i in picks), seps))
+
+
+def naive(data, pat):
+    """Every offset of `pat` in `data`, overlapping ones too."""
+    out, i = [], data.find(pat)
+    while i >= 0:
+        out.append(i)
+        i = data.find(pat, i + 1)
+    return out

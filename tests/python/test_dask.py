@@ -14,6 +14,7 @@ import dask.dataframe as dd
 from distributed import Client, LocalCluster
 
 import inpath.dask as idask
+from conftest import naive, text
 
 
 @pytest.fixture(scope="module")
@@ -130,26 +131,10 @@ def test_bad_input_is_a_clear_error(client, tmp_path):
         idask.sketch(x, hll_p=40)
 
 
-def text(n=1_500_000, seed=3):
-    rng = np.random.default_rng(seed)
-    words = [b"hay", b"needle", b"aaaa", b"stack", b"needles", b"x"]
-    picks = rng.integers(0, len(words), n // 4)
-    seps = np.where(rng.integers(0, 6, len(picks)) == 0, b"\n", b" ")
-    return b"".join(w + s for w, s in zip((words[i] for i in picks), seps))
-
-
-def naive(data, pat):
-    out, i = [], data.find(pat)
-    while i >= 0:
-        out.append(i)
-        i = data.find(pat, i + 1)
-    return out
-
-
 def test_sharded_store_grep_and_nn_run_where_the_shards_are(client, tmp_path):
     dirs = {name: str(tmp_path / f"store-{name}") for name in (0, 1)}
     sharded = idask.ShardedStore(client, dirs)
-    data = text()
+    data = text(1_500_000)
     shards = sharded.put("t", data)
     assert len(shards) == 2 and shards[0].offset == 0
     assert shards[1].offset == shards[0].length and sum(s.length for s in shards) == len(data)

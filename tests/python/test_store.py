@@ -10,23 +10,7 @@ import pytest
 import inpath
 import inpath.store
 
-from conftest import run_cli
-
-
-def text(n=200_000, seed=3):
-    rng = np.random.default_rng(seed)
-    words = [b"hay", b"needle", b"aaaa", b"stack", b"needles", b"x"]
-    picks = rng.integers(0, len(words), n // 4)
-    seps = np.where(rng.integers(0, 6, len(picks)) == 0, b"\n", b" ")
-    return b"".join(w + s for w, s in zip((words[i] for i in picks), seps))
-
-
-def naive(data, pat):
-    out, i = [], data.find(pat)
-    while i >= 0:
-        out.append(i)
-        i = data.find(pat, i + 1)
-    return out
+from conftest import naive, run_cli, text
 
 
 @pytest.fixture()

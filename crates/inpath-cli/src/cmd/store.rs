@@ -211,13 +211,9 @@ struct PageArgs {
 
 #[derive(Args)]
 struct PutArgs {
-    /// Store directory (created with an empty catalog when missing), or with --remote the
-    /// HOST:PORT of `inpath store serve` (which seals with its own keys).
-    #[arg(value_name = "DIR|ADDR")]
-    store: String,
-    /// The store is a server (`inpath store serve`) at the address given instead of DIR.
-    #[arg(long)]
-    remote: bool,
+    /// A missing directory is created with an empty catalog; a server seals with its own keys.
+    #[command(flatten)]
+    at: Location,
     /// File to store.
     file: PathBuf,
     /// Name in the catalog (default: the file's name).
@@ -630,10 +626,10 @@ fn put_line(entry: &inpath_store::Entry, what: &str) -> String {
 }
 
 fn put(a: PutArgs) -> Result<()> {
-    if a.remote {
+    if a.at.remote {
         return put_remote(a);
     }
-    let dir = PathBuf::from(&a.store);
+    let dir = PathBuf::from(&a.at.store);
     let layout = page_layout(&a.pages)?;
     let mut store =
         Store::create(&dir).with_context(|| format!("cannot open store {}", dir.display()))?;
@@ -677,10 +673,10 @@ fn put_remote(a: PutArgs) -> Result<()> {
         compress: a.pages.compress.clone(),
         key_id: a.pages.key_id,
     };
-    let mut client = Client::connect(&a.store)?;
+    let mut client = Client::connect(&a.at.store)?;
     let v = client
         .put(&req, std::io::BufReader::with_capacity(1 << 20, file))
-        .with_context(|| format!("cannot put {} into {}", a.file.display(), a.store))?;
+        .with_context(|| format!("cannot put {} into {}", a.file.display(), a.at.store))?;
     if a.json {
         return print_out(&format!("{v}\n"));
     }
