@@ -27,6 +27,9 @@ pub const MAX_ITEM_SIZE: usize = 256 << 20;
 
 /// Items whose distances one kernel call computes (bounds the distance buffer).
 const ITEM_BATCH: usize = 1024;
+/// Bytes of items one kernel call takes at most (unless one item is larger): a run that
+/// stays in L2 while each block of queries goes over it.
+const BATCH_BYTES: usize = 256 << 10;
 
 /// A nearest-neighbour search for a set of queries.
 #[derive(Clone, Debug)]
@@ -211,7 +214,8 @@ impl HammingScan {
         let nq = self.kernel.queries();
         let k = self.kernel.k;
         let mut first = self.next_item;
-        for batch in items.chunks(ITEM_BATCH * is) {
+        let batch_items = (BATCH_BYTES / is).clamp(1, ITEM_BATCH);
+        for batch in items.chunks(batch_items * is) {
             let n = batch.len() / is;
             for qb in (0..nq).step_by(QUERY_BLOCK) {
                 let qn = QUERY_BLOCK.min(nq - qb);
