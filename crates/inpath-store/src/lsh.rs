@@ -558,7 +558,20 @@ impl LshIndex {
             }
             Err(source) => return Err(StoreError::Read { path, source }),
         };
-        let index = LshIndex::from_bytes(&bytes, &path)?;
+        let index = LshIndex::from_bytes(&bytes, &path).map_err(|e| match e {
+            StoreError::LshIndex { path, detail } => StoreError::LshIndex {
+                detail: detail.replace(
+                    "(inpath store index)",
+                    &format!(
+                        "({})",
+                        fix(item_size.map_or("SIZE".into(), |is| is.to_string()))
+                            .trim_start_matches("build it: ")
+                    ),
+                ),
+                path,
+            },
+            e => e,
+        })?;
         if index.handle != entry.handle
             || index.generation != entry.generation
             || index.size != entry.size
