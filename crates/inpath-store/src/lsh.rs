@@ -154,10 +154,9 @@ pub struct LshIndex {
     /// The parameters.
     pub params: LshParams,
     positions: Vec<u32>,
-    /// Per table: keys ascending, and the item indices in the same order (ascending within a
-    /// key).
-    keys: Vec<Vec<u32>>,
-    ids: Vec<Vec<u64>>,
+    /// The whole file (docs/FORMATS.md): searches read the tables in place, per table the
+    /// keys ascending, then the item indices in the same order (ascending within a key).
+    file: Vec<u8>,
 }
 
 /// What an LSH search did, besides its answer.
@@ -330,8 +329,20 @@ impl LshIndex {
         };
         let (keys, stats) = kernel::run_counted(reader, handle, &build, lanes)?;
         let n = (entry.size / item_size as u64) as usize;
-        let mut out_keys = Vec::with_capacity(params.tables as usize);
-        let mut out_ids = Vec::with_capacity(params.tables as usize);
+        let mut index = LshIndex {
+            handle: entry.handle,
+            generation: entry.generation,
+            size: entry.size,
+            item_size,
+            params,
+            positions,
+            file: Vec::new(),
+        };
+        let mut file = index.header();
+        file.reserve(4 * index.positions.len() + params.tables as usize * n * 12 + 4);
+        for &p in &index.positions {
+            put_u32(&mut file, p);
+        }
         for t in 0..params.tables as usize {
             let table = keys.keys.get(t).map(Vec::as_slice).unwrap_or_default();
             debug_assert_eq!(table.len(), n);
@@ -341,22 +352,17 @@ impl LshIndex {
                 .map(|(i, &k)| (k, i as u64))
                 .collect();
             pairs.sort_unstable();
-            out_keys.push(pairs.iter().map(|p| p.0).collect());
-            out_ids.push(pairs.iter().map(|p| p.1).collect());
+            for p in &pairs {
+                put_u32(&mut file, p.0);
+            }
+            for p in &pairs {
+                put_u64(&mut file, p.1);
+            }
         }
-        Ok((
-            LshIndex {
-                handle: entry.handle,
-                generation: entry.generation,
-                size: entry.size,
-                item_size,
-                params,
-                positions,
-                keys: out_keys,
-                ids: out_ids,
-            },
-            stats,
-        ))
+        let crc = crc32fast::hash(&file[HEADER..]);
+        put_u32(&mut file, crc);
+        index.file = file;
+        Ok((index, stats))
     }
 
     /// Items indexed.
@@ -364,11 +370,9 @@ impl LshIndex {
         self.size / self.item_size as u64
     }
 
-    /// The file's bytes (docs/FORMATS.md, "LSH index").
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let n = self.items() as usize;
-        let l = self.params.tables as usize;
-        let mut out = Vec::with_capacity(HEADER + 4 * self.positions.len() + l * n * 12 + 4);
+    /// The header's bytes.
+    fn header(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(HEADER);
         out.extend_from_slice(MAGIC);
         put_u16(&mut out, VERSION);
         put_u16(&mut out, 0);
@@ -380,25 +384,57 @@ impl LshIndex {
         put_u64(&mut out, self.generation);
         put_u64(&mut out, self.size);
         put_u64(&mut out, self.item_size as u64);
-        put_u64(&mut out, n as u64);
+        put_u64(&mut out, self.items());
         let crc = crc32fast::hash(&out);
         put_u32(&mut out, crc);
         put_u32(&mut out, 0);
         debug_assert_eq!(out.len(), HEADER);
-        for &p in &self.positions {
-            put_u32(&mut out, p);
-        }
-        for (keys, ids) in self.keys.iter().zip(&self.ids) {
-            for &k in keys {
-                put_u32(&mut out, k);
-            }
-            for &i in ids {
-                put_u64(&mut out, i);
-            }
-        }
-        let crc = crc32fast::hash(&out[HEADER..]);
-        put_u32(&mut out, crc);
         out
+    }
+
+    /// The file's bytes (docs/FORMATS.md, "LSH index").
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.file
+    }
+
+    /// Byte offset of table `t`'s keys in the file.
+    fn table_at(&self, t: usize) -> usize {
+        HEADER + 4 * self.positions.len() + t * 12 * self.items() as usize
+    }
+
+    /// The item indices in table `t` whose key is `key`.
+    fn bucket(&self, t: usize, key: u32) -> impl Iterator<Item = u64> + '_ {
+        let n = self.items() as usize;
+        let at = self.table_at(t);
+        let key_at = |i: usize| u32_at(&self.file, at + 4 * i);
+        // The first position whose key is not below `key`, then the first above it.
+        let first = |pred: &dyn Fn(u32) -> bool| {
+            let (mut lo, mut hi) = (0usize, n);
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                if pred(key_at(mid)) {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            lo
+        };
+        let lo = first(&|k| k < key);
+        let hi = lo + {
+            let (mut a, mut b) = (lo, n);
+            while a < b {
+                let mid = a + (b - a) / 2;
+                if key_at(mid) == key {
+                    a = mid + 1;
+                } else {
+                    b = mid;
+                }
+            }
+            a - lo
+        };
+        let ids = at + 4 * n;
+        (lo..hi).map(move |i| u64_at(&self.file, ids + 8 * i))
     }
 
     /// Writes the index to `path`, aside and renamed into place.
@@ -409,12 +445,17 @@ impl LshIndex {
                 source,
             })?;
         }
-        inpath_core::output::write_file(path, &self.to_bytes(), &[])?;
+        inpath_core::output::write_file(path, &self.file, &[])?;
         Ok(())
     }
 
     /// Parses and checks an index file's bytes (`path` names it in errors).
     pub fn from_bytes(bytes: &[u8], path: &Path) -> Result<LshIndex> {
+        LshIndex::parse(bytes.to_vec(), path)
+    }
+
+    fn parse(file: Vec<u8>, path: &Path) -> Result<LshIndex> {
+        let bytes = &file[..];
         let bad = |detail: String| StoreError::LshIndex {
             path: path.to_path_buf(),
             detail,
@@ -441,6 +482,11 @@ impl LshIndex {
         if crc32fast::hash(&bytes[..72]) != u32_at(bytes, 72) {
             return Err(bad(format!(
                 "corrupt: the header fails its CRC-32; {rebuild}"
+            )));
+        }
+        if u16_at(bytes, 10) != 0 || u32_at(bytes, 20) != 0 || u32_at(bytes, 76) != 0 {
+            return Err(bad(format!(
+                "corrupt: non-zero flags or reserved bytes in the header; {rebuild}"
             )));
         }
         let params = LshParams {
@@ -483,42 +529,16 @@ impl LshIndex {
         if crc32fast::hash(&bytes[HEADER..end]) != u32_at(bytes, end) {
             return Err(corrupt("the tables fail their CRC-32"));
         }
-        let mut at = HEADER;
         let mut positions = Vec::with_capacity((l * b) as usize);
-        for _ in 0..l * b {
-            let p = u32_at(bytes, at);
+        for i in 0..(l * b) as usize {
+            let p = u32_at(bytes, HEADER + 4 * i);
             if p as u64 >= item_size as u64 * 8 {
                 return Err(corrupt(&format!("bit position {p} is past the item")));
             }
             positions.push(p);
-            at += 4;
         }
-        let n = n as usize;
-        let mut keys = Vec::with_capacity(l as usize);
-        let mut ids = Vec::with_capacity(l as usize);
-        for _ in 0..l {
-            let k: Vec<u32> = bytes[at..at + 4 * n]
-                .chunks_exact(4)
-                .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
-                .collect();
-            at += 4 * n;
-            let i: Vec<u64> = bytes[at..at + 8 * n]
-                .chunks_exact(8)
-                .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
-                .collect();
-            at += 8 * n;
-            let sorted = k
-                .windows(2)
-                .zip(i.windows(2))
-                .all(|(k, i)| (k[0], i[0]) < (k[1], i[1]));
-            if !sorted || i.iter().any(|&x| x >= n as u64) {
-                return Err(corrupt(
-                    "a table is out of order or names an item past the end",
-                ));
-            }
-            keys.push(k);
-            ids.push(i);
-        }
+        // The tables are read in place by searches (binary search on the keys); an item index
+        // past the end is refused when it is met.
         Ok(LshIndex {
             handle,
             generation,
@@ -526,8 +546,7 @@ impl LshIndex {
             item_size,
             params,
             positions,
-            keys,
-            ids,
+            file,
         })
     }
 
@@ -558,7 +577,7 @@ impl LshIndex {
             }
             Err(source) => return Err(StoreError::Read { path, source }),
         };
-        let index = LshIndex::from_bytes(&bytes, &path).map_err(|e| match e {
+        let index = LshIndex::parse(bytes, &path).map_err(|e| match e {
             StoreError::LshIndex { path, detail } => StoreError::LshIndex {
                 detail: detail.replace(
                     "(inpath store index)",
@@ -654,10 +673,11 @@ impl LshIndex {
         let mut out = Vec::with_capacity(queries.len() / is);
         let mut keys = Vec::new();
         let mut cands: Vec<u64> = Vec::new();
+        let n = self.items();
         let mut d = [0u32; 1];
         for q in queries.chunks_exact(is) {
             cands.clear();
-            for (t, (tk, ti)) in self.keys.iter().zip(&self.ids).enumerate() {
+            for t in 0..self.params.tables as usize {
                 probes(
                     key(q, &self.positions[t * b..(t + 1) * b]),
                     self.params.bits,
@@ -666,10 +686,17 @@ impl LshIndex {
                 );
                 for &key in &keys {
                     stats.buckets_probed += 1;
-                    let lo = tk.partition_point(|&x| x < key);
-                    let hi = lo + tk[lo..].partition_point(|&x| x == key);
-                    cands.extend_from_slice(&ti[lo..hi]);
+                    cands.extend(self.bucket(t, key));
                 }
+            }
+            if cands.iter().any(|&i| i >= n) {
+                return Err(StoreError::LshIndex {
+                    path: PathBuf::from(format!("of handle {}", self.handle)),
+                    detail: format!(
+                        "corrupt: a table names an item past the last ({n} items); delete it \
+                         and build it again (inpath store index)"
+                    ),
+                });
             }
             cands.sort_unstable();
             cands.dedup();
