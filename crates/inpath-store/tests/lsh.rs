@@ -141,7 +141,7 @@ fn builds_are_the_same_for_any_lane_count_and_round_trip() {
         assert_eq!(one.as_bytes(), other.as_bytes(), "lanes {lanes}");
     }
     let path = dir.path().join("x.lsh");
-    assert_eq!(LshIndex::from_bytes(&one.as_bytes(), &path).unwrap(), one);
+    assert_eq!(LshIndex::from_bytes(one.as_bytes(), &path).unwrap(), one);
     // The positions are distinct, sorted within a table, and fixed by the seed.
     let pos = params.positions(is);
     assert_eq!(pos.len(), 55);
