@@ -183,6 +183,7 @@ fn tail(a: &[u8], b: &[u8]) -> u32 {
 }
 
 /// Words `from..` (to the last whole word) and the tail bytes, for one item and one query.
+#[cfg(target_arch = "x86_64")]
 #[inline(always)]
 fn scalar_rest(item: &[u8], query: &[u8], from: usize) -> u32 {
     let words = item.len() / 8;
