@@ -179,3 +179,128 @@ fn kernel_speeds() {
         }
     }
 }
+
+/// Harley-Seal against the shipped `vpshufb` kernel for one query (the measurement behind the
+/// choice in `arch`; not a test: `cargo test --release -p inpath-store --test hamming --
+/// --ignored --nocapture harley`). Harley-Seal keeps 5 vectors of state per query, so it
+/// cannot hold a block of 8 queries in 16 registers; this measures whether it would at least
+/// win for one query.
+#[cfg(target_arch = "x86_64")]
+#[test]
+#[ignore]
+fn harley_seal_speed() {
+    use std::arch::x86_64::*;
+
+    #[target_feature(enable = "avx2")]
+    fn popcount256(v: __m256i) -> __m256i {
+        let lut = _mm256_setr_epi8(
+            0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4, 0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2,
+            3, 3, 4,
+        );
+        let low = _mm256_set1_epi8(0x0f);
+        let lo = _mm256_and_si256(v, low);
+        let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), low);
+        let c = _mm256_add_epi8(_mm256_shuffle_epi8(lut, lo), _mm256_shuffle_epi8(lut, hi));
+        _mm256_sad_epu8(c, _mm256_setzero_si256())
+    }
+
+    #[target_feature(enable = "avx2")]
+    fn csa(a: __m256i, b: __m256i, c: __m256i) -> (__m256i, __m256i) {
+        let u = _mm256_xor_si256(a, b);
+        (
+            _mm256_or_si256(_mm256_and_si256(a, b), _mm256_and_si256(u, c)),
+            _mm256_xor_si256(u, c),
+        )
+    }
+
+    /// Distance of `item` to `q` (lengths a multiple of 512).
+    #[target_feature(enable = "avx2")]
+    fn hs(item: &[u8], q: &[u8]) -> u32 {
+        let d = |i: usize| {
+            let a = &item[i * 32..i * 32 + 32];
+            let b = &q[i * 32..i * 32 + 32];
+            // SAFETY: a and b are 32-byte slices.
+            unsafe {
+                _mm256_xor_si256(
+                    _mm256_loadu_si256(a.as_ptr().cast()),
+                    _mm256_loadu_si256(b.as_ptr().cast()),
+                )
+            }
+        };
+        let z = _mm256_setzero_si256();
+        let (mut ones, mut twos, mut fours, mut eights, mut total) = (z, z, z, z, z);
+        for i in (0..item.len() / 32).step_by(16) {
+            let (twos_a, o) = csa(ones, d(i), d(i + 1));
+            let (twos_b, o) = csa(o, d(i + 2), d(i + 3));
+            let (fours_a, t) = csa(twos, twos_a, twos_b);
+            let (twos_a, o) = csa(o, d(i + 4), d(i + 5));
+            let (twos_b, o) = csa(o, d(i + 6), d(i + 7));
+            let (fours_b, t) = csa(t, twos_a, twos_b);
+            let (eights_a, f) = csa(fours, fours_a, fours_b);
+            let (twos_a, o) = csa(o, d(i + 8), d(i + 9));
+            let (twos_b, o) = csa(o, d(i + 10), d(i + 11));
+            let (fours_a, t) = csa(t, twos_a, twos_b);
+            let (twos_a, o) = csa(o, d(i + 12), d(i + 13));
+            let (twos_b, o) = csa(o, d(i + 14), d(i + 15));
+            let (fours_b, t) = csa(t, twos_a, twos_b);
+            let (eights_b, f) = csa(f, fours_a, fours_b);
+            let (sixteens, e) = csa(eights, eights_a, eights_b);
+            total = _mm256_add_epi64(total, popcount256(sixteens));
+            (ones, twos, fours, eights) = (o, t, f, e);
+        }
+        let mut t = _mm256_slli_epi64::<4>(total);
+        t = _mm256_add_epi64(t, _mm256_slli_epi64::<3>(popcount256(eights)));
+        t = _mm256_add_epi64(t, _mm256_slli_epi64::<2>(popcount256(fours)));
+        t = _mm256_add_epi64(t, _mm256_slli_epi64::<1>(popcount256(twos)));
+        t = _mm256_add_epi64(t, popcount256(ones));
+        let mut lanes = [0u64; 4];
+        // SAFETY: lanes is 32 bytes.
+        unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), t) };
+        lanes.iter().sum::<u64>() as u32
+    }
+
+    if !std::arch::is_x86_feature_detected!("avx2") {
+        return;
+    }
+    let is = 8192;
+    let mut r = Rng(9);
+    let q = r.bytes(is);
+    // In cache (256 KiB: compute speed) and out of it (64 MiB: memory speed).
+    for n in [32usize, 8192] {
+        let items = r.bytes(is * n);
+        let reps = (1 << 30) / items.len();
+        let mut best = f64::MAX;
+        let mut sum = 0u64;
+        for _ in 0..5 {
+            let t = std::time::Instant::now();
+            for _ in 0..reps {
+                for item in items.chunks_exact(is) {
+                    // SAFETY: AVX2 checked above.
+                    sum += unsafe { hs(item, &q) } as u64;
+                }
+            }
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        let want: u64 = items.chunks_exact(is).map(|x| distance(x, &q) as u64).sum();
+        assert_eq!(sum, want * 5 * reps as u64);
+        let h = Hamming::new(is, q.clone(), 1)
+            .unwrap()
+            .with_kernel(HammingKernel::Avx2)
+            .unwrap();
+        let mut best_shuf = f64::MAX;
+        for _ in 0..5 {
+            let t = std::time::Instant::now();
+            for _ in 0..reps {
+                std::hint::black_box(run_slice(&items, &h, 1, 8192, 1 << 20));
+            }
+            best_shuf = best_shuf.min(t.elapsed().as_secs_f64());
+        }
+        let gb = (items.len() * reps) as f64 / 1e9;
+        eprintln!(
+            "{:>6} KiB of items, 1 query: Harley-Seal {:6.2} GB/s, vpshufb kernel {:6.2} GB/s",
+            items.len() >> 10,
+            gb / best,
+            gb / best_shuf
+        );
+    }
+}
