@@ -390,6 +390,7 @@ def bench_nn(args, report):
         store = os.path.join(tmp, "S")
         run([inpath, "store", "put", store, path])
         os.remove(path)
+        os.sync()
         nq_max = 32
         truth = rng.choice(n, nq_max, replace=False)
         queries = items[truth].copy()
@@ -416,12 +417,15 @@ def bench_nn(args, report):
             return json.loads(out.stdout)
 
         ours(1, 1)  # warm the page cache
+        ours(1, 1)
+        report.note(f"load average before the nn runs: {os.getloadavg()[0]:.2f} "
+                    "(other work on the machine slows both sides)")
         configs = [(1, 1, None), (16, 1, None), (32, 2, None), (16, 1, {"INPATH_ISA": "portable"})]
         flat16 = None
         for nq, threads, env in configs:
             faiss.omp_set_num_threads(threads)
             q = np.ascontiguousarray(queries[:nq])
-            mine, theirs = [], []
+            mine, theirs, cpu = [], [], []
             for rep in range(args.reps + 1):
                 t = time.perf_counter()
                 dist, idx = index.search(q, k)
@@ -432,13 +436,15 @@ def bench_nn(args, report):
                 if rep:
                     theirs.append(elapsed)
                     mine.append(got["seconds"])
+                    cpu.append(got["cpu_seconds"])
             ours_s, peer_s = statistics.median(mine), statistics.median(theirs)
             label = f"nn {nq} quer{'y' if nq == 1 else 'ies'} t{threads} {got['kernel']}"
             if env is None and nq == 16 and threads == 1:
                 flat16 = (ours_s, got)
             report.add(f"{label} vs faiss", size * nq, ours_s, f"faiss IndexBinaryFlat t{threads}",
                        peer_s, {"queries": nq, "threads": threads, "k": k, "kernel": got["kernel"],
-                                "items": n, "answers_equal": True},
+                                "items": n, "answers_equal": True,
+                                "inpath_cpu_s": statistics.median(cpu)},
                        unit=("GB/s items x queries", 1e9))
 
         # LSH: build once, then the same 16 queries against the flat scan.
