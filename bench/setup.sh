@@ -13,3 +13,5 @@ if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+# The Python package itself (bench/scaleout.py drives inpath.spark and inpath.dask).
+.venv/bin/pip install --quiet --disable-pip-version-check ./python

@@ -1,7 +1,7 @@
 """store benchmark: kernels inside the page store against their peers (grep and ripgrep, scipy's
 breadth-first search, a raw pread loop).
 
-    bash bench/setup.sh && .venv/bin/python bench/store.py [--only grep,bfs,chase,nn] [--sf 1.35] [--reps 5]
+    bash bench/setup.sh && .venv/bin/python bench/store.py [--only grep,bfs,chase,taps,nn] [--sf 1.35] [--reps 5]
 
 grep: TPC-H lineitem as pipe-separated text from `tpchgen-cli` (bench requirements; SF 1.35 is
 about 1 GB), put into an `inpath store` directory as raw 8 KiB pages and as AES-256-GCM sealed
@@ -45,6 +45,12 @@ indices). Rows: 1 query at 1 thread, 16 queries per core at 1 and 2 threads; 16 
 16 queries >= 2x faiss per core. Then LSH (`inpath store index`, default 8 tables of 16
 bits; `nn --lsh`): the same 16 queries at probe radius 0 and 1 against our flat scan, with
 recall@1 (the flat scan's nearest item found).
+
+taps: 64 Mi random u32 items (256 MiB) in raw pages. `inpath store sketch -o format=u32` (all
+three sketches) and `inpath store crc`, whole process, against `inpath sketch --format u32` on
+the original file (what the store adds), DuckDB's `approx_count_distinct` on the same items in
+memory (1 thread) and Python's `zlib.crc32` over the file's bytes. No issue target: the figures
+show that a tap in the store runs at the engine's own speed.
 """
 
 import argparse
@@ -475,13 +481,73 @@ def bench_nn(args, report):
                         f"index load {lsh['index_seconds'] * 1e3:.1f} ms")
 
 
-SECTIONS = {"grep": bench_grep, "bfs": bench_bfs, "chase": bench_chase, "nn": bench_nn}
+def bench_taps(args, report):
+    import numpy as np
+    inpath = inpath_bin()
+    n = args.tap_items
+    with tempfile.TemporaryDirectory(dir=DATA) as tmp:
+        items = np.random.default_rng(7).integers(0, n // 4, n, dtype=np.uint32)
+        path = os.path.join(tmp, "items.u32")
+        items.tofile(path)
+        store = os.path.join(tmp, "taps")
+        run([inpath, "store", "put", store, path])
+        size = items.nbytes
+        distinct = len(np.unique(items))
+
+        def whole(cmd):
+            def once():
+                return json.loads(run(cmd))
+            return common.time_median(once, reps=args.reps)
+
+        # Sketch: the same engine on the file (the store's overhead) and DuckDB's HLL on the same
+        # items already in memory (the peer a user would pick), 1 thread.
+        file_s, _, fout = whole([inpath, "sketch", path, "--format", "u32", "--json", "--threads", "1"])
+        try:
+            import duckdb
+            con = duckdb.connect()
+            con.execute("SET threads TO 1")
+            con.register("t", {"x": items})
+
+            def duck():
+                return con.execute("SELECT approx_count_distinct(x) FROM t").fetchone()[0]
+            duck_s, _, duck_est = common.time_median(duck, reps=args.reps)
+        except ImportError:
+            duck_s = None
+        for threads in (1, 2):
+            ours_s, _, out = whole([inpath, "store", "sketch", store, "1", "-o", "format=u32",
+                                    "--threads", str(threads), "--json"])
+            r = out["result"]
+            if r["cardinality"] != fout["cardinality"] or r["count"] != n:
+                sys.exit("store.py: the in-store sketch differs from `inpath sketch` on the file")
+            err = abs(r["cardinality"] - distinct) / distinct
+            report.add(f"store sketch u32 t{threads} vs inpath sketch FILE (t1)", size, ours_s,
+                       "inpath sketch", file_s, {"error": err, "bytes_returned": out["bytes_returned"]})
+            if duck_s is not None:
+                report.add(f"store sketch u32 t{threads} vs duckdb approx_count_distinct (t1, in memory)",
+                           size, ours_s, "duckdb", duck_s,
+                           {"error": err, "duckdb_error": abs(duck_est - distinct) / distinct})
+        # CRC: the in-store kernel against zlib.crc32 over the same bytes read from the page cache.
+        import zlib
+
+        def zcrc():
+            with open(path, "rb") as f:
+                return zlib.crc32(f.read())
+        z_s, _, want = common.time_median(zcrc, reps=args.reps)
+        for threads in (1, 2):
+            ours_s, _, out = whole([inpath, "store", "crc", store, "1", "--threads", str(threads), "--json"])
+            if out["result"]["crc32"] != want:
+                sys.exit("store.py: the in-store CRC differs from zlib.crc32")
+            report.add(f"store crc t{threads} vs python zlib.crc32", size, ours_s, "zlib.crc32", z_s)
+
+
+SECTIONS = {"grep": bench_grep, "bfs": bench_bfs, "chase": bench_chase, "taps": bench_taps,
+            "nn": bench_nn}
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", default="grep,bfs,chase,nn",
-                        help="comma-separated sections to run: grep, bfs, chase, nn (default: all)")
+    parser.add_argument("--only", default="grep,bfs,chase,taps,nn",
+                        help="comma-separated sections to run: grep, bfs, chase, taps, nn (default: all)")
     parser.add_argument("--sf", default="1.35", help="grep: TPC-H scale factor of lineitem (1.35: ~1 GB)")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--bfs-vertices", type=int, default=1 << 20)
@@ -491,6 +557,8 @@ def main():
     parser.add_argument("--bfs-sealed", action=argparse.BooleanOptionalAction, default=True,
                         help="bfs: also search the graph in sealed pages (lz4+aes256-gcm)")
     parser.add_argument("--chase-pages", type=int, default=32768, help="chase: pages of 8 KiB")
+    parser.add_argument("--tap-items", type=int, default=64 << 20,
+                        help="taps: u32 items (4 bytes each) sketched and CRC'd in the store")
     parser.add_argument("--chase-rounds", type=int, default=3,
                         help="chase: alternating kernel/pread process pairs")
     parser.add_argument("--nn-gib", type=float, default=1.0,

@@ -8,6 +8,8 @@ path, in software, one ``import`` away:
 - :func:`corr` — AMNES's exact Pearson correlation (plus covariance, means, standard
   deviations, regression, cosine) of every pair of columns of a 2-D array or DataFrame, from
   mergeable :class:`Statistics`.
+- :class:`DataSketchesHll` — a HyperLogLog whose images Apache DataSketches and Spark's
+  ``hll_sketch_agg`` / ``hll_union_agg`` read and write.
 - :func:`seal` / :func:`unseal` (and batch forms) — the SAP HANA page codec: compress, then
   encrypt each page; :func:`compress` / :func:`decompress` — gzip, zlib, raw DEFLATE, LZ4,
   Snappy and Zstd.
@@ -23,6 +25,7 @@ the GIL released and arrays are read in place.
 """
 
 from ._inpath import (
+    DataSketchesHll,
     InpathError,
     Sketch,
     Statistics,
@@ -38,6 +41,7 @@ from ._inpath import (
 
 __all__ = [
     "CorrResult",
+    "DataSketchesHll",
     "InpathError",
     "Sketch",
     "Statistics",
@@ -118,6 +122,9 @@ def corr(data, *, rowvar=False, nan="raise", constant="nan", ddof=1, threads=Non
                 "e.g. df[cols].astype('float64')"
             )
         data = data.to_numpy()
+        # A subset of a frame's columns can come out as a strided view of its block.
+        if not (data.flags.c_contiguous or data.flags.f_contiguous):
+            data = np.ascontiguousarray(data)
         labelled = True
     elif not hasattr(data, "__array_interface__") and not isinstance(data, memoryview):
         data = np.asarray(data)

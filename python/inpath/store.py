@@ -70,16 +70,17 @@ class Store:
         return self._call("ls")
 
     def put(self, path, *, name=None, page_size=8192, cipher=None, compress="none", key_id=None):
-        """Stores the file at ``path`` (local stores only): raw pages, or sealed page by page
-        with ``cipher`` (``"aes256-gcm"``, ``"aes{128,192,256}-{ecb,ctr,cbc}"``) after
-        ``compress`` (``"lz4"``, ``"zstd"``, ``"deflate"``, ``"snappy"``). Returns the entry."""
+        """Stores the file at ``path``: raw pages, or sealed page by page with ``cipher``
+        (``"aes256-gcm"``, ``"aes{128,192,256}-{ecb,ctr,cbc}"``) after ``compress``
+        (``"lz4"``, ``"zstd"``, ``"deflate"``, ``"snappy"``). A server receives the file's
+        bytes and seals them with its own keys. Returns the entry."""
         return json.loads(
             self._s.put(os.fspath(path), name, page_size, cipher, compress, key_id)
         )
 
     def rm(self, handle):
-        """Removes a handle and its pages (local stores only); returns the removed entry."""
-        return json.loads(self._s.rm(str(handle)))
+        """Removes a handle and its pages; returns the removed entry."""
+        return self._call("rm", handle=str(handle))
 
     def read(self, handle, offset=0, length=None):
         """Raw bytes: ``length`` bytes at ``offset`` (None: to the end)."""
@@ -149,6 +150,87 @@ class Store:
         if seed is not None:
             params["seed"] = int(seed)
         return self._call("index", **params)
+
+    def bfs(self, handle, source, *, threads=1):
+        """Breadth-first search over a CSR graph handle (``inpath store put-graph``) from
+        vertex ``source``. Returns a dict: ``reached``, ``depth``, ``level_sizes``,
+        ``edges_traversed``, ``edges_per_second``, ... and numpy arrays ``order`` (the visit
+        order, as scipy's ``breadth_first_order``), ``levels`` and ``predecessors`` (int64,
+        -1 for unreached vertices and the source's predecessor)."""
+        np = _np()
+        r = self._call("bfs", handle=str(handle), source=int(source), threads=threads,
+                       arrays=True)
+        for k in ("order", "levels", "predecessors"):
+            r[k] = np.asarray(r[k], dtype=np.int64)
+        return r
+
+    def put_graph(self, name, src, dst, *, vertices=None, undirected=False, page_size=8192):
+        """Stores the graph with edges ``src[i] -> dst[i]`` (vertex ids from 0; ``vertices``
+        defaults to the largest id + 1) as a CSR file (``inpath store put-graph``'s format):
+        each vertex's neighbours sorted, duplicates kept; ``undirected`` stores each edge both
+        ways. Returns the entry."""
+        import tempfile
+
+        np = _np()
+        src = np.asarray(src, dtype=np.uint32)
+        dst = np.asarray(dst, dtype=np.uint32)
+        if vertices is None:
+            vertices = int(max(src.max(initial=0), dst.max(initial=0))) + 1 if len(src) else 0
+        data = _inpath._csr_bytes(int(vertices), src.tolist(), dst.tolist(), undirected, page_size)
+        with tempfile.NamedTemporaryFile(prefix="inpath-graph-") as f:
+            f.write(data)
+            f.flush()
+            return self.put(f.name, name=name, page_size=page_size)
+
+    def neighbours(self, handle, vertices):
+        """The out-neighbours of ``vertices`` in a CSR graph handle: ``(targets, counts)``,
+        numpy arrays (the lists back to back in the order asked, and each one's length)."""
+        np = _np()
+        r = self._call("neighbours", handle=str(handle), vertices=[int(v) for v in vertices])
+        return np.asarray(r["targets"], dtype=np.uint32), np.asarray(r["counts"], dtype=np.uint64)
+
+    def chase(self, handle, *, start=0, hops=None):
+        """Follows a chase file's pages (``inpath store put-chase``), each naming the next,
+        from page ``start`` for at most ``hops`` pages. Returns a dict with ``sequence`` (the
+        pages read, a numpy uint64 array), ``stop`` (``"end"``, ``"max-hops"`` or
+        ``"cycle"``) and ``ns_per_hop``."""
+        np = _np()
+        r = self._call("chase", handle=str(handle), start=int(start),
+                       hops=None if hops is None else int(hops))
+        r["sequence"] = np.asarray(r["sequence"], dtype=np.uint64)
+        return r
+
+    def _tap(self, name, handle, threads, options):
+        spec = name
+        if options:
+            parts = []
+            for key, value in options.items():
+                if value is True:
+                    parts.append(key)
+                elif value is not False and value is not None:
+                    parts.append(f"{key}={value}")
+            if parts:
+                spec += ":" + ",".join(parts)
+        return self._call("tap", handle=str(handle), spec=spec, threads=threads)
+
+    def sketch(self, handle, *, threads=1, **options):
+        """Sketches a handle beside its pages (HyperLogLog, Fast-AGMS, Count-Min, min/max/
+        count), with the options of ``inpath wire --tap sketch:...`` as keywords
+        (``format="u32"``, ``hll_p=14``, ``no_header=True``, ...). Returns a dict whose
+        ``result`` is the summary ``inpath sketch --json`` prints (``cardinality``, ``f2``,
+        ``count``, ...), with the run's counters."""
+        return self._tap("sketch", handle, threads, options)
+
+    def corr(self, handle, *, threads=1, **options):
+        """Exact correlation statistics of a handle's fixed-width rows, beside its pages
+        (``type="f64"``, ``streams=4``; default rows of 16 u32). ``result`` holds
+        ``pearson`` (upper triangle, row by row), ``means``, ``std_devs`` and ``rows``."""
+        return self._tap("corr", handle, threads, options)
+
+    def crc(self, handle, *, threads=1):
+        """Bytes and CRC-32 (as ``zlib.crc32``) of a handle, computed beside its pages:
+        ``result`` is ``{"bytes": N, "crc32": C}``."""
+        return self._tap("crc", handle, threads, None)
 
     def stats(self):
         """A server's counters (requests, bytes scanned and returned, pages read, reads in

@@ -11,6 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 
 mod corr;
+mod hll;
 mod query;
 mod seal;
 mod store;
@@ -516,6 +517,7 @@ fn _inpath(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("InpathError", m.py().get_type::<InpathError>())?;
     m.add_class::<PySketch>()?;
     corr::register(m)?;
+    hll::register(m)?;
     seal::register(m)?;
     query::register(m)?;
     store::register(m)?;

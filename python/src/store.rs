@@ -7,7 +7,7 @@ use crate::seal::{config, ring, seal_err};
 use crate::InpathError;
 use inpath_seal::{Cipher, Key};
 use inpath_store::remote::{Client, Request, Service};
-use inpath_store::{FlashReader, HandleRef, PutOptions, ReaderConfig, Store, StoreError};
+use inpath_store::{FlashReader, PutOptions, ReaderConfig, Store, StoreError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use std::path::PathBuf;
@@ -42,7 +42,8 @@ impl PyStore {
             dir.clone(),
             (!ring.is_empty()).then(|| ring.clone()),
             reader,
-        );
+        )
+        .with_taps(std::sync::Arc::new(inpath_wire::tap::StoreTaps));
         Ok(PyStore {
             target: Target::Local {
                 dir,
@@ -130,8 +131,8 @@ impl PyStore {
     }
 
     /// Stores a file (a path) under ``name``: raw pages, or sealed with ``cipher`` (and
-    /// ``compress``) under key ``key_id`` of the store's keys. Returns the entry as JSON
-    /// text. Local stores only.
+    /// ``compress``) under key ``key_id`` of the store's keys (a server's own keys). Returns
+    /// the entry as JSON text.
     #[pyo3(signature = (path, name=None, page_size=8192, cipher=None, compress="none", key_id=None))]
     #[allow(clippy::too_many_arguments)]
     fn put(
@@ -144,10 +145,46 @@ impl PyStore {
         compress: &str,
         key_id: Option<u32>,
     ) -> PyResult<String> {
-        let Target::Local { dir, .. } = &self.target else {
-            return Err(InpathError::new_err(
-                "put needs a local store: a server's directory is changed where it runs",
-            ));
+        let dir = match &self.target {
+            Target::Local { dir, .. } => dir,
+            Target::Remote(c) => {
+                let name = match name {
+                    Some(n) => n,
+                    None => path
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_else(|| path.display().to_string()),
+                };
+                return py
+                    .detach(|| -> Result<String, StoreError> {
+                        let file =
+                            std::fs::File::open(&path).map_err(|source| StoreError::Read {
+                                path: path.clone(),
+                                source,
+                            })?;
+                        let length = file
+                            .metadata()
+                            .map_err(|source| StoreError::Read {
+                                path: path.clone(),
+                                source,
+                            })?
+                            .len();
+                        let req = Request::Put {
+                            name,
+                            length,
+                            page_size,
+                            seal_tier: cipher.map(str::to_string),
+                            compress: (compress != "none").then(|| compress.to_string()),
+                            key_id,
+                        };
+                        let mut c = c.lock().unwrap_or_else(|p| p.into_inner());
+                        Ok(
+                            c.put(&req, std::io::BufReader::with_capacity(1 << 20, file))?
+                                .to_string(),
+                        )
+                    })
+                    .map_err(store_err);
+            }
         };
         let seal = match cipher {
             None if compress == "none" => None,
@@ -176,27 +213,37 @@ impl PyStore {
             .map_err(store_err)?;
         Ok(inpath_store::remote::entry_json(&entry).to_string())
     }
-
-    /// Removes a handle and its pages; returns the removed entry as JSON text. Local stores
-    /// only.
-    fn rm(&self, py: Python<'_>, handle: String) -> PyResult<String> {
-        let Target::Local { dir, .. } = &self.target else {
-            return Err(InpathError::new_err(
-                "rm needs a local store: a server's directory is changed where it runs",
-            ));
-        };
-        let entry = py
-            .detach(|| {
-                let h = HandleRef::parse(&handle)?;
-                Store::open(dir)?.remove(h)
-            })
-            .map_err(store_err)?;
-        Ok(inpath_store::remote::entry_json(&entry).to_string())
-    }
 }
 
 /// Adds the store class to the module.
+/// The CSR graph file (docs/FORMATS.md, "CSR graph") of the edges `src[i] → dst[i]` over
+/// `vertices` vertices, laid out for pages of `page_size` bytes (as `inpath store put-graph`).
+#[pyfunction]
+#[pyo3(signature = (vertices, src, dst, undirected=false, page_size=8192))]
+fn _csr_bytes<'py>(
+    py: Python<'py>,
+    vertices: u64,
+    src: Vec<u32>,
+    dst: Vec<u32>,
+    undirected: bool,
+    page_size: u32,
+) -> PyResult<Bound<'py, PyBytes>> {
+    if src.len() != dst.len() {
+        return Err(InpathError::new_err(format!(
+            "src has {} vertices and dst {}: they pair up into edges",
+            src.len(),
+            dst.len()
+        )));
+    }
+    let edges: Vec<(u32, u32)> = src.into_iter().zip(dst).collect();
+    let bytes = py
+        .detach(|| inpath_store::csr_bytes(vertices, &edges, undirected, page_size))
+        .map_err(store_err)?;
+    Ok(PyBytes::new(py, &bytes))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyStore>()?;
+    m.add_function(wrap_pyfunction!(_csr_bytes, m)?)?;
     Ok(())
 }

@@ -105,8 +105,6 @@ def test_bad_input_raises_inpath_error(tmp_path, served):
             store.grep(raw, "")
         with pytest.raises(inpath.InpathError, match="stale handle"):
             store.grep(f"{raw}@7", "x")
-    with pytest.raises(inpath.InpathError, match="local store"):
-        remote.rm(raw)
     nokeys = inpath.store.Store(tmp_path / "S")
     with pytest.raises(inpath.InpathError, match="a key file is needed"):
         nokeys.grep(sealed, "x")
@@ -119,3 +117,51 @@ def test_bad_input_raises_inpath_error(tmp_path, served):
     assert local.rm(raw)["name"] == "t.txt"
     with pytest.raises(inpath.InpathError, match="cannot connect"):
         inpath.store.Store("127.0.0.1:1").ls()
+
+
+def test_taps_put_rm_bfs_and_chase_local_and_remote(tmp_path, served, inpath_bin):
+    import zlib
+    data, local, remote, raw, sealed = served
+    items = np.random.default_rng(5).integers(0, 30_000, 200_000, dtype=np.uint32)
+    (tmp_path / "items.bin").write_bytes(items.tobytes())
+    # put through the server (sealed with its key), then the same taps from both sides.
+    put = remote.put(tmp_path / "items.bin", cipher="aes256-gcm", compress="lz4")
+    assert put["size"] == items.nbytes and "aes256-gcm" in put["codec"]
+    h = put["handle"]
+    for store in (local, remote):
+        for threads in (1, 2):
+            crc = store.crc(h, threads=threads)
+            assert crc["result"] == {"bytes": items.nbytes, "crc32": zlib.crc32(items.tobytes())}
+            s = store.sketch(h, format="u32", threads=threads)
+            assert s["result"]["count"] == len(items)
+            assert s["result"]["min"] == int(items.min()) and s["result"]["max"] == int(items.max())
+            distinct = len(np.unique(items))
+            assert abs(s["result"]["cardinality"] - distinct) / distinct < 0.03
+            assert s["bytes_returned"] < 0.01 * s["bytes_scanned"]
+    rows = np.random.default_rng(6).random((5000, 3))
+    rows[:, 2] = 2 * rows[:, 0] + 1
+    (tmp_path / "rows.bin").write_bytes(rows.tobytes())
+    r = local.put(tmp_path / "rows.bin")["handle"]
+    c = remote.corr(r, type="f64", streams=3, threads=2)["result"]
+    want = np.corrcoef(rows.T)
+    assert np.allclose(c["pearson"], [want[0, 1], want[0, 2], want[1, 2]], atol=1e-12)
+    with pytest.raises(inpath.InpathError, match="there is no tap"):
+        remote._tap("bloom", h, 1, None)
+    with pytest.raises(inpath.InpathError, match="unknown option"):
+        local.sketch(h, colour="red")
+    # bfs and chase, as the CLI put them in.
+    (tmp_path / "edges.txt").write_text("0 1\n1 2\n0 3\n3 2\n2 4\n5 6\n")
+    run_cli(inpath_bin, "store", "put-graph", str(tmp_path / "S"), "g",
+            "--edges", str(tmp_path / "edges.txt"))
+    run_cli(inpath_bin, "store", "put-chase", str(tmp_path / "S"), "c", "--pages", "50")
+    ids = {e["name"]: e["handle"] for e in local.ls()}
+    for store in (local, remote):
+        b = store.bfs(ids["g"], 0, threads=2)
+        assert b["order"].tolist() == [0, 1, 3, 2, 4]
+        assert b["levels"].tolist() == [0, 1, 2, 1, 3, -1, -1]
+        assert b["predecessors"].tolist() == [-1, 0, 1, 0, 2, -1, -1]
+        ch = store.chase(ids["c"], hops=10)
+        assert len(ch["sequence"]) == 10 and ch["sequence"][0] == 0 and ch["stop"] == "max-hops"
+        assert len(set(store.chase(ids["c"])["sequence"].tolist())) == 50
+    assert remote.rm(r)["name"] == "rows.bin"
+    assert all(e["handle"] != r for e in local.ls())

@@ -46,4 +46,10 @@ fn demo_runs_every_section_and_its_checks_agree() {
     // The in-store search against a plain scan of the original text.
     let grep = line("\"furiously\" searched in the store");
     assert!(grep.ends_with(": equal"), "{grep}");
+    // The in-store taps against the sketch and CRC of the original text.
+    let taps = line("in-store taps on 2 lanes");
+    assert!(
+        taps.contains("on 1 lane: equal)") && taps.contains("(equal to the original's)"),
+        "{taps}"
+    );
 }

@@ -568,3 +568,495 @@ fn a_served_store_answers_with_results_as_the_local_one_does() {
     );
     assert!(stats["cpu_seconds"].as_f64().unwrap() > 0.0, "{stats}");
 }
+
+/// Little-endian u32 items (a skewed mix, so the sketches have something to count) and rows of
+/// four f64 with a planted correlation.
+fn items_and_rows() -> (Vec<u8>, Vec<u8>) {
+    let mut x = 11u64;
+    let mut next = move || {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        x >> 33
+    };
+    let items: Vec<u8> = (0..250_000)
+        .flat_map(|_| ((next() % 40_000) as u32).to_le_bytes())
+        .collect();
+    let rows: Vec<u8> = (0..20_000)
+        .flat_map(|_| {
+            let a = next() as f64 / 2f64.powi(31);
+            let b = next() as f64 / 2f64.powi(31);
+            [a, a * 0.5 + b, b, -a]
+                .into_iter()
+                .flat_map(f64::to_le_bytes)
+                .collect::<Vec<u8>>()
+        })
+        .collect();
+    (items, rows)
+}
+
+fn json(s: &str) -> serde_json::Value {
+    serde_json::from_str(s).unwrap_or_else(|e| panic!("{e}: {s}"))
+}
+
+#[test]
+fn in_store_taps_equal_the_engines_over_the_same_bytes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let (items, rows) = items_and_rows();
+    std::fs::write(d.join("items.bin"), &items).unwrap();
+    std::fs::write(d.join("rows.bin"), &rows).unwrap();
+    std::fs::write(d.join("t.txt"), text()).unwrap();
+    ok(d, &["seal", "keygen", "-o", "k.txt"]);
+    ok(
+        d,
+        &["store", "put", "S", "items.bin", "--page-size", "4KiB"],
+    );
+    ok(d, &["store", "put", "S", "rows.bin"]);
+    ok(d, &["store", "put", "S", "t.txt", "--page-size", "1KiB"]);
+    ok(
+        d,
+        &[
+            "store",
+            "put",
+            "S",
+            "items.bin",
+            "--name",
+            "sealed",
+            "--compress",
+            "lz4",
+            "--seal-tier",
+            "aes256-gcm",
+            "--key-file",
+            "k.txt",
+        ],
+    );
+    let key = ["--key-file", "k.txt"];
+
+    // sketch: the engine's own summary of the same bytes, for every lane count and sealed.
+    let whole = json(&ok(
+        d,
+        &["sketch", "items.bin", "--format", "u32", "--json"],
+    ));
+    for (handle, keys) in [("1", &[][..]), ("4", &key[..])] {
+        for threads in ["1", "3"] {
+            let args = [
+                &[
+                    "store",
+                    "sketch",
+                    "S",
+                    handle,
+                    "-o",
+                    "format=u32",
+                    "--threads",
+                    threads,
+                ][..],
+                &["--json"],
+                keys,
+            ]
+            .concat();
+            let v = json(&ok(d, &args));
+            let r = &v["result"];
+            for k in ["count", "cardinality", "f2", "min", "max"] {
+                assert_eq!(
+                    r[k], whole[k],
+                    "{k} of handle {handle}, {threads} lanes: {v}"
+                );
+            }
+            assert_eq!(r["records"], 250_000);
+            assert_eq!(v["bytes_scanned"], items.len() as u64);
+            assert!(v["bytes_returned"].as_u64().unwrap() < 2000, "{v}");
+        }
+    }
+    let lines = json(&ok(d, &["sketch", "t.txt", "--json"]));
+    let v = json(&ok(
+        d,
+        &["store", "sketch", "S", "3", "--threads", "2", "--json"],
+    ));
+    assert_eq!(v["result"]["cardinality"], lines["cardinality"]);
+    assert_eq!(v["result"]["count"], lines["count"]);
+
+    // corr: the same statistics as `inpath corr` over the file.
+    let whole = json(&ok(
+        d,
+        &[
+            "corr",
+            "rows.bin",
+            "--layout",
+            "rows",
+            "--type",
+            "f64",
+            "--streams",
+            "4",
+            "--json",
+        ],
+    ));
+    for threads in ["1", "2"] {
+        let v = json(&ok(
+            d,
+            &[
+                "store",
+                "corr",
+                "S",
+                "2",
+                "-o",
+                "type=f64,streams=4",
+                "--threads",
+                threads,
+                "--json",
+            ],
+        ));
+        let r = &v["result"];
+        assert_eq!(r["rows"], 20_000, "{v}");
+        let (a, b) = (
+            r["pearson"].as_array().unwrap(),
+            whole["pearson"].as_array().unwrap(),
+        );
+        assert_eq!(a.len(), 6);
+        for (x, y) in a.iter().zip(b) {
+            let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
+            assert!((x - y).abs() < 1e-12, "{x} vs {y}: {v} / {whole}");
+        }
+        assert!(
+            (a[2].as_f64().unwrap() + 1.0).abs() < 1e-9,
+            "stream 3 is -stream 0"
+        );
+    }
+
+    // crc: zlib's CRC-32 of the bytes, any lane count, sealed or not.
+    for (handle, bytes, keys) in [
+        ("1", &items, &[][..]),
+        ("4", &items, &key[..]),
+        ("3", &text(), &[][..]),
+    ] {
+        for threads in ["1", "4"] {
+            let args = [
+                &["store", "crc", "S", handle, "--threads", threads, "--json"][..],
+                keys,
+            ]
+            .concat();
+            let v = json(&ok(d, &args));
+            assert_eq!(v["result"]["crc32"], crc32fast::hash(bytes), "{v}");
+            assert_eq!(v["result"]["bytes"], bytes.len() as u64);
+        }
+    }
+
+    // Served: the same results; the server runs the taps with its own keys.
+    let server = Server::start(d, &["S", "--key-file", "k.txt"]);
+    let a = server.addr.as_str();
+    let local = json(&ok(
+        d,
+        &[
+            "store",
+            "sketch",
+            "S",
+            "4",
+            "-o",
+            "format=u32",
+            "--json",
+            "--key-file",
+            "k.txt",
+        ],
+    ));
+    let remote = json(&ok(
+        d,
+        &[
+            "store",
+            "sketch",
+            "--remote",
+            a,
+            "4",
+            "-o",
+            "format=u32",
+            "--json",
+        ],
+    ));
+    assert_eq!(local["result"], remote["result"]);
+    let text_out = ok(d, &["store", "crc", "--remote", a, "1"]);
+    assert!(
+        text_out.contains(&format!("crc32 {:08x}", crc32fast::hash(&items))),
+        "{text_out}"
+    );
+
+    // Bad input: a name clearly wrong, options the tap does not take, records that do not
+    // fit, a sealed handle without its key.
+    let err = fails(d, &["store", "sketch", "S", "1", "-o", "format=u128"]);
+    assert!(
+        err.contains("format=\"u128\": use u32, u64, lines or csv"),
+        "{err}"
+    );
+    let err = fails(d, &["store", "sketch", "S", "1", "-o", "save=."]);
+    assert!(err.contains("not taken over a whole input"), "{err}");
+    let err = fails(d, &["store", "crc", "S", "1", "-o", "fast"]);
+    assert!(err.contains("takes no options"), "{err}");
+    let err = fails(d, &["store", "corr", "S", "3", "-o", "type=f64,streams=3"]);
+    assert!(err.contains("do not make a whole 24-byte item"), "{err}");
+    let err = fails(d, &["store", "sketch", "S", "4", "-o", "format=u32"]);
+    assert!(err.contains("key"), "{err}");
+    let mut s = std::net::TcpStream::connect(a).unwrap();
+    let v = raw_call(
+        &mut s,
+        b"{\"op\":\"tap\",\"handle\":\"1\",\"spec\":\"bloom\"}",
+    );
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("there is no tap \"bloom\""),
+        "{v}"
+    );
+}
+
+#[test]
+fn put_rm_bfs_and_chase_through_a_server() {
+    use std::io::{Read, Write};
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    std::fs::write(d.join("t.txt"), text()).unwrap();
+    ok(d, &["seal", "keygen", "-o", "k.txt"]);
+    ok(
+        d,
+        &[
+            "store",
+            "put-chase",
+            "S",
+            "chain",
+            "--pages",
+            "300",
+            "--seed",
+            "4",
+        ],
+    );
+    ok(
+        d,
+        &[
+            "store",
+            "put-graph",
+            "S",
+            "g",
+            "--random",
+            "rmat",
+            "--vertices",
+            "5000",
+            "--edge-count",
+            "40000",
+            "--undirected",
+        ],
+    );
+    let server = Server::start(d, &["S", "--key-file", "k.txt"]);
+    let a = server.addr.as_str();
+
+    // put: raw and sealed with the server's key; read back equal; a name put again keeps its
+    // handle and gets the next generation.
+    let v = json(&ok(
+        d,
+        &[
+            "store",
+            "put",
+            "--remote",
+            a,
+            "t.txt",
+            "--page-size",
+            "2KiB",
+            "--json",
+        ],
+    ));
+    assert_eq!(
+        (v["handle"].as_u64(), v["size"].as_u64()),
+        (Some(3), Some(text().len() as u64))
+    );
+    let v = json(&ok(
+        d,
+        &[
+            "store",
+            "put",
+            "--remote",
+            a,
+            "t.txt",
+            "--name",
+            "sealed",
+            "--compress",
+            "zstd",
+            "--seal-tier",
+            "aes256-gcm",
+            "--json",
+        ],
+    ));
+    assert_eq!(v["handle"], 4);
+    assert!(v["codec"].as_str().unwrap().contains("aes256-gcm"), "{v}");
+    ok(
+        d,
+        &[
+            "store",
+            "read",
+            "S",
+            "4",
+            "-o",
+            "back.txt",
+            "--key-file",
+            "k.txt",
+        ],
+    );
+    assert_eq!(std::fs::read(d.join("back.txt")).unwrap(), text());
+    let v = json(&ok(
+        d,
+        &[
+            "store", "put", "--remote", a, "k.txt", "--name", "t.txt", "--json",
+        ],
+    ));
+    assert_eq!(
+        (v["handle"].as_u64(), v["generation"].as_u64()),
+        (Some(3), Some(2))
+    );
+
+    // bfs and chase: the same answers as the local verbs.
+    let strip = |mut v: serde_json::Value| {
+        for k in [
+            "seconds",
+            "open_seconds",
+            "bfs_seconds",
+            "edges_per_second",
+            "cpu_seconds",
+            "runs",
+            "ns_per_hop",
+            "bytes_returned",
+        ] {
+            v.as_object_mut().unwrap().remove(k);
+        }
+        v
+    };
+    let local = strip(json(&ok(
+        d,
+        &[
+            "store", "bfs", "S", "2", "--source", "3", "--json", "--arrays",
+        ],
+    )));
+    let remote = strip(json(&ok(
+        d,
+        &[
+            "store",
+            "bfs",
+            "--remote",
+            a,
+            "2",
+            "--source",
+            "3",
+            "--json",
+            "--arrays",
+            "--threads",
+            "2",
+        ],
+    )));
+    assert_eq!(local["order"], remote["order"]);
+    assert_eq!(local["levels"], remote["levels"]);
+    assert_eq!(local["level_sizes"], remote["level_sizes"]);
+    assert!(local["reached"].as_u64().unwrap() > 1000, "{local}");
+    assert_eq!(
+        ok(
+            d,
+            &["store", "bfs", "S", "2", "--source", "3", "--levels", "-"]
+        ),
+        ok(
+            d,
+            &["store", "bfs", "--remote", a, "2", "--source", "3", "--levels", "-"]
+        )
+    );
+    let local = strip(json(&ok(d, &["store", "chase", "S", "1", "--json"])));
+    let remote = strip(json(&ok(
+        d,
+        &["store", "chase", "--remote", a, "1", "--json"],
+    )));
+    assert_eq!(local["sequence"], remote["sequence"]);
+    assert_eq!(remote["hops"], 300);
+    let raw = json(&ok(d, &["store", "chase", "S", "1", "--json", "--raw"]));
+    assert_eq!(raw["sequence"], remote["sequence"]);
+
+    // rm through the server.
+    let out = ok(d, &["store", "rm", "--remote", a, "4"]);
+    assert!(out.contains("removed handle 4@1 (sealed"), "{out}");
+    let err = fails(d, &["store", "rm", "--remote", a, "4"]);
+    assert!(err.contains("unknown handle 4"), "{err}");
+
+    // Bad puts: the key file stays local, a cipher the server holds no key for, a client that
+    // leaves midway or sends less than it announced. Nothing partial is stored.
+    let err = fails(
+        d,
+        &[
+            "store",
+            "put",
+            "--remote",
+            a,
+            "t.txt",
+            "--key-file",
+            "k.txt",
+        ],
+    );
+    assert!(
+        err.contains("seals with the keys it was started with"),
+        "{err}"
+    );
+    let err = fails(
+        d,
+        &[
+            "store",
+            "put",
+            "--remote",
+            a,
+            "t.txt",
+            "--seal-tier",
+            "aes128-ctr",
+        ],
+    );
+    assert!(err.contains("needs a 128-bit key"), "{err}");
+    let err = fails(
+        d,
+        &["store", "put", "--remote", a, "t.txt", "--page-size", "100"],
+    );
+    assert!(err.contains("512 bytes to 16 MiB"), "{err}");
+    let before = ok(d, &["store", "ls", "S"]);
+    let pages = || std::fs::read_dir(d.join("S/pages")).unwrap().count();
+    let files = pages();
+    let mut s = std::net::TcpStream::connect(a).unwrap();
+    let v = raw_call(
+        &mut s,
+        b"{\"op\":\"put\",\"name\":\"cut\",\"length\":100000}",
+    );
+    assert_eq!(v["ok"]["send"], 100_000, "{v}");
+    s.write_all(&50_000u32.to_le_bytes()).unwrap();
+    s.write_all(&[b'x'; 20_000]).unwrap();
+    drop(s);
+    let mut s = std::net::TcpStream::connect(a).unwrap();
+    let v = raw_call(
+        &mut s,
+        b"{\"op\":\"put\",\"name\":\"short\",\"length\":100}",
+    );
+    assert_eq!(v["ok"]["send"], 100);
+    s.write_all(&10u32.to_le_bytes()).unwrap();
+    s.write_all(&[b'y'; 10]).unwrap();
+    s.write_all(&0u32.to_le_bytes()).unwrap();
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).unwrap();
+    let mut buf = vec![0u8; u32::from_le_bytes(len) as usize];
+    s.read_exact(&mut buf).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&buf).unwrap();
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("announced 100 bytes and sent 10"),
+        "{v}"
+    );
+    // The connection is still in step: the next request is answered.
+    let v = raw_call(&mut s, b"{\"op\":\"ls\"}");
+    assert_eq!(v["ok"].as_array().unwrap().len(), 3, "{v}");
+    // Let the server finish with the client that left, then nothing changed.
+    let mut same = false;
+    for _ in 0..100 {
+        if ok(d, &["store", "ls", "S"]) == before && pages() == files {
+            same = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(same, "a failed put left something behind");
+}

@@ -55,7 +55,13 @@ pub fn standard_error(p: u8) -> f64 {
 }
 
 fn ertl(registers: &[u8], p: u8) -> f64 {
-    let q = 128 - p as usize;
+    estimate_ranks(registers, 128 - p as usize)
+}
+
+/// Ertl's improved estimator over registers holding ranks 0 (empty) to `q + 1` (a rank of
+/// `q + 1` meaning "at least `q + 1`"): `q = 128 − P` for inpath's sketch, 62 for DataSketches'
+/// registers (leading zeros of a 64-bit word plus one, at most 63).
+pub fn estimate_ranks(registers: &[u8], q: usize) -> f64 {
     let m = registers.len() as f64;
     let mut histogram = vec![0u64; q + 2];
     for &r in registers {

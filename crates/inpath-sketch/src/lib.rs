@@ -36,6 +36,7 @@
 #![deny(unsafe_code)] // allowed only in `kernel`, for calling its CPU-specific versions
 
 pub mod counters;
+pub mod datasketches;
 pub mod engine;
 pub mod format;
 pub mod hash;

@@ -271,6 +271,15 @@ pub enum StoreError {
         source: std::io::Error,
     },
 
+    /// An in-store tap failed: a bad option, or input it cannot take.
+    #[error("tap {spec}: {detail}")]
+    Tap {
+        /// The tap's specification.
+        spec: String,
+        /// What went wrong.
+        detail: String,
+    },
+
     /// The reader was shut down while a request was in flight.
     #[error("the reader stopped before request {tag} completed")]
     ReaderStopped {

@@ -93,7 +93,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use crate::catalog::{MAX_PAGE, MIN_PAGE};
+use crate::catalog::{Tier, MAX_PAGE, MIN_PAGE};
 use crate::error::{Result, StoreError};
 use crate::store::OpenHandle;
 use std::io::BufRead;
@@ -762,6 +762,32 @@ impl CsrGraph {
         CSR_HEADER + 8 * (self.header.vertices + 1)
     }
 
+    /// The neighbour array in place in the mapped data file, when the handle is raw and the
+    /// pages holding it are stored back to back in order (as `put` writes them).
+    fn neighbours_in_file(&self) -> Option<&[u8]> {
+        let entry = self.handle.entry();
+        if entry.tier != Tier::Raw || self.header.edges == 0 {
+            return None;
+        }
+        let first = self.page_of_entry(0);
+        let last = self.page_of_entry(self.header.edges - 1);
+        let ps = self.header.page_size as u64;
+        let ex = &entry.extents;
+        let base = ex.get(first as usize)?.offset;
+        for p in first..=last {
+            let e = ex.get(p as usize)?;
+            if e.offset != base + (p - first) * ps || e.len as u64 != entry.page_len(p) {
+                return None;
+            }
+        }
+        let at = base + (self.neighbours_start() - first * ps);
+        let len = 4 * self.header.edges;
+        self.handle
+            .mapping()?
+            .bytes()
+            .get(at as usize..(at + len) as usize)
+    }
+
     /// The page holding neighbour entry `i` (a shift when the page size is a power of two).
     fn page_of_entry(&self, i: u64) -> u64 {
         let byte = self.neighbours_start() + 4 * i;
@@ -785,16 +811,32 @@ impl CsrGraph {
 
     /// Reads neighbour page `page` into `dst` (the bytes of its entries), checking its CRC and
     /// every id.
-    fn load_page(&self, page: u64, dst: &mut [u8], buf: &mut Vec<u8>) -> Result<()> {
-        self.handle.read_page(page, buf)?;
+    fn load_page(&self, page: u64, dst: Option<&mut [u8]>, buf: &mut PageBuf) -> Result<()> {
+        // From the mapped file where it can be mapped (no system call, no allocation per
+        // page: a search reads thousands of pages), else through `read_page`.
+        if self.handle.mapping().is_none() {
+            self.handle.read_page(page, &mut buf.plain)?;
+            return self.take_page(page, &buf.plain, dst);
+        }
+        self.handle
+            .with_mapped_page(page, &mut buf.run, |bytes| self.take_page(page, bytes, dst))?
+            .unwrap_or_else(|| Err(self.corrupt(page, "the data file is not mapped".into())))
+    }
+
+    /// Checks page `page` (its CRC, then every id) and copies its neighbour entries to `dst`
+    /// (`None`: the search reads them in place, from the mapped file).
+    fn take_page(&self, page: u64, buf: &[u8], dst: Option<&mut [u8]>) -> Result<()> {
         self.check_page(page, buf)?;
         let p = self.header.page_size as u64;
         let range = self.entries_of_page(page);
         let lo = (self.neighbours_start() + 4 * range.start - page * p) as usize;
-        dst.copy_from_slice(&buf[lo..lo + dst.len()]);
+        let src = &buf[lo..lo + 4 * (range.end - range.start) as usize];
+        if let Some(dst) = dst {
+            dst.copy_from_slice(src);
+        }
         let n = self.header.vertices;
         let ids = || {
-            dst.chunks_exact(4)
+            src.chunks_exact(4)
                 .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         };
         if ids().fold(0u32, u32::max) as u64 >= n {
@@ -813,6 +855,52 @@ impl CsrGraph {
             ));
         }
         Ok(())
+    }
+
+    /// The out-neighbours of each vertex of `vertices`, back to back, and how many each has:
+    /// one hop of a search that runs elsewhere (a BFS across machines expands its frontier
+    /// where each shard of the graph lives). Pages are read and checked as for a search.
+    pub fn neighbours_of(&self, vertices: &[u64]) -> Result<(Vec<u32>, Vec<u64>)> {
+        let n = self.header.vertices;
+        if let Some(&bad) = vertices.iter().find(|&&v| v >= n) {
+            return Err(StoreError::parameter(
+                "vertex",
+                bad,
+                &format!("a vertex id below the vertex count {n}"),
+            ));
+        }
+        let range = |v: usize| match &self.offsets {
+            Offsets::Narrow(o) => (o[v] as u64, o[v + 1] as u64),
+            Offsets::Wide(o) => (o[v], o[v + 1]),
+        };
+        let mut targets = Vec::new();
+        let mut counts = Vec::with_capacity(vertices.len());
+        let mut buf = PageBuf::default();
+        let mut page_entries: Vec<u8> = Vec::new();
+        let mut current = u64::MAX;
+        for &v in vertices {
+            let (a, b) = range(v as usize);
+            counts.push(b - a);
+            if a == b {
+                continue;
+            }
+            for page in self.page_of_entry(a)..=self.page_of_entry(b - 1) {
+                let r = self.entries_of_page(page);
+                if page != current {
+                    page_entries.resize(4 * (r.end - r.start) as usize, 0);
+                    self.load_page(page, Some(&mut page_entries), &mut buf)?;
+                    current = page;
+                }
+                let (lo, hi) = (a.max(r.start) - r.start, b.min(r.end) - r.start);
+                targets.extend(
+                    page_entries[4 * lo as usize..4 * hi as usize]
+                        .chunks_exact(4)
+                        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+                );
+            }
+        }
+        self.handle.check_mapping()?;
+        Ok((targets, counts))
     }
 
     /// Breadth-first search from `source` with `threads` threads (see the [module docs](self)).
@@ -850,7 +938,10 @@ impl CsrGraph {
         let threads = threads.max(1);
         let n = self.header.vertices as usize;
         let mut pages = Pages {
-            neighbours: NeighbourBytes::new(4 * self.header.edges as usize)?,
+            neighbours: match self.neighbours_in_file() {
+                Some(bytes) => NeighbourBytes::InFile(bytes),
+                None => NeighbourBytes::new(4 * self.header.edges as usize)?,
+            },
             loaded: vec![false; self.header.data_pages as usize],
             left: if self.header.edges == 0 {
                 0
@@ -858,7 +949,7 @@ impl CsrGraph {
                 self.page_of_entry(self.header.edges - 1) - self.page_of_entry(0) + 1
             },
             read: 0,
-            buf: Vec::new(),
+            buf: PageBuf::default(),
         };
         let visited: Vec<AtomicU64> = (0..n.div_ceil(64)).map(|_| AtomicU64::new(0)).collect();
         let levels: Vec<AtomicU32> = (0..n).map(|_| AtomicU32::new(UNREACHED)).collect();
@@ -923,7 +1014,7 @@ impl CsrGraph {
                     fpos[u as usize] = i as u32;
                     fbits[u as usize / 64] |= 1 << (u % 64);
                 }
-                let mut found = bottom_up_level(
+                let found = bottom_up_level(
                     off,
                     pages.neighbours.bytes(),
                     &visited,
@@ -935,8 +1026,9 @@ impl CsrGraph {
                     fbits[u as usize / 64] = 0;
                 }
                 // The FIFO order: by the predecessor's position, then by id (each list is
-                // sorted, so that is the order the predecessor's list names them in).
-                found.sort_unstable();
+                // sorted, so that is the order the predecessor's list names them in). `found`
+                // comes in id order, so a stable counting sort by position gives both.
+                let found = by_position(&found, lo as u32, hi as u32);
                 for (p, w) in found {
                     let word = &visited[w as usize / 64];
                     word.store(word.load(Relaxed) | 1 << (w % 64), Relaxed);
@@ -1032,6 +1124,7 @@ impl CsrGraph {
             level = next_level;
         }
         std::hint::black_box(sink);
+        self.handle.check_mapping()?;
         Ok(Bfs {
             source,
             order,
@@ -1048,8 +1141,10 @@ impl CsrGraph {
         for page in self.page_of_entry(a)..=self.page_of_entry(b - 1) {
             if !pages.loaded[page as usize] {
                 let r = self.entries_of_page(page);
-                let dst =
-                    &mut pages.neighbours.bytes_mut()[4 * r.start as usize..4 * r.end as usize];
+                let dst = pages
+                    .neighbours
+                    .bytes_mut()
+                    .map(|b| &mut b[4 * r.start as usize..4 * r.end as usize]);
                 self.load_page(page, dst, &mut pages.buf)?;
                 pages.loaded[page as usize] = true;
                 pages.left -= 1;
@@ -1061,24 +1156,35 @@ impl CsrGraph {
 
     /// Reads the neighbour pages `pages` (sorted, distinct) into `neighbours`, on up to
     /// `threads` threads.
-    fn load_pages(&self, pages: &[u64], neighbours: &mut [u8], threads: usize) -> Result<()> {
-        // Cut `neighbours` into the disjoint slices of the pages, in page order.
-        let mut parts: Vec<(u64, &mut [u8])> = Vec::with_capacity(pages.len());
-        let mut rest = neighbours;
-        let mut at = 0u64;
-        for &page in pages {
-            let r = self.entries_of_page(page);
-            let tail = std::mem::take(&mut rest);
-            let (_, tail) = tail.split_at_mut(4 * (r.start - at) as usize);
-            let (mine, tail) = tail.split_at_mut(4 * (r.end - r.start) as usize);
-            parts.push((page, mine));
-            rest = tail;
-            at = r.end;
+    fn load_pages(
+        &self,
+        pages: &[u64],
+        neighbours: Option<&mut [u8]>,
+        threads: usize,
+    ) -> Result<()> {
+        // Cut `neighbours` into the disjoint slices of the pages, in page order (none when the
+        // pages are only checked, the array being read in place).
+        let mut parts: Vec<(u64, Option<&mut [u8]>)> = Vec::with_capacity(pages.len());
+        match neighbours {
+            Some(neighbours) => {
+                let mut rest = neighbours;
+                let mut at = 0u64;
+                for &page in pages {
+                    let r = self.entries_of_page(page);
+                    let tail = std::mem::take(&mut rest);
+                    let (_, tail) = tail.split_at_mut(4 * (r.start - at) as usize);
+                    let (mine, tail) = tail.split_at_mut(4 * (r.end - r.start) as usize);
+                    parts.push((page, Some(mine)));
+                    rest = tail;
+                    at = r.end;
+                }
+            }
+            None => parts.extend(pages.iter().map(|&p| (p, None))),
         }
-        let work = |parts: &mut [(u64, &mut [u8])]| -> Result<()> {
-            let mut buf = Vec::new();
+        let work = |parts: &mut [(u64, Option<&mut [u8]>)]| -> Result<()> {
+            let mut buf = PageBuf::default();
             for (page, dst) in parts.iter_mut() {
-                self.load_page(*page, dst, &mut buf)?;
+                self.load_page(*page, dst.as_deref_mut(), &mut buf)?;
             }
             Ok(())
         };
@@ -1156,7 +1262,7 @@ fn bottom_up_level<O: Offset>(
     }
     let per = words.div_ceil(threads * 4).max(1);
     let next = AtomicUsize::new(0);
-    let parts: Vec<Vec<(u32, u32)>> = std::thread::scope(|s| {
+    let mut parts: Vec<(usize, Vec<(u32, u32)>)> = std::thread::scope(|s| {
         let work = || {
             let mut mine = Vec::new();
             loop {
@@ -1164,19 +1270,39 @@ fn bottom_up_level<O: Offset>(
                 if start >= words {
                     break mine;
                 }
-                mine.extend(scan(start..(start + per).min(words)));
+                mine.push((start, scan(start..(start + per).min(words))));
             }
         };
         let tasks: Vec<_> = (1..threads).map(|_| s.spawn(work)).collect();
-        let mut parts = vec![work()];
-        parts.extend(
-            tasks
-                .into_iter()
-                .map(|t| t.join().expect("a scan panicked")),
-        );
+        let mut parts = work();
+        for t in tasks {
+            parts.extend(t.join().expect("a scan panicked"));
+        }
         parts
     });
-    parts.concat()
+    // In id order, as one thread finds them.
+    parts.sort_unstable_by_key(|p| p.0);
+    parts.into_iter().flat_map(|p| p.1).collect()
+}
+
+/// `found` (pairs of frontier position in `lo..hi` and vertex id, in id order) ordered by
+/// position, ids in order within one position: a stable counting sort, equal to sorting the
+/// pairs, in two linear passes.
+fn by_position(found: &[(u32, u32)], lo: u32, hi: u32) -> Vec<(u32, u32)> {
+    let mut start = vec![0u32; (hi - lo) as usize + 1];
+    for &(p, _) in found {
+        start[(p - lo) as usize + 1] += 1;
+    }
+    for i in 1..start.len() {
+        start[i] += start[i - 1];
+    }
+    let mut out = vec![(0u32, 0u32); found.len()];
+    for &(p, w) in found {
+        let at = &mut start[(p - lo) as usize];
+        out[*at as usize] = (p, w);
+        *at += 1;
+    }
+    out
 }
 
 /// Loads issued this many frontier vertices ahead (see [`CsrGraph::bfs`]'s serial loop).
@@ -1184,28 +1310,38 @@ const LOOK_OFFSETS: usize = 16;
 const LOOK_LIST: usize = 8;
 
 /// The neighbour array of a search, filled page by page.
-struct Pages {
-    neighbours: NeighbourBytes,
+struct Pages<'a> {
+    neighbours: NeighbourBytes<'a>,
     /// Per data page: read (or being read) already.
     loaded: Vec<bool>,
     /// Pages holding neighbour entries not read yet.
     left: u64,
     /// Pages read.
     read: u64,
-    buf: Vec<u8>,
+    buf: PageBuf,
+}
+
+/// What reading one page needs: a page read through `read_page`, or unsealed from the map.
+#[derive(Default)]
+struct PageBuf {
+    plain: Vec<u8>,
+    run: crate::RunBuffers,
 }
 
 /// The bytes of the neighbour array in memory (u32 little-endian entries). A large one is an
 /// anonymous mapping advised for transparent huge pages: filling tens of MiB page by page would
 /// otherwise take one page fault per 4 KiB, which on a virtual machine costs as much as the
 /// search itself.
-enum NeighbourBytes {
+enum NeighbourBytes<'a> {
     Heap(Vec<u8>),
     Mapped(memmap2::MmapMut),
+    /// The neighbour array in place in the mapped data file (raw pages stored back to back):
+    /// pages are checked when first needed but never copied.
+    InFile(&'a [u8]),
 }
 
-impl NeighbourBytes {
-    fn new(len: usize) -> Result<NeighbourBytes> {
+impl<'a> NeighbourBytes<'a> {
+    fn new(len: usize) -> Result<NeighbourBytes<'a>> {
         if len < 2 << 20 {
             return Ok(NeighbourBytes::Heap(vec![0; len]));
         }
@@ -1222,13 +1358,16 @@ impl NeighbourBytes {
         match self {
             NeighbourBytes::Heap(v) => v,
             NeighbourBytes::Mapped(m) => m,
+            NeighbourBytes::InFile(b) => b,
         }
     }
 
-    fn bytes_mut(&mut self) -> &mut [u8] {
+    /// Where pages are copied to; `None` when the array is read in place.
+    fn bytes_mut(&mut self) -> Option<&mut [u8]> {
         match self {
-            NeighbourBytes::Heap(v) => v,
-            NeighbourBytes::Mapped(m) => m,
+            NeighbourBytes::Heap(v) => Some(v),
+            NeighbourBytes::Mapped(m) => Some(m),
+            NeighbourBytes::InFile(_) => None,
         }
     }
 }

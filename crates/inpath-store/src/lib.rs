@@ -16,6 +16,8 @@
 //!   kernels picked in [`arch`]); [`lsh`]: approximate search by bit sampling.
 //! - [`graph`]: a CSR graph format laid out in pages and breadth-first search over it;
 //!   [`chase`]: the page chase (each page names the next).
+//! - [`tap`]: the round-1 taps (crc built in; sketch and corr through a [`TapRunner`]) run
+//!   over a handle in the store.
 //!
 //! ```
 //! use inpath_store::{kernel, FlashReader, Literal, PutOptions, ReaderConfig, Store};
@@ -47,6 +49,7 @@ pub mod reader;
 pub mod remote;
 pub mod search;
 pub mod store;
+pub mod tap;
 
 pub use arch::HammingKernel;
 pub use catalog::{Entry, Extent, HandleRef, Tier};
@@ -59,3 +62,4 @@ pub use lsh::{LshIndex, LshParams, LshStats};
 pub use reader::{Chunk, FlashReader, Jitter, Port, ReaderConfig, ReaderCounters, DEFAULT_SEGMENT};
 pub use search::{Literal, LiteralHits, RegexHits, RegexSearch};
 pub use store::{OpenHandle, PutOptions, RunBuffers, Store, DEFAULT_PAGE_SIZE, DIRECT_ALIGN};
+pub use tap::{Crc, CrcPartial, HandleReader, TapRunner};

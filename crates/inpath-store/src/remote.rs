@@ -15,11 +15,12 @@
 
 use crate::error::{Result, StoreError};
 use crate::kernel::run_counted;
+use crate::tap::{tap_name, Crc, HandleReader, TapRunner};
 use crate::{
-    FlashReader, Hamming, HammingKernel, HandleRef, Literal, LshIndex, LshParams, OpenHandle,
-    ReaderCounters, RegexSearch, RunStats, Store, Tier,
+    CsrGraph, FlashReader, Hamming, HammingKernel, HandleRef, Literal, LshIndex, LshParams,
+    OpenHandle, PutOptions, ReaderCounters, RegexSearch, RunStats, Stop, Store, Tier,
 };
-use inpath_seal::KeyRing;
+use inpath_seal::{Cipher, Compression, Key, KeyRing, SealConfig};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
@@ -130,6 +131,82 @@ pub enum Request {
     },
     /// The server's counters.
     Stats,
+    /// Remove a handle and its pages.
+    Rm {
+        /// `ID` or `ID@GEN`.
+        handle: String,
+    },
+    /// Store bytes under a name: answered `{"ok": {"send": LENGTH}}`, then the client sends
+    /// `length` bytes as data frames ended by an empty frame, then the server answers the
+    /// new entry (or an error; nothing is stored).
+    Put {
+        /// Name in the catalog (an existing name keeps its handle, next generation).
+        name: String,
+        /// Bytes that follow.
+        length: u64,
+        /// Page size in bytes.
+        #[serde(default = "default_page_size")]
+        page_size: u32,
+        /// Cipher of the sealed tier (`aes256-gcm`, ...; none: raw pages unless `compress`).
+        #[serde(default)]
+        seal_tier: Option<String>,
+        /// Compression of the sealed tier (`lz4`, `zstd-3`, ...).
+        #[serde(default)]
+        compress: Option<String>,
+        /// Key id to seal with (default: the server's first key).
+        #[serde(default)]
+        key_id: Option<u32>,
+    },
+    /// Breadth-first search over a CSR graph handle.
+    Bfs {
+        /// `ID` or `ID@GEN`.
+        handle: String,
+        /// The vertex to start from.
+        source: u64,
+        /// Lanes per level.
+        #[serde(default = "one")]
+        threads: usize,
+        /// Also the visit order, levels and predecessors (-1: none).
+        #[serde(default)]
+        arrays: bool,
+    },
+    /// The out-neighbours of some vertices of a CSR graph handle (one hop of a search that
+    /// runs elsewhere).
+    Neighbours {
+        /// `ID` or `ID@GEN`.
+        handle: String,
+        /// The vertices.
+        vertices: Vec<u64>,
+    },
+    /// Follow a chase file's pages, each naming the next.
+    Chase {
+        /// `ID` or `ID@GEN`.
+        handle: String,
+        /// The page to start from.
+        #[serde(default)]
+        start: u64,
+        /// Most pages read (default: the handle's page count).
+        #[serde(default)]
+        hops: Option<u64>,
+        /// Runs (the median time is reported).
+        #[serde(default = "one")]
+        repeat: usize,
+    },
+    /// An in-store tap over a handle: `crc`, or a tap the server's runner knows (`sketch`,
+    /// `corr`), with options as in `inpath wire --tap` (`sketch:format=u32`).
+    Tap {
+        /// `ID` or `ID@GEN`.
+        handle: String,
+        /// `NAME` or `NAME:key=value,...`.
+        spec: String,
+        /// Lanes.
+        #[serde(default = "one")]
+        threads: usize,
+    },
+}
+
+fn default_page_size() -> u32 {
+    crate::DEFAULT_PAGE_SIZE
 }
 
 /// Totals over every request a service answered.
@@ -152,6 +229,7 @@ pub struct Service {
     started: Instant,
     cpu_at_start: f64,
     totals: Totals,
+    taps: Option<Arc<dyn TapRunner>>,
 }
 
 /// What a kernel run cost: bytes scanned, pages and reads, CPU seconds per GB.
@@ -226,6 +304,43 @@ fn neighbours_json(n: &crate::Neighbours) -> Value {
         .into()
 }
 
+/// Adds the bytes a result returns (its JSON text).
+fn with_returned(mut v: Value) -> Value {
+    let returned = v.to_string().len() as u64;
+    v["bytes_returned"] = returned.into();
+    v
+}
+
+/// What a checked `put` request stores: see [`Service::put_options`].
+pub struct PutPlan {
+    name: String,
+    length: u64,
+    page_size: u32,
+    seal: Option<SealConfig>,
+    key: Option<(u32, Key)>,
+}
+
+impl PutPlan {
+    /// The bytes the client announced.
+    pub fn length(&self) -> u64 {
+        self.length
+    }
+}
+
+/// A reader that counts what it gives.
+struct Counted<R> {
+    inner: R,
+    bytes: u64,
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.bytes += n as u64;
+        Ok(n)
+    }
+}
+
 /// JSON of a catalog entry.
 pub fn entry_json(e: &crate::Entry) -> Value {
     json!({
@@ -298,7 +413,19 @@ impl Service {
             started: Instant::now(),
             cpu_at_start: cpu_now(),
             totals: Totals::default(),
+            taps: None,
         }
+    }
+
+    /// Runs the taps `runner` knows (sketch, corr) besides the built-in `crc`.
+    pub fn with_taps(mut self, runner: Arc<dyn TapRunner>) -> Service {
+        self.taps = Some(runner);
+        self
+    }
+
+    /// The reader kernels and taps read through.
+    pub fn reader(&self) -> &FlashReader {
+        &self.reader
     }
 
     fn store(&self) -> Result<Store> {
@@ -387,8 +514,298 @@ impl Service {
             Request::Read { .. } => Err(bad_request(
                 "read streams its bytes: use Service::read_range and Service::read_into",
             )),
+            Request::Put { .. } => Err(bad_request(
+                "put streams its bytes: use Service::put_options and Service::put",
+            )),
             Request::Stats => Ok(self.stats()),
+            Request::Rm { handle } => {
+                let mut store = Store::open(&self.dir)?;
+                let entry = store.remove(HandleRef::parse(handle)?)?;
+                Ok(entry_json(&entry))
+            }
+            Request::Bfs {
+                handle,
+                source,
+                threads,
+                arrays,
+            } => self.bfs(handle, *source, *threads, *arrays),
+            Request::Chase {
+                handle,
+                start,
+                hops,
+                repeat,
+            } => self.chase(handle, *start, *hops, *repeat),
+            Request::Neighbours { handle, vertices } => {
+                let store = self.store()?;
+                let handle = store.open_handle(HandleRef::parse(handle)?)?;
+                let graph = CsrGraph::open(&handle)?;
+                let (targets, counts) = graph.neighbours_of(vertices)?;
+                Ok(with_returned(json!({
+                    "handle": handle.entry().handle,
+                    "generation": handle.entry().generation,
+                    "targets": targets,
+                    "counts": counts,
+                })))
+            }
+            Request::Tap {
+                handle,
+                spec,
+                threads,
+            } => self.tap(handle, spec, *threads),
         }
+    }
+
+    fn bfs(&self, handle: &str, source: u64, threads: usize, arrays: bool) -> Result<Value> {
+        let store = self.store()?;
+        let handle = store.open_handle(HandleRef::parse(handle)?)?;
+        let started = Instant::now();
+        let cpu = cpu_now();
+        let graph = CsrGraph::open(&handle)?;
+        let opened = started.elapsed().as_secs_f64();
+        let threads = self.lanes(threads);
+        let searched = Instant::now();
+        let result = graph.bfs(source, threads)?;
+        let search_secs = searched.elapsed().as_secs_f64();
+        let seconds = started.elapsed().as_secs_f64();
+        let pages = graph.pages_read() + result.pages_read;
+        let scanned = pages * handle.entry().page_size as u64;
+        let mut v = json!({
+            "handle": handle.entry().handle,
+            "generation": handle.entry().generation,
+            "source": source,
+            "vertices": graph.vertices(),
+            "edges": graph.edges(),
+            "undirected": graph.header().undirected,
+            "threads": threads,
+            "reached": result.reached(),
+            "depth": result.level_sizes.len() - 1,
+            "level_sizes": result.level_sizes,
+            "edges_traversed": result.edges_traversed,
+            "pages_read": pages,
+            "bytes_scanned": scanned,
+            "open_seconds": opened,
+            "bfs_seconds": search_secs,
+            "seconds": seconds,
+            "cpu_seconds": cpu_now() - cpu,
+            "edges_per_second": result.edges_traversed as f64 / seconds.max(1e-9),
+        });
+        if arrays {
+            let none = |x: u32| if x == u32::MAX { -1 } else { x as i64 };
+            v["order"] = result.order.into();
+            v["levels"] = result
+                .levels
+                .iter()
+                .map(|&x| none(x))
+                .collect::<Vec<_>>()
+                .into();
+            v["predecessors"] = result
+                .predecessors
+                .iter()
+                .map(|&x| none(x))
+                .collect::<Vec<_>>()
+                .into();
+        }
+        Ok(with_returned(v))
+    }
+
+    fn chase(&self, handle: &str, start: u64, hops: Option<u64>, repeat: usize) -> Result<Value> {
+        let store = self.store()?;
+        let handle = store.open_handle(HandleRef::parse(handle)?)?;
+        let entry = handle.entry();
+        let hops = hops.unwrap_or(entry.pages());
+        let repeat = repeat.clamp(1, 1000);
+        let mut runs = Vec::with_capacity(repeat);
+        let mut last = None;
+        for _ in 0..repeat {
+            let t = Instant::now();
+            let r = crate::chase(&handle, start, hops)?;
+            runs.push(t.elapsed().as_secs_f64());
+            last = Some(r);
+        }
+        let r = last.expect("at least one run");
+        let mut sorted = runs.clone();
+        sorted.sort_by(f64::total_cmp);
+        let seconds = sorted[sorted.len() / 2];
+        let n = r.sequence.len() as u64;
+        let mut v = json!({
+            "handle": entry.handle,
+            "generation": entry.generation,
+            "mode": "kernel",
+            "start": start,
+            "hops": n,
+            "stop": match r.stop {
+                Stop::End => "end",
+                Stop::MaxHops => "max-hops",
+                Stop::Cycle { .. } => "cycle",
+            },
+            "page_size": entry.page_size,
+            "pages_read": n,
+            "bytes_scanned": n * entry.page_size as u64,
+            "seconds": seconds,
+            "runs": runs,
+            "ns_per_hop": seconds * 1e9 / n.max(1) as f64,
+            "sequence": r.sequence,
+        });
+        if let Stop::Cycle { page } = r.stop {
+            v["cycle_page"] = page.into();
+        }
+        Ok(with_returned(v))
+    }
+
+    fn tap(&self, handle: &str, spec: &str, threads: usize) -> Result<Value> {
+        let name = tap_name(spec);
+        let store = self.store()?;
+        let handle = store.open_handle(HandleRef::parse(handle)?)?;
+        let lanes = self.lanes(threads);
+        let cost = RunCost::start(&self.reader);
+        let head = |v: Value| {
+            json!({
+                "handle": handle.entry().handle,
+                "generation": handle.entry().generation,
+                "tap": spec,
+                "threads": lanes,
+                "result": v,
+            })
+        };
+        if name == "crc" {
+            if spec.trim() != "crc" {
+                return Err(bad_request(format!(
+                    "tap {spec:?}: the crc tap takes no options"
+                )));
+            }
+            let (p, stats) = run_counted(&self.reader, &handle, &Crc, lanes)?;
+            let v = head(json!({"bytes": p.bytes, "crc32": p.crc32}));
+            return Ok(with_counters(v, cost.json(&self.reader, &stats)));
+        }
+        let Some(runner) = &self.taps else {
+            return Err(bad_request(format!(
+                "tap {name:?} is not run by this store (it runs: crc)"
+            )));
+        };
+        let names = runner.names();
+        if !names.iter().any(|n| n == name) {
+            return Err(bad_request(format!(
+                "there is no tap {name:?}; this store runs: crc, {}",
+                names.join(", ")
+            )));
+        }
+        let size = handle.entry().size;
+        let mut input = HandleReader::new(&self.reader, &handle, 0, size)?;
+        let result = runner
+            .run(spec, &mut input, lanes)
+            .map_err(|detail| StoreError::Tap {
+                spec: spec.to_string(),
+                detail,
+            })?;
+        let stats = RunStats {
+            bytes_scanned: input.bytes_read(),
+            pages: input.pages_read(),
+            lanes,
+            mapped: false,
+        };
+        Ok(with_counters(head(result), cost.json(&self.reader, &stats)))
+    }
+
+    /// Checks a `put` request before its bytes are sent: the page size, the seal tier and its
+    /// key. Returns what [`Service::put`] needs.
+    pub fn put_options(&self, req: &Request) -> Result<PutPlan> {
+        let Request::Put {
+            name,
+            length,
+            page_size,
+            seal_tier,
+            compress,
+            key_id,
+        } = req
+        else {
+            return Err(bad_request("not a put request"));
+        };
+        if name.is_empty() {
+            return Err(StoreError::parameter("name", "\"\"", "a non-empty name"));
+        }
+        if !(crate::catalog::MIN_PAGE..=crate::catalog::MAX_PAGE).contains(page_size) {
+            return Err(StoreError::parameter(
+                "page size",
+                page_size,
+                "512 bytes to 16 MiB",
+            ));
+        }
+        let seal_err = |e: inpath_seal::Error| bad_request(e.to_string());
+        let cipher = match seal_tier {
+            Some(t) => Some(Cipher::parse(t).map_err(seal_err)?),
+            None => None,
+        };
+        let compression = match compress {
+            Some(c) => Some(Compression::parse(c).map_err(seal_err)?),
+            None => None,
+        };
+        let sealed = cipher.is_some() || compression.is_some();
+        let (cipher, bits) = cipher.unwrap_or((Cipher::None, 0));
+        let key = if cipher == Cipher::None {
+            None
+        } else {
+            let ring = self.ring.as_ref().ok_or_else(|| {
+                bad_request(format!(
+                    "seal tier {:?} needs a key, and this store was opened without a key file",
+                    seal_tier.as_deref().unwrap_or_default()
+                ))
+            })?;
+            let id = match key_id {
+                Some(id) => *id,
+                None => ring
+                    .ids()
+                    .next()
+                    .ok_or_else(|| bad_request("the store's key file holds no keys"))?,
+            };
+            let key = ring.get(id).map_err(seal_err)?;
+            if key.bits() != bits {
+                return Err(bad_request(format!(
+                    "seal tier {:?} needs a {bits}-bit key, but key {id} is {} bits",
+                    seal_tier.as_deref().unwrap_or_default(),
+                    key.bits()
+                )));
+            }
+            Some((id, key.clone()))
+        };
+        Ok(PutPlan {
+            name: name.clone(),
+            length: *length,
+            page_size: *page_size,
+            seal: sealed.then_some(SealConfig {
+                compression: compression.unwrap_or(Compression::None),
+                cipher,
+            }),
+            key,
+        })
+    }
+
+    /// Stores what `input` gives under the plan's name (exactly `plan.length` bytes, else an
+    /// error and nothing stored). Returns the new entry as JSON.
+    pub fn put(&self, plan: &PutPlan, input: impl Read) -> Result<Value> {
+        let options = PutOptions {
+            page_size: plan.page_size,
+            seal: plan
+                .seal
+                .map(|c| (c, plan.key.as_ref().map(|(id, k)| (*id, k)))),
+        };
+        let mut counted = Counted {
+            inner: input,
+            bytes: 0,
+        };
+        let mut store = Store::create(&self.dir)?;
+        let entry = store.put_reader(&mut counted, &plan.name, &options)?;
+        if counted.bytes != plan.length {
+            // The client sent a different length than it announced: undo.
+            let _ = store.remove(HandleRef {
+                id: entry.handle,
+                generation: Some(entry.generation),
+            });
+            return Err(bad_request(format!(
+                "put announced {} bytes and sent {}",
+                plan.length, counted.bytes
+            )));
+        }
+        Ok(entry_json(&entry))
     }
 
     fn nn(
@@ -787,8 +1204,113 @@ fn serve_connection(service: &Service, mut stream: TcpStream) -> std::result::Re
             }
             continue;
         }
+        if let Request::Put { .. } = &req {
+            service.totals.requests.fetch_add(1, Ordering::Relaxed);
+            let plan = match service.put_options(&req) {
+                Ok(p) => p,
+                Err(e) => {
+                    service.totals.errors.fetch_add(1, Ordering::Relaxed);
+                    write_frame(&mut stream, &answer_of(Err(e))).map_err(gone)?;
+                    continue;
+                }
+            };
+            write_frame(
+                &mut stream,
+                &answer_of(Ok(json!({ "send": plan.length() }))),
+            )
+            .map_err(gone)?;
+            let mut frames = FrameReader {
+                stream: &mut stream,
+                left: None,
+                ended: false,
+                broken: None,
+            };
+            let result = service.put(&plan, &mut frames);
+            // A put that failed before the stream's end (a full disk) reads the rest, so the
+            // connection stays in step; a client that left ends the connection.
+            let drained = frames.drain();
+            if let Some(e) = frames.broken.take() {
+                return Err(format!("the client left in the middle of a put: {e}"));
+            }
+            drained.map_err(gone)?;
+            if result.is_err() {
+                service.totals.errors.fetch_add(1, Ordering::Relaxed);
+            }
+            write_frame(&mut stream, &answer_of(result)).map_err(gone)?;
+            continue;
+        }
         let answer = answer_of(service.answer(&req));
         write_frame(&mut stream, &answer).map_err(gone)?;
+    }
+}
+
+/// The data frames of a `put` as a [`Read`]: ends at the empty frame.
+struct FrameReader<'s> {
+    stream: &'s mut TcpStream,
+    /// Bytes left in the current frame (`None`: at a frame's length).
+    left: Option<usize>,
+    ended: bool,
+    /// Why the stream broke (the client left or broke the framing).
+    broken: Option<String>,
+}
+
+impl FrameReader<'_> {
+    fn fail(&mut self, e: String) -> std::io::Error {
+        self.broken = Some(e.clone());
+        std::io::Error::other(e)
+    }
+
+    /// Reads and drops the rest of the frames, up to the empty one.
+    fn drain(&mut self) -> std::io::Result<()> {
+        let mut sink = vec![0u8; 64 << 10];
+        while !self.ended && self.broken.is_none() {
+            if self.read(&mut sink)? == 0 {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Read for FrameReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.ended || buf.is_empty() {
+            return Ok(0);
+        }
+        if let Some(e) = &self.broken {
+            return Err(std::io::Error::other(e.clone()));
+        }
+        let left = match self.left {
+            Some(n) => n,
+            None => {
+                let mut len = [0u8; 4];
+                if let Err(e) = self.stream.read_exact(&mut len) {
+                    return Err(self.fail(format!("reading a data frame's length: {e}")));
+                }
+                let n = u32::from_le_bytes(len) as usize;
+                if n == 0 {
+                    self.ended = true;
+                    return Ok(0);
+                }
+                if n > MAX_REQUEST {
+                    return Err(self.fail(format!(
+                        "a data frame of {n} bytes is over the limit of {MAX_REQUEST} bytes"
+                    )));
+                }
+                n
+            }
+        };
+        let want = buf.len().min(left);
+        let got = loop {
+            match self.stream.read(&mut buf[..want]) {
+                Ok(0) => return Err(self.fail("the connection closed inside a data frame".into())),
+                Ok(n) => break n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(self.fail(format!("reading a data frame: {e}"))),
+            }
+        };
+        self.left = (left - got > 0).then_some(left - got);
+        Ok(got)
     }
 }
 
@@ -928,10 +1450,52 @@ impl Client {
             .ok_or_else(|| self.remote("the answer has neither ok nor error"))
     }
 
-    /// Sends a request other than `read` and returns its result.
+    /// Sends a `put` request, then the request's `length` bytes from `input`; returns the
+    /// new entry. An `input` shorter than announced fails the put (nothing is stored).
+    pub fn put(&mut self, req: &Request, mut input: impl Read) -> Result<Value> {
+        let Request::Put { length, .. } = req else {
+            return Err(bad_request("Client::put takes a put request"));
+        };
+        self.send(req)?;
+        self.receive()?;
+        let mut left = *length;
+        let mut buf = vec![0u8; STREAM_FRAME];
+        let addr = self.addr.clone();
+        let cut = |source| StoreError::Connection {
+            addr: addr.clone(),
+            what: "cannot send the bytes to put".into(),
+            source,
+        };
+        while left > 0 {
+            let want = (left as usize).min(buf.len());
+            let n = match input.read(&mut buf[..want]) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(source) => {
+                    // End the stream so the server answers (and stores nothing).
+                    write_frame(&mut self.stream, &[]).map_err(cut)?;
+                    let _ = self.receive();
+                    return Err(StoreError::Read {
+                        path: "the input".into(),
+                        source,
+                    });
+                }
+            };
+            write_frame(&mut self.stream, &buf[..n]).map_err(cut)?;
+            left -= n as u64;
+        }
+        write_frame(&mut self.stream, &[]).map_err(cut)?;
+        self.receive()
+    }
+
+    /// Sends a request other than `read` and `put` and returns its result.
     pub fn call(&mut self, req: &Request) -> Result<Value> {
         if matches!(req, Request::Read { .. }) {
             return Err(bad_request("read streams its bytes: use Client::read"));
+        }
+        if matches!(req, Request::Put { .. }) {
+            return Err(bad_request("put streams its bytes: use Client::put"));
         }
         self.send(req)?;
         self.receive()
@@ -979,5 +1543,86 @@ impl Client {
             return Err(self.remote(format!("sent {got} bytes of the {want} it announced")));
         }
         Ok(got)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair() -> (TcpStream, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        (c, l.accept().unwrap().0)
+    }
+
+    #[test]
+    fn put_frames_read_in_any_piece_sizes_and_drain_to_the_end() {
+        let (mut client, mut server) = pair();
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+        for piece in data.chunks(70_001) {
+            write_frame(&mut client, piece).unwrap();
+        }
+        write_frame(&mut client, &[]).unwrap();
+        write_frame(&mut client, b"next").unwrap();
+        let mut r = FrameReader {
+            stream: &mut server,
+            left: None,
+            ended: false,
+            broken: None,
+        };
+        // A reader that stops early (a put that failed) and drains the rest.
+        let mut got = vec![0u8; 100_000];
+        r.read_exact(&mut got).unwrap();
+        assert_eq!(got, data[..100_000]);
+        r.drain().unwrap();
+        assert!(r.ended && r.broken.is_none());
+        assert_eq!(r.read(&mut got).unwrap(), 0);
+        // The connection is in step: the next frame is the one after the empty frame.
+        let next = read_frame(&mut server, 100, "request").unwrap().unwrap();
+        assert_eq!(next, b"next");
+
+        // Whole: exactly the bytes sent, whatever the read sizes.
+        write_frame(&mut client, &data[..5]).unwrap();
+        write_frame(&mut client, &data[5..]).unwrap();
+        write_frame(&mut client, &[]).unwrap();
+        let mut r = FrameReader {
+            stream: &mut server,
+            left: None,
+            ended: false,
+            broken: None,
+        };
+        let mut all = Vec::new();
+        let mut buf = [0u8; 777];
+        loop {
+            let n = r.read(&mut buf).unwrap();
+            if n == 0 {
+                break;
+            }
+            all.extend_from_slice(&buf[..n]);
+        }
+        assert_eq!(all, data);
+    }
+
+    #[test]
+    fn a_client_that_leaves_inside_a_frame_breaks_the_stream() {
+        let (mut client, mut server) = pair();
+        client.write_all(&1000u32.to_le_bytes()).unwrap();
+        client.write_all(&[1u8; 10]).unwrap();
+        drop(client);
+        let mut r = FrameReader {
+            stream: &mut server,
+            left: None,
+            ended: false,
+            broken: None,
+        };
+        let mut sink = Vec::new();
+        let err = r.read_to_end(&mut sink).unwrap_err();
+        assert!(
+            err.to_string().contains("closed inside a data frame"),
+            "{err}"
+        );
+        assert!(r.broken.is_some());
+        assert!(r.drain().is_ok()); // nothing more to read: the caller sees `broken`
     }
 }

@@ -737,6 +737,46 @@ impl OpenHandle {
         Ok(Some(pages))
     }
 
+    /// Hands logical page `page` (unsealed when sealed) to `f` straight from the mapped data
+    /// file: no system call and no copy for a raw page. `Ok(None)` when the file cannot be
+    /// mapped (read with [`OpenHandle::read_page`] instead). Unlike
+    /// [`OpenHandle::feed_mapped`] it does not check the file's length after each call: a
+    /// caller reading many pages calls [`OpenHandle::check_mapping`] once at the end.
+    pub fn with_mapped_page<R>(
+        &self,
+        page: u64,
+        bufs: &mut RunBuffers,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<Option<R>> {
+        self.check_page(page)?;
+        let Some(map) = self.mapping() else {
+            return Ok(None);
+        };
+        let (at, len) = self.stored_span(&(page..page + 1));
+        let Some(stored) = map.bytes().get(at as usize..(at + len) as usize) else {
+            return Err(self.truncated(page, at + len));
+        };
+        Ok(Some(match self.entry.tier {
+            Tier::Raw => f(stored),
+            Tier::Sealed => {
+                self.unseal_page(page, stored, bufs)?;
+                f(&bufs.page)
+            }
+        }))
+    }
+
+    /// After reads through [`OpenHandle::with_mapped_page`]: an error if the data file shrank
+    /// while it was mapped (what was read may then be zeros, not the file).
+    pub fn check_mapping(&self) -> Result<()> {
+        match self.mapping.get() {
+            Some(Some(map)) => map.check_unchanged().map_err(|e| StoreError::Read {
+                path: self.path.clone(),
+                source: std::io::Error::other(e.to_string()),
+            }),
+            _ => Ok(()),
+        }
+    }
+
     /// Reads `length` bytes at `offset` (the range must lie inside the file), page by page.
     pub fn read(&self, offset: u64, length: u64) -> Result<Vec<u8>> {
         self.check_range(offset, length)?;

@@ -857,3 +857,30 @@ fn bad_chase_files_fail_with_the_page() {
         }
     ));
 }
+
+#[test]
+fn neighbours_of_equal_the_adjacency_lists_raw_and_sealed() {
+    let n = 3000u32;
+    let edges = messy_edges(n, 20_000, 21);
+    let adj = adjacency(n as usize, &edges, false);
+    let bytes = csr_bytes(n as u64, &edges, false, 512).unwrap();
+    let (_ring, k) = key();
+    for options in [raw(512), sealed(&k, 512)] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::create(dir.path()).unwrap().with_keys(&_ring);
+        let e = store.put_reader(&bytes[..], "g", &options).unwrap();
+        let graph = CsrGraph::open(&store.open_handle(e.handle.into()).unwrap()).unwrap();
+        let mut r = Rng(5);
+        let ask: Vec<u64> = (0..500).map(|_| r.below(n as u64) as u64).collect();
+        let (targets, counts) = graph.neighbours_of(&ask).unwrap();
+        let mut at = 0usize;
+        for (&v, &c) in ask.iter().zip(&counts) {
+            assert_eq!(c as usize, adj[v as usize].len());
+            assert_eq!(&targets[at..at + c as usize], &adj[v as usize][..]);
+            at += c as usize;
+        }
+        assert_eq!(at, targets.len());
+        let err = graph.neighbours_of(&[n as u64]).unwrap_err().to_string();
+        assert!(err.contains("below the vertex count 3000"), "{err}");
+    }
+}

@@ -106,6 +106,16 @@ impl TapFactory for CorrTapFactory {
     fn record_width(&self) -> Option<usize> {
         Some(self.dtype.width() * self.streams)
     }
+
+    fn run_input(&self, input: &mut dyn std::io::Read, threads: usize) -> Result<Value> {
+        let mut engine = self.engine()?;
+        crate::tap::run_lanes(&mut engine, input, threads)?;
+        let partial = CorrPartial {
+            stats: Some(engine.finish()?),
+            policy: self.policy,
+        };
+        Ok(partial.to_json())
+    }
 }
 
 /// A [`Corr`] engine on a connection.

@@ -95,6 +95,82 @@ pub trait TapFactory: Send + Sync {
     fn record_width(&self) -> Option<usize> {
         None
     }
+
+    /// Runs one job over a whole input (a file, a handle in a store) and returns its result.
+    /// Taps whose engines split into lanes (sketch, corr) use up to `threads` of them; the
+    /// result does not depend on the lane count. Bad input is an error here (not a field of
+    /// the result), since there is no stream to keep forwarding.
+    fn run_input(&self, input: &mut dyn std::io::Read, threads: usize) -> Result<Value> {
+        let _ = threads;
+        let mut tap = self.make()?;
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            let n = match input.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(source) => {
+                    return Err(inpath_core::Error::Io {
+                        path: "the input".into(),
+                        source,
+                    }
+                    .into())
+                }
+            };
+            tap.update(&buf[..n])
+                .map_err(|detail| option_error(&self.describe(), detail))?;
+        }
+        let job = JobId {
+            conn: 0,
+            direction: crate::Direction::C2s,
+            job: 0,
+        };
+        Ok(tap.finish(job, None).json)
+    }
+}
+
+/// The sketch and corr taps as a store's [`inpath_store::TapRunner`]: `inpath store sketch`
+/// and `corr` run them over a handle's bytes, beside the pages (the store crate builds `crc`
+/// in and knows no other engine).
+pub struct StoreTaps;
+
+impl inpath_store::TapRunner for StoreTaps {
+    fn names(&self) -> Vec<String> {
+        vec!["sketch".into(), "corr".into()]
+    }
+
+    fn run(
+        &self,
+        spec: &str,
+        input: &mut dyn std::io::Read,
+        threads: usize,
+    ) -> std::result::Result<Value, String> {
+        let err = |e: WireError| inpath_store::remote::error_text(&e);
+        parse_tap(spec)
+            .map_err(err)?
+            .run_input(input, threads)
+            .map_err(err)
+    }
+}
+
+/// Feeds all of `input` to `engine` on `threads` lanes and closes it; an error names the tap.
+pub(crate) fn run_lanes<E: Lane>(
+    engine: &mut E,
+    input: &mut dyn std::io::Read,
+    threads: usize,
+) -> Result<()> {
+    let options = inpath_core::LaneOptions {
+        threads: threads.clamp(1, inpath_core::lanes::MAX_THREADS),
+        ..Default::default()
+    };
+    inpath_core::lanes::run_reader(
+        engine,
+        input,
+        std::path::Path::new("the input"),
+        options,
+        &mut |_| {},
+    )?;
+    Ok(())
 }
 
 /// Parses a `--tap` specification: `NAME` or `NAME:key=value,key=value,flag`.
@@ -399,6 +475,21 @@ impl TapFactory for SketchTapFactory {
             SketchFormat::U64 => Some(8),
             _ => None,
         }
+    }
+
+    fn run_input(&self, input: &mut dyn std::io::Read, threads: usize) -> Result<Value> {
+        if self.save.is_some() {
+            return Err(option_error(
+                &self.describe(),
+                "save= writes a file per connection job; it is not taken over a whole input",
+            ));
+        }
+        let mut engine = self.engine()?;
+        run_lanes(&mut engine, input, threads)?;
+        let sketch = engine.finish()?;
+        let mut value = sketch_json(&sketch, self.estimator);
+        value["records"] = json!(sketch.count());
+        Ok(value)
     }
 
     fn make(&self) -> Result<Box<dyn Tap>> {

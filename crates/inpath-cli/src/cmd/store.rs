@@ -11,12 +11,13 @@ use inpath_core::output::Output;
 use inpath_core::Input;
 use inpath_seal::{Cipher, Compression, Key, SealConfig};
 use inpath_store::chase::{chase_pread, ChasePages, Stop};
-use inpath_store::graph::{csr_bytes, random_edges, read_edge_list, CsrGraph, GraphKind};
+use inpath_store::graph::{csr_bytes, random_edges, read_edge_list, GraphKind};
 use inpath_store::kernel::run;
 use inpath_store::remote::{self, entry_json, from_hex, to_hex, Client, Request, Service};
 use inpath_store::{
     FlashReader, Hamming, HandleRef, Literal, PutOptions, ReaderConfig, Store, Tier,
 };
+use inpath_wire::tap::StoreTaps;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -113,8 +114,30 @@ returns to page 0. The page format is in docs/FORMATS.md (\"chase file\").")]
 The chase stops at the end of the chain, after --hops pages (default: the handle's page count),
 or at a page it visited before (a cycle).")]
     Chase(ChaseArgs),
+    /// Sketch a handle in the store (HyperLogLog, Fast-AGMS, Count-Min, min/max/count): the
+    /// SKT engine as an in-store tap; only the summary leaves the store.
+    #[command(after_help = "Examples:
+  inpath store sketch /srv/store 3                       # one item per line
+  inpath store sketch /srv/store 7 -o format=u32 --threads 2 --json
+  inpath store sketch --remote 127.0.0.1:7420 3 -o format=csv,column=user_id
+
+Options are the `inpath wire --tap sketch:...` ones (docs/wire.md): format=u32|u64|lines|csv,
+column, delimiter, no_header, hll_p, cm, agms, sketches, hash, seed, estimator.")]
+    Sketch(TapArgs),
+    /// Exact correlation statistics of a handle's fixed-width rows: the AMNES engine as an
+    /// in-store tap.
+    #[command(after_help = "Examples:
+  inpath store corr /srv/store 8                          # rows of 16 u32 (64-byte lines)
+  inpath store corr /srv/store 8 -o type=f64,streams=4 --threads 2 --json
+
+Options are the `inpath wire --tap corr:...` ones: type, streams, constant=nan|zero.")]
+    Corr(TapArgs),
+    /// Bytes and CRC-32 (as zlib.crc32) of a handle, computed beside its pages.
+    #[command(after_help = "Example:
+  inpath store crc /srv/store 3 --threads 2")]
+    Crc(TapArgs),
     /// Serve a store over TCP: kernel requests answered with results only (`--remote ADDR`
-    /// on ls, read, grep, nn and index).
+    /// on every verb but put-graph and put-chase).
     #[command(after_help = "Examples:
   inpath store serve /srv/store --listen 127.0.0.1:7420 --key-file keys.txt
   inpath store grep --remote 127.0.0.1:7420 3 needle --count
@@ -124,6 +147,27 @@ The server owns the directory and the keys; clients send requests and get result
 offsets, neighbours) and, only through `read`, raw bytes. It prints `listening on ADDR` once
 bound (port 0 picks a free port) and runs until stopped. Protocol: docs/FORMATS.md.")]
     Serve(ServeArgs),
+}
+
+#[derive(Args)]
+struct TapArgs {
+    #[command(flatten)]
+    at: Location,
+    /// Handle: ID or ID@GENERATION.
+    handle: String,
+    /// The tap's options, comma-separated KEY=VALUE (as in `inpath wire --tap NAME:OPTIONS`).
+    #[arg(short, long, value_name = "OPTIONS")]
+    options: Option<String>,
+    /// Lanes (threads); the result does not depend on them.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    #[command(flatten)]
+    read: ReadPathArgs,
+    #[command(flatten)]
+    keys: KeyArgs,
+    /// Print JSON (with the counters: bytes scanned and returned, pages read, CPU per GB).
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -185,8 +229,13 @@ struct PageArgs {
 
 #[derive(Args)]
 struct PutArgs {
-    /// Store directory (created with an empty catalog when missing).
-    dir: PathBuf,
+    /// Store directory (created with an empty catalog when missing), or with --remote the
+    /// HOST:PORT of `inpath store serve` (which seals with its own keys).
+    #[arg(value_name = "DIR|ADDR")]
+    store: String,
+    /// The store is a server (`inpath store serve`) at the address given instead of DIR.
+    #[arg(long)]
+    remote: bool,
     /// File to store.
     file: PathBuf,
     /// Name in the catalog (default: the file's name).
@@ -238,8 +287,8 @@ struct PutGraphArgs {
 
 #[derive(Args)]
 struct BfsArgs {
-    /// Store directory.
-    dir: PathBuf,
+    #[command(flatten)]
+    at: Location,
     /// Handle of a CSR graph: ID or ID@GENERATION.
     handle: String,
     /// The vertex to start from.
@@ -286,8 +335,8 @@ struct PutChaseArgs {
 
 #[derive(Args)]
 struct ChaseArgs {
-    /// Store directory.
-    dir: PathBuf,
+    #[command(flatten)]
+    at: Location,
     /// Handle of a chase file: ID or ID@GENERATION.
     handle: String,
     /// The page to start from.
@@ -343,8 +392,8 @@ struct ReadArgs {
 
 #[derive(Args)]
 struct RmArgs {
-    /// Store directory.
-    dir: PathBuf,
+    #[command(flatten)]
+    at: Location,
     /// Handle: ID or ID@GENERATION.
     handle: String,
 }
@@ -483,6 +532,9 @@ pub fn run_store(args: StoreArgs) -> Result<()> {
         Action::Bfs(a) => bfs(a),
         Action::PutChase(a) => put_chase(a),
         Action::Chase(a) => chase(a),
+        Action::Sketch(a) => tap("sketch", a),
+        Action::Corr(a) => tap("corr", a),
+        Action::Crc(a) => tap("crc", a),
         Action::Serve(a) => serve(a),
     }
 }
@@ -514,7 +566,9 @@ impl Target {
             Some(r) => r.reader(),
             None => FlashReader::new(ReaderConfig::default()),
         };
-        Ok(Target::Local(Box::new(Service::new(dir, ring, reader))))
+        Ok(Target::Local(Box::new(
+            Service::new(dir, ring, reader).with_taps(std::sync::Arc::new(StoreTaps)),
+        )))
     }
 
     fn call(&mut self, req: &Request) -> Result<serde_json::Value> {
@@ -531,7 +585,8 @@ fn serve(a: ServeArgs) -> Result<()> {
         Some(path) => Some(read_keys(path, a.keys.allow_insecure_key_file)?.ring),
         None => None,
     };
-    let service = Service::new(a.dir.clone(), ring, a.read.reader());
+    let service = Service::new(a.dir.clone(), ring, a.read.reader())
+        .with_taps(std::sync::Arc::new(StoreTaps));
     let dir = a.dir.display().to_string();
     remote::serve(service, &a.listen, a.max_conns.max(1), |addr| {
         // The address first, on standard output (port 0 picks one): scripts read it.
@@ -631,17 +686,71 @@ fn put_line(entry: &inpath_store::Entry, what: &str) -> String {
 }
 
 fn put(a: PutArgs) -> Result<()> {
+    if a.remote {
+        return put_remote(a);
+    }
+    let dir = PathBuf::from(&a.store);
     let layout = page_layout(&a.pages)?;
     let mut store =
-        Store::create(&a.dir).with_context(|| format!("cannot open store {}", a.dir.display()))?;
+        Store::create(&dir).with_context(|| format!("cannot open store {}", dir.display()))?;
     let entry = store
         .put_file(&a.file, a.name.as_deref(), &layout.options())
-        .with_context(|| format!("cannot put {} into {}", a.file.display(), a.dir.display()))?;
+        .with_context(|| format!("cannot put {} into {}", a.file.display(), dir.display()))?;
     if a.json {
         print_out(&format!("{}\n", entry_json(&entry)))
     } else {
         print_out(&put_line(&entry, &bytes(entry.size)))
     }
+}
+
+/// `put --remote`: the file's bytes go to the server, which pages and seals them with its
+/// own keys.
+fn put_remote(a: PutArgs) -> Result<()> {
+    if a.pages.keys.key_file.is_some() {
+        bail!("--key-file is for a local store; a server seals with the keys it was started with");
+    }
+    let page_size = u32::try_from(a.pages.page_size)
+        .with_context(|| format!("--page-size {} is out of range", a.pages.page_size))?;
+    let file = std::fs::File::open(&a.file)
+        .with_context(|| format!("cannot read {}", a.file.display()))?;
+    let length = file
+        .metadata()
+        .with_context(|| format!("cannot read {}", a.file.display()))?
+        .len();
+    let name = match &a.name {
+        Some(n) => n.clone(),
+        None => a
+            .file
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| a.file.display().to_string()),
+    };
+    let req = Request::Put {
+        name,
+        length,
+        page_size,
+        seal_tier: a.pages.seal_tier.clone(),
+        compress: a.pages.compress.clone(),
+        key_id: a.pages.key_id,
+    };
+    let mut client = Client::connect(&a.store)?;
+    let v = client
+        .put(&req, std::io::BufReader::with_capacity(1 << 20, file))
+        .with_context(|| format!("cannot put {} into {}", a.file.display(), a.store))?;
+    if a.json {
+        return print_out(&format!("{v}\n"));
+    }
+    let num = |k: &str| v[k].as_u64().unwrap_or(0);
+    print_out(&format!(
+        "handle {}@{}  {}  {} in {} pages of {}  {}\n",
+        num("handle"),
+        num("generation"),
+        v["name"].as_str().unwrap_or(""),
+        bytes(num("size")),
+        thousands(num("pages")),
+        bytes(num("page_size")),
+        v["codec"].as_str().unwrap_or("")
+    ))
 }
 
 fn ls(a: LsArgs) -> Result<()> {
@@ -707,16 +816,70 @@ fn refuse_terminal(output: &str, length: u64) -> Result<()> {
 }
 
 fn rm(a: RmArgs) -> Result<()> {
-    let mut store =
-        Store::open(&a.dir).with_context(|| format!("cannot open store {}", a.dir.display()))?;
-    let e = store.remove(handle_ref(&a.handle)?)?;
+    handle_ref(&a.handle)?;
+    let e = Target::open(&a.at, &KeyArgs::none(), None)?.call(&Request::Rm {
+        handle: a.handle.clone(),
+    })?;
     print_out(&format!(
         "removed handle {}@{} ({}, {})\n",
-        e.handle,
-        e.generation,
-        e.name,
-        bytes(e.size)
+        e["handle"],
+        e["generation"],
+        e["name"].as_str().unwrap_or(""),
+        bytes(e["size"].as_u64().unwrap_or(0))
     ))
+}
+
+fn tap(name: &str, a: TapArgs) -> Result<()> {
+    let spec = match &a.options {
+        Some(o) if !o.trim().is_empty() => format!("{name}:{o}"),
+        _ => name.to_string(),
+    };
+    let req = Request::Tap {
+        handle: a.handle.clone(),
+        spec,
+        threads: a.threads.max(1),
+    };
+    let v = Target::open(&a.at, &a.keys, Some(&a.read))?.call(&req)?;
+    if a.json {
+        return print_out(&format!("{v}\n"));
+    }
+    let r = &v["result"];
+    let cost = format!(
+        "  {} scanned in {} pages, {} returned; {:.3} s, {:.2} GB/s, {:.2} CPU s per GB\n",
+        bytes(v["bytes_scanned"].as_u64().unwrap_or(0)),
+        thousands(v["pages_read"].as_u64().unwrap_or(0)),
+        bytes(v["bytes_returned"].as_u64().unwrap_or(0)),
+        v["seconds"].as_f64().unwrap_or(0.0),
+        v["gb_per_second"].as_f64().unwrap_or(0.0),
+        v["cpu_seconds_per_gb"].as_f64().unwrap_or(0.0),
+    );
+    let head = format!("{name} of handle {}@{}", v["handle"], v["generation"]);
+    let body = match name {
+        "crc" => format!(
+            "{head}: {} bytes, crc32 {:08x}\n",
+            thousands(r["bytes"].as_u64().unwrap_or(0)),
+            r["crc32"].as_u64().unwrap_or(0)
+        ),
+        "sketch" => {
+            let mut t = format!(
+                "{head}: {} records\n",
+                thousands(r["records"].as_u64().unwrap_or(0))
+            );
+            for (k, label) in [
+                ("cardinality", "distinct (HyperLogLog)"),
+                ("f2", "F2 (Fast-AGMS)"),
+                ("min", "min"),
+                ("max", "max"),
+            ] {
+                if let Some(x) = r.get(k).filter(|x| !x.is_null()) {
+                    t.push_str(&format!("  {label}: {x}\n"));
+                }
+            }
+            t
+        }
+        _ => format!("{head}:\n{}\n", serde_json::to_string_pretty(r)?),
+    };
+    print_out(&(body + &cost))
 }
 
 fn grep(a: GrepArgs) -> Result<()> {
@@ -884,35 +1047,46 @@ fn put_graph(a: PutGraphArgs) -> Result<()> {
 }
 
 fn bfs(a: BfsArgs) -> Result<()> {
-    let store = open(&a.dir, &a.keys)?;
-    let handle = store.open_handle(handle_ref(&a.handle)?)?;
-    let id = handle.entry().handle;
-    let started = Instant::now();
-    let graph = CsrGraph::open(&handle)?;
-    let opened = started.elapsed().as_secs_f64();
     let threads = a.threads.max(1);
-    let searched = Instant::now();
-    let result = graph.bfs(a.source, threads)?;
-    let search_secs = searched.elapsed().as_secs_f64();
-    let seconds = started.elapsed().as_secs_f64();
-    let eps = result.edges_traversed as f64 / seconds.max(1e-9);
+    let req = Request::Bfs {
+        handle: a.handle.clone(),
+        source: a.source,
+        threads,
+        arrays: a.arrays || a.levels.is_some(),
+    };
+    let mut target = Target::open(&a.at, &a.keys, None)?;
+    // The levels file may not be the handle's data file (or the key file).
+    let mut inputs = vec![];
+    if let Target::Local(_) = &target {
+        let store = Store::open(Path::new(&a.at.store))?;
+        let entry = store.resolve(handle_ref(&a.handle)?)?;
+        inputs.push(Input::File(
+            Path::new(&a.at.store)
+                .join("pages")
+                .join(entry.data_file_name()),
+        ));
+    }
+    if let Some(k) = &a.keys.key_file {
+        inputs.push(Input::File(k.clone()));
+    }
+    let mut v = target.call(&req)?;
+    let list = |v: &serde_json::Value, k: &str| -> Vec<i64> {
+        v[k].as_array()
+            .map(|a| a.iter().map(|x| x.as_i64().unwrap_or(-1)).collect())
+            .unwrap_or_default()
+    };
     if let Some(path) = &a.levels {
-        let mut inputs = vec![Input::File(
-            a.dir.join("pages").join(handle.entry().data_file_name()),
-        )];
-        if let Some(k) = &a.keys.key_file {
-            inputs.push(Input::File(k.clone()));
-        }
+        let (order, levels, preds) = (
+            list(&v, "order"),
+            list(&v, "levels"),
+            list(&v, "predecessors"),
+        );
         let mut out = Output::open(path, &inputs)?;
         let mut text = String::with_capacity(1 << 16);
-        for &v in &result.order {
-            let pred = result.predecessors[v as usize];
+        for &u in &order {
             use std::fmt::Write as _;
-            if pred == inpath_store::graph::NO_PREDECESSOR {
-                let _ = writeln!(text, "{v} {} -1", result.levels[v as usize]);
-            } else {
-                let _ = writeln!(text, "{v} {} {pred}", result.levels[v as usize]);
-            }
+            let i = u as usize;
+            let _ = writeln!(text, "{u} {} {}", levels[i], preds[i]);
             if text.len() >= 1 << 16 {
                 out.write_all(text.as_bytes())
                     .with_context(|| format!("cannot write {path}"))?;
@@ -927,83 +1101,39 @@ fn bfs(a: BfsArgs) -> Result<()> {
         }
     }
     if a.json {
-        let v = serde_json::json!({
-            "handle": id,
-            "generation": handle.entry().generation,
-            "source": a.source,
-            "vertices": graph.vertices(),
-            "edges": graph.edges(),
-            "undirected": graph.header().undirected,
-            "threads": threads,
-            "reached": result.reached(),
-            "depth": result.level_sizes.len() - 1,
-            "level_sizes": result.level_sizes,
-            "edges_traversed": result.edges_traversed,
-            "pages_read": graph.pages_read() + result.pages_read,
-            "open_seconds": opened,
-            "bfs_seconds": search_secs,
-            "seconds": seconds,
-            "edges_per_second": eps,
-        });
         if !a.arrays {
-            return print_out(&format!("{v}\n"));
-        }
-        // Large arrays are written by hand: -1 for "none".
-        let mut text = v.to_string();
-        text.pop(); // the closing brace
-        text.push(',');
-        use std::fmt::Write as _;
-        let list = |text: &mut String, name: &str, items: &mut dyn Iterator<Item = i64>| {
-            let _ = write!(text, "\"{name}\":[");
-            let mut first = true;
-            for x in items {
-                if !first {
-                    text.push(',');
+            if let Some(o) = v.as_object_mut() {
+                for k in ["order", "levels", "predecessors"] {
+                    o.remove(k);
                 }
-                first = false;
-                let _ = write!(text, "{x}");
             }
-            text.push(']');
-        };
-        let none = |x: u32| if x == u32::MAX { -1 } else { x as i64 };
-        list(
-            &mut text,
-            "order",
-            &mut result.order.iter().map(|&x| x as i64),
-        );
-        text.push(',');
-        list(
-            &mut text,
-            "levels",
-            &mut result.levels.iter().map(|&x| none(x)),
-        );
-        text.push(',');
-        list(
-            &mut text,
-            "predecessors",
-            &mut result.predecessors.iter().map(|&x| none(x)),
-        );
-        text.push_str("}\n");
-        return print_out(&text);
+        }
+        return print_out(&format!("{v}\n"));
     }
-    let sizes: Vec<String> = result.level_sizes.iter().map(|&n| thousands(n)).collect();
+    let num = |k: &str| v[k].as_u64().unwrap_or(0);
+    let sizes: Vec<String> = list(&v, "level_sizes")
+        .iter()
+        .map(|&n| thousands(n as u64))
+        .collect();
+    let f = |k: &str| v[k].as_f64().unwrap_or(0.0);
     print_out(&format!(
-        "bfs from vertex {} over handle {id} ({} vertices, {} edges): reached {} vertices in {} \
+        "bfs from vertex {} over handle {} ({} vertices, {} edges): reached {} vertices in {} \
          levels, {} edges traversed\n  level sizes: {}\n  {:.3} s (open {:.3} s, search {:.3} \
          s) on {threads} thread{}: {:.1} M edges/s, {} pages read\n",
         a.source,
-        thousands(graph.vertices()),
-        thousands(graph.edges()),
-        thousands(result.reached()),
-        result.level_sizes.len(),
-        thousands(result.edges_traversed),
+        num("handle"),
+        thousands(num("vertices")),
+        thousands(num("edges")),
+        thousands(num("reached")),
+        sizes.len(),
+        thousands(num("edges_traversed")),
         sizes.join(" "),
-        seconds,
-        opened,
-        search_secs,
+        f("seconds"),
+        f("open_seconds"),
+        f("bfs_seconds"),
         if threads == 1 { "" } else { "s" },
-        eps / 1e6,
-        thousands(graph.pages_read() + result.pages_read),
+        f("edges_per_second") / 1e6,
+        thousands(num("pages_read")),
     ))
 }
 
@@ -1032,10 +1162,43 @@ fn put_chase(a: PutChaseArgs) -> Result<()> {
 fn chase(a: ChaseArgs) -> Result<()> {
     let h = handle_ref(&a.handle)?;
     let repeat = a.repeat.max(1);
+    if !a.raw {
+        let v = Target::open(&a.at, &a.keys, None)?.call(&Request::Chase {
+            handle: a.handle.clone(),
+            start: a.start,
+            hops: a.hops,
+            repeat,
+        })?;
+        if a.json {
+            return print_out(&format!("{v}\n"));
+        }
+        let sequence: Vec<u64> = v["sequence"]
+            .as_array()
+            .map(|s| s.iter().filter_map(|x| x.as_u64()).collect())
+            .unwrap_or_default();
+        let stop = match v["stop"].as_str() {
+            Some("end") => Stop::End,
+            Some("cycle") => Stop::Cycle {
+                page: v["cycle_page"].as_u64().unwrap_or(0),
+            },
+            _ => Stop::MaxHops,
+        };
+        return chase_text(
+            &a,
+            v["handle"].as_u64().unwrap_or(0),
+            &sequence,
+            stop,
+            v["seconds"].as_f64().unwrap_or(0.0),
+        );
+    }
+    if a.at.remote {
+        bail!("--raw is the local pread baseline; it does not run against a server");
+    }
+    let dir = PathBuf::from(&a.at.store);
     let mut runs = Vec::with_capacity(repeat);
-    let (entry, sequence, stop) = if a.raw {
-        let store = Store::open(&a.dir)
-            .with_context(|| format!("cannot open store {}", a.dir.display()))?;
+    let (entry, sequence, stop) = {
+        let store =
+            Store::open(&dir).with_context(|| format!("cannot open store {}", dir.display()))?;
         let entry = store.resolve(h)?.clone();
         if entry.tier != Tier::Raw {
             bail!(
@@ -1052,7 +1215,7 @@ fn chase(a: ChaseArgs) -> Result<()> {
                 entry.pages()
             );
         }
-        let path = a.dir.join("pages").join(entry.data_file_name());
+        let path = dir.join("pages").join(entry.data_file_name());
         let file = std::fs::File::open(&path)
             .with_context(|| format!("cannot read {}", path.display()))?;
         let hops = a.hops.unwrap_or(entry.pages());
@@ -1066,42 +1229,23 @@ fn chase(a: ChaseArgs) -> Result<()> {
         }
         let r = last.context("no run")?;
         (entry, r.sequence, r.stop)
-    } else {
-        let store = open(&a.dir, &a.keys)?;
-        let handle = store.open_handle(h)?;
-        let hops = a.hops.unwrap_or(handle.entry().pages());
-        let mut last = None;
-        for _ in 0..repeat {
-            let t = Instant::now();
-            let r = inpath_store::chase(&handle, a.start, hops)?;
-            runs.push(t.elapsed().as_secs_f64());
-            last = Some(r);
-        }
-        let r = last.context("no run")?;
-        (handle.entry().clone(), r.sequence, r.stop)
     };
     let mut sorted = runs.clone();
     sorted.sort_by(f64::total_cmp);
     let seconds = sorted[sorted.len() / 2];
     let hops = sequence.len() as u64;
-    let per_hop_ns = seconds * 1e9 / hops.max(1) as f64;
-    let (stop_name, stop_text) = match stop {
-        Stop::End => ("end", "at the end of the chain".to_string()),
-        Stop::MaxHops => ("max-hops", "after the hops asked for".to_string()),
-        Stop::Cycle { page } => ("cycle", format!("at a cycle back to page {page}")),
-    };
     if a.json {
         let mut v = serde_json::json!({
             "handle": entry.handle,
             "generation": entry.generation,
-            "mode": if a.raw { "pread" } else { "kernel" },
+            "mode": "pread",
             "start": a.start,
             "hops": hops,
-            "stop": stop_name,
+            "stop": stop_name(stop),
             "page_size": entry.page_size,
             "seconds": seconds,
             "runs": runs,
-            "ns_per_hop": per_hop_ns,
+            "ns_per_hop": seconds * 1e9 / hops.max(1) as f64,
             "sequence": sequence,
         });
         if let Stop::Cycle { page } = stop {
@@ -1109,10 +1253,34 @@ fn chase(a: ChaseArgs) -> Result<()> {
         }
         return print_out(&format!("{v}\n"));
     }
+    chase_text(&a, entry.handle, &sequence, stop, seconds)
+}
+
+fn stop_name(stop: Stop) -> &'static str {
+    match stop {
+        Stop::End => "end",
+        Stop::MaxHops => "max-hops",
+        Stop::Cycle { .. } => "cycle",
+    }
+}
+
+fn chase_text(
+    a: &ChaseArgs,
+    handle: u64,
+    sequence: &[u64],
+    stop: Stop,
+    seconds: f64,
+) -> Result<()> {
+    let hops = sequence.len() as u64;
+    let per_hop_ns = seconds * 1e9 / hops.max(1) as f64;
+    let stop_text = match stop {
+        Stop::End => "at the end of the chain".to_string(),
+        Stop::MaxHops => "after the hops asked for".to_string(),
+        Stop::Cycle { page } => format!("at a cycle back to page {page}"),
+    };
     let mut text = format!(
-        "chase over handle {} from page {}: {} hops, stopped {stop_text}, last page {}; {:.3} ms, \
-         {:.0} ns per hop{}\n",
-        entry.handle,
+        "chase over handle {handle} from page {}: {} hops, stopped {stop_text}, last page {}; \
+         {:.3} ms, {:.0} ns per hop{}\n",
         a.start,
         thousands(hops),
         sequence.last().map_or("-".to_string(), |p| p.to_string()),
@@ -1122,7 +1290,7 @@ fn chase(a: ChaseArgs) -> Result<()> {
     );
     if a.sequence {
         use std::fmt::Write as _;
-        for p in &sequence {
+        for p in sequence {
             let _ = writeln!(text, "{p}");
         }
     }
@@ -1163,8 +1331,18 @@ pub fn demo_section() -> Result<String> {
     )?;
     writeln!(
         out,
-        "  {} scanned inside the store, one count returned; try it: inpath store put DIR FILE; inpath store grep DIR 1 WORD\n",
-        bytes(d.size)
+        "  in-store taps on 2 lanes: {} distinct lines (HyperLogLog; the sketch of the original bytes on 1 lane: {}), CRC-32 {:08x} ({}) in {:.3} s",
+        thousands(d.distinct.round() as u64),
+        if d.distinct == d.distinct_expected { "equal" } else { "DIFFERENT" },
+        d.crc,
+        if d.crc == d.crc_expected { "equal to the original's" } else { "DIFFERENT from the original's" },
+        d.tap_secs
+    )?;
+    writeln!(
+        out,
+        "  {} scanned inside the store per kernel, {} returned; try it: inpath store put DIR FILE; inpath store grep DIR 1 WORD; inpath store sketch DIR 1\n",
+        bytes(d.size),
+        bytes(d.returned)
     )?;
     Ok(out)
 }
@@ -1180,6 +1358,12 @@ struct DemoStore {
     lines: u64,
     search_secs: f64,
     expected: u64,
+    distinct: f64,
+    distinct_expected: f64,
+    crc: u32,
+    crc_expected: u32,
+    tap_secs: f64,
+    returned: u64,
 }
 
 fn demo_run(dir: &Path) -> Result<DemoStore> {
@@ -1210,14 +1394,39 @@ fn demo_run(dir: &Path) -> Result<DemoStore> {
     let handle = store.open_handle(entry.handle.into())?;
     let start = Instant::now();
     let hits = run(&reader, &handle, &Literal::new(DEMO_PATTERN, false)?, 2)?;
+    let search_secs = start.elapsed().as_secs_f64();
+    // The round-1 taps beside the pages, through the same service `inpath store sketch` and
+    // `crc` use; checked against the sketch of the original bytes (exact: same registers).
+    let service = Service::new(dir.to_path_buf(), Some(ring), reader)
+        .with_taps(std::sync::Arc::new(StoreTaps));
+    let tap = |spec: &str| {
+        service.answer(&Request::Tap {
+            handle: entry.handle.to_string(),
+            spec: spec.into(),
+            threads: 2,
+        })
+    };
+    let start = Instant::now();
+    let sketch = tap("sketch")?;
+    let crc = tap("crc")?;
+    let tap_secs = start.elapsed().as_secs_f64();
+    let expected_sketch = inpath_wire::tap::parse_tap("sketch")?.run_input(&mut &text[..], 1)?;
+    let returned = sketch["bytes_returned"].as_u64().unwrap_or(0)
+        + crc["bytes_returned"].as_u64().unwrap_or(0);
     Ok(DemoStore {
+        distinct: sketch["result"]["cardinality"].as_f64().unwrap_or(-1.0),
+        distinct_expected: expected_sketch["cardinality"].as_f64().unwrap_or(-2.0),
+        crc: crc["result"]["crc32"].as_u64().unwrap_or(0) as u32,
+        crc_expected: crc32fast::hash(&text),
+        tap_secs,
+        returned,
         size: entry.size,
         pages: entry.pages(),
         stored,
         put_secs,
         matches: hits.matches,
         lines: hits.lines,
-        search_secs: start.elapsed().as_secs_f64(),
+        search_secs,
         expected,
     })
 }
