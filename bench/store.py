@@ -1,7 +1,7 @@
 """store benchmark: kernels inside the page store against their peers (grep and ripgrep, scipy's
 breadth-first search, a raw pread loop).
 
-    bash bench/setup.sh && .venv/bin/python bench/store.py [--only grep,bfs,chase] [--sf 1.35] [--reps 5]
+    bash bench/setup.sh && .venv/bin/python bench/store.py [--only grep,bfs,chase,taps,nn] [--sf 1.35] [--reps 5]
 
 grep: TPC-H lineitem as pipe-separated text from `tpchgen-cli` (bench requirements; SF 1.35 is
 about 1 GB), put into an `inpath store` directory as raw 8 KiB pages and as AES-256-GCM sealed
@@ -31,6 +31,20 @@ through the store: extent map, `read_page`, header CRC and checks, cycle bitmap)
 process with `--raw`, plain `pread` of each page at its place in the data file following the same
 chain, no checks. Both runs alternate, page cache warm; the figure is time per hop. Target: <= 10%
 over raw pread per hop (ratio >= 0.91).
+
+nn: Hamming nearest neighbours over 8 KiB binary items (65,536 bits), --nn-gib of them (1 GiB:
+131,072 items; seeded random bytes) in raw 8 KiB pages, page cache warm. Queries are items with
+1% of their bits flipped (planted near-duplicates), k = --nn-k. Ours: `inpath store nn --json
+--threads T`, its in-process `seconds` (opening the store, the scan through the mapped pages,
+the top-k), median of --reps runs. Peer: faiss-cpu's `IndexBinaryFlat(65536)` over the same
+items in memory, `index.search` on the same queries with `faiss.omp_set_num_threads(T)`,
+median of --reps calls; the runs alternate. The distances must equal faiss's (indices too,
+except where equal distances at the k-th place let faiss pick other items: ours are the lowest
+indices). Rows: 1 query at 1 thread, 16 queries per core at 1 and 2 threads; 16 queries at
+1 thread with `INPATH_ISA=portable` for scale. Targets: 1 query >= 1.0x faiss at 1 thread;
+16 queries >= 2x faiss per core. Then LSH (`inpath store index`, default 8 tables of 16
+bits; `nn --lsh`): the same 16 queries at probe radius 0 and 1 against our flat scan, with
+recall@1 (the flat scan's nearest item found).
 
 taps: 64 Mi random u32 items (256 MiB) in raw pages. `inpath store sketch -o format=u32` (all
 three sketches) and `inpath store crc`, whole process, against `inpath sketch --format u32` on
@@ -352,6 +366,121 @@ def bench_chase(args, report):
                     f"Python os.pread loop {extra['python_pread_ns_per_hop']:.0f} ns")
 
 
+def nn_same(ours, dist, idx, k):
+    """Whether our neighbour lists (JSON) equal faiss's: the same distances; the same indices
+    except among items tied at the k-th distance (faiss may pick others there; ours must be
+    sorted by (distance, index))."""
+    for q, mine in enumerate(ours):
+        d = [n["distance"] for n in mine]
+        i = [n["index"] for n in mine]
+        if d != [int(x) for x in dist[q][:k]] or sorted(zip(d, i)) != list(zip(d, i)):
+            return False
+        last = d[-1]
+        if {x for x, y in zip(i, d) if y < last} != {int(x) for x, y in zip(idx[q][:k], dist[q][:k]) if y < last}:
+            return False
+    return True
+
+
+def bench_nn(args, report):
+    np = common.need("numpy")
+    faiss = common.need("faiss", "pip install faiss-cpu (bench/requirements.txt)")
+    inpath = inpath_bin()
+    item = 8192
+    n = int(args.nn_gib * (1 << 30)) // item
+    k = args.nn_k
+    rng = np.random.default_rng(15)
+    with tempfile.TemporaryDirectory(dir=DATA) as tmp:
+        items = rng.integers(0, 256, (n, item), dtype=np.uint8)
+        path = os.path.join(tmp, "items.bin")
+        items.tofile(path)
+        store = os.path.join(tmp, "S")
+        run([inpath, "store", "put", store, path])
+        os.remove(path)
+        os.sync()
+        nq_max = 32
+        truth = rng.choice(n, nq_max, replace=False)
+        queries = items[truth].copy()
+        bits = np.unpackbits(queries, axis=1)
+        for row in bits:
+            row[rng.choice(item * 8, item * 8 // 100, replace=False)] ^= 1
+        queries = np.packbits(bits, axis=1)
+        del bits
+        index = faiss.IndexBinaryFlat(item * 8)
+        index.add(items)
+        del items
+        size = n * item
+        report.note(f"nn: {n:,} items of 8 KiB ({size / 2**30:.2f} GiB) in raw 8 KiB pages; "
+                    f"queries: items with 1% of bits flipped; k = {k}; faiss {faiss.__version__}")
+
+        def ours(nq, threads, env=None, extra=()):
+            qf = os.path.join(tmp, f"q{nq}.bin")
+            if not os.path.exists(qf):
+                queries[:nq].tofile(qf)
+            out = subprocess.run([inpath, "store", "nn", store, "1", "--item-size", str(item),
+                                  "--queries", qf, "-k", str(k), "--threads", str(threads),
+                                  "--json", *extra], capture_output=True, text=True, check=True,
+                                 env={**os.environ, **(env or {})})
+            return json.loads(out.stdout)
+
+        ours(1, 1)  # warm the page cache
+        ours(1, 1)
+        report.note(f"load average before the nn runs: {os.getloadavg()[0]:.2f} "
+                    "(other work on the machine slows both sides)")
+        configs = [(1, 1, None), (16, 1, None), (32, 2, None), (16, 1, {"INPATH_ISA": "portable"})]
+        flat16 = None
+        for nq, threads, env in configs:
+            faiss.omp_set_num_threads(threads)
+            q = np.ascontiguousarray(queries[:nq])
+            mine, theirs, cpu = [], [], []
+            for rep in range(args.reps + 1):
+                t = time.perf_counter()
+                dist, idx = index.search(q, k)
+                elapsed = time.perf_counter() - t
+                got = ours(nq, threads, env)
+                if not nn_same(got["neighbours"], dist, idx, k):
+                    sys.exit(f"store.py: nn with {nq} queries differs from faiss's answers")
+                if rep:
+                    theirs.append(elapsed)
+                    mine.append(got["seconds"])
+                    cpu.append(got["cpu_seconds"])
+            ours_s, peer_s = statistics.median(mine), statistics.median(theirs)
+            label = f"nn {nq} quer{'y' if nq == 1 else 'ies'} t{threads} {got['kernel']}"
+            if env is None and nq == 16 and threads == 1:
+                flat16 = (ours_s, got)
+            report.add(f"{label} vs faiss", size * nq, ours_s, f"faiss IndexBinaryFlat t{threads}",
+                       peer_s, {"queries": nq, "threads": threads, "k": k, "kernel": got["kernel"],
+                                "items": n, "answers_equal": True,
+                                "inpath_cpu_s": statistics.median(cpu)},
+                       unit=("GB/s items x queries", 1e9))
+
+        # LSH: build once, then the same 16 queries against the flat scan.
+        t = time.perf_counter()
+        built = json.loads(run([inpath, "store", "index", store, "1", "--item-size", str(item),
+                                "--json"]))
+        build_s = time.perf_counter() - t
+        report.note(f"lsh index: {built['tables']} tables of {built['bits']} bits, "
+                    f"{built['index_bytes'] / 2**20:.1f} MiB, built in {build_s:.2f} s (one scan)")
+        flat_s, flat = flat16
+        want = [q[0]["index"] for q in flat["neighbours"]]
+        for probe in (0, 1):
+            runs = []
+            for rep in range(args.reps + 1):
+                got = ours(16, 1, extra=("--lsh", "--probe", str(probe)))
+                if rep:
+                    runs.append(got["seconds"])
+            recall = sum(1 for q, w in zip(got["neighbours"], want) if q and q[0]["index"] == w) / 16
+            lsh = got["lsh"]
+            report.add(f"nn 16 queries lsh probe {probe} vs flat scan", size * 16,
+                       statistics.median(runs), "inpath flat scan t1", flat_s,
+                       {"recall_at_1": recall, "candidates": lsh["candidates"],
+                        "bytes_read": lsh["bytes_read"], "buckets_probed": lsh["buckets_probed"],
+                        "index_load_s": lsh["index_seconds"]},
+                       unit=("GB/s items x queries", 1e9))
+            report.note(f"lsh probe {probe}: recall@1 {recall:.2f}, {lsh['candidates']} candidates "
+                        f"verified ({lsh['bytes_read'] / 2**20:.1f} MiB read) for 16 queries; "
+                        f"index load {lsh['index_seconds'] * 1e3:.1f} ms")
+
+
 def bench_taps(args, report):
     import numpy as np
     inpath = inpath_bin()
@@ -411,13 +540,14 @@ def bench_taps(args, report):
             report.add(f"store crc t{threads} vs python zlib.crc32", size, ours_s, "zlib.crc32", z_s)
 
 
-SECTIONS = {"grep": bench_grep, "bfs": bench_bfs, "chase": bench_chase, "taps": bench_taps}
+SECTIONS = {"grep": bench_grep, "bfs": bench_bfs, "chase": bench_chase, "taps": bench_taps,
+            "nn": bench_nn}
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", default="grep,bfs,chase,taps",
-                        help="comma-separated sections to run: grep, bfs, chase, taps (default: all)")
+    parser.add_argument("--only", default="grep,bfs,chase,taps,nn",
+                        help="comma-separated sections to run: grep, bfs, chase, taps, nn (default: all)")
     parser.add_argument("--sf", default="1.35", help="grep: TPC-H scale factor of lineitem (1.35: ~1 GB)")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--bfs-vertices", type=int, default=1 << 20)
@@ -431,6 +561,9 @@ def main():
                         help="taps: u32 items (4 bytes each) sketched and CRC'd in the store")
     parser.add_argument("--chase-rounds", type=int, default=3,
                         help="chase: alternating kernel/pread process pairs")
+    parser.add_argument("--nn-gib", type=float, default=1.0,
+                        help="nn: GiB of 8 KiB items (1: 131,072 items)")
+    parser.add_argument("--nn-k", type=int, default=10, help="nn: neighbours per query")
     args = parser.parse_args()
     only = [s.strip() for s in args.only.split(",") if s.strip()]
     unknown = [s for s in only if s not in SECTIONS]

@@ -102,11 +102,19 @@ class Store:
             r["lengths"] = np.asarray(r["lengths"], dtype=np.uint64)
         return r
 
-    def nn(self, handle, queries, *, k=1, item_size=None, threads=1):
+    def nn(self, handle, queries, *, k=1, item_size=None, threads=1, lsh=False, probe=0):
         """Top-``k`` Hamming nearest neighbours among a handle's fixed-size binary items.
         ``queries`` is bytes (``item_size`` bytes each) or a 2-D uint8 numpy array (one row
         per query). Returns a dict with ``indices`` (uint64) and ``distances`` (uint32), each
-        of shape (queries, k): ties go to the lowest index."""
+        of shape (queries, k), nearest first: ties go to the lowest index. ``kernel`` names
+        the distance kernel that ran (``avx2``, ``portable``, ...).
+
+        With ``lsh=True`` the search is approximate, through the handle's LSH index (build it
+        with :meth:`index`): only items that share a probed bucket with a query are read and
+        compared (their distances are exact); ``probe`` (0 to 2) also probes the buckets whose
+        keys differ in up to that many bits. A query with fewer than ``k`` candidates gets its
+        row padded with index ``2**64 - 1`` and distance ``2**32 - 1``. ``r["lsh"]`` has the
+        candidates verified, the bytes read and the buckets probed."""
         np = _np()
         if isinstance(queries, (bytes, bytearray, memoryview)):
             raw = bytes(queries)
@@ -119,11 +127,29 @@ class Store:
             item_size = item_size or arr.shape[1]
             raw = arr.tobytes()
         r = self._call("nn", handle=str(handle), item_size=item_size, queries_hex=raw.hex(),
-                       k=k, threads=threads)
+                       k=k, threads=threads, lsh=bool(lsh), probe=int(probe))
         lists = r.pop("neighbours")
-        r["indices"] = np.array([[n["index"] for n in q] for q in lists], dtype=np.uint64)
-        r["distances"] = np.array([[n["distance"] for n in q] for q in lists], dtype=np.uint32)
+        width = max([k] + [len(q) for q in lists]) if lsh else k
+        indices = np.full((len(lists), width), np.iinfo(np.uint64).max, dtype=np.uint64)
+        distances = np.full((len(lists), width), np.iinfo(np.uint32).max, dtype=np.uint32)
+        for i, q in enumerate(lists):
+            indices[i, :len(q)] = [n["index"] for n in q]
+            distances[i, :len(q)] = [n["distance"] for n in q]
+        r["indices"], r["distances"] = indices, distances
         return r
+
+    def index(self, handle, item_size, *, tables=8, bits=16, seed=None, threads=1):
+        """Builds the LSH index (bit sampling) of a handle's items of ``item_size`` bytes for
+        ``nn(..., lsh=True)``: ``tables`` tables (1 to 64) of ``bits`` sampled bits each (1 to
+        32, at most the item's bits), positions drawn from ``seed`` (None: the fixed default).
+        One scan over the handle; the index is stored beside the store's data and must be
+        built again when the handle is put again. Returns a dict (items, tables, bits, path,
+        index_bytes, and the scan's counters)."""
+        params = dict(handle=str(handle), item_size=item_size, tables=tables, bits=bits,
+                      threads=threads)
+        if seed is not None:
+            params["seed"] = int(seed)
+        return self._call("index", **params)
 
     def bfs(self, handle, source, *, threads=1):
         """Breadth-first search over a CSR graph handle (``inpath store put-graph``) from

@@ -231,6 +231,17 @@ pub enum StoreError {
         detail: String,
     },
 
+    /// An LSH index file (`DIR/index/ID.lsh`) is missing, damaged, of another version, or
+    /// stale (built for another generation or item size of its handle); `detail` names the
+    /// fix.
+    #[error("LSH index {path}: {detail}")]
+    LshIndex {
+        /// The index file.
+        path: PathBuf,
+        /// What is wrong, and what to do.
+        detail: String,
+    },
+
     /// A request to a store server is not one it serves (not JSON, an unknown op, another
     /// protocol version, bad hexadecimal).
     #[error("bad request: {detail}")]

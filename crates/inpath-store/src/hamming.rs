@@ -3,13 +3,16 @@
 //! A handle is a sequence of items of `item_size` bytes (item `i` at byte `i·item_size`). For
 //! each query (also `item_size` bytes) the kernel keeps the `k` items with the smallest Hamming
 //! distance (bits that differ), ties going to the lowest item index, so the answer is the first
-//! `k` of all items sorted by `(distance, index)`. Distances are 64-bit words XORed and counted
-//! with `u64::count_ones` (POPCNT where the target has it), the tail bytes one by one.
+//! `k` of all items sorted by `(distance, index)`.
 //!
 //! Queries are blocked: each item is read once per block of [`QUERY_BLOCK`] queries, and its
 //! words are compared with every query of the block while they are in registers, so many
-//! queries cost little more memory traffic than one.
+//! queries cost little more memory traffic than one. The distances come from the kernel
+//! [`crate::arch`] picks for the CPU (AVX-512 VPOPCNTDQ, AVX2 `vpshufb`, POPCNT or portable
+//! `count_ones`); [`distance`] is the scalar reference they are tested against. Approximate
+//! search by bit sampling is in [`crate::lsh`].
 
+use crate::arch::{self, HammingKernel};
 use crate::kernel::{Flow, Kernel, Partial, Scan};
 use crate::StoreError;
 use serde::{Deserialize, Serialize};
@@ -19,19 +22,33 @@ use std::ops::Range;
 /// Queries compared with an item in one pass over it.
 pub const QUERY_BLOCK: usize = 8;
 
+/// The largest item size: distances are `u32` bit counts (256 MiB is 2^31 bits).
+pub const MAX_ITEM_SIZE: usize = 256 << 20;
+
+/// Items whose distances one kernel call computes (bounds the distance buffer).
+const ITEM_BATCH: usize = 1024;
+/// Bytes of items one kernel call takes at most (unless one item is larger): a run that
+/// stays in L2 while each block of queries goes over it.
+const BATCH_BYTES: usize = 256 << 10;
+
 /// A nearest-neighbour search for a set of queries.
 #[derive(Clone, Debug)]
 pub struct Hamming {
     item_size: usize,
     queries: Vec<u8>,
     k: usize,
+    kernel: HammingKernel,
 }
 
 impl Hamming {
     /// `queries` holds the queries back to back, `item_size` bytes each; `k` ≥ 1.
     pub fn new(item_size: usize, queries: Vec<u8>, k: usize) -> crate::Result<Hamming> {
-        if item_size == 0 {
-            return Err(StoreError::parameter("item size", 0, "at least 1 byte"));
+        if item_size == 0 || item_size > MAX_ITEM_SIZE {
+            return Err(StoreError::parameter(
+                "item size",
+                item_size,
+                "1 byte to 256 MiB",
+            ));
         }
         if queries.is_empty() || !queries.len().is_multiple_of(item_size) {
             return Err(StoreError::parameter(
@@ -47,7 +64,46 @@ impl Hamming {
             item_size,
             queries,
             k,
+            kernel: HammingKernel::best(),
         })
+    }
+
+    /// The same search with another distance kernel, which must run on this CPU under the
+    /// `INPATH_ISA` cap (tests and benchmarks compare them).
+    pub fn with_kernel(mut self, kernel: HammingKernel) -> crate::Result<Hamming> {
+        if !kernel.runs_here() {
+            let here: Vec<_> = HammingKernel::available()
+                .iter()
+                .map(|k| k.name())
+                .collect();
+            return Err(StoreError::parameter(
+                "Hamming kernel",
+                kernel.name(),
+                &format!("one this CPU runs under INPATH_ISA: {}", here.join(", ")),
+            ));
+        }
+        self.kernel = kernel;
+        Ok(self)
+    }
+
+    /// The distance kernel the search runs.
+    pub fn kernel(&self) -> HammingKernel {
+        self.kernel
+    }
+
+    /// The item size in bytes.
+    pub fn item_size(&self) -> usize {
+        self.item_size
+    }
+
+    /// Neighbours per query.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// The queries, back to back.
+    pub fn query_bytes(&self) -> &[u8] {
+        &self.queries
     }
 
     /// Checks that a handle of `size` bytes holds whole items.
@@ -124,9 +180,7 @@ pub struct HammingScan {
     next_item: u64,
     carry: Vec<u8>,
     heaps: Vec<BinaryHeap<Neighbour>>,
-    /// Query words, query-major, `words` per query; then the tails.
-    words: usize,
-    qwords: Vec<u64>,
+    /// Distances of a batch of items to a block of queries, item-major.
     dist: Vec<u32>,
 }
 
@@ -143,23 +197,11 @@ impl Kernel for Hamming {
 
     fn scan(&self, own: Range<u64>, _size: u64) -> HammingScan {
         let is = self.item_size as u64;
-        let words = self.item_size / 8;
-        let qwords = self
-            .queries
-            .chunks_exact(self.item_size)
-            .flat_map(|q| {
-                q[..words * 8]
-                    .chunks_exact(8)
-                    .map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes")))
-            })
-            .collect();
         HammingScan {
             next_item: own.start.div_ceil(is),
             carry: Vec::new(),
             heaps: vec![BinaryHeap::with_capacity(self.k + 1); self.queries()],
-            words,
-            qwords,
-            dist: vec![0; QUERY_BLOCK],
+            dist: Vec::new(),
             kernel: self.clone(),
         }
     }
@@ -170,39 +212,38 @@ impl HammingScan {
     fn items(&mut self, items: &[u8]) {
         let is = self.kernel.item_size;
         let nq = self.kernel.queries();
-        let words = self.words;
-        let first = self.next_item;
-        for qb in (0..nq).step_by(QUERY_BLOCK) {
-            let qn = QUERY_BLOCK.min(nq - qb);
-            for (n, item) in items.chunks_exact(is).enumerate() {
-                let dist = &mut self.dist[..qn];
-                dist.fill(0);
-                for (w, word) in item[..words * 8].chunks_exact(8).enumerate() {
-                    let x = u64::from_le_bytes(word.try_into().expect("8 bytes"));
-                    for (j, d) in dist.iter_mut().enumerate() {
-                        *d += (x ^ self.qwords[(qb + j) * words + w]).count_ones();
-                    }
-                }
-                if words * 8 < is {
-                    for (j, d) in dist.iter_mut().enumerate() {
-                        let q = &self.kernel.queries[(qb + j) * is..(qb + j + 1) * is];
-                        *d += distance(&item[words * 8..], &q[words * 8..]);
-                    }
-                }
-                let index = first + n as u64;
-                for (j, &d) in self.dist[..qn].iter().enumerate() {
-                    let heap = &mut self.heaps[qb + j];
-                    let cand = Neighbour { distance: d, index };
-                    if heap.len() < self.kernel.k {
-                        heap.push(cand);
-                    } else if heap.peek().is_some_and(|top| cand < *top) {
-                        heap.pop();
-                        heap.push(cand);
+        let k = self.kernel.k;
+        let mut first = self.next_item;
+        let batch_items = (BATCH_BYTES / is).clamp(1, ITEM_BATCH);
+        for batch in items.chunks(batch_items * is) {
+            let n = batch.len() / is;
+            for qb in (0..nq).step_by(QUERY_BLOCK) {
+                let qn = QUERY_BLOCK.min(nq - qb);
+                self.dist.resize(n * qn, 0);
+                let queries = &self.kernel.queries[qb * is..(qb + qn) * is];
+                arch::distances(self.kernel.kernel, batch, is, queries, qn, &mut self.dist);
+                for (i, ds) in self.dist.chunks_exact(qn).enumerate() {
+                    let index = first + i as u64;
+                    for (heap, &d) in self.heaps[qb..qb + qn].iter_mut().zip(ds) {
+                        offer(heap, k, Neighbour { distance: d, index });
                     }
                 }
             }
+            first += n as u64;
         }
-        self.next_item += (items.len() / is) as u64;
+        self.next_item = first;
+    }
+}
+
+/// Keeps `cand` in a max-heap of the `k` smallest neighbours seen.
+#[inline]
+pub(crate) fn offer(heap: &mut BinaryHeap<Neighbour>, k: usize, cand: Neighbour) {
+    if heap.len() < k {
+        heap.push(cand);
+    } else if let Some(mut top) = heap.peek_mut() {
+        if cand < *top {
+            *top = cand;
+        }
     }
 }
 

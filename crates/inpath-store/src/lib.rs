@@ -12,7 +12,8 @@
 //! - [`remote`]: one request shape for local and served stores; `inpath store serve`'s
 //!   protocol, server and client.
 //! - [`search`]: literal (`memchr::memmem`) and line-oriented regex search;
-//!   [`hamming`]: top-k Hamming nearest neighbours over fixed-size binary items.
+//!   [`hamming`]: top-k Hamming nearest neighbours over fixed-size binary items (SIMD
+//!   kernels picked in [`arch`]); [`lsh`]: approximate search by bit sampling.
 //! - [`graph`]: a CSR graph format laid out in pages and breadth-first search over it;
 //!   [`chase`]: the page chase (each page names the next).
 //! - [`tap`]: the round-1 taps (crc built in; sketch and corr through a [`TapRunner`]) run
@@ -33,26 +34,31 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![deny(missing_docs)]
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
+#[allow(unsafe_code)]
+pub mod arch;
 pub mod catalog;
 pub mod chase;
 mod error;
 pub mod graph;
 pub mod hamming;
 pub mod kernel;
+pub mod lsh;
 pub mod reader;
 pub mod remote;
 pub mod search;
 pub mod store;
 pub mod tap;
 
+pub use arch::HammingKernel;
 pub use catalog::{Entry, Extent, HandleRef, Tier};
 pub use chase::{chase, ChasePages, Chased, Stop};
 pub use error::{Result, StoreError};
 pub use graph::{csr_bytes, random_edges, read_edge_list, Bfs, CsrGraph, CsrHeader, GraphKind};
 pub use hamming::{Hamming, Neighbour, Neighbours};
 pub use kernel::{Flow, Kernel, Partial, RunStats, Scan};
+pub use lsh::{LshIndex, LshParams, LshStats};
 pub use reader::{Chunk, FlashReader, Jitter, Port, ReaderConfig, ReaderCounters, DEFAULT_SEGMENT};
 pub use search::{Literal, LiteralHits, RegexHits, RegexSearch};
 pub use store::{OpenHandle, PutOptions, RunBuffers, Store, DEFAULT_PAGE_SIZE, DIRECT_ALIGN};

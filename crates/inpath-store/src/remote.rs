@@ -17,8 +17,8 @@ use crate::error::{Result, StoreError};
 use crate::kernel::run_counted;
 use crate::tap::{tap_name, Crc, HandleReader, TapRunner};
 use crate::{
-    CsrGraph, FlashReader, Hamming, HandleRef, Literal, OpenHandle, PutOptions, ReaderCounters,
-    RegexSearch, RunStats, Stop, Store, Tier,
+    CsrGraph, FlashReader, Hamming, HammingKernel, HandleRef, Literal, LshIndex, LshParams,
+    OpenHandle, PutOptions, ReaderCounters, RegexSearch, RunStats, Stop, Store, Tier,
 };
 use inpath_seal::{Cipher, Compression, Key, KeyRing, SealConfig};
 use serde::{Deserialize, Serialize};
@@ -43,6 +43,15 @@ const STREAM_FRAME: usize = 1 << 20;
 
 fn one() -> usize {
     1
+}
+fn default_tables() -> u32 {
+    crate::lsh::DEFAULT_TABLES
+}
+fn default_bits() -> u32 {
+    crate::lsh::DEFAULT_BITS
+}
+fn default_seed() -> u64 {
+    crate::lsh::DEFAULT_SEED
 }
 
 /// A request: the verb and its parameters.
@@ -81,6 +90,31 @@ pub enum Request {
         /// Neighbours per query.
         k: usize,
         /// Lanes.
+        #[serde(default = "one")]
+        threads: usize,
+        /// Approximate search through the handle's LSH index (built by `index`).
+        #[serde(default)]
+        lsh: bool,
+        /// LSH multi-probe radius: also the buckets whose keys differ in up to this many bits.
+        #[serde(default)]
+        probe: u32,
+    },
+    /// Builds (or rebuilds) the LSH index of a handle's items (`DIR/index/ID.lsh`).
+    Index {
+        /// `ID` or `ID@GEN`.
+        handle: String,
+        /// Item size in bytes.
+        item_size: usize,
+        /// Tables.
+        #[serde(default = "default_tables")]
+        tables: u32,
+        /// Sampled bits per table.
+        #[serde(default = "default_bits")]
+        bits: u32,
+        /// Seed of the bit positions.
+        #[serde(default = "default_seed")]
+        seed: u64,
+        /// Lanes of the build scan.
         #[serde(default = "one")]
         threads: usize,
     },
@@ -255,6 +289,19 @@ fn with_counters(mut v: Value, counters: Value) -> Value {
     let returned = v.to_string().len() as u64;
     v["bytes_returned"] = returned.into();
     v
+}
+
+/// `[[{"index", "distance"}, ...], ...]`, one list per query.
+fn neighbours_json(n: &crate::Neighbours) -> Value {
+    n.queries
+        .iter()
+        .map(|q| {
+            q.iter()
+                .map(|n| json!({"index": n.index, "distance": n.distance}))
+                .collect::<Vec<_>>()
+        })
+        .collect::<Vec<_>>()
+        .into()
 }
 
 /// Adds the bytes a result returns (its JSON text).
@@ -439,27 +486,30 @@ impl Service {
                 queries_hex,
                 k,
                 threads,
+                lsh,
+                probe,
             } => {
-                let store = self.store()?;
-                let handle = store.open_handle(HandleRef::parse(handle)?)?;
                 let queries = from_hex(queries_hex)?;
-                let kernel = Hamming::new(*item_size, queries, *k)?;
-                kernel.check_size(handle.entry().size)?;
-                let cost = RunCost::start(&self.reader);
-                let (result, stats) =
-                    run_counted(&self.reader, &handle, &kernel, self.lanes(*threads))?;
-                let v = json!({
-                    "handle": handle.entry().handle,
-                    "generation": handle.entry().generation,
-                    "item_size": item_size,
-                    "items": handle.entry().size / *item_size as u64,
-                    "k": k,
-                    "neighbours": result.queries.iter().map(|q| {
-                        q.iter().map(|n| json!({"index": n.index, "distance": n.distance}))
-                            .collect::<Vec<_>>()
-                    }).collect::<Vec<_>>(),
-                });
-                Ok(with_counters(v, cost.json(&self.reader, &stats)))
+                if *lsh {
+                    self.nn_lsh(handle, *item_size, queries, *k, *probe)
+                } else {
+                    self.nn(handle, *item_size, queries, *k, *threads)
+                }
+            }
+            Request::Index {
+                handle,
+                item_size,
+                tables,
+                bits,
+                seed,
+                threads,
+            } => {
+                let params = LshParams {
+                    tables: *tables,
+                    bits: *bits,
+                    seed: *seed,
+                };
+                self.index(handle, *item_size, params, *threads)
             }
             Request::Read { .. } => Err(bad_request(
                 "read streams its bytes: use Service::read_range and Service::read_into",
@@ -756,6 +806,114 @@ impl Service {
             )));
         }
         Ok(entry_json(&entry))
+    }
+
+    fn nn(
+        &self,
+        handle: &str,
+        item_size: usize,
+        queries: Vec<u8>,
+        k: usize,
+        threads: usize,
+    ) -> Result<Value> {
+        let store = self.store()?;
+        let handle = store.open_handle(HandleRef::parse(handle)?)?;
+        let kernel = Hamming::new(item_size, queries, k)?;
+        kernel.check_size(handle.entry().size)?;
+        let cost = RunCost::start(&self.reader);
+        let (result, stats) = run_counted(&self.reader, &handle, &kernel, self.lanes(threads))?;
+        let v = json!({
+            "handle": handle.entry().handle,
+            "generation": handle.entry().generation,
+            "item_size": item_size,
+            "items": handle.entry().size / item_size as u64,
+            "k": k,
+            "kernel": kernel.kernel().name(),
+            "neighbours": neighbours_json(&result),
+        });
+        Ok(with_counters(v, cost.json(&self.reader, &stats)))
+    }
+
+    fn nn_lsh(
+        &self,
+        handle: &str,
+        item_size: usize,
+        queries: Vec<u8>,
+        k: usize,
+        probe: u32,
+    ) -> Result<Value> {
+        let store = self.store()?;
+        let handle = store.open_handle(HandleRef::parse(handle)?)?;
+        // Checked before the index is read, so bad queries are named first.
+        Hamming::new(item_size, queries.clone(), k)?.check_size(handle.entry().size)?;
+        let cost = RunCost::start(&self.reader);
+        let index = LshIndex::load(&self.dir, &handle, Some(item_size))?;
+        let loaded = cost.start.elapsed().as_secs_f64();
+        let kernel = HammingKernel::best();
+        let (result, st) = index.search(&handle, &queries, k, probe, kernel)?;
+        let is = item_size as u64;
+        let ps = handle.entry().page_size as u64;
+        let stats = RunStats {
+            bytes_scanned: st.bytes_read,
+            pages: st.candidates * is.div_ceil(ps).max(1),
+            lanes: 1,
+            mapped: false,
+        };
+        let items = handle.entry().size / is;
+        let v = json!({
+            "handle": handle.entry().handle,
+            "generation": handle.entry().generation,
+            "item_size": item_size,
+            "items": items,
+            "k": k,
+            "kernel": kernel.name(),
+            "lsh": {
+                "tables": index.params.tables,
+                "bits": index.params.bits,
+                "seed": index.params.seed,
+                "probe": probe,
+                "buckets_probed": st.buckets_probed,
+                "candidates": st.candidates,
+                "bytes_read": st.bytes_read,
+                "index_seconds": loaded,
+            },
+            "neighbours": neighbours_json(&result),
+        });
+        Ok(with_counters(v, cost.json(&self.reader, &stats)))
+    }
+
+    fn index(
+        &self,
+        handle: &str,
+        item_size: usize,
+        params: LshParams,
+        threads: usize,
+    ) -> Result<Value> {
+        let store = self.store()?;
+        let handle = store.open_handle(HandleRef::parse(handle)?)?;
+        let cost = RunCost::start(&self.reader);
+        let (index, stats) = LshIndex::build(
+            &self.reader,
+            &handle,
+            item_size,
+            params,
+            self.lanes(threads),
+        )?;
+        let path = LshIndex::path(&self.dir, handle.entry().handle);
+        index.save(&path)?;
+        let file_bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        let v = json!({
+            "handle": handle.entry().handle,
+            "generation": handle.entry().generation,
+            "item_size": item_size,
+            "items": index.items(),
+            "tables": params.tables,
+            "bits": params.bits,
+            "seed": params.seed,
+            "path": path.display().to_string(),
+            "index_bytes": file_bytes,
+        });
+        Ok(with_counters(v, cost.json(&self.reader, &stats)))
     }
 
     fn grep(

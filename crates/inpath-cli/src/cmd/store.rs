@@ -54,9 +54,27 @@ Putting a name that is already in the store keeps its handle and bumps its gener
   inpath store grep /srv/store 3 'err(or)?\\b' --regex --threads 2 --json")]
     Grep(GrepArgs),
     /// Hamming nearest neighbours of binary queries among a handle's fixed-size items.
-    #[command(after_help = "Example:
-  inpath store nn /srv/store 4 --item-size 32 --queries q.bin -k 10 --json")]
+    #[command(after_help = "Examples:
+  inpath store nn /srv/store 4 --item-size 32 --queries q.bin -k 10 --json
+  inpath store index /srv/store 4 --item-size 32            # once, for --lsh
+  inpath store nn /srv/store 4 --item-size 32 --queries q.bin -k 10 --lsh --probe 1
+
+Without --lsh: an exact flat scan (ties to the lowest index), SIMD kernels picked for the CPU
+(INPATH_ISA caps them). With --lsh: approximate, through the handle's LSH index: only items
+sharing a probed bucket with a query are read and compared (exact distances for those), so a
+query may get fewer than k neighbours.")]
     Nn(NnArgs),
+    /// Build the LSH index (bit sampling) of a handle's fixed-size items, for `nn --lsh`.
+    #[command(after_help = "Examples:
+  inpath store index /srv/store 4 --item-size 8192
+  inpath store index /srv/store 4 --item-size 32 --tables 16 --bits 12 --threads 2
+
+One scan over the handle; the index is written beside the store's data as DIR/index/ID.lsh
+(docs/FORMATS.md, \"LSH index\") and is tied to the handle's generation: put the handle again
+and the index must be built again (`nn --lsh` says so). More tables raise recall and the
+index size (12 bytes per item per table); more bits make buckets smaller (fewer candidates,
+lower recall). Bits per table: 1 to 32, and at most the item's bits.")]
+    Index(IndexArgs),
     /// Store a graph as a CSR file in pages, from an edge list or a seeded random graph.
     #[command(after_help = "Examples:
   inpath store put-graph /srv/store roads --edges roads.txt --undirected
@@ -450,6 +468,43 @@ struct NnArgs {
     /// Lanes (threads).
     #[arg(long, default_value_t = 1)]
     threads: usize,
+    /// Approximate search through the handle's LSH index (`inpath store index`).
+    #[arg(long)]
+    lsh: bool,
+    /// With --lsh: multi-probe radius, also the buckets whose keys differ in up to this many
+    /// bits (0 to 2).
+    #[arg(long, default_value_t = 0, requires = "lsh")]
+    probe: u32,
+    #[command(flatten)]
+    read: ReadPathArgs,
+    #[command(flatten)]
+    keys: KeyArgs,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct IndexArgs {
+    #[command(flatten)]
+    at: Location,
+    /// Handle: ID or ID@GENERATION.
+    handle: String,
+    /// Item size in bytes (the handle's size must be a multiple).
+    #[arg(long)]
+    item_size: usize,
+    /// Hash tables (1 to 64).
+    #[arg(long, default_value_t = inpath_store::lsh::DEFAULT_TABLES)]
+    tables: u32,
+    /// Sampled bits per table (1 to 32, at most the item's bits).
+    #[arg(long, default_value_t = inpath_store::lsh::DEFAULT_BITS)]
+    bits: u32,
+    /// Seed of the sampled bit positions.
+    #[arg(long, default_value_t = inpath_store::lsh::DEFAULT_SEED)]
+    seed: u64,
+    /// Lanes (threads) of the build scan.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
     #[command(flatten)]
     read: ReadPathArgs,
     #[command(flatten)]
@@ -468,6 +523,7 @@ pub fn run_store(args: StoreArgs) -> Result<()> {
         Action::Rm(a) => rm(a),
         Action::Grep(a) => grep(a),
         Action::Nn(a) => nn(a),
+        Action::Index(a) => index(a),
         Action::PutGraph(a) => put_graph(a),
         Action::Bfs(a) => bfs(a),
         Action::PutChase(a) => put_chase(a),
@@ -872,10 +928,25 @@ fn nn(a: NnArgs) -> Result<()> {
         queries_hex: to_hex(&queries),
         k: a.k,
         threads: a.threads.max(1),
+        lsh: a.lsh,
+        probe: a.probe,
     };
     let v = Target::open(&a.at, &a.keys, Some(&a.read))?.call(&req)?;
     if a.json {
         return print_out(&format!("{v}\n"));
+    }
+    if let Some(l) = v.get("lsh") {
+        let items = v["items"].as_u64().unwrap_or(0).max(1);
+        let nq = v["neighbours"].as_array().map_or(1, Vec::len).max(1) as u64;
+        let cands = l["candidates"].as_u64().unwrap_or(0);
+        eprintln!(
+            "lsh: {} candidates verified ({:.3}% of {} items per query), {} read, {} buckets probed",
+            thousands(cands),
+            cands as f64 / nq as f64 / items as f64 * 100.0,
+            thousands(items),
+            bytes(l["bytes_read"].as_u64().unwrap_or(0)),
+            thousands(l["buckets_probed"].as_u64().unwrap_or(0))
+        );
     }
     let mut text = String::new();
     let lists = v["neighbours"]
@@ -890,6 +961,31 @@ fn nn(a: NnArgs) -> Result<()> {
         text.push('\n');
     }
     print_out(&text)
+}
+
+fn index(a: IndexArgs) -> Result<()> {
+    let req = Request::Index {
+        handle: a.handle.clone(),
+        item_size: a.item_size,
+        tables: a.tables,
+        bits: a.bits,
+        seed: a.seed,
+        threads: a.threads.max(1),
+    };
+    let v = Target::open(&a.at, &a.keys, Some(&a.read))?.call(&req)?;
+    if a.json {
+        return print_out(&format!("{v}\n"));
+    }
+    print_out(&format!(
+        "handle {}@{}: LSH index of {} items ({} tables of {} bits), {} in {}\n",
+        v["handle"],
+        v["generation"],
+        thousands(v["items"].as_u64().unwrap_or(0)),
+        v["tables"],
+        v["bits"],
+        bytes(v["index_bytes"].as_u64().unwrap_or(0)),
+        v["path"].as_str().unwrap_or("")
+    ))
 }
 
 fn put_graph(a: PutGraphArgs) -> Result<()> {
