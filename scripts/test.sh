@@ -49,7 +49,7 @@ if has_flags avx2 fma bmi1 bmi2; then
 fi
 for level in "${lower_levels[@]}"; do
   echo "== engine tests with INPATH_ISA=$level"
-  INPATH_ISA=$level cargo test --release --quiet -p inpath-sketch -p inpath-corr -p inpath-seal
+  INPATH_ISA=$level cargo test --release --quiet -p inpath-sketch -p inpath-corr -p inpath-seal -p inpath-store
 done
 
 # The portable code must build for aarch64 (Graviton, Ampere, Apple): check the library crates
