@@ -58,6 +58,8 @@ def bench_spark(args, report):
     spark = (SparkSession.builder.master("local[2]").appName("inpath-bench")
              .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
              .config("spark.driver.memory", "4g").config("spark.sql.shuffle.partitions", "2")
+             # Large Arrow batches for mapInArrow (the default 10,000 rows makes 5,000 batches).
+             .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(args.arrow_batch))
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     try:
@@ -208,6 +210,8 @@ def main():
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--spark-items", type=int, default=N_SPARK)
     parser.add_argument("--shard-mib", type=int, default=256)
+    parser.add_argument("--arrow-batch", type=int, default=1 << 20,
+                        help="spark: spark.sql.execution.arrow.maxRecordsPerBatch for mapInArrow")
     parser.add_argument("--grep-sf", default="2.7", help="grep: TPC-H scale factor (2.7: about 2 GB)")
     args = parser.parse_args()
     only = [s.strip() for s in args.only.split(",") if s.strip()]

@@ -135,7 +135,7 @@ def _tree(states, merge, split_every):
         raise InpathError("the input has no partitions")
     while len(states) > 1:
         states = [
-            dask.delayed(merge, pure=True)(states[i : i + split_every])
+            dask.delayed(merge, pure=False)(states[i : i + split_every])
             for i in range(0, len(states), split_every)
         ]
     return states[0]
@@ -182,12 +182,12 @@ def sketch(data, *, column=None, format=None, split_every=8, **params):
         if format is None:
             raise InpathError('a list of files needs format="u32", "u64" or "lines"')
         paths = [os.fspath(p) for p in data]
-        states = [dask.delayed(_sketch_file, pure=True)(p, format, params) for p in paths]
+        states = [dask.delayed(_sketch_file, pure=False)(p, format, params) for p in paths]
     else:
         if format is not None:
             raise InpathError("format= is for lists of files")
         states = [
-            dask.delayed(_sketch_block, pure=True)(p, params) for p in _partitions(data, column)
+            dask.delayed(_sketch_block, pure=False)(p, params) for p in _partitions(data, column)
         ]
     return Sketch.from_bytes(_tree(states, _merge_sketches, split_every).compute())
 
@@ -214,7 +214,7 @@ def corr(data, *, columns=None, dtype=None, streams=None, split_every=8, constan
         if streams < 1:
             raise InpathError(f"streams = {streams} is out of range: at least 1")
         states = [
-            dask.delayed(_corr_file, pure=True)(os.fspath(p), dtype, int(streams), None)
+            dask.delayed(_corr_file, pure=False)(os.fspath(p), dtype, int(streams), None)
             for p in data
         ]
         stats = Statistics.from_bytes(_tree(states, _merge_statistics, split_every).compute())
@@ -243,7 +243,7 @@ def corr(data, *, columns=None, dtype=None, streams=None, split_every=8, constan
         parts = list(data.rechunk({1: -1}).to_delayed().ravel())
     else:
         raise InpathError(f"{type(data).__name__} is not a 2-D dask array or a dask DataFrame")
-    states = [dask.delayed(_corr_block, pure=True)(p, names) for p in parts]
+    states = [dask.delayed(_corr_block, pure=False)(p, names) for p in parts]
     stats = Statistics.from_bytes(_tree(states, _merge_statistics, split_every).compute())
     return CorrResult(stats, constant=constant, ddof=ddof, labelled=names is not None)
 
