@@ -94,6 +94,20 @@ def bench_spark(args, report):
         report.add("distinct 50M int64: inpath.spark (mapInArrow) vs spark approx_count_distinct",
                    n * 8, map_s, "spark local[2]", spark_s,
                    {"inpath_error": map_err, "spark_error": spark_err})
+        # What the hand-off alone costs: a mapInArrow that only counts its rows.
+        import pyarrow as pa
+
+        def count_rows(batches):
+            rows = 0
+            for b in batches:
+                rows += b.num_rows
+            yield pa.RecordBatch.from_pydict({"n": [rows]})
+        noop_s, rows = median_time(
+            lambda: sum(r[0] for r in df.mapInArrow(count_rows, "n long").collect()), args.reps)
+        if rows != n:
+            sys.exit(f"scaleout.py: mapInArrow saw {rows} rows, expected {n}")
+        report.add("50M int64: mapInArrow that only counts rows vs spark approx_count_distinct",
+                   n * 8, noop_s, "spark local[2]", spark_s)
         # Spark at inpath's error: rsd 0.004 (about hll_p 16).
         tight_s, tight = median_time(
             lambda: df.agg(F.approx_count_distinct("x", 0.004)).collect()[0][0], args.reps)
