@@ -46,6 +46,9 @@ fn demo_runs_every_section_and_its_checks_agree() {
     // The in-store search against a plain scan of the original text.
     let grep = line("\"furiously\" searched in the store");
     assert!(grep.ends_with(": equal"), "{grep}");
+    // The DataSketches image reads back to the same registers.
+    let ds = line("for Spark and DataSketches");
+    assert!(ds.ends_with("read back equal"), "{ds}");
     // The in-store taps against the sketch and CRC of the original text.
     let taps = line("in-store taps on 2 lanes");
     assert!(

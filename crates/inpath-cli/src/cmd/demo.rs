@@ -228,6 +228,21 @@ fn sketch_section(items: usize) -> Result<String> {
             "flagged as untrustworthy"
         }
     )?;
+    // The same ids as an Apache DataSketches HLL image: what Spark's hll_sketch_agg writes and
+    // hll_union_agg reads (docs/distributed.md).
+    let mut ds = inpath_sketch::datasketches::DsHll::new(12)?;
+    for &r in &ranks {
+        ds.update_u64(page_id(r) as u64);
+    }
+    let image = ds.to_bytes();
+    let back = inpath_sketch::datasketches::DsHll::from_bytes(&image)?;
+    writeln!(
+        out,
+        "\n  for Spark and DataSketches: the ids as a DataSketches HLL image (lg_k 12, {}; Spark's hll_sketch_agg format): {} distinct, read back {}",
+        bytes(image.len() as u64),
+        thousands(ds.estimate().round() as u64),
+        if back == ds { "equal" } else { "DIFFERENT" }
+    )?;
     writeln!(out, "  try it on your data: inpath sketch --format u32 FILE, or --column NAME file.csv, or text lines\n")?;
     Ok(out)
 }
