@@ -1,32 +1,9 @@
 //! `inpath store` as a process in a temp dir: put, ls, read, rm, grep (against grep), nn, and
 //! the bad inputs with their messages and exit status.
 
-use std::path::Path;
-use std::process::{Command, Output};
-
-fn inpath(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_inpath"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("run inpath")
-}
-
-fn ok(dir: &Path, args: &[&str]) -> String {
-    let out = inpath(dir, args);
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn fails(dir: &Path, args: &[&str]) -> String {
-    let out = inpath(dir, args);
-    assert_eq!(out.status.code(), Some(1), "{args:?} should fail");
-    String::from_utf8(out.stderr).unwrap()
-}
+mod common;
+use common::{fails, ok, raw_call, Server};
+use std::process::Command;
 
 fn text() -> Vec<u8> {
     let mut x = 7u64;
@@ -355,58 +332,6 @@ fn nn_finds_planted_neighbours() {
     .unwrap();
     assert_eq!(json["neighbours"][0][0]["index"], 700);
     assert_eq!(json["items"], 1000);
-}
-
-/// A running `inpath store serve`, stopped when dropped.
-struct Server {
-    child: std::process::Child,
-    addr: String,
-}
-
-impl Server {
-    fn start(dir: &Path, args: &[&str]) -> Server {
-        use std::io::BufRead;
-        let mut child = Command::new(env!("CARGO_BIN_EXE_inpath"))
-            .current_dir(dir)
-            .args(["store", "serve"])
-            .args(args)
-            .args(["--listen", "127.0.0.1:0"])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("start inpath store serve");
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("server said {line:?}"))
-            .to_string();
-        Server { child, addr }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Sends one raw request frame and returns the answer's JSON.
-fn raw_call(stream: &mut std::net::TcpStream, body: &[u8]) -> serde_json::Value {
-    use std::io::{Read, Write};
-    stream
-        .write_all(&(body.len() as u32).to_le_bytes())
-        .unwrap();
-    stream.write_all(body).unwrap();
-    let mut len = [0u8; 4];
-    stream.read_exact(&mut len).unwrap();
-    let mut buf = vec![0u8; u32::from_le_bytes(len) as usize];
-    stream.read_exact(&mut buf).unwrap();
-    serde_json::from_slice(&buf).unwrap()
 }
 
 #[test]

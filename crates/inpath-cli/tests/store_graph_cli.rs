@@ -2,37 +2,8 @@
 //! search is known by hand, random and sealed graphs, the chase against its raw-pread twin, and
 //! the bad inputs with their messages and exit status.
 
-use std::path::Path;
-use std::process::{Command, Output};
-
-fn inpath(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_inpath"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("run inpath")
-}
-
-fn ok(dir: &Path, args: &[&str]) -> String {
-    let out = inpath(dir, args);
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn fails(dir: &Path, args: &[&str]) -> String {
-    let out = inpath(dir, args);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{args:?} should fail: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    String::from_utf8(out.stderr).unwrap()
-}
+mod common;
+use common::{fails, inpath, ok};
 
 fn json(text: &str) -> serde_json::Value {
     serde_json::from_str(text).unwrap()

@@ -2,70 +2,9 @@
 //! `inpath store serve`: planted neighbours found, the index's errors (missing, stale,
 //! damaged, parameters out of range) with exit status 1 and a message naming the fix.
 
+mod common;
+use common::{fails, inpath, ok, Server};
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn inpath(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_inpath"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("run inpath")
-}
-
-fn ok(dir: &Path, args: &[&str]) -> String {
-    let out = inpath(dir, args);
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn fails(dir: &Path, args: &[&str]) -> String {
-    let out = inpath(dir, args);
-    assert_eq!(out.status.code(), Some(1), "{args:?} should fail");
-    String::from_utf8(out.stderr).unwrap()
-}
-
-/// A running `inpath store serve`, stopped when dropped.
-struct Server {
-    child: std::process::Child,
-    addr: String,
-}
-
-impl Server {
-    fn start(dir: &Path, args: &[&str]) -> Server {
-        use std::io::BufRead;
-        let mut child = Command::new(env!("CARGO_BIN_EXE_inpath"))
-            .current_dir(dir)
-            .args(["store", "serve"])
-            .args(args)
-            .args(["--listen", "127.0.0.1:0"])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("start inpath store serve");
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("server said {line:?}"))
-            .to_string();
-        Server { child, addr }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// 2000 items of 64 bytes; query 0 is item 700 with 3 bits flipped, query 1 is item 5.
 fn data(d: &Path) {

@@ -250,20 +250,12 @@ pub(crate) fn offer(heap: &mut BinaryHeap<Neighbour>, k: usize, cand: Neighbour)
 impl Scan for HammingScan {
     type Partial = Neighbours;
 
-    fn feed(&mut self, _offset: u64, mut bytes: &[u8]) -> Flow {
-        let is = self.kernel.item_size;
-        if !self.carry.is_empty() {
-            let take = (is - self.carry.len()).min(bytes.len());
-            self.carry.extend_from_slice(&bytes[..take]);
-            bytes = &bytes[take..];
-            if self.carry.len() == is {
-                let item = std::mem::take(&mut self.carry);
-                self.items(&item);
-            }
-        }
-        let whole = bytes.len() / is * is;
-        self.items(&bytes[..whole]);
-        self.carry.extend_from_slice(&bytes[whole..]);
+    fn feed(&mut self, _offset: u64, bytes: &[u8]) -> Flow {
+        let mut carry = std::mem::take(&mut self.carry);
+        crate::kernel::whole_items(&mut carry, self.kernel.item_size, bytes, |items| {
+            self.items(items)
+        });
+        self.carry = carry;
         Flow::More
     }
 

@@ -61,6 +61,29 @@ pub trait Kernel: Sync {
     fn scan(&self, own: Range<u64>, size: u64) -> Self::Scan;
 }
 
+/// Cuts a lane's chunks into whole items of `item_size` bytes for scans over fixed-size items:
+/// `items` gets runs of whole items (possibly none); a partial item waits in `carry` for the
+/// next chunk. (A lane's range starts on an item boundary, so nothing is lost at its start.)
+pub(crate) fn whole_items(
+    carry: &mut Vec<u8>,
+    item_size: usize,
+    mut bytes: &[u8],
+    mut items: impl FnMut(&[u8]),
+) {
+    if !carry.is_empty() {
+        let take = (item_size - carry.len()).min(bytes.len());
+        carry.extend_from_slice(&bytes[..take]);
+        bytes = &bytes[take..];
+        if carry.len() == item_size {
+            items(carry);
+            carry.clear();
+        }
+    }
+    let whole = bytes.len() / item_size * item_size;
+    items(&bytes[..whole]);
+    carry.extend_from_slice(&bytes[whole..]);
+}
+
 /// Cuts `0..size` into at most `lanes` contiguous ranges on `page_size` boundaries, as even as
 /// whole pages allow. Always at least one range (`0..0` for an empty handle).
 pub fn lane_ranges(size: u64, page_size: u64, lanes: usize) -> Vec<Range<u64>> {

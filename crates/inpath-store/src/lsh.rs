@@ -237,20 +237,10 @@ impl BuildScan {
 impl Scan for BuildScan {
     type Partial = Keys;
 
-    fn feed(&mut self, _offset: u64, mut bytes: &[u8]) -> Flow {
-        let is = self.item_size;
-        if !self.carry.is_empty() {
-            let take = (is - self.carry.len()).min(bytes.len());
-            self.carry.extend_from_slice(&bytes[..take]);
-            bytes = &bytes[take..];
-            if self.carry.len() == is {
-                let item = std::mem::take(&mut self.carry);
-                self.items(&item);
-            }
-        }
-        let whole = bytes.len() / is * is;
-        self.items(&bytes[..whole]);
-        self.carry.extend_from_slice(&bytes[whole..]);
+    fn feed(&mut self, _offset: u64, bytes: &[u8]) -> Flow {
+        let mut carry = std::mem::take(&mut self.carry);
+        crate::kernel::whole_items(&mut carry, self.item_size, bytes, |items| self.items(items));
+        self.carry = carry;
         Flow::More
     }
 

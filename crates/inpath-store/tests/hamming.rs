@@ -6,19 +6,8 @@ use inpath_store::hamming::{distance, QUERY_BLOCK};
 use inpath_store::kernel::run_slice;
 use inpath_store::{Hamming, HammingKernel, Neighbour};
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
-}
+mod common;
+use common::Rng;
 
 /// Items: random ones, repeats of a few (ties), all-zero and all-one ones (extreme distances).
 fn items(is: usize, n: usize, r: &mut Rng) -> Vec<u8> {

@@ -5,19 +5,8 @@ use inpath_store::hamming::distance;
 use inpath_store::lsh::{self, LshIndex, LshParams};
 use inpath_store::{FlashReader, HammingKernel, PutOptions, ReaderConfig, Store};
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
-}
+mod common;
+use common::Rng;
 
 /// Random items, and queries that are some of them with `flips` random bits flipped.
 fn planted(
