@@ -14,7 +14,7 @@
 
 use crate::error::Result;
 use crate::kernel::{Flow, Kernel, Partial, Scan};
-use crate::reader::{FlashReader, Port};
+use crate::reader::{Chunk, FlashReader, Port};
 use crate::store::OpenHandle;
 use serde::{Deserialize, Serialize};
 use std::io::Read;
@@ -40,7 +40,8 @@ pub trait TapRunner: Send + Sync {
 /// [`FlashReader`], whose workers read ahead.
 pub struct HandleReader<'r> {
     port: Port<'r>,
-    chunk: Vec<u8>,
+    /// The chunk being handed out (its buffer goes back to the reader's pool when dropped).
+    chunk: Option<Chunk>,
     at: usize,
     bytes: u64,
     pages: u64,
@@ -56,7 +57,7 @@ impl<'r> HandleReader<'r> {
     ) -> Result<HandleReader<'r>> {
         Ok(HandleReader {
             port: reader.request(handle, offset, length)?,
-            chunk: Vec::new(),
+            chunk: None,
             at: 0,
             bytes: 0,
             pages: 0,
@@ -76,13 +77,12 @@ impl<'r> HandleReader<'r> {
 
 impl Read for HandleReader<'_> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        while self.at == self.chunk.len() {
+        while self.at == self.chunk.as_ref().map_or(0, |c| c.bytes().len()) {
             match self.port.next_chunk() {
                 None => return Ok(0),
                 Some(Ok(chunk)) => {
                     self.pages += chunk.pages;
-                    self.chunk.clear();
-                    self.chunk.extend_from_slice(chunk.bytes());
+                    self.chunk = Some(chunk);
                     self.at = 0;
                 }
                 // A damaged page or a failed read: the tap's input ends with an error, which
@@ -90,8 +90,9 @@ impl Read for HandleReader<'_> {
                 Some(Err(e)) => return Err(std::io::Error::other(e)),
             }
         }
-        let n = buf.len().min(self.chunk.len() - self.at);
-        buf[..n].copy_from_slice(&self.chunk[self.at..self.at + n]);
+        let bytes = self.chunk.as_ref().map_or(&[][..], Chunk::bytes);
+        let n = buf.len().min(bytes.len() - self.at);
+        buf[..n].copy_from_slice(&bytes[self.at..self.at + n]);
         self.at += n;
         self.bytes += n as u64;
         Ok(n)
