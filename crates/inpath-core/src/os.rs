@@ -147,6 +147,30 @@ pub fn cpu_times() -> (f64, f64) {
     (secs(ru.ru_utime), secs(ru.ru_stime))
 }
 
+/// CPU seconds (user + system) the calling thread has used so far: an engine that runs on its
+/// own threads (the query offload device) reports its CPU apart from the host's. Zero where the
+/// OS cannot be asked per thread.
+pub fn thread_cpu_seconds() -> f64 {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: getrusage writes into the zeroed struct we own; RUSAGE_THREAD is valid on
+        // Linux.
+        let ru = unsafe {
+            let mut ru: libc::rusage = std::mem::zeroed();
+            if libc::getrusage(libc::RUSAGE_THREAD, &mut ru) != 0 {
+                return 0.0;
+            }
+            ru
+        };
+        let secs = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+        secs(ru.ru_utime) + secs(ru.ru_stime)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        0.0
+    }
+}
+
 /// The size of a memory page.
 #[cfg(target_os = "linux")]
 fn page_size() -> usize {

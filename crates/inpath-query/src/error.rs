@@ -205,6 +205,15 @@ pub enum Error {
         detail: String,
     },
 
+    /// The offload device refused or failed a Table Task graph: a graph from a newer version,
+    /// a damaged graph, a memory budget too small for one page, a value out of range, a
+    /// cancelled query.
+    #[error("offload device: {detail}")]
+    Offload {
+        /// What went wrong.
+        detail: String,
+    },
+
     /// A directory holds no column tables.
     #[error("{path}: no column tables here (a table is a directory holding a `manifest`)")]
     NoTables {

@@ -61,6 +61,7 @@
 pub mod error;
 pub mod format;
 pub mod import;
+pub mod offload;
 mod pack;
 mod page;
 pub mod reader;

@@ -21,6 +21,9 @@
 
 use crate::error::{Error, Result};
 use crate::format::{LogicalType, Scalar, MANIFEST_FILE};
+use crate::offload::{
+    Decision, DeviceExec, DeviceStats, Limits, LocalDevice, OffloadRule, TaskGraph,
+};
 use crate::reader::TableReader;
 use async_trait::async_trait;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions};
@@ -32,6 +35,7 @@ use datafusion::common::stats::Precision;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{Column, DFSchema, DataFusionError, ScalarValue, Statistics};
 use datafusion::datasource::TableType;
+use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::TaskContext;
 use datafusion::logical_expr::expr::{AggregateFunction, InList, Like};
 use datafusion::logical_expr::expr_rewriter::FunctionRewrite;
@@ -204,14 +208,14 @@ fn unqualified(expr: &Expr) -> DfResult<Expr> {
 
 /// How a literal bound is rounded when it must be rescaled to the column's decimal scale.
 #[derive(Clone, Copy, PartialEq)]
-enum Round {
+pub(crate) enum Round {
     Down,
     Up,
     Exact,
 }
 
 /// The zone-map bound a literal gives for a column of type `logical`, if any.
-fn bound(value: &ScalarValue, logical: LogicalType, round: Round) -> Option<Scalar> {
+pub(crate) fn bound(value: &ScalarValue, logical: LogicalType, round: Round) -> Option<Scalar> {
     // A literal compared with a dictionary column is coerced to a dictionary scalar.
     if let ScalarValue::Dictionary(_, inner) = value {
         return bound(inner, logical, round);
@@ -456,6 +460,8 @@ impl TableProvider for ColumnTable {
             }
         }
 
+        let selector =
+            (!filters.is_empty()).then(|| crate::offload::rule::selector_for(&filters, reader));
         let filter = match conjunction(filters) {
             Some(expr) => {
                 let mut columns: Vec<usize> = expr
@@ -479,16 +485,19 @@ impl TableProvider for ColumnTable {
             None => None,
         };
         let partitions = state.config().target_partitions().max(1);
-        Ok(Arc::new(ColumnScanExec::new(
-            reader.clone(),
-            self.counters.clone(),
-            projection,
-            schema,
-            filter,
-            pages,
-            partitions,
-            limit,
-        )))
+        Ok(Arc::new(
+            ColumnScanExec::new(
+                reader.clone(),
+                self.counters.clone(),
+                projection,
+                schema,
+                filter,
+                pages,
+                partitions,
+                limit,
+            )
+            .with_selector(selector),
+        ))
     }
 }
 
@@ -504,10 +513,43 @@ pub struct ColumnScanExec {
     runs: Vec<Vec<usize>>,
     pages_total: usize,
     limit: Option<usize>,
+    /// The pushed filter as an offload Row Selector, or why it is not one.
+    selector: Option<std::result::Result<crate::offload::graph::Selector, String>>,
     props: Arc<PlanProperties>,
 }
 
 impl ColumnScanExec {
+    fn with_selector(
+        mut self,
+        selector: Option<std::result::Result<crate::offload::graph::Selector, String>>,
+    ) -> ColumnScanExec {
+        self.selector = selector;
+        self
+    }
+
+    /// The table read.
+    pub fn reader(&self) -> &Arc<TableReader> {
+        &self.reader
+    }
+
+    /// The table columns the scan outputs, in output order.
+    pub fn projection(&self) -> &[usize] {
+        &self.projection
+    }
+
+    /// The limit handed down, if any.
+    pub fn limit(&self) -> Option<usize> {
+        self.limit
+    }
+
+    /// The pushed filter as a Row Selector (`None` without a filter; an error names why the
+    /// filter is not a sum of products of comparators).
+    pub fn selector(
+        &self,
+    ) -> Option<&std::result::Result<crate::offload::graph::Selector, String>> {
+        self.selector.as_ref()
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn new(
         reader: Arc<TableReader>,
@@ -551,6 +593,7 @@ impl ColumnScanExec {
             runs,
             pages_total,
             limit,
+            selector: None,
             props: Arc::new(props),
         }
     }
@@ -849,6 +892,47 @@ pub struct SqlSession {
     runtime: tokio::runtime::Runtime,
     counters: Arc<ScanCounters>,
     tables: Vec<String>,
+    offload: Option<Arc<OffloadRule>>,
+}
+
+/// How a session offloads work to a device (see [`crate::offload`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OffloadOptions {
+    /// Device memory in bytes; `None`: 40 MiB per TPC-H SF 1 worth of rows (8.66 M rows over
+    /// all tables), at least 4 MiB.
+    pub memory: Option<u64>,
+    /// Device lanes; `None`: the session's threads.
+    pub lanes: Option<usize>,
+    /// Hardware limits the tasks must fit ([`Limits::LIFTED`] by default).
+    pub limits: Limits,
+}
+
+impl Default for OffloadOptions {
+    fn default() -> Self {
+        OffloadOptions {
+            memory: None,
+            lanes: None,
+            limits: Limits::LIFTED,
+        }
+    }
+}
+
+/// Rows of all eight TPC-H tables at SF 1.
+const SF1_ROWS: u64 = 8_661_245;
+
+/// What offload did to one statement's plan.
+#[derive(Clone, Debug)]
+pub struct OffloadExplain {
+    /// The physical plan, with `DeviceExec` where the device runs a task.
+    pub plan: String,
+    /// `full` (every table read runs on the device), `partial` or `host`.
+    pub class: &'static str,
+    /// The task graphs the device runs.
+    pub graphs: Vec<TaskGraph>,
+    /// Per aggregate the rule looked at: offloaded or why not.
+    pub decisions: Vec<Decision>,
+    /// Scans left on the host.
+    pub host_scans: usize,
 }
 
 impl std::fmt::Debug for SqlSession {
@@ -876,7 +960,7 @@ impl QueryResult {
 }
 
 impl SqlSession {
-    fn new_context(threads: usize) -> Result<SessionContext> {
+    fn new_context(threads: usize, rule: Option<Arc<OffloadRule>>) -> Result<SessionContext> {
         if threads == 0 || threads > 1024 {
             return Err(Error::parameter("threads", threads, "1 to 1024"));
         }
@@ -884,6 +968,12 @@ impl SqlSession {
             .with_target_partitions(threads)
             .with_information_schema(true);
         let mut ctx = SessionContext::new_with_config(config);
+        if let Some(rule) = rule {
+            let state = SessionStateBuilder::new_from_existing(ctx.state())
+                .with_physical_optimizer_rule(rule)
+                .build();
+            ctx = SessionContext::new_with_state(state);
+        }
         ctx.register_function_rewrite(Arc::new(AvgDecimalAsDouble))
             .map_err(sql_error)?;
         Ok(ctx)
@@ -902,7 +992,7 @@ impl SqlSession {
     /// the same settings as [`open`](Self::open): DataFusion-on-Parquet, the benchmark's peer.
     /// Its [`stats`](Self::stats) stay zero.
     pub fn open_parquet(dir: &Path, threads: usize) -> Result<SqlSession> {
-        let ctx = SqlSession::new_context(threads)?;
+        let ctx = SqlSession::new_context(threads, None)?;
         let runtime = SqlSession::runtime(threads, dir)?;
         let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
             .map_err(|e| Error::io(dir, e))?
@@ -936,27 +1026,59 @@ impl SqlSession {
             runtime,
             counters: Arc::new(ScanCounters::default()),
             tables,
+            offload: None,
         })
     }
 
     /// Opens every table under `dir` (see [`table_dirs`]), each registered under its
     /// directory's name, with `threads` worker threads and as many scan partitions.
     pub fn open(dir: &Path, keys: &KeyRing, threads: usize) -> Result<SqlSession> {
-        let ctx = SqlSession::new_context(threads)?;
+        SqlSession::open_with(dir, keys, threads, None)
+    }
+
+    /// As [`open`](Self::open); with `offload`, sub-plans the device can run are handed to a
+    /// [`LocalDevice`] over the same tables.
+    pub fn open_with(
+        dir: &Path,
+        keys: &KeyRing,
+        threads: usize,
+        offload: Option<OffloadOptions>,
+    ) -> Result<SqlSession> {
         let counters = Arc::new(ScanCounters::default());
         let mut tables = Vec::new();
+        let mut opened = Vec::new();
         for path in table_dirs(dir)? {
             let table = ColumnTable::open(&path, keys, counters.clone())?;
             let name = path
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_else(|| table.reader().table().to_string());
+            tables.push(name.clone());
+            opened.push((name, table));
+        }
+        let rule = match offload {
+            None => None,
+            Some(o) => {
+                let rows: u64 = opened.iter().map(|(_, t)| t.reader().row_count()).sum();
+                let memory = o.memory.unwrap_or_else(|| {
+                    let per_sf = crate::offload::DEFAULT_MEMORY_PER_SF as f64;
+                    ((rows as f64 / SF1_ROWS as f64) * per_sf).max((4u64 << 20) as f64) as u64
+                });
+                let readers = opened
+                    .iter()
+                    .map(|(name, t)| (name.clone(), t.reader.clone()))
+                    .collect();
+                let device = LocalDevice::new(readers, o.lanes.unwrap_or(threads), memory)?;
+                Some(Arc::new(OffloadRule::new(Arc::new(device), o.limits)))
+            }
+        };
+        let ctx = SqlSession::new_context(threads, rule.clone())?;
+        for (name, table) in opened {
             ctx.register_table(
-                datafusion::common::TableReference::bare(name.clone()),
+                datafusion::common::TableReference::bare(name),
                 Arc::new(table),
             )
             .map_err(sql_error)?;
-            tables.push(name);
         }
         let runtime = SqlSession::runtime(threads, dir)?;
         Ok(SqlSession {
@@ -964,6 +1086,58 @@ impl SqlSession {
             runtime,
             counters,
             tables,
+            offload: rule,
+        })
+    }
+
+    /// What the offload device did since the session opened or the last
+    /// [`reset_stats`](Self::reset_stats) (`None` without offload).
+    pub fn device_stats(&self) -> Option<DeviceStats> {
+        self.offload.as_ref().map(|r| r.device().stats())
+    }
+
+    /// The device's memory budget in bytes (`None` without offload).
+    pub fn device_memory(&self) -> Option<u64> {
+        self.offload.as_ref().map(|r| r.memory_budget())
+    }
+
+    /// Plans a statement and says what offload made of it: its class, the task graphs, and
+    /// why each aggregate that stayed on the host did.
+    pub fn explain_offload(&self, text: &str) -> Result<OffloadExplain> {
+        let rule = self.offload.as_ref().ok_or_else(|| Error::Offload {
+            detail: "the session was opened without offload".into(),
+        })?;
+        rule.take_decisions();
+        let plan = self.runtime.block_on(async {
+            let frame = self.ctx.sql(text).await.map_err(sql_error)?;
+            frame.create_physical_plan().await.map_err(sql_error)
+        })?;
+        let decisions = rule.take_decisions();
+        let mut graphs = Vec::new();
+        let mut host_scans = 0;
+        let _ = plan.apply(|node| {
+            if let Some(d) = node.downcast_ref::<DeviceExec>() {
+                graphs.push(d.graph().clone());
+            }
+            if node.is::<ColumnScanExec>() {
+                host_scans += 1;
+            }
+            Ok(TreeNodeRecursion::Continue)
+        });
+        let class = match (graphs.is_empty(), host_scans) {
+            (true, _) => "host",
+            (false, 0) => "full",
+            (false, _) => "partial",
+        };
+        let text = datafusion::physical_plan::displayable(plan.as_ref())
+            .indent(true)
+            .to_string();
+        Ok(OffloadExplain {
+            plan: text,
+            class,
+            graphs,
+            decisions,
+            host_scans,
         })
     }
 
@@ -1011,7 +1185,10 @@ impl SqlSession {
 
     /// Sets the scan counters to zero.
     pub fn reset_stats(&self) {
-        self.counters.reset()
+        self.counters.reset();
+        if let Some(rule) = &self.offload {
+            rule.device().reset_stats();
+        }
     }
 }
 

@@ -33,6 +33,75 @@ enum QueryCommand {
     /// Show a table's schema, rows, pages, encodings, widths and bytes (DIR is a table or a
     /// directory of tables).
     Inspect(InspectArgs),
+    /// Show what offload makes of the TPC-H queries (or a statement): each query's class
+    /// (full, partial, host), its Table Task graphs, and why anything stays on the host.
+    Explain(ExplainArgs),
+}
+
+/// How a session offloads Table Tasks to the device (issue 14).
+#[derive(Args, Clone)]
+struct OffloadArgs {
+    /// Run what the device can (aggregates over one table's filtered, computed rows) beside
+    /// the pages, on the device's own lanes and memory; the host merges its partial results.
+    #[arg(long)]
+    offload: bool,
+    /// The device's memory (such as 40MiB; default 40 MiB per TPC-H SF 1 of rows, at least
+    /// 4 MiB). A group-by that outgrows it hands partial groups to the host early.
+    #[arg(long, value_parser = crate::common::parse_size, requires = "offload")]
+    device_memory: Option<u64>,
+    /// Device lanes (default: --threads).
+    #[arg(long, requires = "offload")]
+    device_lanes: Option<usize>,
+    /// Hardware limits tasks must fit: `lifted` (the software device's, default) or `thesis`
+    /// (AQUOMAN's: 1024 group buckets, 16-byte group ids, 4 comparators, 4 PEs x 8
+    /// instructions, one read port).
+    #[arg(long, default_value = "lifted", value_parser = ["lifted", "thesis"], requires = "offload")]
+    fidelity: String,
+}
+
+impl OffloadArgs {
+    fn options(&self) -> Option<inpath_query::sql::OffloadOptions> {
+        self.offload.then(|| inpath_query::sql::OffloadOptions {
+            memory: self.device_memory,
+            lanes: self.device_lanes,
+            limits: if self.fidelity == "thesis" {
+                inpath_query::offload::Limits::THESIS
+            } else {
+                inpath_query::offload::Limits::LIFTED
+            },
+        })
+    }
+}
+
+/// Arguments of `inpath query explain`.
+#[derive(Args)]
+#[command(after_help = "Examples:\n  \
+    inpath query explain --offload tpch\n  \
+    inpath query explain --offload tpch --queries 1,6 --graphs\n  \
+    inpath query explain --offload --fidelity thesis --device-memory 40MiB tpch --json\n  \
+    inpath query explain --offload tpch --sql \"SELECT sum(l_quantity) FROM lineitem\"")]
+struct ExplainArgs {
+    /// Directory holding the tables.
+    dir: PathBuf,
+    /// TPC-H queries to explain, such as 1,6,14 or 1-5 (default: all 22).
+    #[arg(long, conflicts_with = "sql")]
+    queries: Option<String>,
+    /// Explain this statement instead of TPC-H queries.
+    #[arg(long)]
+    sql: Option<String>,
+    /// Print each query's Table Task graphs (JSON) and plan.
+    #[arg(long)]
+    graphs: bool,
+    #[command(flatten)]
+    offload: OffloadArgs,
+    #[command(flatten)]
+    keys: ReadKeyArgs,
+    /// Threads (and scan partitions) of the plans.
+    #[arg(long, default_value_t = default_threads())]
+    threads: usize,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 /// How `gen` and `import` write tables: the sealing tier, its key, rows per page.
@@ -178,6 +247,8 @@ struct SqlArgs {
     /// Print what the scans did (pages pruned, unselected, read; bytes) on standard error.
     #[arg(long)]
     stats: bool,
+    #[command(flatten)]
+    offload: OffloadArgs,
 }
 
 /// Arguments of `inpath query tpch`.
@@ -214,8 +285,10 @@ struct TpchArgs {
     /// DIR holds TPC-H Parquet files (NAME.parquet, as tpchgen-cli writes them) instead of
     /// column tables: the same DataFusion, the same settings, over Parquet (the benchmark's
     /// peer).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "offload")]
     parquet: bool,
+    #[command(flatten)]
+    offload: OffloadArgs,
 }
 
 fn default_threads() -> usize {
@@ -271,6 +344,7 @@ pub fn run(args: QueryArgs) -> anyhow::Result<()> {
         QueryCommand::Sql(a) => sql(a),
         QueryCommand::Tpch(a) => tpch(a),
         QueryCommand::Inspect(a) => inspect(a),
+        QueryCommand::Explain(a) => explain(a),
     }
 }
 
@@ -321,9 +395,121 @@ fn open_session(
     dir: &Path,
     keys: &ReadKeyArgs,
     threads: usize,
+    offload: &OffloadArgs,
 ) -> anyhow::Result<inpath_query::SqlSession> {
     let ring = keys.ring()?;
-    inpath_query::SqlSession::open(dir, &ring, threads).map_err(|e| keys.hint(e))
+    inpath_query::SqlSession::open_with(dir, &ring, threads, offload.options())
+        .map_err(|e| keys.hint(e))
+}
+
+fn device_line(s: &inpath_query::offload::DeviceStats) -> String {
+    format!(
+        "device: {} graphs; pages {} read, {} skipped; {} read, {} sent to the host; {} rows selected; {:.3} s CPU; peak memory {}; {} groups spilled",
+        s.graphs,
+        thousands(s.pages_read),
+        thousands(s.pages_skipped),
+        bytes(s.bytes_read),
+        bytes(s.bytes_sent),
+        thousands(s.rows_selected),
+        s.cpu_seconds,
+        bytes(s.peak_memory),
+        thousands(s.groups_spilled)
+    )
+}
+
+fn explain(args: ExplainArgs) -> anyhow::Result<()> {
+    if !args.offload.offload {
+        bail!("query explain shows what offload does: pass --offload (with --device-memory and --fidelity as wanted); `query sql --explain` prints a plain plan");
+    }
+    let session = open_session(&args.dir, &args.keys, args.threads, &args.offload)?;
+    let statements: Vec<(String, String)> = match (&args.sql, &args.queries) {
+        (Some(sql), _) => vec![("sql".to_string(), sql.clone())],
+        (None, q) => {
+            let queries = match q {
+                Some(q) => parse_queries(q)?,
+                None => (1..=22).collect(),
+            };
+            queries
+                .into_iter()
+                .map(|n| {
+                    (
+                        format!("Q{n}"),
+                        inpath_query::tpch_queries::query(n)
+                            .expect("1..=22")
+                            .to_string(),
+                    )
+                })
+                .collect()
+        }
+    };
+    let mut text = format!(
+        "device memory {}, fidelity {}\nquery   class    tasks  notes\n",
+        bytes(session.device_memory().unwrap_or(0)),
+        args.offload.fidelity
+    );
+    let mut rows = Vec::new();
+    let mut counts = [0usize; 3];
+    for (name, sql) in &statements {
+        let e = session.explain_offload(sql).with_context(|| name.clone())?;
+        counts[match e.class {
+            "full" => 0,
+            "partial" => 1,
+            _ => 2,
+        }] += 1;
+        let mut notes: Vec<String> = Vec::new();
+        for d in &e.decisions {
+            let table = d.table.clone().unwrap_or_else(|| "-".into());
+            match &d.declined {
+                Some(why) => notes.push(format!("{table}: host ({why})")),
+                None => notes.push(format!("{table}: device")),
+            }
+            if !d.limits_hit.is_empty() && d.declined.is_none() {
+                notes.push(format!("thesis limits hit: {}", d.limits_hit.join(", ")));
+            }
+        }
+        if e.host_scans > 0 {
+            notes.push(format!("{} scans on the host", e.host_scans));
+        }
+        text.push_str(&format!(
+            "{name:<7} {:<8} {:>5}  {}\n",
+            e.class,
+            e.graphs.len(),
+            notes.join("; ")
+        ));
+        if args.graphs && !args.json {
+            for g in &e.graphs {
+                text.push_str(&format!("{}\n", g.to_json()));
+            }
+            text.push_str(&format!("{}\n", e.plan.trim_end()));
+        }
+        rows.push(serde_json::json!({
+            "query": name,
+            "class": e.class,
+            "graphs": e.graphs,
+            "host_scans": e.host_scans,
+            "decisions": e.decisions.iter().map(|d| serde_json::json!({
+                "table": d.table,
+                "offloaded": d.declined.is_none(),
+                "declined": d.declined,
+                "thesis_limits_hit": d.limits_hit,
+            })).collect::<Vec<_>>(),
+            "plan": args.graphs.then_some(e.plan.clone()),
+        }));
+    }
+    text.push_str(&format!(
+        "{} full, {} partial, {} host\n",
+        counts[0], counts[1], counts[2]
+    ));
+    if args.json {
+        let value = serde_json::json!({
+            "dir": args.dir.display().to_string(),
+            "device_memory": session.device_memory(),
+            "fidelity": args.offload.fidelity,
+            "queries": rows,
+        });
+        return print_out(&format!("{}\n", serde_json::to_string_pretty(&value)?));
+    }
+    print_out(&text)
 }
 
 fn stats_line(s: &inpath_query::ScanStats) -> String {
@@ -341,7 +527,7 @@ fn stats_line(s: &inpath_query::ScanStats) -> String {
 
 fn sql(args: SqlArgs) -> anyhow::Result<()> {
     use inpath_query::ResultFormat;
-    let session = open_session(&args.dir, &args.keys, args.threads)?;
+    let session = open_session(&args.dir, &args.keys, args.threads, &args.offload)?;
     if args.explain {
         return print_out(&format!(
             "{}\n",
@@ -364,6 +550,9 @@ fn sql(args: SqlArgs) -> anyhow::Result<()> {
     let result = session.sql(&args.statement)?;
     if args.stats {
         eprintln!("{}", stats_line(&session.stats()));
+        if let Some(d) = session.device_stats() {
+            eprintln!("{}", device_line(&d));
+        }
     }
     if let Some(out) = &args.output {
         let bytes = result.encode(ResultFormat::Parquet)?;
@@ -460,7 +649,7 @@ fn tpch(args: TpchArgs) -> anyhow::Result<()> {
     let session = if args.parquet {
         inpath_query::SqlSession::open_parquet(&args.dir, args.threads)?
     } else {
-        open_session(&args.dir, &args.keys, args.threads)?
+        open_session(&args.dir, &args.keys, args.threads, &args.offload)?
     };
     let check = args.check || args.answers.is_some();
     let answers: Vec<Option<String>> = if !check {
@@ -501,14 +690,24 @@ fn tpch(args: TpchArgs) -> anyhow::Result<()> {
         let mut times = Vec::with_capacity(args.runs);
         let mut result = None;
         let mut stats = inpath_query::ScanStats::default();
+        let mut device = None;
+        let mut cpus = Vec::with_capacity(args.runs);
         for _ in 0..args.runs {
             session.reset_stats();
+            let (u0, s0) = inpath_core::cpu_times();
             let start = Instant::now();
             let r = session.sql(query).with_context(|| format!("Q{n}"))?;
             times.push(start.elapsed().as_secs_f64());
+            let (u1, s1) = inpath_core::cpu_times();
             stats = session.stats();
+            device = session.device_stats();
+            // The process's CPU less the device lanes': the host's share.
+            let device_cpu = device.map_or(0.0, |d| d.cpu_seconds);
+            cpus.push(((u1 - u0) + (s1 - s0) - device_cpu).max(0.0));
             result = Some(r);
         }
+        cpus.sort_by(f64::total_cmp);
+        let host_cpu = cpus[cpus.len() / 2];
         times.sort_by(f64::total_cmp);
         let secs = times[times.len() / 2];
         total += secs;
@@ -545,6 +744,8 @@ fn tpch(args: TpchArgs) -> anyhow::Result<()> {
             "bytes_read": stats.bytes_read,
             "rows_scanned": stats.rows_scanned,
             "rows_out": stats.rows_out,
+            "host_cpu_seconds": host_cpu,
+            "device": device,
             "check": verdict.as_ref().map(|v| match v { Ok(()) => "equal".to_string(), Err(e) => e.clone() }),
         }));
     }

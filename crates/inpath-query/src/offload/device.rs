@@ -1,0 +1,1254 @@
+//! The device: where Table Tasks run, beside the pages. [`LocalDevice`] runs them on its own
+//! threads (lanes) within its own memory budget and counts what it did, so that the host's
+//! share of a query's work can be told apart from the device's.
+
+use super::graph::{
+    Agg, AggFunc, CmpOp, Comparator, GroupKey, MaskSource, Op, Operator, TableTask, TaskGraph, Test,
+};
+use crate::error::{Error, Result};
+use crate::reader::TableReader;
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Date32Type, Decimal128Type, Int32Type, Int64Type};
+use arrow_array::{
+    Array, ArrayRef, BooleanArray, Date32Array, Decimal128Array, DictionaryArray, Float64Array,
+    Int32Array, Int64Array, RecordBatch, StringArray, UInt64Array,
+};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// Device memory per TPC-H scale factor 1 by default: the thesis's 40 MiB per SF 1 ratio
+/// (reference 001, part II), as bytes.
+pub const DEFAULT_MEMORY_PER_SF: u64 = 40 << 20;
+
+/// A place Table Task graphs run.
+pub trait Device: Send + Sync + std::fmt::Debug {
+    /// Starts a graph; its last task's rows come back through the stream.
+    fn submit(&self, graph: &TaskGraph) -> Result<DeviceStream>;
+    /// What the device did since it was made or last reset.
+    fn stats(&self) -> DeviceStats;
+    /// Sets the counts to zero.
+    fn reset_stats(&self);
+    /// The memory the device may hold, in bytes.
+    fn memory_budget(&self) -> u64;
+}
+
+/// What a device did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct DeviceStats {
+    /// Graphs run.
+    pub graphs: u64,
+    /// Pages whose columns were read.
+    pub pages_read: u64,
+    /// Pages skipped: pruned by zone maps, or read only as far as the selector and holding no
+    /// selected row.
+    pub pages_skipped: u64,
+    /// Bytes of the page records read (what flash would have sent to the device).
+    pub bytes_read: u64,
+    /// Bytes handed to the host (Arrow buffers of the emitted batches).
+    pub bytes_sent: u64,
+    /// Rows the selectors kept.
+    pub rows_selected: u64,
+    /// CPU seconds the device's lanes used.
+    pub cpu_seconds: f64,
+    /// The most memory the device held at once (pages, registers, group tables).
+    pub peak_memory: u64,
+    /// Groups emitted early because the group table reached the memory budget.
+    pub groups_spilled: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    graphs: AtomicU64,
+    pages_read: AtomicU64,
+    pages_skipped: AtomicU64,
+    bytes_read: AtomicU64,
+    bytes_sent: AtomicU64,
+    rows_selected: AtomicU64,
+    cpu_micros: AtomicU64,
+    memory: AtomicU64,
+    peak_memory: AtomicU64,
+    groups_spilled: AtomicU64,
+}
+
+impl Counters {
+    fn add(c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn hold(&self, bytes: u64) {
+        let now = self.memory.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        self.peak_memory.fetch_max(now, Ordering::Relaxed);
+    }
+
+    fn release(&self, bytes: u64) {
+        self.memory.fetch_sub(bytes, Ordering::Relaxed);
+    }
+}
+
+/// The device built into inpath: lanes on threads of their own, a memory budget, counters.
+#[derive(Debug)]
+pub struct LocalDevice {
+    tables: HashMap<String, Arc<TableReader>>,
+    lanes: usize,
+    memory_budget: u64,
+    counters: Arc<Counters>,
+}
+
+impl LocalDevice {
+    /// A device over `tables` (by name) with `lanes` threads and `memory_budget` bytes.
+    pub fn new(
+        tables: HashMap<String, Arc<TableReader>>,
+        lanes: usize,
+        memory_budget: u64,
+    ) -> Result<LocalDevice> {
+        if lanes == 0 || lanes > 1024 {
+            return Err(Error::parameter("device lanes", lanes, "1 to 1024"));
+        }
+        if memory_budget < (64 << 10) {
+            return Err(Error::parameter(
+                "device memory",
+                memory_budget,
+                "at least 65536 bytes",
+            ));
+        }
+        Ok(LocalDevice {
+            tables,
+            lanes,
+            memory_budget,
+            counters: Arc::new(Counters::default()),
+        })
+    }
+
+    /// The lanes.
+    pub fn lanes(&self) -> usize {
+        self.lanes
+    }
+
+    /// The table registered under `name`.
+    pub fn table(&self, name: &str) -> Option<&Arc<TableReader>> {
+        self.tables.get(name)
+    }
+}
+
+/// Rows coming back from a device, with a way to stop it: dropping the stream cancels the
+/// graph (lanes stop at their next page).
+pub struct DeviceStream {
+    rows: Receiver<Result<RecordBatch>>,
+    cancel: Arc<AtomicBool>,
+    lanes: Vec<JoinHandle<()>>,
+}
+
+impl DeviceStream {
+    /// Stops the graph; lanes finish their current page and exit.
+    pub fn cancel(&self) {
+        self.cancel.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Iterator for DeviceStream {
+    type Item = Result<RecordBatch>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.rows.recv().ok()
+    }
+}
+
+impl Drop for DeviceStream {
+    fn drop(&mut self) {
+        self.cancel();
+        // Unblock lanes waiting to send, then let them go.
+        while self.rows.try_recv().is_ok() {}
+        for lane in self.lanes.drain(..) {
+            drop(lane);
+        }
+    }
+}
+
+/// The output schema a task declares.
+pub fn output_schema(task: &TableTask) -> Result<SchemaRef> {
+    let mut fields = Vec::with_capacity(task.output.fields.len());
+    for (name, ty) in &task.output.fields {
+        let dt = DataType::from_str(ty).map_err(|e| Error::Offload {
+            detail: format!("output column {name}: type {ty:?} is not an Arrow type ({e})"),
+        })?;
+        fields.push(Field::new(name, dt, true));
+    }
+    Ok(Arc::new(Schema::new(fields)))
+}
+
+impl Device for LocalDevice {
+    fn submit(&self, graph: &TaskGraph) -> Result<DeviceStream> {
+        graph.check()?;
+        if graph.version > super::GRAPH_VERSION {
+            return Err(Error::Offload {
+                detail: format!("graph version {} is newer than this build", graph.version),
+            });
+        }
+        if graph.tasks.len() != 1 {
+            return Err(Error::Offload {
+                detail: format!(
+                    "this device runs one-task graphs; the graph has {} tasks",
+                    graph.tasks.len()
+                ),
+            });
+        }
+        let task = graph.tasks[0].clone();
+        if task.mask != MaskSource::All {
+            return Err(Error::Offload {
+                detail: "a mask from another task needs a multi-task graph".into(),
+            });
+        }
+        let reader = self
+            .tables
+            .get(&task.table)
+            .cloned()
+            .ok_or_else(|| Error::Offload {
+                detail: format!("the device holds no table {:?}", task.table),
+            })?;
+        let schema = output_schema(&task)?;
+        let plan = Arc::new(Prepared::new(reader, task, schema)?);
+        Counters::add(&self.counters.graphs, 1);
+
+        // Zone maps first: pages a single-comparator product excludes are never read.
+        let pages = plan.pruned_pages()?;
+        let total = plan.reader.page_count() as u64;
+        Counters::add(&self.counters.pages_skipped, total - pages.len() as u64);
+
+        let lanes = self.lanes.min(pages.len()).max(1);
+        let lane_budget = self.memory_budget / self.lanes as u64;
+        let (tx, rx) = sync_channel(2 * lanes);
+        let cancel = Arc::new(AtomicBool::new(false));
+        let mut handles = Vec::with_capacity(lanes);
+        let (per, extra) = (pages.len() / lanes, pages.len() % lanes);
+        let mut start = 0;
+        for k in 0..lanes {
+            let len = per + usize::from(k < extra);
+            let run = pages[start..start + len].to_vec();
+            start += len;
+            let (plan, tx, cancel, counters) = (
+                plan.clone(),
+                tx.clone(),
+                cancel.clone(),
+                self.counters.clone(),
+            );
+            let handle = std::thread::Builder::new()
+                .name("inpath-device".into())
+                .spawn(move || {
+                    let cpu = inpath_core::thread_cpu_seconds();
+                    let mut lane = Lane::new(&plan, &counters, lane_budget);
+                    let result = lane.run(&run, &cancel, &mut |batch| {
+                        Counters::add(&counters.bytes_sent, batch.get_array_memory_size() as u64);
+                        tx.send(Ok(batch)).is_ok()
+                    });
+                    lane.release();
+                    if let Err(e) = result {
+                        let _ = tx.send(Err(e));
+                    }
+                    let used = (inpath_core::thread_cpu_seconds() - cpu).max(0.0);
+                    Counters::add(&counters.cpu_micros, (used * 1e6) as u64);
+                })
+                .map_err(|e| Error::Offload {
+                    detail: format!("cannot start a device lane: {e}"),
+                })?;
+            handles.push(handle);
+        }
+        Ok(DeviceStream {
+            rows: rx,
+            cancel,
+            lanes: handles,
+        })
+    }
+
+    fn stats(&self) -> DeviceStats {
+        let c = &self.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        DeviceStats {
+            graphs: get(&c.graphs),
+            pages_read: get(&c.pages_read),
+            pages_skipped: get(&c.pages_skipped),
+            bytes_read: get(&c.bytes_read),
+            bytes_sent: get(&c.bytes_sent),
+            rows_selected: get(&c.rows_selected),
+            cpu_seconds: get(&c.cpu_micros) as f64 / 1e6,
+            peak_memory: get(&c.peak_memory),
+            groups_spilled: get(&c.groups_spilled),
+        }
+    }
+
+    fn memory_budget(&self) -> u64 {
+        self.memory_budget
+    }
+
+    fn reset_stats(&self) {
+        let c = &self.counters;
+        for a in [
+            &c.graphs,
+            &c.pages_read,
+            &c.pages_skipped,
+            &c.bytes_read,
+            &c.bytes_sent,
+            &c.rows_selected,
+            &c.cpu_micros,
+            &c.groups_spilled,
+        ] {
+            a.store(0, Ordering::Relaxed);
+        }
+        c.peak_memory
+            .store(c.memory.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+}
+
+/// A task checked against its table, ready for lanes.
+struct Prepared {
+    reader: Arc<TableReader>,
+    task: TableTask,
+    schema: SchemaRef,
+    /// Columns the selector reads, then those only the program reads.
+    selector_columns: Vec<usize>,
+    program_columns: Vec<usize>,
+    /// Per output column, in order: what fills it.
+    emit: Vec<Emit>,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Emit {
+    Key(usize),
+    /// An aggregate's state field: (aggregate, which field of its state).
+    State(usize, usize),
+}
+
+impl Prepared {
+    fn new(reader: Arc<TableReader>, task: TableTask, schema: SchemaRef) -> Result<Prepared> {
+        let columns = reader.manifest().columns.len();
+        let bad = |detail: String| Error::Offload { detail };
+        for c in task
+            .selector
+            .columns()
+            .into_iter()
+            .chain(task.transformer.columns())
+        {
+            if c >= columns {
+                return Err(bad(format!(
+                    "table {} has {columns} columns; the task reads column {c}",
+                    task.table
+                )));
+            }
+        }
+        let selector_columns = task.selector.columns();
+        let program_columns: Vec<usize> = task
+            .transformer
+            .columns()
+            .into_iter()
+            .filter(|c| !selector_columns.contains(c))
+            .collect();
+        let (keys, aggs): (&[GroupKey], &[Agg]) = match &task.operator {
+            Operator::Nop => (&[], &[]),
+            Operator::Aggregate { aggs } => (&[], aggs),
+            Operator::AggregateGroupBy { keys, aggs } => (keys, aggs),
+        };
+        let mut emit: Vec<Emit> = (0..keys.len()).map(Emit::Key).collect();
+        for (i, a) in aggs.iter().enumerate() {
+            let n = if a.func == AggFunc::Avg { 2 } else { 1 };
+            emit.extend((0..n).map(|f| Emit::State(i, f)));
+        }
+        if matches!(task.operator, Operator::Nop) {
+            return Err(bad(
+                "NOP tasks hand rows to another task; this device runs aggregating tasks".into(),
+            ));
+        }
+        if emit.len() != schema.fields().len() {
+            return Err(bad(format!(
+                "the task emits {} columns but declares {}",
+                emit.len(),
+                schema.fields().len()
+            )));
+        }
+        for k in keys {
+            if let GroupKey::Dictionary { column } = k {
+                if *column >= columns {
+                    return Err(bad(format!(
+                        "group key column {column} is not in the table"
+                    )));
+                }
+            }
+        }
+        Ok(Prepared {
+            reader,
+            task,
+            schema,
+            selector_columns,
+            program_columns,
+            emit,
+        })
+    }
+
+    fn keys(&self) -> &[GroupKey] {
+        match &self.task.operator {
+            Operator::AggregateGroupBy { keys, .. } => keys,
+            _ => &[],
+        }
+    }
+
+    fn aggs(&self) -> &[Agg] {
+        match &self.task.operator {
+            Operator::Aggregate { aggs } | Operator::AggregateGroupBy { aggs, .. } => aggs,
+            Operator::Nop => &[],
+        }
+    }
+
+    /// The pages left after zone maps: products of one integer comparator confine the column
+    /// to a range.
+    fn pruned_pages(&self) -> Result<Vec<usize>> {
+        let mut pages: Vec<usize> = (0..self.reader.page_count()).collect();
+        for product in &self.task.selector.products {
+            let [Comparator {
+                column,
+                test: Test::Int { op, value },
+            }] = product.as_slice()
+            else {
+                continue;
+            };
+            let v = crate::format::Scalar::Int(*value);
+            let (lo, hi) = match op {
+                CmpOp::Eq => (Some(v.clone()), Some(v)),
+                CmpOp::Lt | CmpOp::Le => (None, Some(v)),
+                CmpOp::Gt | CmpOp::Ge => (Some(v), None),
+                CmpOp::Ne => continue,
+            };
+            let keep = self.reader.prune(*column, lo.as_ref(), hi.as_ref())?;
+            pages.retain(|p| keep.binary_search(p).is_ok());
+        }
+        Ok(pages)
+    }
+}
+
+/// An integer column's values as i64 (dates as days, decimals as scaled integers).
+fn ints(array: &ArrayRef, what: &str) -> Result<Vec<i64>> {
+    Ok(match array.data_type() {
+        DataType::Int64 => array.as_primitive::<Int64Type>().values().to_vec(),
+        DataType::Int32 => array
+            .as_primitive::<Int32Type>()
+            .values()
+            .iter()
+            .map(|&v| v as i64)
+            .collect(),
+        DataType::Date32 => array
+            .as_primitive::<Date32Type>()
+            .values()
+            .iter()
+            .map(|&v| v as i64)
+            .collect(),
+        DataType::Decimal128(..) => {
+            let values = array.as_primitive::<Decimal128Type>().values();
+            let mut out = Vec::with_capacity(values.len());
+            for &v in values.iter() {
+                out.push(i64::try_from(v).map_err(|_| Error::Offload {
+                    detail: format!("{what}: the decimal {v} is outside the device's 64-bit range"),
+                })?);
+            }
+            out
+        }
+        other => {
+            return Err(Error::Offload {
+                detail: format!("{what}: a {other} column is not an integer column"),
+            })
+        }
+    })
+}
+
+/// Mask words: bit i of word i/64 is row i.
+fn words_for(rows: usize) -> usize {
+    rows.div_ceil(64)
+}
+
+fn pack_bits(rows: usize, mut test: impl FnMut(usize) -> bool) -> Vec<u64> {
+    let mut words = vec![0u64; words_for(rows)];
+    for (w, word) in words.iter_mut().enumerate() {
+        let base = w * 64;
+        let n = (rows - base).min(64);
+        let mut bits = 0u64;
+        for j in 0..n {
+            bits |= (test(base + j) as u64) << j;
+        }
+        *word = bits;
+    }
+    words
+}
+
+/// A SQL LIKE match (`%` any run, `_` one character; no escape).
+fn like(text: &str, pattern: &str) -> bool {
+    let t: Vec<char> = text.chars().collect();
+    let p: Vec<char> = pattern.chars().collect();
+    let (mut ti, mut pi) = (0usize, 0usize);
+    let (mut star, mut mark) = (None::<usize>, 0usize);
+    while ti < t.len() {
+        if pi < p.len() && (p[pi] == '_' || (p[pi] != '%' && p[pi] == t[ti])) {
+            ti += 1;
+            pi += 1;
+        } else if pi < p.len() && p[pi] == '%' {
+            star = Some(pi);
+            mark = ti;
+            pi += 1;
+        } else if let Some(s) = star {
+            pi = s + 1;
+            mark += 1;
+            ti = mark;
+        } else {
+            return false;
+        }
+    }
+    while pi < p.len() && p[pi] == '%' {
+        pi += 1;
+    }
+    pi == p.len()
+}
+
+/// The mask words of one comparator over a page column.
+fn comparator_words(array: &ArrayRef, test: &Test, what: &str) -> Result<Vec<u64>> {
+    let rows = array.len();
+    let string_test = |s: &str| -> bool {
+        match test {
+            Test::StrIn { values, negated } => values.iter().any(|v| v == s) != *negated,
+            Test::Like { pattern, negated } => like(s, pattern) != *negated,
+            Test::Int { .. } => false,
+        }
+    };
+    let mut words = match (test, array.data_type()) {
+        (Test::Int { op, value }, _) => {
+            let v = ints(array, what)?;
+            let value = *value;
+            let op = *op;
+            // Constants beyond the 64-bit range decide the test for every row.
+            match i64::try_from(value) {
+                Ok(c) => pack_bits(rows, |i| op.holds(v[i], c)),
+                Err(_) => pack_bits(rows, |i| op.holds(v[i] as i128, value)),
+            }
+        }
+        (_, DataType::Dictionary(..)) => {
+            let dict = array
+                .as_any()
+                .downcast_ref::<DictionaryArray<Int32Type>>()
+                .ok_or_else(|| Error::Offload {
+                    detail: format!("{what}: a dictionary column without Int32 codes"),
+                })?;
+            let values = dict.values().as_string::<i32>();
+            let pass: Vec<bool> = (0..values.len())
+                .map(|i| !values.is_null(i) && string_test(values.value(i)))
+                .collect();
+            let codes = dict.keys().values();
+            pack_bits(rows, |i| {
+                pass.get(codes[i] as usize).copied().unwrap_or(false)
+            })
+        }
+        (_, DataType::Utf8) => {
+            let s: &StringArray = array.as_string::<i32>();
+            pack_bits(rows, |i| string_test(s.value(i)))
+        }
+        (_, other) => {
+            return Err(Error::Offload {
+                detail: format!("{what}: a string test on a {other} column"),
+            })
+        }
+    };
+    if let Some(nulls) = array.logical_nulls() {
+        let valid = pack_bits(rows, |i| nulls.is_valid(i));
+        for (w, v) in words.iter_mut().zip(valid) {
+            *w &= v;
+        }
+    }
+    Ok(words)
+}
+
+/// One lane's state: its group table and its share of the memory budget.
+struct Lane<'a> {
+    plan: &'a Prepared,
+    counters: &'a Counters,
+    budget: u64,
+    groups: Groups,
+    /// Group-table bytes currently held against the device's memory.
+    held: u64,
+}
+
+/// The group table of AGGREGATE (one group) or AGGREGATE_GROUPBY.
+struct Groups {
+    /// Per key: each group's key (a dictionary code or a register value).
+    keys: Vec<Vec<i64>>,
+    /// Per key that is a dictionary column: its values (to emit codes as a dictionary).
+    dictionaries: Vec<Option<ArrayRef>>,
+    /// Dense lookup by composite dictionary code (when every key is a small dictionary).
+    dense: Option<(Vec<usize>, Vec<u32>)>,
+    sparse: HashMap<Box<[i64]>, u32>,
+    /// Per aggregate: sums, minima or maxima, and counts, per group.
+    acc: Vec<Vec<i128>>,
+    count: Vec<Vec<i64>>,
+    len: usize,
+}
+
+impl Groups {
+    fn new(keys: usize, aggs: usize) -> Groups {
+        Groups {
+            keys: vec![Vec::new(); keys],
+            dictionaries: vec![None; keys],
+            dense: None,
+            sparse: HashMap::new(),
+            acc: vec![Vec::new(); aggs],
+            count: vec![Vec::new(); aggs],
+            len: 0,
+        }
+    }
+
+    fn bytes(&self) -> u64 {
+        let per = self.keys.len() * 8 + self.acc.len() * 24 + 32;
+        let dense = self.dense.as_ref().map_or(0, |(_, slots)| slots.len() * 4);
+        (self.len * per + dense) as u64
+    }
+
+    fn push_group(&mut self, key: &[i64]) -> u32 {
+        for (k, v) in self.keys.iter_mut().zip(key) {
+            k.push(*v);
+        }
+        for (a, c) in self.acc.iter_mut().zip(&mut self.count) {
+            a.push(0);
+            c.push(0);
+        }
+        self.len += 1;
+        (self.len - 1) as u32
+    }
+
+    fn clear(&mut self) {
+        for k in &mut self.keys {
+            k.clear();
+        }
+        for (a, c) in self.acc.iter_mut().zip(&mut self.count) {
+            a.clear();
+            c.clear();
+        }
+        if let Some((_, slots)) = &mut self.dense {
+            slots.iter_mut().for_each(|s| *s = u32::MAX);
+        }
+        self.sparse.clear();
+        self.len = 0;
+    }
+}
+
+/// Largest dense group table (composite dictionary codes).
+const DENSE_SLOTS: usize = 1 << 16;
+
+impl<'a> Lane<'a> {
+    fn new(plan: &'a Prepared, counters: &'a Counters, budget: u64) -> Lane<'a> {
+        let mut groups = Groups::new(plan.keys().len(), plan.aggs().len());
+        if plan.keys().is_empty() {
+            groups.push_group(&[]);
+        }
+        Lane {
+            plan,
+            counters,
+            budget,
+            groups,
+            held: 0,
+        }
+    }
+
+    fn release(&mut self) {
+        self.counters.release(self.held);
+        self.held = 0;
+    }
+
+    fn account_groups(&mut self) {
+        let now = self.groups.bytes();
+        if now > self.held {
+            self.counters.hold(now - self.held);
+        } else {
+            self.counters.release(self.held - now);
+        }
+        self.held = now;
+    }
+
+    fn run(
+        &mut self,
+        pages: &[usize],
+        cancel: &AtomicBool,
+        emit: &mut dyn FnMut(RecordBatch) -> bool,
+    ) -> Result<()> {
+        for &page in pages {
+            if cancel.load(Ordering::Relaxed) {
+                return Err(Error::Offload {
+                    detail: "the query was cancelled".into(),
+                });
+            }
+            let page_bytes = self.page(page)?;
+            // Under memory pressure the groups so far go to the host as partial groups.
+            if !self.plan.keys().is_empty()
+                && self.groups.len > 0
+                && page_bytes + self.groups.bytes() > self.budget
+            {
+                Counters::add(&self.counters.groups_spilled, self.groups.len as u64);
+                let batch = self.emit_groups()?;
+                self.groups.clear();
+                self.account_groups();
+                if !emit(batch) {
+                    return Ok(());
+                }
+            }
+        }
+        if self.plan.keys().is_empty() || self.groups.len > 0 {
+            let batch = self.emit_groups()?;
+            emit(batch);
+        }
+        Ok(())
+    }
+
+    /// Reads, selects, transforms and aggregates one page; returns the bytes it held.
+    fn page(&mut self, page: usize) -> Result<u64> {
+        let plan = self.plan;
+        let reader = &plan.reader;
+        let rows = reader.manifest().page_rows(page);
+        let table = &plan.task.table;
+        let mut arrays: HashMap<usize, ArrayRef> = HashMap::new();
+        let mut held = 0u64;
+        let read = |c: usize, arrays: &mut HashMap<usize, ArrayRef>, held: &mut u64| {
+            let meta = reader.zone_map(c, page)?;
+            Counters::add(&self.counters.bytes_read, meta.len);
+            let a = reader.read_page(c, page)?;
+            let bytes = a.get_array_memory_size() as u64;
+            *held += bytes;
+            self.counters.hold(bytes);
+            arrays.insert(c, a);
+            Ok::<(), Error>(())
+        };
+        let result = (|| {
+            for &c in &plan.selector_columns {
+                read(c, &mut arrays, &mut held)?;
+            }
+            let column_name = |c: usize| {
+                format!(
+                    "table {table}, column {}, page {page}",
+                    reader.manifest().columns[c].name
+                )
+            };
+            // Row Selector: AND of ORs over 64-bit mask words.
+            let mut mask = vec![u64::MAX; words_for(rows)];
+            if let Some(last) = mask.last_mut() {
+                if rows % 64 != 0 {
+                    *last = (1u64 << (rows % 64)) - 1;
+                }
+            }
+            for product in &plan.task.selector.products {
+                let mut any = vec![0u64; mask.len()];
+                for cmp in product {
+                    let w = comparator_words(
+                        &arrays[&cmp.column],
+                        &cmp.test,
+                        &column_name(cmp.column),
+                    )?;
+                    for (a, b) in any.iter_mut().zip(w) {
+                        *a |= b;
+                    }
+                }
+                for (m, a) in mask.iter_mut().zip(any) {
+                    *m &= a;
+                }
+            }
+            let selected: usize = mask.iter().map(|w| w.count_ones() as usize).sum();
+            if selected == 0 {
+                Counters::add(&self.counters.pages_skipped, 1);
+                return Ok(());
+            }
+            Counters::add(&self.counters.pages_read, 1);
+            Counters::add(&self.counters.rows_selected, selected as u64);
+            for &c in &plan.program_columns {
+                read(c, &mut arrays, &mut held)?;
+            }
+            for k in plan.keys() {
+                if let GroupKey::Dictionary { column } = k {
+                    if !arrays.contains_key(column) {
+                        read(*column, &mut arrays, &mut held)?;
+                    }
+                }
+            }
+            let sel: Option<Vec<u32>> = (selected < rows).then(|| {
+                let mut s = Vec::with_capacity(selected);
+                for (w, &word) in mask.iter().enumerate() {
+                    let mut bits = word;
+                    while bits != 0 {
+                        s.push((w * 64) as u32 + bits.trailing_zeros());
+                        bits &= bits - 1;
+                    }
+                }
+                s
+            });
+            let registers = self.transform(&arrays, sel.as_deref(), selected, &column_name)?;
+            let reg_bytes = (registers.len() * selected * 8) as u64;
+            self.counters.hold(reg_bytes);
+            held += reg_bytes;
+            if held > self.budget {
+                return Err(Error::Offload {
+                    detail: format!(
+                        "the device's memory budget ({} KiB per lane) cannot hold one page of \
+                         table {table} ({} KiB); give the device more memory",
+                        self.budget >> 10,
+                        held.div_ceil(1024)
+                    ),
+                });
+            }
+            self.aggregate(&arrays, &registers, sel.as_deref(), selected)
+        })();
+        self.counters.release(held);
+        result.map(|()| held)
+    }
+
+    /// Runs the Row Transformer over the selected rows, vector at a time.
+    fn transform(
+        &self,
+        arrays: &HashMap<usize, ArrayRef>,
+        sel: Option<&[u32]>,
+        n: usize,
+        column_name: &dyn Fn(usize) -> String,
+    ) -> Result<Vec<Vec<i64>>> {
+        let overflow = |i: usize| Error::Offload {
+            detail: format!(
+                "transformer instruction {i} of table {} overflowed 64 bits; the query runs \
+                 on the host without offload",
+                self.plan.task.table
+            ),
+        };
+        let mut regs: Vec<Vec<i64>> = Vec::with_capacity(self.plan.task.transformer.ops.len());
+        for (i, op) in self.plan.task.transformer.ops.iter().enumerate() {
+            let out: Vec<i64> = match *op {
+                Op::Load { column } => {
+                    let array = &arrays[&column];
+                    if array.null_count() > 0 {
+                        return Err(Error::Offload {
+                            detail: format!(
+                                "{} holds nulls; the transformer takes only non-null columns",
+                                column_name(column)
+                            ),
+                        });
+                    }
+                    let v = ints(array, &column_name(column))?;
+                    match sel {
+                        None => v,
+                        Some(s) => s.iter().map(|&r| v[r as usize]).collect(),
+                    }
+                }
+                Op::Const { value } => vec![value; n],
+                Op::Add(a, b) | Op::Sub(a, b) | Op::Mul(a, b) => {
+                    let (x, y) = (&regs[a], &regs[b]);
+                    let mut of = false;
+                    let out: Vec<i64> = match op {
+                        Op::Add(..) => x
+                            .iter()
+                            .zip(y)
+                            .map(|(p, q)| {
+                                let (r, o) = p.overflowing_add(*q);
+                                of |= o;
+                                r
+                            })
+                            .collect(),
+                        Op::Sub(..) => x
+                            .iter()
+                            .zip(y)
+                            .map(|(p, q)| {
+                                let (r, o) = p.overflowing_sub(*q);
+                                of |= o;
+                                r
+                            })
+                            .collect(),
+                        _ => x
+                            .iter()
+                            .zip(y)
+                            .map(|(p, q)| {
+                                let (r, o) = p.overflowing_mul(*q);
+                                of |= o;
+                                r
+                            })
+                            .collect(),
+                    };
+                    if of {
+                        return Err(overflow(i));
+                    }
+                    out
+                }
+                Op::Scale { src, pow } => {
+                    let f = 10i64.checked_pow(pow).ok_or_else(|| overflow(i))?;
+                    let mut of = false;
+                    let out = regs[src]
+                        .iter()
+                        .map(|p| {
+                            let (r, o) = p.overflowing_mul(f);
+                            of |= o;
+                            r
+                        })
+                        .collect();
+                    if of {
+                        return Err(overflow(i));
+                    }
+                    out
+                }
+                Op::Select {
+                    test,
+                    op,
+                    value,
+                    then,
+                    otherwise,
+                } => regs[test]
+                    .iter()
+                    .zip(regs[then].iter().zip(&regs[otherwise]))
+                    .map(|(t, (a, b))| if op.holds(*t, value) { *a } else { *b })
+                    .collect(),
+            };
+            regs.push(out);
+        }
+        Ok(regs)
+    }
+
+    /// Group ids of the selected rows (all zero without keys), adding new groups.
+    fn group_ids(
+        &mut self,
+        arrays: &HashMap<usize, ArrayRef>,
+        registers: &[Vec<i64>],
+        sel: Option<&[u32]>,
+        n: usize,
+    ) -> Result<Vec<u32>> {
+        let keys = self.plan.keys();
+        if keys.is_empty() {
+            return Ok(vec![0; n]);
+        }
+        // Per key: the selected rows' key values, and the dictionary size where it is one.
+        let mut columns: Vec<Vec<i64>> = Vec::with_capacity(keys.len());
+        let mut sizes: Vec<Option<usize>> = Vec::with_capacity(keys.len());
+        for (k, key) in keys.iter().enumerate() {
+            match key {
+                GroupKey::Dictionary { column } => {
+                    let array = &arrays[column];
+                    let dict = array
+                        .as_any()
+                        .downcast_ref::<DictionaryArray<Int32Type>>()
+                        .ok_or_else(|| Error::Offload {
+                            detail: format!(
+                                "group key column {column} is not dictionary-coded on this page"
+                            ),
+                        })?;
+                    if dict.null_count() > 0 {
+                        return Err(Error::Offload {
+                            detail: format!("group key column {column} holds nulls"),
+                        });
+                    }
+                    let codes = dict.keys().values();
+                    columns.push(match sel {
+                        None => codes.iter().map(|&c| c as i64).collect(),
+                        Some(s) => s.iter().map(|&r| codes[r as usize] as i64).collect(),
+                    });
+                    sizes.push(Some(dict.values().len()));
+                    if self.groups.dictionaries[k].is_none() {
+                        self.groups.dictionaries[k] = Some(dict.values().clone());
+                    }
+                }
+                GroupKey::Register(r) => {
+                    columns.push(registers[*r].clone());
+                    sizes.push(None);
+                }
+            }
+        }
+        let mut ids = Vec::with_capacity(n);
+        let dense_strides = sizes
+            .iter()
+            .try_fold((Vec::new(), 1usize), |(mut st, p), s| {
+                let s = (*s)?;
+                st.push(p);
+                let next = p.checked_mul(s.max(1))?;
+                (next <= DENSE_SLOTS).then_some((st, next))
+            });
+        let mut key = vec![0i64; keys.len()];
+        // Dictionaries are the column's own, shared by every page, so the dense table's shape
+        // stays; should it change with groups held, they move to the sparse table.
+        let keep = matches!((&self.groups.dense, &dense_strides),
+            (Some((s, t)), Some((s2, n2))) if s == s2 && t.len() == *n2);
+        if !keep {
+            match dense_strides {
+                Some((strides, slots)) if self.groups.len == 0 => {
+                    self.groups.dense = Some((strides, vec![u32::MAX; slots]));
+                }
+                _ => {
+                    if self.groups.dense.take().is_some() {
+                        for g in 0..self.groups.len {
+                            let k: Box<[i64]> = self.groups.keys.iter().map(|c| c[g]).collect();
+                            self.groups.sparse.insert(k, g as u32);
+                        }
+                    }
+                }
+            }
+        }
+        match self.groups.dense.take() {
+            Some((strides, mut slots)) => {
+                for r in 0..n {
+                    let mut at = 0usize;
+                    for (c, s) in columns.iter().zip(&strides) {
+                        at += c[r] as usize * s;
+                    }
+                    let mut g = slots[at];
+                    if g == u32::MAX {
+                        for (k, c) in key.iter_mut().zip(&columns) {
+                            *k = c[r];
+                        }
+                        g = self.groups.push_group(&key);
+                        slots[at] = g;
+                    }
+                    ids.push(g);
+                }
+                self.groups.dense = Some((strides, slots));
+            }
+            None => {
+                for r in 0..n {
+                    for (k, c) in key.iter_mut().zip(&columns) {
+                        *k = c[r];
+                    }
+                    let g = match self.groups.sparse.get(&key[..]) {
+                        Some(&g) => g,
+                        None => {
+                            let g = self.groups.push_group(&key);
+                            self.groups.sparse.insert(key.clone().into_boxed_slice(), g);
+                            g
+                        }
+                    };
+                    ids.push(g);
+                }
+            }
+        }
+        Ok(ids)
+    }
+
+    fn aggregate(
+        &mut self,
+        arrays: &HashMap<usize, ArrayRef>,
+        registers: &[Vec<i64>],
+        sel: Option<&[u32]>,
+        n: usize,
+    ) -> Result<()> {
+        let ids = self.group_ids(arrays, registers, sel, n)?;
+        let single = self.plan.keys().is_empty();
+        for (a, agg) in self.plan.aggs().iter().enumerate() {
+            let acc = &mut self.groups.acc[a];
+            let count = &mut self.groups.count[a];
+            match (agg.func, agg.arg) {
+                (AggFunc::CountAll, _) | (AggFunc::Count, _) if single => count[0] += n as i64,
+                (AggFunc::CountAll, _) | (AggFunc::Count, _) => {
+                    for &g in &ids {
+                        count[g as usize] += 1;
+                    }
+                }
+                (AggFunc::Sum | AggFunc::Avg, Some(r)) if single => {
+                    // Sums of 64-bit values in 128 bits: exact for 2^64 rows.
+                    let s: i128 = registers[r].iter().map(|&v| v as i128).sum();
+                    acc[0] += s;
+                    count[0] += n as i64;
+                }
+                (AggFunc::Sum | AggFunc::Avg, Some(r)) => {
+                    for (&g, &v) in ids.iter().zip(&registers[r]) {
+                        acc[g as usize] += v as i128;
+                        count[g as usize] += 1;
+                    }
+                }
+                (AggFunc::Min | AggFunc::Max, Some(r)) => {
+                    let max = agg.func == AggFunc::Max;
+                    for (&g, &v) in ids.iter().zip(&registers[r]) {
+                        let (g, v) = (g as usize, v as i128);
+                        if count[g] == 0 || (max && v > acc[g]) || (!max && v < acc[g]) {
+                            acc[g] = v;
+                        }
+                        count[g] += 1;
+                    }
+                }
+                (func, None) => {
+                    return Err(Error::Offload {
+                        detail: format!("{func:?} without an argument"),
+                    })
+                }
+            }
+        }
+        self.account_groups();
+        Ok(())
+    }
+
+    /// The group table as a batch of the task's output schema.
+    fn emit_groups(&self) -> Result<RecordBatch> {
+        let g = &self.groups;
+        let schema = &self.plan.schema;
+        let aggs = self.plan.aggs();
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
+        let bad = |detail: String| Error::Offload { detail };
+        for (field, emit) in schema.fields().iter().zip(&self.plan.emit) {
+            let ty = field.data_type();
+            let array: ArrayRef = match *emit {
+                Emit::Key(k) => {
+                    let values = &g.keys[k];
+                    match (&self.plan.keys()[k], ty) {
+                        (GroupKey::Dictionary { .. }, DataType::Dictionary(..)) => {
+                            let dict = g.dictionaries[k]
+                                .clone()
+                                .ok_or_else(|| bad("a dictionary key with no dictionary".into()))?;
+                            let codes =
+                                Int32Array::from_iter_values(values.iter().map(|&c| c as i32));
+                            Arc::new(
+                                DictionaryArray::<Int32Type>::try_new(codes, dict)
+                                    .map_err(|e| bad(format!("group key {}: {e}", field.name())))?,
+                            )
+                        }
+                        (GroupKey::Dictionary { .. }, _) => {
+                            let dict = g.dictionaries[k]
+                                .clone()
+                                .ok_or_else(|| bad("a dictionary key with no dictionary".into()))?;
+                            let codes =
+                                Int32Array::from_iter_values(values.iter().map(|&c| c as i32));
+                            let taken = arrow_select_take(&dict, &codes)?;
+                            if taken.data_type() != ty {
+                                return Err(bad(format!(
+                                    "group key {} is {}, declared {ty}",
+                                    field.name(),
+                                    taken.data_type()
+                                )));
+                            }
+                            taken
+                        }
+                        (GroupKey::Register(_), _) => {
+                            int_array(values.iter().map(|&v| Some(v as i128)), ty, field.name())?
+                        }
+                    }
+                }
+                Emit::State(a, f) => {
+                    let agg = &aggs[a];
+                    let (acc, count) = (&g.acc[a], &g.count[a]);
+                    let seen = |i: usize| count[i] > 0;
+                    match (agg.func, f) {
+                        (AggFunc::Count | AggFunc::CountAll, _) => match ty {
+                            DataType::Int64 => Arc::new(Int64Array::from(count.clone())),
+                            DataType::UInt64 => Arc::new(UInt64Array::from_iter_values(
+                                count.iter().map(|&c| c as u64),
+                            )),
+                            other => return Err(bad(format!("a count emitted as {other}"))),
+                        },
+                        (AggFunc::Avg, 0) => match ty {
+                            DataType::UInt64 => Arc::new(UInt64Array::from_iter_values(
+                                count.iter().map(|&c| c as u64),
+                            )),
+                            DataType::Int64 => Arc::new(Int64Array::from(count.clone())),
+                            other => {
+                                return Err(bad(format!("an average's count emitted as {other}")))
+                            }
+                        },
+                        (AggFunc::Sum | AggFunc::Avg, _) => {
+                            let values = (0..g.len).map(|i| seen(i).then_some(acc[i]));
+                            match ty {
+                                DataType::Float64 => {
+                                    let div = 10f64.powi(agg.scale as i32);
+                                    Arc::new(Float64Array::from_iter(
+                                        values.map(|v| v.map(|v| v as f64 / div)),
+                                    ))
+                                }
+                                _ => int_array(values, ty, field.name())?,
+                            }
+                        }
+                        (AggFunc::Min | AggFunc::Max, _) => int_array(
+                            (0..g.len).map(|i| seen(i).then_some(acc[i])),
+                            ty,
+                            field.name(),
+                        )?,
+                    }
+                }
+            };
+            columns.push(array);
+        }
+        RecordBatch::try_new(schema.clone(), columns).map_err(|e| {
+            bad(format!(
+                "the emitted rows do not fit the output schema: {e}"
+            ))
+        })
+    }
+}
+
+fn arrow_select_take(values: &ArrayRef, codes: &Int32Array) -> Result<ArrayRef> {
+    datafusion::arrow::compute::take(values.as_ref(), codes, None).map_err(|e| Error::Offload {
+        detail: format!("cannot emit a dictionary key: {e}"),
+    })
+}
+
+/// Exact integers as an array of an integer, date or decimal type; out of range is an error.
+fn int_array(
+    values: impl Iterator<Item = Option<i128>>,
+    ty: &DataType,
+    name: &str,
+) -> Result<ArrayRef> {
+    let range = |v: i128| Error::Offload {
+        detail: format!("{name}: {v} does not fit {ty}"),
+    };
+    Ok(match ty {
+        DataType::Decimal128(p, s) => Arc::new(
+            Decimal128Array::from_iter(values)
+                .with_precision_and_scale(*p, *s)
+                .map_err(|e| Error::Offload {
+                    detail: format!("{name}: {e}"),
+                })?,
+        ),
+        DataType::Int64 => Arc::new(Int64Array::from(
+            values
+                .map(|v| {
+                    v.map(|v| i64::try_from(v).map_err(|_| range(v)))
+                        .transpose()
+                })
+                .collect::<Result<Vec<_>>>()?,
+        )),
+        DataType::Int32 => Arc::new(Int32Array::from(
+            values
+                .map(|v| {
+                    v.map(|v| i32::try_from(v).map_err(|_| range(v)))
+                        .transpose()
+                })
+                .collect::<Result<Vec<_>>>()?,
+        )),
+        DataType::Date32 => Arc::new(Date32Array::from(
+            values
+                .map(|v| {
+                    v.map(|v| i32::try_from(v).map_err(|_| range(v)))
+                        .transpose()
+                })
+                .collect::<Result<Vec<_>>>()?,
+        )),
+        DataType::Boolean => Arc::new(BooleanArray::from(
+            values.map(|v| v.map(|v| v != 0)).collect::<Vec<_>>(),
+        )),
+        other => {
+            return Err(Error::Offload {
+                detail: format!("{name}: the device does not emit {other}"),
+            })
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::like;
+
+    #[test]
+    fn like_matches_sql_patterns() {
+        for (text, pattern, want) in [
+            ("PROMO BRUSHED TIN", "PROMO%", true),
+            ("STANDARD BRASS", "%BRASS", true),
+            ("forest green", "%green%", true),
+            ("abc", "a_c", true),
+            ("abc", "a_", false),
+            ("", "%", true),
+            ("", "_", false),
+            ("aaa", "%a%a%a%", true),
+            ("aa", "%a%a%a%", false),
+            ("special requests", "%special%requests%", true),
+        ] {
+            assert_eq!(like(text, pattern), want, "{text:?} LIKE {pattern:?}");
+        }
+    }
+}

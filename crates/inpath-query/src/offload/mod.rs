@@ -1,0 +1,23 @@
+//! Offload: AQUOMAN's Table Tasks (reference 001, part II) run beside the pages, under
+//! DataFusion's planner.
+//!
+//! - [`graph`]: the serialisable, versioned Table Task graph (Row Selector, Row Transformer,
+//!   Swissknife operator).
+//! - [`device`]: the [`Device`] trait and [`LocalDevice`], which runs graphs on its own lanes
+//!   within its own memory budget and counts pages, bytes, CPU time and memory.
+//! - [`rule`]: the physical optimizer rule that replaces offloadable sub-trees with a
+//!   [`DeviceExec`], and the translation of DataFusion expressions into selectors and
+//!   transformer programs.
+//!
+//! What is offloaded today: a Partial aggregate (with or without GROUP BY) over projections
+//! over one table's scan, with a filter that is a sum of products of comparators and
+//! arithmetic that is exact on scaled integers. Joins, sorts and top-k stay on the host; see
+//! `docs/query.md` ("Offload").
+
+pub mod device;
+pub mod graph;
+pub mod rule;
+
+pub use device::{Device, DeviceStats, DeviceStream, LocalDevice, DEFAULT_MEMORY_PER_SF};
+pub use graph::{TableTask, TaskGraph, GRAPH_VERSION};
+pub use rule::{Decision, DeviceExec, Limits, OffloadRule};

@@ -1,0 +1,880 @@
+//! The planner side: one DataFusion physical optimizer rule that finds sub-trees the device
+//! can run and replaces each with a [`DeviceExec`] running its Table Task graph.
+//!
+//! `AggregateExec(Partial) <- [Projection...] <- scan` becomes AGGREGATE or AGGREGATE_GROUPBY
+//! emitting exactly the Partial schema, so the host's Final aggregate merges the device's
+//! partial groups (spilled ones included) unchanged. Anything the device cannot run exactly
+//! leaves the plan as it was, and the reason is kept for `explain --offload`.
+
+use super::device::Device;
+use super::graph::{
+    Agg, AggFunc, CmpOp, Comparator, GroupKey, MaskSource, Op, Operator, Output, Program, Selector,
+    TableTask, TaskGraph, Test,
+};
+use crate::format::LogicalType;
+use crate::reader::TableReader;
+use crate::sql::ColumnScanExec;
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::{DataFusionError, ScalarValue};
+use datafusion::execution::TaskContext;
+use datafusion::logical_expr::expr::{InList, Like};
+use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator as SqlOp};
+use datafusion::physical_expr::expressions::{
+    BinaryExpr as PBinary, CastExpr, Column as PColumn, Literal,
+};
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::projection::ProjectionExec;
+use datafusion::physical_plan::repartition::RepartitionExec;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+    SendableRecordBatchStream,
+};
+use std::collections::HashMap;
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+
+type DfResult<T> = datafusion::common::Result<T>;
+
+/// The thesis's hardware limits (reference 001, part II), applied with `--fidelity thesis`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Group buckets of the group-by aggregate.
+    pub group_buckets: Option<usize>,
+    /// Bytes of a group id.
+    pub group_id_bytes: Option<usize>,
+    /// Comparators of the Row Selector.
+    pub comparators: Option<usize>,
+    /// Processing elements x instructions of the Row Transformer.
+    pub instructions: Option<usize>,
+    /// Column read ports (columns read at once).
+    pub read_ports: Option<usize>,
+}
+
+impl Limits {
+    /// No limits: what the software device can do.
+    pub const LIFTED: Limits = Limits {
+        group_buckets: None,
+        group_id_bytes: None,
+        comparators: None,
+        instructions: None,
+        read_ports: None,
+    };
+
+    /// The thesis's: 1024 group buckets, 16-byte group ids, 4 comparators, 4 PEs x 8
+    /// instructions, one read port.
+    pub const THESIS: Limits = Limits {
+        group_buckets: Some(1024),
+        group_id_bytes: Some(16),
+        comparators: Some(4),
+        instructions: Some(32),
+        read_ports: Some(1),
+    };
+}
+
+/// What the rule decided about each aggregate it looked at, in plan order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decision {
+    /// The table the aggregate reads (when it reaches a scan).
+    pub table: Option<String>,
+    /// `None` when offloaded, else why not.
+    pub declined: Option<String>,
+    /// Thesis limits the task exceeds (reported; they decline it only under `--fidelity
+    /// thesis`).
+    pub limits_hit: Vec<String>,
+}
+
+/// The physical optimizer rule that offloads sub-trees to a device.
+#[derive(Debug)]
+pub struct OffloadRule {
+    device: Arc<dyn Device>,
+    limits: Limits,
+    decisions: Arc<Mutex<Vec<Decision>>>,
+}
+
+impl OffloadRule {
+    /// A rule handing work to `device`, within `limits`.
+    pub fn new(device: Arc<dyn Device>, limits: Limits) -> OffloadRule {
+        OffloadRule {
+            device,
+            limits,
+            decisions: Arc::new(Mutex::new(Vec::new())),
+        }
+    }
+
+    /// The decisions since the last call (and forgets them).
+    pub fn take_decisions(&self) -> Vec<Decision> {
+        std::mem::take(&mut *self.decisions.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// The device's memory budget in bytes.
+    pub fn memory_budget(&self) -> u64 {
+        self.device.memory_budget()
+    }
+
+    /// The device.
+    pub fn device(&self) -> &Arc<dyn Device> {
+        &self.device
+    }
+}
+
+impl PhysicalOptimizerRule for OffloadRule {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        _config: &ConfigOptions,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let transformed = plan.transform_up(|node| {
+            let Some(agg) = node.downcast_ref::<AggregateExec>() else {
+                return Ok(Transformed::no(node));
+            };
+            if *agg.mode() != AggregateMode::Partial {
+                return Ok(Transformed::no(node));
+            }
+            let (table, result) = aggregate_task(agg);
+            let limits_hit = match &result {
+                Ok(task) => thesis_limits_hit(task),
+                Err(_) => Vec::new(),
+            };
+            let result = result.and_then(|task| {
+                let over = exceeds(&task, &self.limits);
+                if over.is_empty() {
+                    Ok(task)
+                } else {
+                    Err(format!("over the thesis's limits: {}", over.join(", ")))
+                }
+            });
+            let mut decisions = self.decisions.lock().unwrap_or_else(|e| e.into_inner());
+            match result {
+                Ok(task) => {
+                    decisions.push(Decision {
+                        table,
+                        declined: None,
+                        limits_hit,
+                    });
+                    let exec = DeviceExec::new(self.device.clone(), task, agg.schema());
+                    Ok(Transformed::new(
+                        Arc::new(exec),
+                        true,
+                        TreeNodeRecursion::Continue,
+                    ))
+                }
+                Err(reason) => {
+                    decisions.push(Decision {
+                        table,
+                        declined: Some(reason),
+                        limits_hit,
+                    });
+                    Ok(Transformed::no(node))
+                }
+            }
+        })?;
+        Ok(transformed.data)
+    }
+
+    fn name(&self) -> &str {
+        "inpath_offload"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
+
+/// Which thesis limits a task exceeds.
+pub fn thesis_limits_hit(task: &TableTask) -> Vec<String> {
+    exceeds(task, &Limits::THESIS)
+}
+
+fn exceeds(task: &TableTask, limits: &Limits) -> Vec<String> {
+    let mut hit = Vec::new();
+    let comparators = task.selector.comparators();
+    if limits.comparators.is_some_and(|l| comparators > l) {
+        hit.push(format!("{comparators} comparators (4)"));
+    }
+    let instructions = task.transformer.arithmetic();
+    if limits.instructions.is_some_and(|l| instructions > l) {
+        hit.push(format!(
+            "{instructions} transformer instructions (4 PEs x 8)"
+        ));
+    }
+    let mut columns = task.selector.columns();
+    columns.extend(task.transformer.columns());
+    if let Operator::AggregateGroupBy { keys, .. } = &task.operator {
+        columns.extend(keys.iter().filter_map(|k| match k {
+            GroupKey::Dictionary { column } => Some(*column),
+            GroupKey::Register(_) => None,
+        }));
+        // A dictionary code and a register value are 8 bytes each in the group id.
+        let id_bytes = keys.len() * 8;
+        if limits.group_id_bytes.is_some_and(|l| id_bytes > l) {
+            hit.push(format!("{id_bytes}-byte group ids (16)"));
+        }
+        if limits.group_buckets.is_some() && keys.iter().any(|k| matches!(k, GroupKey::Register(_)))
+        {
+            hit.push("groups not bounded by dictionaries (1024 buckets)".into());
+        }
+    }
+    columns.sort_unstable();
+    columns.dedup();
+    if limits.read_ports.is_some_and(|l| columns.len() > l) {
+        hit.push(format!("{} columns through one read port", columns.len()));
+    }
+    hit
+}
+
+/// The Table Task for a Partial aggregate over projections over a scan, or why not.
+fn aggregate_task(agg: &AggregateExec) -> (Option<String>, Result<TableTask, String>) {
+    // Walk down to the scan, keeping the projections on the way.
+    let mut layers: Vec<(Vec<Arc<dyn PhysicalExpr>>, SchemaRef)> = Vec::new();
+    let mut node: Arc<dyn ExecutionPlan> = agg.input().clone();
+    let scan = loop {
+        if let Some(r) = node.downcast_ref::<RepartitionExec>() {
+            if !matches!(r.partitioning(), Partitioning::RoundRobinBatch(_)) {
+                return (None, Err("a hash repartition below the aggregate".into()));
+            }
+            node = r.input().clone();
+        } else if let Some(p) = node.downcast_ref::<ProjectionExec>() {
+            layers.push((
+                p.expr().iter().map(|e| e.expr.clone()).collect(),
+                p.input().schema(),
+            ));
+            node = p.input().clone();
+        } else if let Some(s) = node.downcast_ref::<ColumnScanExec>() {
+            break s;
+        } else {
+            return (
+                None,
+                Err(format!(
+                    "the aggregate's input is {} (a join or an operator the device does not run)",
+                    node.name()
+                )),
+            );
+        }
+    };
+    let table = scan.reader().table().to_string();
+    (Some(table), build_task(agg, &layers, scan))
+}
+
+fn build_task(
+    agg: &AggregateExec,
+    layers: &[(Vec<Arc<dyn PhysicalExpr>>, SchemaRef)],
+    scan: &ColumnScanExec,
+) -> Result<TableTask, String> {
+    if scan.limit().is_some() {
+        return Err("the scan has a limit".into());
+    }
+    let selector = match scan.selector() {
+        None => Selector::default(),
+        Some(Ok(s)) => s.clone(),
+        Some(Err(why)) => return Err(format!("the filter is not a sum of products: {why}")),
+    };
+    let group = agg.group_expr();
+    if group.has_grouping_set() {
+        return Err("grouping sets".into());
+    }
+    if agg.filter_expr().iter().any(Option::is_some) {
+        return Err("an aggregate with a FILTER clause".into());
+    }
+    let mut schemas = vec![agg.input().schema()];
+    schemas.extend(layers.iter().map(|(_, s)| s.clone()));
+    let mut c = Compiler {
+        layers,
+        schemas,
+        scan,
+        program: Program::default(),
+        scales: Vec::new(),
+        memo: HashMap::new(),
+        loads: HashMap::new(),
+    };
+    let mut keys = Vec::new();
+    for (expr, name) in group.expr() {
+        keys.push(
+            c.group_key(expr, 0)
+                .map_err(|e| format!("group key {name}: {e}"))?,
+        );
+    }
+    let mut aggs = Vec::new();
+    for a in agg.aggr_expr() {
+        if a.is_distinct() || !a.order_bys().is_empty() {
+            return Err(format!(
+                "{}: DISTINCT or ORDER BY inside an aggregate",
+                a.name()
+            ));
+        }
+        aggs.push(
+            c.aggregate(a.fun().name(), &a.expressions())
+                .map_err(|e| format!("{}: {e}", a.name()))?,
+        );
+    }
+    let schema = agg.schema();
+    let mut fields = Vec::new();
+    for f in schema.fields() {
+        let text = f.data_type().to_string();
+        if DataType::from_str(&text).ok().as_ref() != Some(f.data_type()) {
+            return Err(format!(
+                "output column {} has a type the graph cannot name",
+                f.name()
+            ));
+        }
+        fields.push((f.name().clone(), text));
+    }
+    let operator = if keys.is_empty() {
+        Operator::Aggregate { aggs }
+    } else {
+        Operator::AggregateGroupBy { keys, aggs }
+    };
+    Ok(TableTask {
+        table: scan.reader().table().to_string(),
+        mask: MaskSource::All,
+        selector,
+        transformer: c.program,
+        operator,
+        output: Output { fields },
+    })
+}
+
+/// Compiles DataFusion physical expressions into the Row Transformer's program, through the
+/// projections between the aggregate and the scan; every register keeps its decimal scale.
+struct Compiler<'a> {
+    layers: &'a [(Vec<Arc<dyn PhysicalExpr>>, SchemaRef)],
+    /// The schema expressions at each level are evaluated against (level 0: the aggregate's
+    /// input).
+    schemas: Vec<SchemaRef>,
+    scan: &'a ColumnScanExec,
+    program: Program,
+    scales: Vec<i8>,
+    /// (level, column) already compiled: common subexpressions are computed once.
+    memo: HashMap<(usize, usize), usize>,
+    loads: HashMap<usize, usize>,
+}
+
+impl Compiler<'_> {
+    fn push(&mut self, op: Op, scale: i8) -> usize {
+        self.program.ops.push(op);
+        self.scales.push(scale);
+        self.program.ops.len() - 1
+    }
+
+    /// The table column that `(level, index)` names through plain column projections, if any.
+    fn table_column(&self, mut level: usize, mut index: usize) -> Option<usize> {
+        loop {
+            if level == self.layers.len() {
+                return self.scan.projection().get(index).copied();
+            }
+            let expr = self.layers[level].0.get(index)?;
+            let col = expr.downcast_ref::<PColumn>()?;
+            index = col.index();
+            level += 1;
+        }
+    }
+
+    fn column(&mut self, level: usize, index: usize) -> Result<usize, String> {
+        if let Some(&r) = self.memo.get(&(level, index)) {
+            return Ok(r);
+        }
+        let r = if level == self.layers.len() {
+            let column = *self
+                .scan
+                .projection()
+                .get(index)
+                .ok_or("a column beyond the scan's projection")?;
+            if let Some(&r) = self.loads.get(&column) {
+                r
+            } else {
+                let reader: &TableReader = self.scan.reader();
+                let meta = &reader.manifest().columns[column];
+                let scale = match meta.logical {
+                    LogicalType::Int32 | LogicalType::Int64 | LogicalType::Date32 => 0,
+                    LogicalType::Decimal128 { scale, .. } => scale,
+                    other => return Err(format!("column {} is {other:?}", meta.name)),
+                };
+                if reader.schema().field(column).is_nullable() {
+                    return Err(format!("column {} may hold nulls", meta.name));
+                }
+                let r = self.push(Op::Load { column }, scale);
+                self.loads.insert(column, r);
+                r
+            }
+        } else {
+            let expr = self.layers[level].0[index].clone();
+            self.expr(&expr, level + 1)?
+        };
+        self.memo.insert((level, index), r);
+        Ok(r)
+    }
+
+    /// The scale DataFusion gives `expr` at `level`, for integer-like results.
+    fn df_scale(&self, expr: &Arc<dyn PhysicalExpr>, level: usize) -> Result<i8, String> {
+        let ty = expr
+            .data_type(&self.schemas[level])
+            .map_err(|e| e.strip_backtrace())?;
+        match ty {
+            DataType::Decimal128(_, s) => Ok(s),
+            DataType::Int64 | DataType::Int32 | DataType::Int16 | DataType::Int8 => Ok(0),
+            DataType::Date32 => Ok(0),
+            other => Err(format!("{expr} is {other}")),
+        }
+    }
+
+    fn rescale(&mut self, r: usize, to: i8) -> Result<usize, String> {
+        let from = self.scales[r];
+        match to - from {
+            0 => Ok(r),
+            d if d > 0 => Ok(self.push(
+                Op::Scale {
+                    src: r,
+                    pow: d as u32,
+                },
+                to,
+            )),
+            _ => Err(format!(
+                "a decimal scale {from} narrowed to {to} (rounding)"
+            )),
+        }
+    }
+
+    fn expr(&mut self, expr: &Arc<dyn PhysicalExpr>, level: usize) -> Result<usize, String> {
+        if let Some(col) = expr.downcast_ref::<PColumn>() {
+            return self.column(level, col.index());
+        }
+        let want = self.df_scale(expr, level)?;
+        if let Some(lit) = expr.downcast_ref::<Literal>() {
+            let (v, s) = match lit.value() {
+                ScalarValue::Int64(Some(v)) => (*v as i128, 0),
+                ScalarValue::Int32(Some(v)) => (*v as i128, 0),
+                ScalarValue::Date32(Some(v)) => (*v as i128, 0),
+                ScalarValue::Decimal128(Some(v), _, s) => (*v, *s),
+                other => return Err(format!("the literal {other}")),
+            };
+            let v = i64::try_from(v).map_err(|_| format!("the literal {v} beyond 64 bits"))?;
+            let r = self.push(Op::Const { value: v }, s);
+            return self.rescale(r, want);
+        }
+        if let Some(cast) = expr.downcast_ref::<CastExpr>() {
+            let inner = self.expr(cast.expr(), level)?;
+            return self.rescale(inner, want);
+        }
+        if let Some(b) = expr.downcast_ref::<PBinary>() {
+            let x = self.expr(b.left(), level)?;
+            let y = self.expr(b.right(), level)?;
+            let (sx, sy) = (self.scales[x], self.scales[y]);
+            let r = match b.op() {
+                SqlOp::Plus | SqlOp::Minus => {
+                    let s = sx.max(sy);
+                    let (x, y) = (self.rescale(x, s)?, self.rescale(y, s)?);
+                    let op = if *b.op() == SqlOp::Plus {
+                        Op::Add(x, y)
+                    } else {
+                        Op::Sub(x, y)
+                    };
+                    self.push(op, s)
+                }
+                SqlOp::Multiply => self.push(Op::Mul(x, y), sx + sy),
+                other => return Err(format!("the operator {other}")),
+            };
+            if self.scales[r] != want {
+                return Err(format!(
+                    "{expr}: DataFusion's result scale {want} is not the exact scale {}",
+                    self.scales[r]
+                ));
+            }
+            return Ok(r);
+        }
+        Err(format!("the expression {expr}"))
+    }
+
+    fn group_key(
+        &mut self,
+        expr: &Arc<dyn PhysicalExpr>,
+        level: usize,
+    ) -> Result<GroupKey, String> {
+        if let Some(col) = expr.downcast_ref::<PColumn>() {
+            if let Some(column) = self.table_column(level, col.index()) {
+                let ty = self
+                    .scan
+                    .reader()
+                    .schema()
+                    .field(column)
+                    .data_type()
+                    .clone();
+                if matches!(ty, DataType::Dictionary(..)) {
+                    if self.scan.reader().schema().field(column).is_nullable() {
+                        return Err("a nullable dictionary column".into());
+                    }
+                    return Ok(GroupKey::Dictionary { column });
+                }
+            }
+        }
+        Ok(GroupKey::Register(self.expr(expr, level)?))
+    }
+
+    fn aggregate(&mut self, name: &str, args: &[Arc<dyn PhysicalExpr>]) -> Result<Agg, String> {
+        let func = match name {
+            "sum" => AggFunc::Sum,
+            "count" => AggFunc::Count,
+            "avg" => AggFunc::Avg,
+            "min" => AggFunc::Min,
+            "max" => AggFunc::Max,
+            other => return Err(format!("the aggregate function {other}")),
+        };
+        let [arg] = args else {
+            return Err(format!("{} arguments", args.len()));
+        };
+        if func == AggFunc::Count {
+            if let Some(lit) = arg.downcast_ref::<Literal>() {
+                if lit.value().is_null() {
+                    return Err("count of NULL".into());
+                }
+                return Ok(Agg {
+                    func: AggFunc::CountAll,
+                    arg: None,
+                    scale: 0,
+                });
+            }
+        }
+        // avg (and sum) of a decimal cast to a double: the exact sum, emitted as a double.
+        let mut arg = arg.clone();
+        if matches!(func, AggFunc::Avg | AggFunc::Sum) {
+            if let Some(cast) = arg.downcast_ref::<CastExpr>() {
+                if *cast.cast_type() == DataType::Float64 {
+                    arg = cast.expr().clone();
+                }
+            }
+        }
+        let r = self.expr(&arg, 0)?;
+        Ok(Agg {
+            func,
+            arg: Some(r),
+            scale: self.scales[r],
+        })
+    }
+}
+
+/// The Row Selector for a scan's pushed filters (a sum of products of comparators), or why
+/// they are not one.
+pub(crate) fn selector_for(filters: &[Expr], reader: &TableReader) -> Result<Selector, String> {
+    let mut products = Vec::new();
+    for f in filters {
+        for conjunct in datafusion::logical_expr::utils::split_conjunction(f) {
+            products.extend(conjunct_products(conjunct, reader)?);
+        }
+    }
+    Ok(Selector { products })
+}
+
+fn conjunct_products(expr: &Expr, reader: &TableReader) -> Result<Vec<Vec<Comparator>>, String> {
+    match expr {
+        Expr::Between(Between {
+            expr,
+            negated: false,
+            low,
+            high,
+        }) => {
+            let lo = comparator(expr, SqlOp::GtEq, low, reader)?;
+            let hi = comparator(expr, SqlOp::LtEq, high, reader)?;
+            Ok(vec![vec![lo], vec![hi]])
+        }
+        Expr::InList(InList {
+            expr,
+            list,
+            negated,
+        }) => {
+            let column = column_of(expr, reader)?;
+            if reader.manifest().columns[column].logical == LogicalType::Utf8 {
+                let values = list
+                    .iter()
+                    .map(|v| string_literal(v).ok_or_else(|| format!("IN item {v}")))
+                    .collect::<Result<_, _>>()?;
+                return Ok(vec![vec![Comparator {
+                    column,
+                    test: Test::StrIn {
+                        values,
+                        negated: *negated,
+                    },
+                }]]);
+            }
+            let op = if *negated { SqlOp::NotEq } else { SqlOp::Eq };
+            let items = list
+                .iter()
+                .map(|v| comparator(expr, op, v, reader))
+                .collect::<Result<Vec<_>, _>>()?;
+            // IN: one product, any item; NOT IN: every item excluded.
+            Ok(if *negated {
+                items.into_iter().map(|c| vec![c]).collect()
+            } else {
+                vec![items]
+            })
+        }
+        _ => Ok(vec![disjuncts(expr, reader)?]),
+    }
+}
+
+/// An OR of single comparators, as one product.
+fn disjuncts(expr: &Expr, reader: &TableReader) -> Result<Vec<Comparator>, String> {
+    match expr {
+        Expr::BinaryExpr(BinaryExpr {
+            left,
+            op: SqlOp::Or,
+            right,
+        }) => {
+            let mut v = disjuncts(left, reader)?;
+            v.extend(disjuncts(right, reader)?);
+            Ok(v)
+        }
+        Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
+            if matches!(left.as_ref(), Expr::Literal(..)) {
+                let swapped = op.swap().ok_or_else(|| format!("{expr}"))?;
+                Ok(vec![comparator(right, swapped, left, reader)?])
+            } else {
+                Ok(vec![comparator(left, *op, right, reader)?])
+            }
+        }
+        Expr::Like(Like {
+            negated,
+            expr: inner,
+            pattern,
+            escape_char: None,
+            case_insensitive: false,
+        }) => {
+            let column = column_of(inner, reader)?;
+            let pattern = string_literal(pattern).ok_or("a LIKE pattern that is not a string")?;
+            Ok(vec![Comparator {
+                column,
+                test: Test::Like {
+                    pattern,
+                    negated: *negated,
+                },
+            }])
+        }
+        Expr::InList(_) | Expr::Between(_) => {
+            let products = conjunct_products(expr, reader)?;
+            match <[Vec<Comparator>; 1]>::try_from(products) {
+                Ok([one]) => Ok(one),
+                Err(_) => Err(format!("{expr} inside an OR")),
+            }
+        }
+        other => Err(format!("{other}")),
+    }
+}
+
+fn column_of(expr: &Expr, reader: &TableReader) -> Result<usize, String> {
+    match expr {
+        Expr::Column(c) => reader
+            .column_index(&c.name)
+            .ok_or_else(|| format!("no column {}", c.name)),
+        // A cast that widens exactly keeps the order: compare the column itself, with the
+        // constant brought to the column's scale (rounded to keep the comparison's meaning).
+        Expr::Cast(datafusion::logical_expr::Cast { expr: inner, field }) => {
+            let data_type = field.data_type();
+            let c = column_of(inner, reader)?;
+            let logical = reader.manifest().columns[c].logical;
+            let exact = match (logical, data_type) {
+                (LogicalType::Decimal128 { scale, .. }, DataType::Decimal128(_, s)) => *s >= scale,
+                (LogicalType::Int32 | LogicalType::Int64, DataType::Decimal128(_, s)) => *s >= 0,
+                (LogicalType::Int32, DataType::Int64) => true,
+                _ => false,
+            };
+            if exact {
+                Ok(c)
+            } else {
+                Err(format!("{expr} changes the column's values"))
+            }
+        }
+        other => Err(format!("{other} is not a plain column")),
+    }
+}
+
+fn string_literal(expr: &Expr) -> Option<String> {
+    let Expr::Literal(v, _) = expr else {
+        return None;
+    };
+    let v = match v {
+        ScalarValue::Dictionary(_, inner) => inner.as_ref(),
+        v => v,
+    };
+    match v {
+        ScalarValue::Utf8(Some(s))
+        | ScalarValue::LargeUtf8(Some(s))
+        | ScalarValue::Utf8View(Some(s)) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+fn comparator(
+    column: &Expr,
+    op: SqlOp,
+    literal: &Expr,
+    reader: &TableReader,
+) -> Result<Comparator, String> {
+    let c = column_of(column, reader)?;
+    let logical = reader.manifest().columns[c].logical;
+    let op = match op {
+        SqlOp::Eq => CmpOp::Eq,
+        SqlOp::NotEq => CmpOp::Ne,
+        SqlOp::Lt => CmpOp::Lt,
+        SqlOp::LtEq => CmpOp::Le,
+        SqlOp::Gt => CmpOp::Gt,
+        SqlOp::GtEq => CmpOp::Ge,
+        other => return Err(format!("the operator {other}")),
+    };
+    if logical == LogicalType::Utf8 {
+        let s = string_literal(literal).ok_or_else(|| format!("{literal} against a string"))?;
+        return match op {
+            CmpOp::Eq | CmpOp::Ne => Ok(Comparator {
+                column: c,
+                test: Test::StrIn {
+                    values: vec![s],
+                    negated: op == CmpOp::Ne,
+                },
+            }),
+            _ => Err("an ordering comparison of strings".into()),
+        };
+    }
+    if !matches!(
+        logical,
+        LogicalType::Int32
+            | LogicalType::Int64
+            | LogicalType::Date32
+            | LogicalType::Decimal128 { .. }
+    ) {
+        return Err(format!("a comparison on a {logical:?} column"));
+    }
+    let Expr::Literal(value, _) = literal else {
+        return Err(format!("{literal} is not a constant"));
+    };
+    // A constant between two representable values: the comparison is rewritten to the
+    // neighbour that keeps its meaning (x < 5.5 is x < 6 at scale 0, x <= 5.5 is x <= 5).
+    let round = match op {
+        CmpOp::Lt | CmpOp::Ge => crate::sql::Round::Up,
+        CmpOp::Le | CmpOp::Gt => crate::sql::Round::Down,
+        CmpOp::Eq | CmpOp::Ne => crate::sql::Round::Exact,
+    };
+    match crate::sql::bound(value, logical, round) {
+        Some(crate::format::Scalar::Int(v)) => Ok(Comparator {
+            column: c,
+            test: Test::Int { op, value: v },
+        }),
+        _ => Err(format!("the constant {value} against a {logical:?} column")),
+    }
+}
+
+/// A sub-tree the device runs: its Table Task graph, submitted when the plan executes.
+#[derive(Debug)]
+pub struct DeviceExec {
+    device: Arc<dyn Device>,
+    graph: TaskGraph,
+    schema: SchemaRef,
+    props: Arc<PlanProperties>,
+}
+
+impl DeviceExec {
+    fn new(device: Arc<dyn Device>, task: TableTask, schema: SchemaRef) -> DeviceExec {
+        let props = PlanProperties::new(
+            EquivalenceProperties::new(schema.clone()),
+            Partitioning::UnknownPartitioning(1),
+            EmissionType::Final,
+            Boundedness::Bounded,
+        );
+        DeviceExec {
+            device,
+            graph: TaskGraph::single(task),
+            schema,
+            props: Arc::new(props),
+        }
+    }
+
+    /// The graph the device runs.
+    pub fn graph(&self) -> &TaskGraph {
+        &self.graph
+    }
+}
+
+impl DisplayAs for DeviceExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        let task = &self.graph.tasks[0];
+        let (op, keys, aggs) = match &task.operator {
+            Operator::Nop => ("NOP", 0, 0),
+            Operator::Aggregate { aggs } => ("AGGREGATE", 0, aggs.len()),
+            Operator::AggregateGroupBy { keys, aggs } => {
+                ("AGGREGATE_GROUPBY", keys.len(), aggs.len())
+            }
+        };
+        write!(
+            f,
+            "DeviceExec: {op} table={}, comparators={}, instructions={}, keys={keys}, aggregates={aggs}",
+            task.table,
+            task.selector.comparators(),
+            task.transformer.ops.len()
+        )
+    }
+}
+
+impl ExecutionPlan for DeviceExec {
+    fn name(&self) -> &str {
+        "DeviceExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.props
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> DfResult<TreeNodeRecursion>,
+    ) -> DfResult<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn replace_children(
+        self: Arc<Self>,
+        _children: Vec<Arc<dyn ExecutionPlan>>,
+        _options: datafusion::physical_plan::ReplaceChildrenOptions,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        _children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        _context: Arc<TaskContext>,
+    ) -> DfResult<SendableRecordBatchStream> {
+        if partition != 0 {
+            return Err(DataFusionError::Internal(format!(
+                "DeviceExec has one partition, not {partition}"
+            )));
+        }
+        let stream = self
+            .device
+            .submit(&self.graph)
+            .map_err(|e| DataFusionError::External(Box::new(e)))?;
+        let schema = self.schema.clone();
+        let rows = stream.map(move |batch| {
+            let batch = batch.map_err(|e| DataFusionError::External(Box::new(e)))?;
+            Ok(datafusion::arrow::array::RecordBatch::try_new(
+                schema.clone(),
+                batch.columns().to_vec(),
+            )?)
+        });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            self.schema.clone(),
+            futures::stream::iter(rows),
+        )))
+    }
+}

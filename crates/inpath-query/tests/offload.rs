@@ -1,0 +1,484 @@
+//! Offload (issue 14): the 22 TPC-H queries give the same answers with the device on and off,
+//! the aggregates the device takes run there (class, graphs, counters), the Row Selector
+//! equals direct evaluation, a group-by that spills gives the reference result, results do not
+//! depend on lanes or the memory budget, and bad graphs and budgets give clear errors.
+
+mod common;
+use arrow_array::{ArrayRef, Date32Array, Decimal128Array, Int64Array, RecordBatch, StringArray};
+use common::*;
+use datafusion::datasource::MemTable;
+use inpath_query::offload::graph::{
+    Agg, AggFunc, CmpOp, Comparator, MaskSource, Operator, Output, Program, Selector, TableTask,
+    Test,
+};
+use inpath_query::offload::{Device, LocalDevice, TaskGraph, GRAPH_VERSION};
+use inpath_query::sql::OffloadOptions;
+use inpath_query::tpch_queries::{check_answer, pinned_answer, query};
+use inpath_query::{generate_tpch, GenOptions, SqlSession, TableReader, TableWriter, WriteOptions};
+use inpath_seal::{Cipher, Compression, KeyRing, SealConfig};
+use rand::{Rng, SeedableRng};
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+fn gen(dir: &Path, sf: f64, seal: SealConfig, rows_per_page: usize) {
+    let options = GenOptions {
+        write: WriteOptions {
+            rows_per_page,
+            seal,
+            key: (seal.cipher != Cipher::None).then(|| (3, key())),
+            ..WriteOptions::default()
+        },
+        threads: 2,
+        ..GenOptions::default()
+    };
+    generate_tpch(sf, dir, &options).unwrap();
+}
+
+fn offload(memory: Option<u64>, lanes: Option<usize>) -> Option<OffloadOptions> {
+    Some(OffloadOptions {
+        memory,
+        lanes,
+        ..OffloadOptions::default()
+    })
+}
+
+/// Rows as sorted text, for comparing results whose row order the query leaves open.
+fn rows_text(batches: &[RecordBatch]) -> Vec<String> {
+    let options = arrow_cast_options();
+    let mut rows = Vec::new();
+    for b in batches {
+        let f: Vec<_> = b
+            .columns()
+            .iter()
+            .map(|c| {
+                datafusion::arrow::util::display::ArrayFormatter::try_new(c.as_ref(), &options)
+                    .unwrap()
+            })
+            .collect();
+        for i in 0..b.num_rows() {
+            rows.push(
+                f.iter()
+                    .map(|f| f.value(i).to_string())
+                    .collect::<Vec<_>>()
+                    .join("|"),
+            );
+        }
+    }
+    rows
+}
+
+fn arrow_cast_options() -> datafusion::arrow::util::display::FormatOptions<'static> {
+    datafusion::arrow::util::display::FormatOptions::default().with_null("NULL")
+}
+
+/// The 22 queries against the pinned answers with the device on, and against the same
+/// session's answers with it off: equal (floats to the answers' tolerance).
+fn all_22(dir: &Path, keys: &KeyRing, threads: usize, sf: f64, what: &str) -> Vec<&'static str> {
+    let on = SqlSession::open_with(dir, keys, threads, offload(None, None)).unwrap();
+    let mut failures = Vec::new();
+    let mut classes = Vec::new();
+    for n in 1..=22 {
+        let q = query(n).unwrap();
+        classes.push(on.explain_offload(q).unwrap().class);
+        let r = on.sql(q).unwrap();
+        for b in &r.batches {
+            assert_eq!(b.schema(), r.schema, "Q{n}");
+        }
+        if let Err(e) = check_answer(&r, pinned_answer(sf, n).unwrap()) {
+            failures.push(format!("Q{n} with offload: {e}"));
+        }
+    }
+    assert!(failures.is_empty(), "{what}:\n{}", failures.join("\n"));
+    classes
+}
+
+#[test]
+fn all_22_queries_answer_with_offload_and_q1_q6_run_on_the_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = SealConfig {
+        compression: Compression::None,
+        cipher: Cipher::None,
+    };
+    let sealed = SealConfig {
+        compression: Compression::Lz4,
+        cipher: Cipher::Gcm,
+    };
+    gen(&dir.path().join("plain"), 0.01, plain, 4096);
+    gen(&dir.path().join("sealed"), 0.01, sealed, 8192);
+    let classes = all_22(
+        &dir.path().join("plain"),
+        &KeyRing::new(),
+        1,
+        0.01,
+        "plain, 1 thread",
+    );
+    assert_eq!(classes[0], "full", "Q1");
+    assert_eq!(classes[5], "full", "Q6");
+    let sealed_classes = all_22(
+        &dir.path().join("sealed"),
+        &ring(),
+        2,
+        0.01,
+        "sealed, 2 threads",
+    );
+    assert_eq!(classes, sealed_classes);
+
+    // Offload on and off give the same rows for the offloaded queries, for any lanes and
+    // budget that holds a page.
+    let off = SqlSession::open(&dir.path().join("sealed"), &ring(), 2).unwrap();
+    for n in [1, 6] {
+        let want = off.sql(query(n).unwrap()).unwrap();
+        for (memory, lanes) in [(None, Some(1)), (None, Some(3)), (Some(1 << 20), Some(2))] {
+            let on = SqlSession::open_with(
+                &dir.path().join("sealed"),
+                &ring(),
+                2,
+                offload(memory, lanes),
+            )
+            .unwrap();
+            let got = on.sql(query(n).unwrap()).unwrap();
+            assert_eq!(
+                rows_text(&got.batches),
+                rows_text(&want.batches),
+                "Q{n}, memory {memory:?}, lanes {lanes:?}"
+            );
+            let s = on.device_stats().unwrap();
+            assert_eq!(s.graphs, 1, "Q{n}: {s:?}");
+            assert!(
+                s.pages_read > 0 && s.bytes_read > 0 && s.bytes_sent > 0,
+                "{s:?}"
+            );
+            // The host's scans read nothing: every page went to the device.
+            assert_eq!(on.stats().records_read, 0, "Q{n}");
+        }
+    }
+}
+
+/// A table with random decimals, dates, integers and two dictionary strings, written in small
+/// pages; the same rows in DataFusion's memory table.
+fn random_table(dir: &Path, rows: usize, seed: u64) -> (RecordBatch, SqlSession) {
+    let mut r = rand::rngs::StdRng::seed_from_u64(seed);
+    let price: ArrayRef = Arc::new(
+        Decimal128Array::from_iter_values((0..rows).map(|_| r.gen_range(-100_000i128..1_000_000)))
+            .with_precision_and_scale(15, 2)
+            .unwrap(),
+    );
+    let disc: ArrayRef = Arc::new(
+        Decimal128Array::from_iter_values((0..rows).map(|_| r.gen_range(0i128..=10)))
+            .with_precision_and_scale(15, 2)
+            .unwrap(),
+    );
+    let day: ArrayRef = Arc::new(Date32Array::from_iter_values(
+        (0..rows).map(|_| r.gen_range(8000..11000)),
+    ));
+    let qty: ArrayRef = Arc::new(Int64Array::from_iter_values(
+        (0..rows).map(|_| r.gen_range(-50..50)),
+    ));
+    let flags = ["A", "N", "R"];
+    let flag: ArrayRef = Arc::new(StringArray::from_iter_values(
+        (0..rows).map(|_| flags[r.gen_range(0..3)]),
+    ));
+    // Many groups: enough to spill under a small budget.
+    let name: ArrayRef = Arc::new(StringArray::from_iter_values(
+        (0..rows).map(|_| format!("name {:04}", r.gen_range(0..3000))),
+    ));
+    let schema = Arc::new(arrow_schema::Schema::new(vec![
+        arrow_schema::Field::new("price", arrow_schema::DataType::Decimal128(15, 2), false),
+        arrow_schema::Field::new("disc", arrow_schema::DataType::Decimal128(15, 2), false),
+        arrow_schema::Field::new("day", arrow_schema::DataType::Date32, false),
+        arrow_schema::Field::new("qty", arrow_schema::DataType::Int64, false),
+        arrow_schema::Field::new("flag", arrow_schema::DataType::Utf8, false),
+        arrow_schema::Field::new("name", arrow_schema::DataType::Utf8, false),
+    ]));
+    let batch =
+        RecordBatch::try_new(schema.clone(), vec![price, disc, day, qty, flag, name]).unwrap();
+    let table = dir.join("t");
+    let mut w = TableWriter::create(
+        &table,
+        schema,
+        WriteOptions {
+            rows_per_page: 1000,
+            ..WriteOptions::default()
+        },
+    )
+    .unwrap();
+    w.write(&batch).unwrap();
+    w.finish().unwrap();
+    let session = SqlSession::open(dir, &KeyRing::new(), 2).unwrap();
+    (batch, session)
+}
+
+#[test]
+fn random_aggregates_equal_the_host_and_a_spilling_group_by_gives_the_reference_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let (batch, _) = random_table(dir.path(), 20_000, 7);
+    // The reference: DataFusion over the same rows in memory.
+    let reference = datafusion::prelude::SessionContext::new();
+    reference
+        .register_table(
+            "t",
+            Arc::new(MemTable::try_new(batch.schema(), vec![vec![batch.clone()]]).unwrap()),
+        )
+        .unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let expect = |sql: &str| -> Vec<String> {
+        let mut rows = rows_text(
+            &runtime.block_on(async { reference.sql(sql).await.unwrap().collect().await.unwrap() }),
+        );
+        rows.sort();
+        rows
+    };
+    let statements = [
+        "SELECT sum(price), count(*), min(day), max(qty) FROM t WHERE disc BETWEEN 0.02 AND 0.05",
+        "SELECT flag, sum(price * (1 - disc)), sum(price * (1 - disc) * (1 + disc)), count(*) FROM t WHERE day < date '1995-01-01' GROUP BY flag",
+        "SELECT name, flag, sum(qty), max(price), count(*) FROM t WHERE flag IN ('A', 'R') OR qty > 40 GROUP BY name, flag",
+        "SELECT qty, sum(price) FROM t WHERE name LIKE 'name 1%' AND disc <> 0.03 GROUP BY qty",
+        "SELECT sum(price) FROM t WHERE price < 0.005 AND price >= -0.005",
+        "SELECT count(*) FROM t WHERE qty > 1000",
+    ];
+    // Budgets: the default, and one so small the name groups spill many times.
+    for (memory, lanes) in [
+        (None, None),
+        (Some(96 << 10), Some(1)),
+        (Some(200 << 10), Some(3)),
+    ] {
+        let on =
+            SqlSession::open_with(dir.path(), &KeyRing::new(), 2, offload(memory, lanes)).unwrap();
+        for sql in statements {
+            let explain = on.explain_offload(sql).unwrap();
+            assert_eq!(explain.class, "full", "{sql}: {:?}", explain.decisions);
+            let mut got = rows_text(&on.sql(sql).unwrap().batches);
+            got.sort();
+            assert_eq!(
+                got,
+                expect(sql),
+                "{sql}, memory {memory:?}, lanes {lanes:?}"
+            );
+        }
+        if memory == Some(96 << 10) {
+            let s = on.device_stats().unwrap();
+            assert!(s.groups_spilled > 0, "{s:?}");
+            assert!(s.peak_memory <= 96 << 10, "{s:?}");
+        }
+    }
+}
+
+#[test]
+fn the_row_selector_equals_direct_evaluation() {
+    let dir = tempfile::tempdir().unwrap();
+    let (batch, _) = random_table(dir.path(), 5_000, 11);
+    let reader = Arc::new(TableReader::open(&dir.path().join("t"), &KeyRing::new()).unwrap());
+    let device = LocalDevice::new(HashMap::from([("t".to_string(), reader)]), 2, 64 << 20).unwrap();
+    let price = batch
+        .column(0)
+        .as_any()
+        .downcast_ref::<Decimal128Array>()
+        .unwrap()
+        .clone();
+    let qty = batch
+        .column(3)
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .unwrap()
+        .clone();
+    let flag = batch
+        .column(4)
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .unwrap()
+        .clone();
+    let mut r = rand::rngs::StdRng::seed_from_u64(5);
+    let ops = [
+        CmpOp::Eq,
+        CmpOp::Ne,
+        CmpOp::Lt,
+        CmpOp::Le,
+        CmpOp::Gt,
+        CmpOp::Ge,
+    ];
+    for round in 0..60 {
+        // Random products of random sums of comparators on price, qty and flag.
+        let mut products = Vec::new();
+        for _ in 0..r.gen_range(0..4) {
+            let mut sum = Vec::new();
+            for _ in 0..r.gen_range(1..4) {
+                let op = ops[r.gen_range(0..6)];
+                sum.push(match r.gen_range(0..3) {
+                    0 => Comparator {
+                        column: 0,
+                        test: Test::Int {
+                            op,
+                            value: r.gen_range(-100_000i128..1_000_000),
+                        },
+                    },
+                    1 => Comparator {
+                        column: 3,
+                        test: Test::Int {
+                            op,
+                            value: r.gen_range(-60i128..60),
+                        },
+                    },
+                    _ => Comparator {
+                        column: 4,
+                        test: if r.gen_bool(0.5) {
+                            Test::StrIn {
+                                values: vec!["A".into(), "X".into()],
+                                negated: r.gen_bool(0.5),
+                            }
+                        } else {
+                            Test::Like {
+                                pattern: "%R".into(),
+                                negated: r.gen_bool(0.5),
+                            }
+                        },
+                    },
+                });
+            }
+            products.push(sum);
+        }
+        let selector = Selector { products };
+        let direct = (0..batch.num_rows())
+            .filter(|&i| {
+                selector.products.iter().all(|sum| {
+                    sum.iter().any(|c| match (&c.test, c.column) {
+                        (Test::Int { op, value }, 0) => op.holds(price.value(i), *value),
+                        (Test::Int { op, value }, _) => op.holds(qty.value(i) as i128, *value),
+                        (Test::StrIn { values, negated }, _) => {
+                            values.iter().any(|v| v == flag.value(i)) != *negated
+                        }
+                        (Test::Like { negated, .. }, _) => flag.value(i).ends_with('R') != *negated,
+                    })
+                })
+            })
+            .count() as i64;
+        let task = TableTask {
+            table: "t".into(),
+            mask: MaskSource::All,
+            selector,
+            transformer: Program::default(),
+            operator: Operator::Aggregate {
+                aggs: vec![Agg {
+                    func: AggFunc::CountAll,
+                    arg: None,
+                    scale: 0,
+                }],
+            },
+            output: Output {
+                fields: vec![("n".into(), "Int64".into())],
+            },
+        };
+        let graph = TaskGraph::single(task);
+        // The graph survives its JSON form.
+        let graph = TaskGraph::from_json(&graph.to_json()).unwrap();
+        let total: i64 = device
+            .submit(&graph)
+            .unwrap()
+            .map(|b| {
+                let b = b.unwrap();
+                let n = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+                n.iter().map(|v| v.unwrap()).sum::<i64>()
+            })
+            .sum();
+        assert_eq!(
+            total, direct,
+            "round {round}: {:?}",
+            graph.tasks[0].selector
+        );
+    }
+}
+
+#[test]
+fn bad_graphs_and_budgets_give_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    random_table(dir.path(), 3_000, 3);
+    let reader = Arc::new(TableReader::open(&dir.path().join("t"), &KeyRing::new()).unwrap());
+    let tables = HashMap::from([("t".to_string(), reader)]);
+    let device = LocalDevice::new(tables.clone(), 2, 64 << 20).unwrap();
+    let task = TableTask {
+        table: "t".into(),
+        mask: MaskSource::All,
+        selector: Selector::default(),
+        transformer: Program {
+            ops: vec![inpath_query::offload::graph::Op::Load { column: 0 }],
+        },
+        operator: Operator::Aggregate {
+            aggs: vec![Agg {
+                func: AggFunc::Sum,
+                arg: Some(0),
+                scale: 2,
+            }],
+        },
+        output: Output {
+            fields: vec![("s".into(), "Decimal128(25, 2)".into())],
+        },
+    };
+    let graph = TaskGraph::single(task.clone());
+
+    // A graph from a newer version is refused by name.
+    let newer = graph.to_json().replacen(
+        &format!("\"version\": {GRAPH_VERSION}"),
+        &format!("\"version\": {}", GRAPH_VERSION + 1),
+        1,
+    );
+    let e = TaskGraph::from_json(&newer).unwrap_err().to_string();
+    assert!(e.contains("version 2") && e.contains("newer"), "{e}");
+    let e = TaskGraph::from_json("{\"version\": 1, \"tasks\": 3}")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("damaged"), "{e}");
+    // A register read before it is defined; a table the device does not hold; a column
+    // beyond the table.
+    let mut bad = graph.clone();
+    bad.tasks[0]
+        .transformer
+        .ops
+        .push(inpath_query::offload::graph::Op::Add(0, 5));
+    assert!(device
+        .submit(&bad)
+        .err()
+        .unwrap()
+        .to_string()
+        .contains("register 5"));
+    let mut bad = graph.clone();
+    bad.tasks[0].table = "nope".into();
+    assert!(device
+        .submit(&bad)
+        .err()
+        .unwrap()
+        .to_string()
+        .contains("no table \"nope\""));
+    let mut bad = graph.clone();
+    bad.tasks[0].transformer.ops[0] = inpath_query::offload::graph::Op::Load { column: 40 };
+    assert!(device
+        .submit(&bad)
+        .err()
+        .unwrap()
+        .to_string()
+        .contains("column 40"));
+
+    // A budget below one page: a clear error, never a wrong answer.
+    let small = LocalDevice::new(tables.clone(), 4, 64 << 10).unwrap();
+    let results: Vec<_> = small.submit(&graph).unwrap().collect();
+    let e = results
+        .iter()
+        .find_map(|r| r.as_ref().err())
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("memory budget") && e.contains("cannot hold one page"),
+        "{e}"
+    );
+    assert!(LocalDevice::new(tables.clone(), 0, 64 << 20).is_err());
+    assert!(LocalDevice::new(tables, 1, 1000).is_err());
+
+    // A cancelled graph stops: dropping the stream early leaves no lane behind to hang on.
+    let mut stream = device.submit(&graph).unwrap();
+    stream.cancel();
+    let rest: Vec<_> = stream.by_ref().collect();
+    assert!(rest.len() <= 2);
+    drop(stream);
+    // The device still runs graphs afterwards.
+    let ok: Vec<_> = device.submit(&graph).unwrap().collect();
+    assert!(ok.iter().all(|r| r.is_ok()));
+}
