@@ -899,7 +899,7 @@ pub struct SqlSession {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct OffloadOptions {
     /// Device memory in bytes; `None`: 40 MiB per TPC-H SF 1 worth of rows (8.66 M rows over
-    /// all tables), at least 4 MiB.
+    /// all tables), at least 4 MiB per lane (one decoded page and its groups).
     pub memory: Option<u64>,
     /// Device lanes; `None`: the session's threads.
     pub lanes: Option<usize>,
@@ -1060,15 +1060,17 @@ impl SqlSession {
             None => None,
             Some(o) => {
                 let rows: u64 = opened.iter().map(|(_, t)| t.reader().row_count()).sum();
+                let lanes = o.lanes.unwrap_or(threads);
                 let memory = o.memory.unwrap_or_else(|| {
                     let per_sf = crate::offload::DEFAULT_MEMORY_PER_SF as f64;
-                    ((rows as f64 / SF1_ROWS as f64) * per_sf).max((4u64 << 20) as f64) as u64
+                    let floor = (lanes as u64).saturating_mul(4 << 20);
+                    (((rows as f64 / SF1_ROWS as f64) * per_sf) as u64).max(floor)
                 });
                 let readers = opened
                     .iter()
                     .map(|(name, t)| (name.clone(), t.reader.clone()))
                     .collect();
-                let device = LocalDevice::new(readers, o.lanes.unwrap_or(threads), memory)?;
+                let device = LocalDevice::new(readers, lanes, memory)?;
                 Some(Arc::new(OffloadRule::new(Arc::new(device), o.limits)))
             }
         };

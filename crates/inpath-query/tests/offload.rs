@@ -68,6 +68,24 @@ fn rows_text(batches: &[RecordBatch]) -> Vec<String> {
     rows
 }
 
+/// Equal rows: every field the same text, except doubles, which may differ by 1e-12 relative
+/// (the device averages exact sums; the host adds doubles in its own order).
+fn same_rows(got: &[String], want: &[String], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (g, w) in got.iter().zip(want) {
+        let ok = g.split('|').zip(w.split('|')).all(|(a, b)| {
+            a == b
+                || match (a.parse::<f64>(), b.parse::<f64>()) {
+                    (Ok(x), Ok(y)) if a.contains('.') && b.contains('.') => {
+                        (x - y).abs() <= 1e-12 * x.abs().max(y.abs())
+                    }
+                    _ => false,
+                }
+        });
+        assert!(ok, "{what}:\n  got  {g}\n  want {w}");
+    }
+}
+
 fn arrow_cast_options() -> datafusion::arrow::util::display::FormatOptions<'static> {
     datafusion::arrow::util::display::FormatOptions::default().with_null("NULL")
 }
@@ -129,7 +147,7 @@ fn all_22_queries_answer_with_offload_and_q1_q6_run_on_the_device() {
     let off = SqlSession::open(&dir.path().join("sealed"), &ring(), 2).unwrap();
     for n in [1, 6] {
         let want = off.sql(query(n).unwrap()).unwrap();
-        for (memory, lanes) in [(None, Some(1)), (None, Some(3)), (Some(1 << 20), Some(2))] {
+        for (memory, lanes) in [(None, Some(1)), (None, Some(3)), (Some(3 << 20), Some(2))] {
             let on = SqlSession::open_with(
                 &dir.path().join("sealed"),
                 &ring(),
@@ -138,10 +156,10 @@ fn all_22_queries_answer_with_offload_and_q1_q6_run_on_the_device() {
             )
             .unwrap();
             let got = on.sql(query(n).unwrap()).unwrap();
-            assert_eq!(
-                rows_text(&got.batches),
-                rows_text(&want.batches),
-                "Q{n}, memory {memory:?}, lanes {lanes:?}"
+            same_rows(
+                &rows_text(&got.batches),
+                &rows_text(&want.batches),
+                &format!("Q{n}, memory {memory:?}, lanes {lanes:?}"),
             );
             let s = on.device_stats().unwrap();
             assert_eq!(s.graphs, 1, "Q{n}: {s:?}");
@@ -240,8 +258,8 @@ fn random_aggregates_equal_the_host_and_a_spilling_group_by_gives_the_reference_
     // Budgets: the default, and one so small the name groups spill many times.
     for (memory, lanes) in [
         (None, None),
-        (Some(96 << 10), Some(1)),
-        (Some(200 << 10), Some(3)),
+        (Some(256 << 10), Some(1)),
+        (Some(900 << 10), Some(3)),
     ] {
         let on =
             SqlSession::open_with(dir.path(), &KeyRing::new(), 2, offload(memory, lanes)).unwrap();
@@ -256,10 +274,10 @@ fn random_aggregates_equal_the_host_and_a_spilling_group_by_gives_the_reference_
                 "{sql}, memory {memory:?}, lanes {lanes:?}"
             );
         }
-        if memory == Some(96 << 10) {
+        if let Some(budget) = memory {
             let s = on.device_stats().unwrap();
             assert!(s.groups_spilled > 0, "{s:?}");
-            assert!(s.peak_memory <= 96 << 10, "{s:?}");
+            assert!(s.peak_memory <= budget, "{s:?}");
         }
     }
 }

@@ -46,7 +46,7 @@ struct OffloadArgs {
     #[arg(long)]
     offload: bool,
     /// The device's memory (such as 40MiB; default 40 MiB per TPC-H SF 1 of rows, at least
-    /// 4 MiB). A group-by that outgrows it hands partial groups to the host early.
+    /// 4 MiB per lane). A group-by that outgrows it hands partial groups to the host early.
     #[arg(long, value_parser = crate::common::parse_size, requires = "offload")]
     device_memory: Option<u64>,
     /// Device lanes (default: --threads).
@@ -458,10 +458,15 @@ fn explain(args: ExplainArgs) -> anyhow::Result<()> {
         }] += 1;
         let mut notes: Vec<String> = Vec::new();
         for d in &e.decisions {
-            let table = d.table.clone().unwrap_or_else(|| "-".into());
-            match &d.declined {
-                Some(why) => notes.push(format!("{table}: host ({why})")),
-                None => notes.push(format!("{table}: device")),
+            match (&d.declined, &d.table) {
+                (Some(why), Some(table)) => {
+                    notes.push(format!("aggregate over {table}: host ({why})"))
+                }
+                (Some(why), None) => notes.push(format!("aggregate: host ({why})")),
+                (None, table) => notes.push(format!(
+                    "aggregate over {}: device",
+                    table.as_deref().unwrap_or("?")
+                )),
             }
             if !d.limits_hit.is_empty() && d.declined.is_none() {
                 notes.push(format!("thesis limits hit: {}", d.limits_hit.join(", ")));

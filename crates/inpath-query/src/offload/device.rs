@@ -428,26 +428,35 @@ impl Prepared {
     }
 }
 
-/// An integer column's values as i64 (dates as days, decimals as scaled integers).
-fn ints(array: &ArrayRef, what: &str) -> Result<Vec<i64>> {
+/// Rows of a page the transformer works on: a run, or picked rows (ascending).
+enum Rows<'a> {
+    Range(usize, usize),
+    Pick(&'a [u32]),
+}
+
+impl Rows<'_> {
+    fn gather<T: Copy, U>(&self, values: &[T], f: impl Fn(T) -> U) -> Vec<U> {
+        match *self {
+            Rows::Range(start, n) => values[start..start + n].iter().map(|&v| f(v)).collect(),
+            Rows::Pick(rows) => rows.iter().map(|&r| f(values[r as usize])).collect(),
+        }
+    }
+}
+
+/// Rows of this many at a time go through the transformer and the operator: registers stay
+/// in cache and within the memory budget.
+const BLOCK: usize = 4096;
+
+/// An integer column's values at `rows` as i64 (dates as days, decimals as scaled integers).
+fn load(array: &ArrayRef, rows: &Rows, what: &str) -> Result<Vec<i64>> {
     Ok(match array.data_type() {
-        DataType::Int64 => array.as_primitive::<Int64Type>().values().to_vec(),
-        DataType::Int32 => array
-            .as_primitive::<Int32Type>()
-            .values()
-            .iter()
-            .map(|&v| v as i64)
-            .collect(),
-        DataType::Date32 => array
-            .as_primitive::<Date32Type>()
-            .values()
-            .iter()
-            .map(|&v| v as i64)
-            .collect(),
+        DataType::Int64 => rows.gather(array.as_primitive::<Int64Type>().values(), |v| v),
+        DataType::Int32 => rows.gather(array.as_primitive::<Int32Type>().values(), |v| v as i64),
+        DataType::Date32 => rows.gather(array.as_primitive::<Date32Type>().values(), |v| v as i64),
         DataType::Decimal128(..) => {
-            let values = array.as_primitive::<Decimal128Type>().values();
-            let mut out = Vec::with_capacity(values.len());
-            for &v in values.iter() {
+            let wide = rows.gather(array.as_primitive::<Decimal128Type>().values(), |v| v);
+            let mut out = Vec::with_capacity(wide.len());
+            for v in wide {
                 out.push(i64::try_from(v).map_err(|_| Error::Offload {
                     detail: format!("{what}: the decimal {v} is outside the device's 64-bit range"),
                 })?);
@@ -521,7 +530,7 @@ fn comparator_words(array: &ArrayRef, test: &Test, what: &str) -> Result<Vec<u64
     };
     let mut words = match (test, array.data_type()) {
         (Test::Int { op, value }, _) => {
-            let v = ints(array, what)?;
+            let v = load(array, &Rows::Range(0, rows), what)?;
             let value = *value;
             let op = *op;
             // Constants beyond the 64-bit range decide the test for every row.
@@ -573,6 +582,8 @@ struct Lane<'a> {
     groups: Groups,
     /// Group-table bytes currently held against the device's memory.
     held: u64,
+    /// The most groups there can be (dictionary keys), once a page has shown the dictionaries.
+    group_cap: Option<usize>,
 }
 
 /// The group table of AGGREGATE (one group) or AGGREGATE_GROUPBY.
@@ -603,10 +614,14 @@ impl Groups {
         }
     }
 
+    /// Bytes one group holds (keys, accumulators, counts, and its share of the lookup).
+    fn per_group(&self) -> usize {
+        self.keys.len() * 8 + self.acc.len() * 24 + 32
+    }
+
     fn bytes(&self) -> u64 {
-        let per = self.keys.len() * 8 + self.acc.len() * 24 + 32;
         let dense = self.dense.as_ref().map_or(0, |(_, slots)| slots.len() * 4);
-        (self.len * per + dense) as u64
+        (self.len * self.per_group() + dense) as u64
     }
 
     fn push_group(&mut self, key: &[i64]) -> u32 {
@@ -652,7 +667,13 @@ impl<'a> Lane<'a> {
             budget,
             groups,
             held: 0,
+            group_cap: None,
         }
+    }
+
+    /// The most groups a page of `rows` rows can add.
+    fn new_groups(&self, rows: usize) -> usize {
+        self.group_cap.map_or(rows, |c| c.min(rows))
     }
 
     fn release(&mut self) {
@@ -676,17 +697,22 @@ impl<'a> Lane<'a> {
         cancel: &AtomicBool,
         emit: &mut dyn FnMut(RecordBatch) -> bool,
     ) -> Result<()> {
+        let rows_per_page = self.plan.reader.rows_per_page();
+        let mut last_page = 0u64;
         for &page in pages {
             if cancel.load(Ordering::Relaxed) {
                 return Err(Error::Offload {
                     detail: "the query was cancelled".into(),
                 });
             }
-            let page_bytes = self.page(page)?;
-            // Under memory pressure the groups so far go to the host as partial groups.
+            // Under memory pressure the groups so far go to the host as partial groups: before
+            // a page whose reads (as large as the largest page so far) and new groups (at most
+            // one per row) could take the lane past its budget.
+            let worst =
+                last_page + (self.new_groups(rows_per_page) * self.groups.per_group()) as u64;
             if !self.plan.keys().is_empty()
                 && self.groups.len > 0
-                && page_bytes + self.groups.bytes() > self.budget
+                && worst + self.groups.bytes() > self.budget
             {
                 Counters::add(&self.counters.groups_spilled, self.groups.len as u64);
                 let batch = self.emit_groups()?;
@@ -696,6 +722,7 @@ impl<'a> Lane<'a> {
                     return Ok(());
                 }
             }
+            last_page = last_page.max(self.page(page)?);
         }
         if self.plan.keys().is_empty() || self.groups.len > 0 {
             let batch = self.emit_groups()?;
@@ -783,21 +810,53 @@ impl<'a> Lane<'a> {
                 }
                 s
             });
-            let registers = self.transform(&arrays, sel.as_deref(), selected, &column_name)?;
-            let reg_bytes = (registers.len() * selected * 8) as u64;
-            self.counters.hold(reg_bytes);
-            held += reg_bytes;
-            if held > self.budget {
+            // A group-by must also hold one page's worth of new groups (one per row).
+            // Keys that are all dictionaries bound the groups by the product of their sizes.
+            if !plan.keys().is_empty() {
+                let mut cap = Some(1usize);
+                for k in plan.keys() {
+                    cap = match (k, cap) {
+                        (GroupKey::Dictionary { column }, Some(c)) => arrays[column]
+                            .as_any()
+                            .downcast_ref::<DictionaryArray<Int32Type>>()
+                            .and_then(|d| c.checked_mul(d.values().len().max(1))),
+                        _ => None,
+                    };
+                }
+                self.group_cap = cap;
+            }
+            let groups_room = if plan.keys().is_empty() {
+                0
+            } else {
+                (self.new_groups(rows) * self.groups.per_group()) as u64
+            };
+            // The transformer's registers hold one block of rows at a time.
+            let block = selected.min(BLOCK);
+            let reg_bytes = (plan.task.transformer.ops.len() * block * 8) as u64;
+            if held + reg_bytes + groups_room > self.budget {
                 return Err(Error::Offload {
                     detail: format!(
                         "the device's memory budget ({} KiB per lane) cannot hold one page of \
-                         table {table} ({} KiB); give the device more memory",
+                         table {table} and its groups ({} KiB); give the device more memory",
                         self.budget >> 10,
-                        held.div_ceil(1024)
+                        (held + reg_bytes + groups_room).div_ceil(1024)
                     ),
                 });
             }
-            self.aggregate(&arrays, &registers, sel.as_deref(), selected)
+            self.counters.hold(reg_bytes);
+            held += reg_bytes;
+            let mut start = 0;
+            while start < selected {
+                let n = (selected - start).min(BLOCK);
+                let block = match &sel {
+                    None => Rows::Range(start, n),
+                    Some(s) => Rows::Pick(&s[start..start + n]),
+                };
+                let registers = self.transform(&arrays, &block, n, &column_name)?;
+                self.aggregate(&arrays, &registers, &block, n)?;
+                start += n;
+            }
+            Ok(())
         })();
         self.counters.release(held);
         result.map(|()| held)
@@ -807,7 +866,7 @@ impl<'a> Lane<'a> {
     fn transform(
         &self,
         arrays: &HashMap<usize, ArrayRef>,
-        sel: Option<&[u32]>,
+        rows: &Rows,
         n: usize,
         column_name: &dyn Fn(usize) -> String,
     ) -> Result<Vec<Vec<i64>>> {
@@ -831,11 +890,7 @@ impl<'a> Lane<'a> {
                             ),
                         });
                     }
-                    let v = ints(array, &column_name(column))?;
-                    match sel {
-                        None => v,
-                        Some(s) => s.iter().map(|&r| v[r as usize]).collect(),
-                    }
+                    load(array, rows, &column_name(column))?
                 }
                 Op::Const { value } => vec![value; n],
                 Op::Add(a, b) | Op::Sub(a, b) | Op::Mul(a, b) => {
@@ -913,7 +968,7 @@ impl<'a> Lane<'a> {
         &mut self,
         arrays: &HashMap<usize, ArrayRef>,
         registers: &[Vec<i64>],
-        sel: Option<&[u32]>,
+        rows: &Rows,
         n: usize,
     ) -> Result<Vec<u32>> {
         let keys = self.plan.keys();
@@ -941,10 +996,7 @@ impl<'a> Lane<'a> {
                         });
                     }
                     let codes = dict.keys().values();
-                    columns.push(match sel {
-                        None => codes.iter().map(|&c| c as i64).collect(),
-                        Some(s) => s.iter().map(|&r| codes[r as usize] as i64).collect(),
-                    });
+                    columns.push(rows.gather(codes, |c| c as i64));
                     sizes.push(Some(dict.values().len()));
                     if self.groups.dictionaries[k].is_none() {
                         self.groups.dictionaries[k] = Some(dict.values().clone());
@@ -957,13 +1009,15 @@ impl<'a> Lane<'a> {
             }
         }
         let mut ids = Vec::with_capacity(n);
+        // A dense table takes at most a quarter of the lane's budget.
+        let budget_quarter = (self.budget / 4) as usize;
         let dense_strides = sizes
             .iter()
             .try_fold((Vec::new(), 1usize), |(mut st, p), s| {
                 let s = (*s)?;
                 st.push(p);
                 let next = p.checked_mul(s.max(1))?;
-                (next <= DENSE_SLOTS).then_some((st, next))
+                (next <= DENSE_SLOTS && next * 4 <= budget_quarter).then_some((st, next))
             });
         let mut key = vec![0i64; keys.len()];
         // Dictionaries are the column's own, shared by every page, so the dense table's shape
@@ -1028,10 +1082,10 @@ impl<'a> Lane<'a> {
         &mut self,
         arrays: &HashMap<usize, ArrayRef>,
         registers: &[Vec<i64>],
-        sel: Option<&[u32]>,
+        rows: &Rows,
         n: usize,
     ) -> Result<()> {
-        let ids = self.group_ids(arrays, registers, sel, n)?;
+        let ids = self.group_ids(arrays, registers, rows, n)?;
         let single = self.plan.keys().is_empty();
         for (a, agg) in self.plan.aggs().iter().enumerate() {
             let acc = &mut self.groups.acc[a];

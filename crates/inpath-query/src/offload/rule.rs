@@ -27,6 +27,7 @@ use datafusion::physical_expr::expressions::{
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+use datafusion::physical_plan::coop::CooperativeExec;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::repartition::RepartitionExec;
@@ -133,16 +134,37 @@ impl PhysicalOptimizerRule for OffloadRule {
             let Some(agg) = node.downcast_ref::<AggregateExec>() else {
                 return Ok(Transformed::no(node));
             };
-            if *agg.mode() != AggregateMode::Partial {
+            // A Single aggregate (one partition) is split as DataFusion splits it: the device
+            // runs the Partial half, a host Final aggregate above it merges.
+            let single = matches!(
+                agg.mode(),
+                AggregateMode::Single | AggregateMode::SinglePartitioned
+            );
+            let partial = if single {
+                Arc::new(AggregateExec::try_new(
+                    AggregateMode::Partial,
+                    agg.group_expr().clone(),
+                    agg.aggr_expr().to_vec(),
+                    agg.filter_expr().to_vec(),
+                    agg.input().clone(),
+                    agg.input_schema(),
+                )?)
+            } else if *agg.mode() == AggregateMode::Partial {
+                Arc::new(agg.clone())
+            } else {
                 return Ok(Transformed::no(node));
-            }
-            let (table, result) = aggregate_task(agg);
+            };
+            let (table, result) = aggregate_task(&partial);
             let limits_hit = match &result {
                 Ok(task) => thesis_limits_hit(task),
                 Err(_) => Vec::new(),
             };
             let result = result.and_then(|task| {
-                let over = exceeds(&task, &self.limits);
+                let over: Vec<String> = exceeds(&task, &self.limits)
+                    .into_iter()
+                    .filter(|(_, declines)| *declines)
+                    .map(|(what, _)| what)
+                    .collect();
                 if over.is_empty() {
                     Ok(task)
                 } else {
@@ -157,12 +179,21 @@ impl PhysicalOptimizerRule for OffloadRule {
                         declined: None,
                         limits_hit,
                     });
-                    let exec = DeviceExec::new(self.device.clone(), task, agg.schema());
-                    Ok(Transformed::new(
-                        Arc::new(exec),
-                        true,
-                        TreeNodeRecursion::Continue,
-                    ))
+                    let exec: Arc<dyn ExecutionPlan> =
+                        Arc::new(DeviceExec::new(self.device.clone(), task, partial.schema()));
+                    let exec: Arc<dyn ExecutionPlan> = if single {
+                        Arc::new(AggregateExec::try_new(
+                            AggregateMode::Final,
+                            agg.group_expr().as_final(),
+                            agg.aggr_expr().to_vec(),
+                            agg.filter_expr().to_vec(),
+                            exec,
+                            agg.input_schema(),
+                        )?)
+                    } else {
+                        exec
+                    };
+                    Ok(Transformed::new(exec, true, TreeNodeRecursion::Continue))
                 }
                 Err(reason) => {
                     decisions.push(Decision {
@@ -189,18 +220,47 @@ impl PhysicalOptimizerRule for OffloadRule {
 /// Which thesis limits a task exceeds.
 pub fn thesis_limits_hit(task: &TableTask) -> Vec<String> {
     exceeds(task, &Limits::THESIS)
+        .into_iter()
+        .map(|(what, _)| what)
+        .collect()
 }
 
-fn exceeds(task: &TableTask, limits: &Limits) -> Vec<String> {
+/// Comparators as the thesis's Row Selector counts them: a range on one column (the two
+/// single-comparator products BETWEEN gives) is one comparator.
+fn range_comparators(selector: &Selector) -> usize {
+    let mut ranged: Vec<usize> = Vec::new();
+    let mut n = 0;
+    for product in &selector.products {
+        match product.as_slice() {
+            [Comparator {
+                column,
+                test: Test::Int { op, .. },
+            }] if !matches!(op, CmpOp::Eq | CmpOp::Ne) => {
+                if !ranged.contains(column) {
+                    ranged.push(*column);
+                    n += 1;
+                }
+            }
+            other => n += other.len(),
+        }
+    }
+    n
+}
+
+/// The limits a task exceeds: (what, whether it keeps the task off the device). One read port
+/// only serialises column reads, so it is reported, never a reason to stay on the host; group
+/// buckets are known before running only for dictionary keys.
+fn exceeds(task: &TableTask, limits: &Limits) -> Vec<(String, bool)> {
     let mut hit = Vec::new();
-    let comparators = task.selector.comparators();
-    if limits.comparators.is_some_and(|l| comparators > l) {
-        hit.push(format!("{comparators} comparators (4)"));
+    let comparators = range_comparators(&task.selector);
+    if let Some(l) = limits.comparators.filter(|l| comparators > *l) {
+        hit.push((format!("{comparators} comparators (limit {l})"), true));
     }
     let instructions = task.transformer.arithmetic();
-    if limits.instructions.is_some_and(|l| instructions > l) {
-        hit.push(format!(
-            "{instructions} transformer instructions (4 PEs x 8)"
+    if let Some(l) = limits.instructions.filter(|l| instructions > *l) {
+        hit.push((
+            format!("{instructions} transformer instructions (limit {l})"),
+            true,
         ));
     }
     let mut columns = task.selector.columns();
@@ -210,20 +270,33 @@ fn exceeds(task: &TableTask, limits: &Limits) -> Vec<String> {
             GroupKey::Dictionary { column } => Some(*column),
             GroupKey::Register(_) => None,
         }));
-        // A dictionary code and a register value are 8 bytes each in the group id.
-        let id_bytes = keys.len() * 8;
-        if limits.group_id_bytes.is_some_and(|l| id_bytes > l) {
-            hit.push(format!("{id_bytes}-byte group ids (16)"));
+        // A dictionary code is 4 bytes of the group id, a register value 8.
+        let id_bytes: usize = keys
+            .iter()
+            .map(|k| match k {
+                GroupKey::Dictionary { .. } => 4,
+                GroupKey::Register(_) => 8,
+            })
+            .sum();
+        if let Some(l) = limits.group_id_bytes.filter(|l| id_bytes > *l) {
+            hit.push((format!("{id_bytes}-byte group ids (limit {l})"), true));
         }
-        if limits.group_buckets.is_some() && keys.iter().any(|k| matches!(k, GroupKey::Register(_)))
-        {
-            hit.push("groups not bounded by dictionaries (1024 buckets)".into());
+        if let Some(l) = limits.group_buckets {
+            if keys.iter().any(|k| matches!(k, GroupKey::Register(_))) {
+                hit.push((
+                    format!("groups by value, not bounded by a dictionary ({l} buckets: spills)"),
+                    false,
+                ));
+            }
         }
     }
     columns.sort_unstable();
     columns.dedup();
-    if limits.read_ports.is_some_and(|l| columns.len() > l) {
-        hit.push(format!("{} columns through one read port", columns.len()));
+    if let Some(l) = limits.read_ports.filter(|l| columns.len() > *l) {
+        hit.push((
+            format!("{} columns through {l} read port", columns.len()),
+            false,
+        ));
     }
     hit
 }
@@ -239,6 +312,9 @@ fn aggregate_task(agg: &AggregateExec) -> (Option<String>, Result<TableTask, Str
                 return (None, Err("a hash repartition below the aggregate".into()));
             }
             node = r.input().clone();
+        } else if let Some(c) = node.downcast_ref::<CooperativeExec>() {
+            // Yields to the runtime between batches; the device's stream runs on its own lanes.
+            node = c.input().clone();
         } else if let Some(p) = node.downcast_ref::<ProjectionExec>() {
             layers.push((
                 p.expr().iter().map(|e| e.expr.clone()).collect(),
@@ -251,7 +327,7 @@ fn aggregate_task(agg: &AggregateExec) -> (Option<String>, Result<TableTask, Str
             return (
                 None,
                 Err(format!(
-                    "the aggregate's input is {} (a join or an operator the device does not run)",
+                    "its input is {}, which the device does not run yet",
                     node.name()
                 )),
             );
