@@ -454,12 +454,25 @@ fn load(array: &ArrayRef, rows: &Rows, what: &str) -> Result<Vec<i64>> {
         DataType::Int32 => rows.gather(array.as_primitive::<Int32Type>().values(), |v| v as i64),
         DataType::Date32 => rows.gather(array.as_primitive::<Date32Type>().values(), |v| v as i64),
         DataType::Decimal128(..) => {
-            let wide = rows.gather(array.as_primitive::<Decimal128Type>().values(), |v| v);
-            let mut out = Vec::with_capacity(wide.len());
-            for v in wide {
-                out.push(i64::try_from(v).map_err(|_| Error::Offload {
-                    detail: format!("{what}: the decimal {v} is outside the device's 64-bit range"),
-                })?);
+            let values = array.as_primitive::<Decimal128Type>().values();
+            // Narrowed with wrapping casts; one check over the block finds any value beyond
+            // 64 bits.
+            let out = rows.gather(values, |v| v as i64);
+            let fits = match *rows {
+                Rows::Range(start, n) => values[start..start + n]
+                    .iter()
+                    .zip(&out)
+                    .all(|(&w, &v)| w == v as i128),
+                Rows::Pick(_) => rows
+                    .gather(values, |v| v)
+                    .iter()
+                    .zip(&out)
+                    .all(|(&w, &v)| w == v as i128),
+            };
+            if !fits {
+                return Err(Error::Offload {
+                    detail: format!("{what}: a decimal is outside the device's 64-bit range"),
+                });
             }
             out
         }
@@ -488,6 +501,45 @@ fn pack_bits(rows: usize, mut test: impl FnMut(usize) -> bool) -> Vec<u64> {
         *word = bits;
     }
     words
+}
+
+/// Mask words of `values[i] op value`. A constant outside the type's range is clamped to the
+/// range's edge with the operator adjusted, so the test keeps its meaning.
+fn cmp_words<T>(values: &[T], op: CmpOp, value: i128) -> Vec<u64>
+where
+    T: Copy + PartialOrd + TryFrom<i128> + Into<i128>,
+{
+    let rows = values.len();
+    let c = match T::try_from(value) {
+        Ok(c) => c,
+        // Every row compares the same way with a constant beyond the type's range.
+        Err(_) => {
+            let all = match values.first() {
+                Some(&v) => op.holds(v.into(), value),
+                None => false,
+            };
+            return pack_bits(rows, |_| all);
+        }
+    };
+    fn words<T: Copy>(values: &[T], f: impl Fn(T) -> bool) -> Vec<u64> {
+        let mut out = Vec::with_capacity(values.len().div_ceil(64));
+        for chunk in values.chunks(64) {
+            let mut bits = 0u64;
+            for (j, &v) in chunk.iter().enumerate() {
+                bits |= (f(v) as u64) << j;
+            }
+            out.push(bits);
+        }
+        out
+    }
+    match op {
+        CmpOp::Eq => words(values, |v| v == c),
+        CmpOp::Ne => words(values, |v| v != c),
+        CmpOp::Lt => words(values, |v| v < c),
+        CmpOp::Le => words(values, |v| v <= c),
+        CmpOp::Gt => words(values, |v| v > c),
+        CmpOp::Ge => words(values, |v| v >= c),
+    }
 }
 
 /// A SQL LIKE match (`%` any run, `_` one character; no escape).
@@ -529,14 +581,28 @@ fn comparator_words(array: &ArrayRef, test: &Test, what: &str) -> Result<Vec<u64
         }
     };
     let mut words = match (test, array.data_type()) {
-        (Test::Int { op, value }, _) => {
-            let v = load(array, &Rows::Range(0, rows), what)?;
+        (Test::Int { op, value }, dt) => {
+            // On the column's own values, the operator chosen outside the loop, so that each
+            // comparison loop vectorises.
             let value = *value;
-            let op = *op;
-            // Constants beyond the 64-bit range decide the test for every row.
-            match i64::try_from(value) {
-                Ok(c) => pack_bits(rows, |i| op.holds(v[i], c)),
-                Err(_) => pack_bits(rows, |i| op.holds(v[i] as i128, value)),
+            match dt {
+                DataType::Int64 => {
+                    cmp_words(array.as_primitive::<Int64Type>().values(), *op, value)
+                }
+                DataType::Int32 => {
+                    cmp_words(array.as_primitive::<Int32Type>().values(), *op, value)
+                }
+                DataType::Date32 => {
+                    cmp_words(array.as_primitive::<Date32Type>().values(), *op, value)
+                }
+                DataType::Decimal128(..) => {
+                    cmp_words(array.as_primitive::<Decimal128Type>().values(), *op, value)
+                }
+                other => {
+                    return Err(Error::Offload {
+                        detail: format!("{what}: a {other} column is not an integer column"),
+                    })
+                }
             }
         }
         (_, DataType::Dictionary(..)) => {
@@ -837,9 +903,13 @@ impl<'a> Lane<'a> {
                 return Err(Error::Offload {
                     detail: format!(
                         "the device's memory budget ({} KiB per lane) cannot hold one page of \
-                         table {table} and its groups ({} KiB); give the device more memory",
+                         table {table} and its groups ({} KiB: columns {} KiB, registers {} KiB, \
+                         groups {} KiB); give the device more memory",
                         self.budget >> 10,
-                        (held + reg_bytes + groups_room).div_ceil(1024)
+                        (held + reg_bytes + groups_room).div_ceil(1024),
+                        held >> 10,
+                        reg_bytes >> 10,
+                        groups_room >> 10
                     ),
                 });
             }
@@ -1087,28 +1157,32 @@ impl<'a> Lane<'a> {
     ) -> Result<()> {
         let ids = self.group_ids(arrays, registers, rows, n)?;
         let single = self.plan.keys().is_empty();
+        let groups = self.groups.len;
+        // Rows per group in this block, counted once for every aggregate (no argument is
+        // ever null: the transformer takes only non-null columns).
+        let per_group: Vec<i64> = if single {
+            vec![n as i64]
+        } else {
+            let mut c = vec![0i64; groups];
+            for &g in &ids {
+                c[g as usize] += 1;
+            }
+            c
+        };
         for (a, agg) in self.plan.aggs().iter().enumerate() {
             let acc = &mut self.groups.acc[a];
             let count = &mut self.groups.count[a];
+            if agg.func != AggFunc::Min && agg.func != AggFunc::Max {
+                for (c, add) in count.iter_mut().zip(&per_group) {
+                    *c += add;
+                }
+            }
             match (agg.func, agg.arg) {
-                (AggFunc::CountAll, _) | (AggFunc::Count, _) if single => count[0] += n as i64,
-                (AggFunc::CountAll, _) | (AggFunc::Count, _) => {
-                    for &g in &ids {
-                        count[g as usize] += 1;
-                    }
-                }
+                (AggFunc::CountAll | AggFunc::Count, _) => {}
                 (AggFunc::Sum | AggFunc::Avg, Some(r)) if single => {
-                    // Sums of 64-bit values in 128 bits: exact for 2^64 rows.
-                    let s: i128 = registers[r].iter().map(|&v| v as i128).sum();
-                    acc[0] += s;
-                    count[0] += n as i64;
+                    acc[0] += exact_sum(&registers[r])
                 }
-                (AggFunc::Sum | AggFunc::Avg, Some(r)) => {
-                    for (&g, &v) in ids.iter().zip(&registers[r]) {
-                        acc[g as usize] += v as i128;
-                        count[g as usize] += 1;
-                    }
-                }
+                (AggFunc::Sum | AggFunc::Avg, Some(r)) => sum_by_group(&ids, &registers[r], acc),
                 (AggFunc::Min | AggFunc::Max, Some(r)) => {
                     let max = agg.func == AggFunc::Max;
                     for (&g, &v) in ids.iter().zip(&registers[r]) {
@@ -1223,6 +1297,51 @@ impl<'a> Lane<'a> {
                 "the emitted rows do not fit the output schema: {e}"
             ))
         })
+    }
+}
+
+/// Whether `values` sum in 64 bits without overflow, whatever their order (every partial sum
+/// is bounded by n * max |v|).
+fn sums_in_i64(values: &[i64]) -> bool {
+    let max = values.iter().fold(0u64, |m, &v| m.max(v.unsigned_abs()));
+    max.checked_mul(values.len() as u64)
+        .is_some_and(|t| t <= i64::MAX as u64)
+}
+
+/// The exact sum of a block: in 64 bits (vectorised) when it cannot overflow, else 128.
+fn exact_sum(values: &[i64]) -> i128 {
+    if sums_in_i64(values) {
+        values.iter().sum::<i64>() as i128
+    } else {
+        values.iter().map(|&v| v as i128).sum()
+    }
+}
+
+/// Adds a block's values into their groups' 128-bit sums. With few groups, four interleaved
+/// 64-bit partial sums per group break the chain of dependent adds on a hot group (rows of a
+/// block fall on the same few groups, as in TPC-H Q1's four).
+fn sum_by_group(ids: &[u32], values: &[i64], acc: &mut [i128]) {
+    let groups = acc.len();
+    if groups <= 1024 && sums_in_i64(values) {
+        let mut part = vec![0i64; groups * 4];
+        let mut chunks = ids.chunks_exact(4).zip(values.chunks_exact(4));
+        for (g, v) in &mut chunks {
+            part[g[0] as usize * 4] += v[0];
+            part[g[1] as usize * 4 + 1] += v[1];
+            part[g[2] as usize * 4 + 2] += v[2];
+            part[g[3] as usize * 4 + 3] += v[3];
+        }
+        let tail = ids.len() / 4 * 4;
+        for (&g, &v) in ids[tail..].iter().zip(&values[tail..]) {
+            part[g as usize * 4] += v;
+        }
+        for (a, p) in acc.iter_mut().zip(part.chunks_exact(4)) {
+            *a += p.iter().map(|&x| x as i128).sum::<i128>();
+        }
+    } else {
+        for (&g, &v) in ids.iter().zip(values) {
+            acc[g as usize] += v as i128;
+        }
     }
 }
 
