@@ -17,8 +17,8 @@
 use crate::arch::{self, Path};
 use crate::dtype::Plan;
 use crate::intkernel::IntAccumulator;
-use crate::madd16::Madd16Accumulator;
 use crate::kernel::{self, Isa, Kernel, Mid, TileSpec, MAX_NZ, MR};
+use crate::madd16::Madd16Accumulator;
 use crate::stats::{tri_row, Data, Statistics};
 use crate::wide::{two_sum, Dd, I256};
 use crate::DType;

@@ -11,8 +11,8 @@
 //! | avx2     | `avx2-i8` (`vpmaddwd`)        | `avx2-i16` (`vpmaddwd`)   | `avx2-f64`   |
 //! | portable | `portable-f64`                | `portable-f64`            | `portable-f64` |
 //!
-//! An AVX-512 CPU without VNNI (or IFMA) runs the AVX2 integer kernel (or the AVX-512 tiles)
-//! for those types. [`Kernel`] narrows the choice for tests and comparisons.
+//! An AVX-512 CPU without VNNI (or IFMA) runs the AVX2 8-bit kernel (or the AVX-512 tiles)
+//! for those types; `avx2-i16` runs at the AVX2 level only. [`Kernel`] narrows the choice for tests and comparisons.
 
 use crate::kernel::{Isa, Kernel};
 use crate::DType;
@@ -102,8 +102,10 @@ pub(crate) fn avx2_int(dtype: DType) -> bool {
 pub(crate) fn avx2_i16(dtype: DType) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
+        // Only at the AVX2 level: an AVX-512 CPU without IFMA keeps the AVX-512 tiles (not
+        // measured against this kernel).
         matches!(dtype, DType::U16 | DType::I16 | DType::U32 | DType::I32)
-            && level() >= Level::Avx2
+            && level() == Level::Avx2
             && std::arch::is_x86_feature_detected!("avx2")
     }
     #[cfg(not(target_arch = "x86_64"))]

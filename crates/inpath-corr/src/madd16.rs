@@ -48,6 +48,7 @@ const BATCH_ROWS: u64 = 1 << 16;
 /// vector, a broadcast and two temporaries fit the 16 ymm registers.
 const MR: usize = 4;
 /// The lane value that marks a possible wrap: both rows' digits -32768.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 const HAZARD: u32 = 0x8000_8000;
 
 /// One tile: broadcast digit streams `i0..i0 + MR` against the lane group at `c0`.
@@ -79,6 +80,8 @@ pub(crate) struct Madd16Accumulator {
     panel: Vec<u32>,
     /// Whether a lane of the panel equals `HAZARD`.
     hazard: bool,
+    /// Tests: run the safe tiles on every panel.
+    force_safe: bool,
     /// A row waiting for its partner.
     stage: Vec<u8>,
     staged: bool,
@@ -159,6 +162,7 @@ impl Madd16Accumulator {
             fill: 0,
             panel: vec![0; rows / 2 * mp],
             hazard: false,
+            force_safe: false,
             stage: vec![0; m * width],
             staged: false,
             tiles,
@@ -440,7 +444,7 @@ mod x86 {
             // SAFETY: the tiles stay inside the panel (`duos * mp` lanes) and the mid sums
             // (`mid_off` rows per lane); the prefetches stay inside `next`.
             unsafe {
-                if acc.hazard {
+                if acc.hazard || acc.force_safe {
                     tile::<true>(p, mp, duos, t.i0, t.c0, lo, hi, &t.offs, pf);
                 } else {
                     tile::<false>(p, mp, duos, t.i0, t.c0, lo, hi, &t.offs, pf);
@@ -518,5 +522,41 @@ mod x86 {
     }
     pub(super) unsafe fn sweep(_: &mut Madd16Accumulator, _: &[u8]) {
         unreachable!("the avx2-i16 kernel is x86-64 only")
+    }
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    /// The fast tiles and the biased safe tiles give the same statistics wherever the fast
+    /// ones may run (no lane of all -32768 digits), for every type and chunking.
+    #[test]
+    fn safe_and_fast_tiles_agree() {
+        if !crate::arch::avx2_i16(DType::U32) {
+            return;
+        }
+        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+        for dtype in [DType::U16, DType::I16, DType::U32, DType::I32] {
+            for (m, n) in [(3, 9_001), (16, 70_001), (9, 257)] {
+                let w = dtype.width();
+                let bytes: Vec<u8> = (0..n * m * w).map(|_| rng.gen()).collect();
+                let run = |safe: bool, chunk: usize| {
+                    let mut stats = Statistics::new(dtype, crate::default_names(m)).unwrap();
+                    let mut acc = Madd16Accumulator::new(dtype, m);
+                    acc.force_safe = safe;
+                    for part in bytes.chunks(chunk * m * w) {
+                        acc.push_rows(part, &mut stats).unwrap();
+                    }
+                    acc.close(&mut stats).unwrap();
+                    stats
+                };
+                let fast = run(false, n);
+                assert_eq!(run(true, n), fast, "{dtype} M={m} N={n}");
+                assert_eq!(run(true, 7), fast, "{dtype} M={m} N={n} chunks of 7 rows");
+                assert_eq!(run(false, 3), fast, "{dtype} M={m} N={n} chunks of 3 rows");
+            }
+        }
     }
 }
