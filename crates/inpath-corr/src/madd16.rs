@@ -30,7 +30,7 @@
 //! exact sums, so every panel's choice leaves the statistics unchanged.
 //!
 //! Tiles, panels and mid sums are laid out as in the AVX-512 integer kernels
-//! (`intkernel.rs`): MR broadcast digit streams x one 8-lane group, upper triangle by group.
+//! (`intkernel.rs`): MR broadcast digit streams x NZ 8-lane groups, upper triangle by group.
 #![allow(unsafe_code)]
 // Kernels index small fixed arrays by lane; iterators would hide the register layout.
 #![allow(clippy::needless_range_loop, clippy::too_many_arguments)]
@@ -44,21 +44,30 @@ const PANEL_BYTES: usize = 1 << 14;
 /// Rows the mid sums take before they are widened: at most 2^15 + 1 duos, well inside the
 /// 2^16 that keeps `lo` and `hi` exact.
 const BATCH_ROWS: u64 = 1 << 16;
-/// Broadcast digit streams per tile (one 8-lane group each): 4 x 2 accumulators, a lane
-/// vector, a broadcast and two temporaries fit the 16 ymm registers.
-const MR: usize = 4;
+/// Tile shapes: MR broadcast digit streams x NZ lane groups, 2 * MR * NZ accumulators. Two
+/// groups per tile halve the broadcasts (which share the vector ports with the shifts on Zen 3);
+/// a group left over takes 4 broadcasts.
+const MR2: usize = 2;
+const MR1: usize = 4;
+/// The most broadcast streams a tile takes.
+const MAX_MR: usize = 4;
+/// Lane groups per tile, at most.
+const NZ_MAX: usize = 2;
 /// The lane value that marks a possible wrap: both rows' digits -32768.
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 const HAZARD: u32 = 0x8000_8000;
 
-/// One tile: broadcast digit streams `i0..i0 + MR` against the lane group at `c0`.
+/// One tile: broadcast digit streams `i0..i0 + mr` against the `nz` lane groups from `c0`.
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 #[derive(Clone, Copy, Debug)]
 struct Tile {
     i0: usize,
     c0: usize,
-    /// Where each broadcast stream's sums for lane `c0` are in the mid sums.
-    offs: [usize; MR],
+    mr: usize,
+    nz: usize,
+    /// Where each broadcast stream's sums for lane `c0` are in the mid sums (its next groups
+    /// follow).
+    offs: [usize; MAX_MR],
 }
 
 /// Statistics of 16 and 32-bit rows through `vpmaddwd` on 16-bit digits.
@@ -137,17 +146,34 @@ impl Madd16Accumulator {
         }
         let mut tiles = Vec::new();
         for g in 0..mp / 8 {
-            for c0 in (8 * g..mp).step_by(8) {
-                if !real[c0..c0 + 8].iter().any(|&r| r) {
-                    continue;
-                }
-                for i0 in (8 * g..8 * g + 8).step_by(MR) {
-                    if real[i0..i0 + MR].iter().any(|&r| r) {
-                        let mut offs = [0; MR];
-                        for (i, o) in offs.iter_mut().enumerate() {
-                            *o = mid_off[i0 + i] + c0 - 8 * g;
+            let groups: Vec<usize> = (8 * g..mp)
+                .step_by(8)
+                .filter(|&c0| real[c0..c0 + 8].iter().any(|&r| r))
+                .collect();
+            for chunk in groups.chunks(NZ_MAX) {
+                let (nz, c0) = (chunk.len(), chunk[0]);
+                // Two groups must be adjacent (their sums are contiguous in the mid rows).
+                let (nz, rest) = if nz == 2 && chunk[1] != c0 + 8 {
+                    (1, Some(chunk[1]))
+                } else {
+                    (nz, None)
+                };
+                for (c0, nz) in std::iter::once((c0, nz)).chain(rest.map(|c| (c, 1))) {
+                    let mr = if nz == 2 { MR2 } else { MR1 };
+                    for i0 in (8 * g..8 * g + 8).step_by(mr) {
+                        if real[i0..i0 + mr].iter().any(|&r| r) {
+                            let mut offs = [0; MAX_MR];
+                            for (i, o) in offs.iter_mut().enumerate().take(mr) {
+                                *o = mid_off[i0 + i] + c0 - 8 * g;
+                            }
+                            tiles.push(Tile {
+                                i0,
+                                c0,
+                                mr,
+                                nz,
+                                offs,
+                            });
                         }
-                        tiles.push(Tile { i0, c0, offs });
                     }
                 }
             }
@@ -322,7 +348,7 @@ impl Madd16Accumulator {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{Madd16Accumulator, HAZARD, MR};
+    use super::{Madd16Accumulator, HAZARD, MAX_MR, MR1, MR2};
     use std::arch::x86_64::*;
 
     /// Packs `duos` pairs of rows from `src` into the panel: lane `p` of duo `d` holds digit
@@ -444,51 +470,64 @@ mod x86 {
             // SAFETY: the tiles stay inside the panel (`duos * mp` lanes) and the mid sums
             // (`mid_off` rows per lane); the prefetches stay inside `next`.
             unsafe {
-                if acc.hazard || acc.force_safe {
-                    tile::<true>(p, mp, duos, t.i0, t.c0, lo, hi, &t.offs, pf);
-                } else {
-                    tile::<false>(p, mp, duos, t.i0, t.c0, lo, hi, &t.offs, pf);
+                let safe = acc.hazard || acc.force_safe;
+                let args = (p, mp, duos, t.i0, t.c0, lo, hi, &t.offs, pf);
+                match (t.mr, t.nz, safe) {
+                    (MR2, 2, false) => tile::<MR2, 2, false>(args),
+                    (MR2, 2, true) => tile::<MR2, 2, true>(args),
+                    (MR1, 1, false) => tile::<MR1, 1, false>(args),
+                    (MR1, 1, true) => tile::<MR1, 1, true>(args),
+                    _ => unreachable!("tile shapes come from Madd16Accumulator::new"),
                 }
             }
         }
     }
 
-    /// MR broadcast digit streams x 8 lanes over `duos` duos. `SAFE`: bias each result so
-    /// that a wrapped 2^31 is still read right (see the module notes).
+    type TileArgs<'a> = (
+        *const u32,
+        usize,
+        usize,
+        usize,
+        usize,
+        *mut i32,
+        *mut i32,
+        &'a [usize; MAX_MR],
+        (*const u8, usize),
+    );
+
+    /// MR broadcast digit streams x NZ groups of 8 lanes over `duos` duos. `SAFE`: bias each
+    /// result so that a wrapped 2^31 is still read right (see the module notes).
     #[target_feature(enable = "avx2")]
     #[inline]
-    unsafe fn tile<const SAFE: bool>(
-        p: *const u32,
-        mp: usize,
-        duos: usize,
-        i0: usize,
-        c0: usize,
-        mid_lo: *mut i32,
-        mid_hi: *mut i32,
-        offs: &[usize; MR],
-        (pf, lines): (*const u8, usize),
+    unsafe fn tile<const MR: usize, const NZ: usize, const SAFE: bool>(
+        (p, mp, duos, i0, c0, mid_lo, mid_hi, offs, (pf, lines)): TileArgs,
     ) {
         const BIAS: i32 = i32::MAX - 0xFFFF; // 2^31 - 2^16
         unsafe {
             let bias = _mm256_set1_epi32(BIAS);
-            let mut lo = [_mm256_setzero_si256(); MR];
-            let mut hi = [_mm256_setzero_si256(); MR];
+            let mut lo = [[_mm256_setzero_si256(); NZ]; MR];
+            let mut hi = [[_mm256_setzero_si256(); NZ]; MR];
             for q in 0..duos {
                 if q < lines {
                     _mm_prefetch::<_MM_HINT_T0>(pf.add(64 * q).cast());
                 }
                 let row = p.add(q * mp);
-                let v = _mm256_loadu_si256(row.add(c0).cast());
+                let mut v = [_mm256_setzero_si256(); NZ];
+                for z in 0..NZ {
+                    v[z] = _mm256_loadu_si256(row.add(c0 + 8 * z).cast());
+                }
                 for i in 0..MR {
                     let b = _mm256_set1_epi32(*row.add(i0 + i) as i32);
-                    let m = _mm256_madd_epi16(v, b);
-                    if SAFE {
-                        let u = _mm256_add_epi32(m, bias);
-                        lo[i] = _mm256_add_epi32(lo[i], u);
-                        hi[i] = _mm256_add_epi32(hi[i], _mm256_srli_epi32::<16>(u));
-                    } else {
-                        lo[i] = _mm256_add_epi32(lo[i], m);
-                        hi[i] = _mm256_add_epi32(hi[i], _mm256_srai_epi32::<16>(m));
+                    for z in 0..NZ {
+                        let m = _mm256_madd_epi16(v[z], b);
+                        if SAFE {
+                            let u = _mm256_add_epi32(m, bias);
+                            lo[i][z] = _mm256_add_epi32(lo[i][z], u);
+                            hi[i][z] = _mm256_add_epi32(hi[i][z], _mm256_srli_epi32::<16>(u));
+                        } else {
+                            lo[i][z] = _mm256_add_epi32(lo[i][z], m);
+                            hi[i][z] = _mm256_add_epi32(hi[i][z], _mm256_srai_epi32::<16>(m));
+                        }
                     }
                 }
             }
@@ -503,12 +542,14 @@ mod x86 {
                 (_mm256_setzero_si256(), _mm256_setzero_si256())
             };
             for i in 0..MR {
-                let pl = mid_lo.add(offs[i]).cast::<__m256i>();
-                let ph = mid_hi.add(offs[i]).cast::<__m256i>();
-                let l = _mm256_sub_epi32(lo[i], dl);
-                let h = _mm256_sub_epi32(hi[i], dh);
-                _mm256_storeu_si256(pl, _mm256_add_epi32(_mm256_loadu_si256(pl), l));
-                _mm256_storeu_si256(ph, _mm256_add_epi32(_mm256_loadu_si256(ph), h));
+                for z in 0..NZ {
+                    let pl = mid_lo.add(offs[i] + 8 * z).cast::<__m256i>();
+                    let ph = mid_hi.add(offs[i] + 8 * z).cast::<__m256i>();
+                    let l = _mm256_sub_epi32(lo[i][z], dl);
+                    let h = _mm256_sub_epi32(hi[i][z], dh);
+                    _mm256_storeu_si256(pl, _mm256_add_epi32(_mm256_loadu_si256(pl), l));
+                    _mm256_storeu_si256(ph, _mm256_add_epi32(_mm256_loadu_si256(ph), h));
+                }
             }
         }
     }
