@@ -18,6 +18,7 @@ use crate::arch::{self, Path};
 use crate::dtype::Plan;
 use crate::intkernel::IntAccumulator;
 use crate::kernel::{self, Isa, Kernel, Mid, TileSpec, MAX_NZ, MR};
+use crate::madd16::Madd16Accumulator;
 use crate::stats::{tri_row, Data, Statistics};
 use crate::wide::{two_sum, Dd, I256};
 use crate::DType;
@@ -33,6 +34,8 @@ pub(crate) enum Accumulator {
     /// The integer kernels (8, 16 and 32-bit integers on AVX-512 with VNNI / IFMA or AMX, 8-bit
     /// integers on AVX2).
     Int(Box<IntAccumulator>),
+    /// The AVX2 digit kernel (16 and 32-bit integers, `avx2-i16`).
+    Madd16(Box<Madd16Accumulator>),
 }
 
 impl Accumulator {
@@ -41,6 +44,7 @@ impl Accumulator {
     pub fn new(dtype: DType, m: usize, kernel: Kernel) -> Accumulator {
         match arch::choose(kernel, dtype, m) {
             Path::Tiles(isa) => Accumulator::Tiles(Box::new(TileAccumulator::new(dtype, m, isa))),
+            Path::Avx2I16 => Accumulator::Madd16(Box::new(Madd16Accumulator::new(dtype, m))),
             path => Accumulator::Int(Box::new(IntAccumulator::new(dtype, m, path))),
         }
     }
@@ -50,6 +54,7 @@ impl Accumulator {
         match self {
             Accumulator::Tiles(t) => t.push_rows(bytes, stats),
             Accumulator::Int(t) => t.push_rows(bytes, stats),
+            Accumulator::Madd16(t) => t.push_rows(bytes, stats),
         }
     }
 
@@ -58,6 +63,7 @@ impl Accumulator {
         match self {
             Accumulator::Tiles(t) => t.close(stats),
             Accumulator::Int(t) => t.close(stats),
+            Accumulator::Madd16(t) => t.close(stats),
         }
     }
 }

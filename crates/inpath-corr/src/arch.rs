@@ -8,11 +8,11 @@
 //! | level    | 8-bit                         | 16/32-bit                 | other types  |
 //! |----------|-------------------------------|---------------------------|--------------|
 //! | avx512   | `amx-int8` / `avx512-vnni`    | `amx-int8` / `avx512-ifma`| `avx512-f64` |
-//! | avx2     | `avx2-i8` (`vpmaddwd`)        | `avx2-f64`                | `avx2-f64`   |
+//! | avx2     | `avx2-i8` (`vpmaddwd`)        | `avx2-i16` (`vpmaddwd`)   | `avx2-f64`   |
 //! | portable | `portable-f64`                | `portable-f64`            | `portable-f64` |
 //!
-//! An AVX-512 CPU without VNNI (or IFMA) runs the AVX2 integer kernel (or the AVX-512 tiles)
-//! for those types. [`Kernel`] narrows the choice for tests and comparisons.
+//! An AVX-512 CPU without VNNI (or IFMA) runs the AVX2 8-bit kernel (or the AVX-512 tiles)
+//! for those types; `avx2-i16` runs at the AVX2 level only. [`Kernel`] narrows the choice for tests and comparisons.
 
 use crate::kernel::{Isa, Kernel};
 use crate::DType;
@@ -28,6 +28,8 @@ pub(crate) enum Path {
     Avx512Int,
     /// AVX2 `vpmaddwd` on pairs of rows (8-bit integers).
     Avx2Int,
+    /// AVX2 `vpmaddwd` on pairs of rows of 16-bit digits (16 and 32-bit integers).
+    Avx2I16,
     /// The `f64` tile kernels at this level.
     Tiles(Isa),
 }
@@ -96,6 +98,23 @@ pub(crate) fn avx2_int(dtype: DType) -> bool {
     }
 }
 
+/// Whether the AVX2 digit kernel (`avx2-i16`) can run `dtype` (16 and 32-bit integers).
+pub(crate) fn avx2_i16(dtype: DType) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // Only at the AVX2 level: an AVX-512 CPU without IFMA keeps the AVX-512 tiles (not
+        // measured against this kernel).
+        matches!(dtype, DType::U16 | DType::I16 | DType::U32 | DType::I32)
+            && level() == Level::Avx2
+            && std::arch::is_x86_feature_detected!("avx2")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = dtype;
+        false
+    }
+}
+
 /// The path `kernel` takes for `m` streams of `dtype` on this CPU.
 pub(crate) fn choose(kernel: Kernel, dtype: DType, m: usize) -> Path {
     if kernel == Kernel::Auto && crate::intkernel::amx_chosen(dtype, m) {
@@ -107,6 +126,9 @@ pub(crate) fn choose(kernel: Kernel, dtype: DType, m: usize) -> Path {
         }
         if avx2_int(dtype) {
             return Path::Avx2Int;
+        }
+        if avx2_i16(dtype) {
+            return Path::Avx2I16;
         }
     }
     Path::Tiles(tile_isa(kernel))
@@ -120,6 +142,7 @@ impl Path {
             Path::Avx512Int if dtype.width() == 1 => "avx512-vnni",
             Path::Avx512Int => "avx512-ifma",
             Path::Avx2Int => "avx2-i8",
+            Path::Avx2I16 => "avx2-i16",
             Path::Tiles(Isa::Portable) => "portable-f64",
             #[cfg(target_arch = "x86_64")]
             Path::Tiles(Isa::Avx2) => "avx2-f64",

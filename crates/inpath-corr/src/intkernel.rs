@@ -300,7 +300,9 @@ impl IntAccumulator {
             Path::Amx => return IntAccumulator::new_amx(dtype, m),
             Path::Avx2Int => return IntAccumulator::new_madd(dtype, m),
             Path::Avx512Int => {}
-            Path::Tiles(_) => unreachable!("the f64 tiles are not integer kernels"),
+            Path::Tiles(_) | Path::Avx2I16 => {
+                unreachable!("the f64 tiles and avx2-i16 have accumulators of their own")
+            }
         }
         let (form, offset) = match dtype {
             DType::U8 | DType::I8 => (Form::Vnni, 0),

@@ -22,7 +22,7 @@ pub(crate) const MAX_NZ: usize = 6;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Kernel {
     /// The fastest the CPU supports: the integer kernels where the CPU has them (AMX, AVX-512
-    /// VNNI / IFMA, AVX2 `vpmaddwd` for 8-bit items), the `f64` tiles at the highest level
+    /// VNNI / IFMA, AVX2 `vpmaddwd` for 8, 16 and 32-bit items), the `f64` tiles at the highest level
     /// (AVX-512, AVX2 + FMA) for the other types, else the portable kernels.
     #[default]
     Auto,
@@ -50,7 +50,8 @@ impl Kernel {
     /// The kernels this choice runs for `m` streams of `dtype` on this CPU: `amx-int8` (rows of
     /// 64 to 512 bytes of 16-bit integers, 128 to 512 bytes of 8 and 32-bit integers, where the
     /// CPU and OS allow AMX), `avx512-vnni` (8-bit integers), `avx512-ifma` (16 and 32-bit
-    /// integers), `avx2-i8` (8-bit integers on AVX2), `avx512-f64` / `avx2-f64` (tiles) or
+    /// integers), `avx2-i8` (8-bit integers on AVX2), `avx2-i16` (16 and 32-bit integers on
+    /// AVX2), `avx512-f64` / `avx2-f64` (tiles) or
     /// `portable-f64`.
     pub fn name_for(self, dtype: crate::DType, m: usize) -> &'static str {
         crate::arch::choose(self, dtype, m).name(dtype)

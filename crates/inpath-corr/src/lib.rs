@@ -49,6 +49,7 @@ mod dtype;
 mod engine;
 mod intkernel;
 mod kernel;
+mod madd16;
 mod spearman;
 mod stats;
 mod wide;

@@ -729,10 +729,10 @@ fn kernel_names_follow_the_isa_level() {
                     assert_eq!(tiles, "portable-f64", "{dtype} M={m}");
                 }
                 Level::Avx2 => {
-                    let want = if dtype.width() == 1 && !dtype.is_float() {
-                        "avx2-i8"
-                    } else {
-                        "avx2-f64"
+                    let want = match dtype {
+                        DType::U8 | DType::I8 => "avx2-i8",
+                        DType::U16 | DType::I16 | DType::U32 | DType::I32 => "avx2-i16",
+                        _ => "avx2-f64",
                     };
                     assert_eq!(auto, want, "{dtype} M={m}");
                     assert_eq!(name(dtype, m, Kernel::NoAmx), want, "{dtype} M={m}");
@@ -849,5 +849,62 @@ fn wide_rows_through_group_major_panels_stay_exact() {
         let label = format!("{dtype} M={m} N={n}");
         let stats = all_kernels(dtype, m, &bytes, &label);
         assert_stats_exact(&stats, &exact(&rows, m), &label);
+    }
+}
+
+/// The AVX2 `vpmaddwd` kernel for 16 and 32-bit items (`avx2-i16`) at its limits, against the
+/// big-integer sums: all-maximum rows (every digit -32768, so every panel takes the biased
+/// "safe" tiles), all-minimum and all-zero rows, maxima alternating with minima, random rows
+/// salted with extremes (panels of both kinds in one run), stream counts around the 8-lane
+/// groups and row counts around the duos, the panels and the 65,536-row widening.
+#[test]
+fn sixteen_and_thirty_two_bit_digit_kernels_stay_exact_at_extremes() {
+    let mut r = rng(77);
+    for dtype in [DType::U16, DType::I16, DType::U32, DType::I32] {
+        let (lo, hi) = range(dtype);
+        let cases: &[(usize, &[usize])] = &[
+            (2, &[1, 2, 3, 255, 257, 65_535, 65_536, 65_537, 131_075]),
+            (3, &[4_097]),
+            (8, &[513]),
+            (9, &[1_023]),
+            (16, &[2_049, 65_539]),
+            (17, &[77]),
+        ];
+        for &(m, ns) in cases {
+            for &n in ns {
+                for pattern in 0..5 {
+                    let rows: Vec<Vec<i128>> = (0..n)
+                        .map(|t| {
+                            (0..m)
+                                .map(|s| match pattern {
+                                    0 => hi,
+                                    1 => lo,
+                                    2 => 0,
+                                    3 => {
+                                        if (t + s) % 2 == 0 {
+                                            hi
+                                        } else {
+                                            lo
+                                        }
+                                    }
+                                    _ => match r.gen_range(0..8) {
+                                        0 => hi,
+                                        1 => lo,
+                                        2 => hi - 1,
+                                        3 => lo + 1,
+                                        4 => 0,
+                                        _ => r.gen_range(lo..=hi),
+                                    },
+                                })
+                                .collect()
+                        })
+                        .collect();
+                    let bytes = ints_to_bytes(dtype, &rows);
+                    let label = format!("{dtype} M={m} N={n} pattern {pattern}");
+                    let stats = all_kernels(dtype, m, &bytes, &label);
+                    assert_stats_exact(&stats, &exact(&rows, m), &label);
+                }
+            }
+        }
     }
 }
