@@ -15,6 +15,16 @@ crates/inpath-query/tpch/pin_answers.py) before any time is reported. Also measu
 the column tables (`inpath query gen`) and importing the Parquet files (`inpath query import`).
 Issue 13's targets (SF 1, 2 threads): the 22-query total on plain pages <= 0.75x DataFusion on
 Parquet; sealed <= 1.3x plain; generation or import <= 30 s.
+
+Offload rows (issue 14; `--offload-only` runs just these, on data a full run kept with --keep):
+every query with `--offload` (AQUOMAN's Table Tasks on the device's own lanes) against the same
+plan without it and DuckDB on its file: wall time, host CPU (the process's getrusage less the
+device lanes' own CPU), host peak RSS (a process per query, wait4's ru_maxrss), bytes handed to
+the host (DataFusion's scan output without offload; the device's emitted batches with it),
+device CPU and bytes read, and each query's class from `inpath query explain --offload`.
+Targets (SF 1, warm): Q1 and Q6 <= 0.5x DuckDB-file; Q3, Q10 <= 1.0x; sealed <= 1.5x plain;
+host CPU >= 70% lower and peak RSS >= 60% lower on the fully offloaded queries; bytes to the host
+>= 100x fewer for Q1/Q6 and >= 20x for Q3/Q10.
 """
 
 import argparse
@@ -59,6 +69,82 @@ def inpath_tpch(dir_, threads, runs, extra=()):
     return result
 
 
+def peak_rss(cmd):
+    """Peak resident set (bytes) of one child process running `cmd`."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        sys.exit(f"query.py: {' '.join(cmd)} failed: {proc.stderr.read().decode()}")
+    return usage.ru_maxrss * 1024
+
+
+def offload_runs(dir_, threads, runs, extra=()):
+    """Per query: median wall, median host CPU, and the device counters, from --json."""
+    out = json.loads(run([inpath_bin(), "query", "tpch", dir_, "--json", "--threads", str(threads),
+                          "--runs", str(runs + 1), *extra]))
+    result = {}
+    for q in out["queries"]:
+        result[q["query"]] = q
+    return result
+
+
+def offload_rows(report, base, threads, runs, con_file, keys):
+    """Issue 14's rows: each query with and without offload, against DuckDB on its file."""
+    inpath = inpath_bin()
+    plain = os.path.join(base, "plain")
+    sealed = os.path.join(base, "sealed")
+    explain = json.loads(run([inpath, "query", "explain", plain, "--offload", "--json"]))
+    classes = {int(q["query"][1:]): q["class"] for q in explain["queries"]}
+    thesis = json.loads(run([inpath, "query", "explain", plain, "--offload", "--fidelity", "thesis",
+                             "--device-memory", "40MiB", "--json"]))
+    thesis_classes = {int(q["query"][1:]): q["class"] for q in thesis["queries"]}
+    full = sorted(n for n, c in classes.items() if c == "full")
+    partial = sorted(n for n, c in classes.items() if c == "partial")
+    report.note(f"offload classes (40 MiB device, limits lifted): full {full}, partial {partial}, "
+                f"host {sorted(n for n, c in classes.items() if c == 'host')}; thesis limits: full "
+                f"{sorted(n for n, c in thesis_classes.items() if c == 'full')}")
+    header = (f"{'q':>3} {'thr':>3} {'class':>7} | {'off s':>7} {'on s':>7} {'sealed on':>9} {'duck s':>7} | "
+              f"{'on/duck':>7} {'host CPU off':>12} {'on':>6} {'RSS off':>8} {'on':>8} | "
+              f"{'to host off':>11} {'on':>9} {'ratio':>7} | {'dev CPU':>7} {'dev read':>9}")
+    for t in threads:
+        off = offload_runs(plain, t, runs)
+        on = offload_runs(plain, t, runs, ["--offload"])
+        on_sealed = offload_runs(sealed, t, runs, ["--offload", "--key-file", keys])
+        duck = duckdb_tpch(con_file, t, runs)
+        print(header)
+        for n in range(1, 23):
+            def median(q):
+                times = q["times"][1:] if len(q["times"]) > 1 else q["times"]
+                return statistics.median(times)
+            o, f, s = off[n], on[n], on_sealed[n]
+            rss = {}
+            if classes[n] != "host":
+                for mode, extra in [("off", []), ("on", ["--offload"])]:
+                    rss[mode] = peak_rss([inpath, "query", "tpch", plain, "--queries", str(n),
+                                          "--threads", str(t), "--runs", "2", *extra])
+            dev = f["device"] or {}
+            # What crossed to the host: the Arrow batches the host's scans emitted, plus the
+            # device's emitted batches.
+            sent_off = o["bytes_out"]
+            sent_on = dev.get("bytes_sent", 0) + f["bytes_out"]
+            row = {"query": n, "threads": t, "class": classes[n], "thesis_class": thesis_classes[n],
+                   "offload_off_s": median(o), "offload_on_s": median(f), "offload_sealed_s": median(s),
+                   "duckdb_file_s": duck[n], "host_cpu_off_s": o["host_cpu_seconds"],
+                   "host_cpu_on_s": f["host_cpu_seconds"], "rss_off": rss.get("off"), "rss_on": rss.get("on"),
+                   "bytes_to_host_off": sent_off, "bytes_to_host_on": sent_on,
+                   "device_cpu_s": dev.get("cpu_seconds"), "device_bytes_read": dev.get("bytes_read"),
+                   "device_peak_memory": dev.get("peak_memory"), "groups_spilled": dev.get("groups_spilled")}
+            report.rows.append(row)
+            ratio = sent_off / sent_on if sent_on else float("inf")
+            rss_text = (f"{rss['off'] / 2**20:7.0f}M {rss['on'] / 2**20:7.0f}M" if rss else f"{'-':>8} {'-':>8}")
+            print(f"{n:>3} {t:>3} {classes[n]:>7} | {median(o):7.3f} {median(f):7.3f} {median(s):9.3f} "
+                  f"{duck[n]:7.3f} | {median(f) / duck[n]:7.2f} {o['host_cpu_seconds']:12.3f} "
+                  f"{f['host_cpu_seconds']:6.3f} {rss_text} | {sent_off / 1e6:10.1f}M {sent_on / 1e6:8.3f}M "
+                  f"{ratio:7.0f} | {dev.get('cpu_seconds', 0):7.3f} {dev.get('bytes_read', 0) / 1e6:8.1f}M",
+                  flush=True)
+
+
 def duckdb_tpch(con, threads, runs):
     con.execute(f"SET threads = {threads}")
     result = {}
@@ -80,9 +166,13 @@ def main():
     parser.add_argument("--runs", type=int, default=3, help="timed runs per query (after one warm-up)")
     parser.add_argument("--threads", default="1,2", help="thread counts, comma-separated")
     parser.add_argument("--keep", action="store_true", help="keep the generated data in bench/out/query")
+    parser.add_argument("--offload-only", action="store_true",
+                        help="only the offload rows (issue 14), on tables a run with --keep left")
+    parser.add_argument("--no-build", action="store_true", help="use the built binaries as they are")
     args = parser.parse_args()
     duckdb = common.need("duckdb")
-    common.build()
+    if not args.no_build:
+        common.build()
     gen = os.path.join(os.path.dirname(sys.executable), "tpchgen-cli")
     if not os.path.exists(gen):
         sys.exit("query.py: tpchgen-cli is missing; run bash bench/setup.sh")
@@ -106,6 +196,15 @@ def main():
              "--sf", args.sf, "--out", answers])
     if not os.path.exists(keys):
         run([inpath, "seal", "keygen", "-o", keys])
+
+    if args.offload_only:
+        for d in (plain, sealed):
+            if not os.path.exists(os.path.join(d, "lineitem", "manifest")):
+                sys.exit(f"query.py --offload-only: no tables in {d}; run once with --keep")
+        con_file = duckdb.connect(os.path.join(base, "tpch.duckdb"), read_only=True)
+        offload_rows(report, base, threads, args.runs, con_file, keys)
+        report.save()
+        return
 
     # Loading: generation (1 and 2 threads) and import of the Parquet files.
     for t in threads:
@@ -165,6 +264,7 @@ def main():
         print(f"  plain / DataFusion-on-Parquet = {totals['plain'] / totals['datafusion_parquet']:.2f} (target <= 0.75); "
               f"sealed / plain = {totals['sealed'] / totals['plain']:.2f} (target <= 1.3); "
               f"plain / DuckDB file = {totals['plain'] / totals['duckdb_file']:.2f}", flush=True)
+    offload_rows(report, base, threads, args.runs, con_file, keys)
     report.save()
     if not args.keep:
         for d in (plain, sealed, imported):

@@ -70,6 +70,7 @@ pub struct ScanCounters {
     bytes_read: AtomicU64,
     rows_scanned: AtomicU64,
     rows_out: AtomicU64,
+    bytes_out: AtomicU64,
 }
 
 impl ScanCounters {
@@ -84,6 +85,7 @@ impl ScanCounters {
             bytes_read: get(&self.bytes_read),
             rows_scanned: get(&self.rows_scanned),
             rows_out: get(&self.rows_out),
+            bytes_out: get(&self.bytes_out),
         }
     }
 
@@ -97,6 +99,7 @@ impl ScanCounters {
             &self.bytes_read,
             &self.rows_scanned,
             &self.rows_out,
+            &self.bytes_out,
         ] {
             c.store(0, Ordering::Relaxed);
         }
@@ -125,6 +128,8 @@ pub struct ScanStats {
     pub rows_scanned: u64,
     /// Rows the scans handed to DataFusion.
     pub rows_out: u64,
+    /// Bytes of the Arrow batches the scans handed to DataFusion (what crossed to the host).
+    pub bytes_out: u64,
 }
 
 /// A column table as a DataFusion table.
@@ -817,6 +822,10 @@ impl Iterator for PageRun {
                         continue;
                     }
                     ScanCounters::add(&self.counters.rows_out, batch.num_rows() as u64);
+                    ScanCounters::add(
+                        &self.counters.bytes_out,
+                        batch.get_array_memory_size() as u64,
+                    );
                     return Some(Ok(batch));
                 }
             }

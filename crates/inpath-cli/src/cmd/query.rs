@@ -749,6 +749,7 @@ fn tpch(args: TpchArgs) -> anyhow::Result<()> {
             "bytes_read": stats.bytes_read,
             "rows_scanned": stats.rows_scanned,
             "rows_out": stats.rows_out,
+            "bytes_out": stats.bytes_out,
             "host_cpu_seconds": host_cpu,
             "device": device,
             "check": verdict.as_ref().map(|v| match v { Ok(()) => "equal".to_string(), Err(e) => e.clone() }),
