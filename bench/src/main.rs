@@ -33,6 +33,7 @@ enum Engine {
 }
 
 fn main() -> anyhow::Result<()> {
+    inpath_core::keep_large_buffers();
     let cli = Cli::parse();
     let measurements = match cli.engine {
         Engine::Sketch(args) => sketch::run(args)?,

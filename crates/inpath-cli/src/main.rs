@@ -53,6 +53,7 @@ enum Command {
 }
 
 fn main() {
+    inpath_core::keep_large_buffers();
     let cli = Cli::parse();
     // A mistyped kernel cap would silently run the best kernels: refuse it instead.
     if let Err(message) =

@@ -51,5 +51,5 @@ pub use engine::{Engine, Lane, Transform};
 pub use error::{Error, Result};
 pub use framing::{ColumnRef, CsvSpec, Deframer, Framing, RecordSink};
 pub use lanes::{run_input, run_reader, run_slice, run_source, LaneOptions};
-pub use os::{cpu_times, thread_cpu_seconds};
+pub use os::{cpu_times, keep_large_buffers, thread_cpu_seconds};
 pub use source::{Input, Source};

@@ -16,6 +16,7 @@ use arrow_array::{
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use serde::Serialize;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver};
@@ -661,6 +662,7 @@ struct Groups {
     /// Dense lookup by composite dictionary code (when every key is a small dictionary).
     dense: Option<(Vec<usize>, Vec<u32>)>,
     sparse: HashMap<Box<[i64]>, u32>,
+    single: HashMap<i64, u32, BuildHasherDefault<MulHasher>>,
     /// Per aggregate: sums, minima or maxima, and counts, per group.
     acc: Vec<Vec<i128>>,
     count: Vec<Vec<i64>>,
@@ -674,6 +676,7 @@ impl Groups {
             dictionaries: vec![None; keys],
             dense: None,
             sparse: HashMap::new(),
+            single: HashMap::default(),
             acc: vec![Vec::new(); aggs],
             count: vec![Vec::new(); aggs],
             len: 0,
@@ -714,7 +717,31 @@ impl Groups {
             slots.iter_mut().for_each(|s| *s = u32::MAX);
         }
         self.sparse.clear();
+        self.single.clear();
         self.len = 0;
+    }
+}
+
+/// A multiplicative hash for one 64-bit group key: keys are ours (column values), not an
+/// attacker's, and SipHash would cost more than the rest of the group-by.
+#[derive(Default)]
+struct MulHasher(u64);
+
+impl Hasher for MulHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ b as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+
+    fn write_i64(&mut self, v: i64) {
+        // Fold the high half of the product down: the table indexes by the low bits.
+        let p = (v as u64 ^ self.0) as u128 * 0x9E37_79B9_7F4A_7C15u128;
+        self.0 = (p as u64) ^ ((p >> 64) as u64);
     }
 }
 
@@ -1102,8 +1129,12 @@ impl<'a> Lane<'a> {
                 _ => {
                     if self.groups.dense.take().is_some() {
                         for g in 0..self.groups.len {
-                            let k: Box<[i64]> = self.groups.keys.iter().map(|c| c[g]).collect();
-                            self.groups.sparse.insert(k, g as u32);
+                            if keys.len() == 1 {
+                                self.groups.single.insert(self.groups.keys[0][g], g as u32);
+                            } else {
+                                let k: Box<[i64]> = self.groups.keys.iter().map(|c| c[g]).collect();
+                                self.groups.sparse.insert(k, g as u32);
+                            }
                         }
                     }
                 }
@@ -1127,6 +1158,20 @@ impl<'a> Lane<'a> {
                     ids.push(g);
                 }
                 self.groups.dense = Some((strides, slots));
+            }
+            None if keys.len() == 1 => {
+                // One key (an order or part number): a map from the value itself.
+                for &v in &columns[0] {
+                    let g = match self.groups.single.get(&v) {
+                        Some(&g) => g,
+                        None => {
+                            let g = self.groups.push_group(&[v]);
+                            self.groups.single.insert(v, g);
+                            g
+                        }
+                    };
+                    ids.push(g);
+                }
             }
             None => {
                 for r in 0..n {
@@ -1160,21 +1205,33 @@ impl<'a> Lane<'a> {
         let groups = self.groups.len;
         // Rows per group in this block, counted once for every aggregate (no argument is
         // ever null: the transformer takes only non-null columns).
+        // Few groups against the block: counted once into a block-sized table; many (a block
+        // touching a few of 100,000 groups): counted row by row, never a table as large as
+        // the group table per block.
+        let dense = single || groups <= n;
         let per_group: Vec<i64> = if single {
             vec![n as i64]
-        } else {
+        } else if dense {
             let mut c = vec![0i64; groups];
             for &g in &ids {
                 c[g as usize] += 1;
             }
             c
+        } else {
+            Vec::new()
         };
         for (a, agg) in self.plan.aggs().iter().enumerate() {
             let acc = &mut self.groups.acc[a];
             let count = &mut self.groups.count[a];
             if agg.func != AggFunc::Min && agg.func != AggFunc::Max {
-                for (c, add) in count.iter_mut().zip(&per_group) {
-                    *c += add;
+                if dense {
+                    for (c, add) in count.iter_mut().zip(&per_group) {
+                        *c += add;
+                    }
+                } else {
+                    for &g in &ids {
+                        count[g as usize] += 1;
+                    }
                 }
             }
             match (agg.func, agg.arg) {
@@ -1322,7 +1379,7 @@ fn exact_sum(values: &[i64]) -> i128 {
 /// block fall on the same few groups, as in TPC-H Q1's four).
 fn sum_by_group(ids: &[u32], values: &[i64], acc: &mut [i128]) {
     let groups = acc.len();
-    if groups <= 1024 && sums_in_i64(values) {
+    if groups <= 1024 && groups <= ids.len() && sums_in_i64(values) {
         let mut part = vec![0i64; groups * 4];
         let mut chunks = ids.chunks_exact(4).zip(values.chunks_exact(4));
         for (g, v) in &mut chunks {
