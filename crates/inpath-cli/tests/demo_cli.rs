@@ -43,6 +43,13 @@ fn demo_runs_every_section_and_its_checks_agree() {
     }
     let all = line("all 22 TPC-H queries on the sealed pages");
     assert!(all.contains(": 22 of 22 equal"), "{all}");
+    // Q1 offloaded to the device: DuckDB's answer, and only the groups cross to the host.
+    let offload = line("offload (AQUOMAN Table Tasks beside the pages)");
+    assert!(
+        offload.contains("against DuckDB's answer: equal"),
+        "{offload}"
+    );
+    assert!(offload.contains("2 queries fully offloaded"), "{offload}");
     // The in-store search against a plain scan of the original text.
     let grep = line("\"furiously\" searched in the store");
     assert!(grep.ends_with(": equal"), "{grep}");

@@ -908,7 +908,8 @@ pub struct SqlSession {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct OffloadOptions {
     /// Device memory in bytes; `None`: 40 MiB per TPC-H SF 1 worth of rows (8.66 M rows over
-    /// all tables), at least 4 MiB per lane (one decoded page and its groups).
+    /// all tables), at least 128 bytes per row of a page and 1 MiB more per lane (one decoded
+    /// page and its registers).
     pub memory: Option<u64>,
     /// Device lanes; `None`: the session's threads.
     pub lanes: Option<usize>,
@@ -1072,7 +1073,14 @@ impl SqlSession {
                 let lanes = o.lanes.unwrap_or(threads);
                 let memory = o.memory.unwrap_or_else(|| {
                     let per_sf = crate::offload::DEFAULT_MEMORY_PER_SF as f64;
-                    let floor = (lanes as u64).saturating_mul(4 << 20);
+                    // Each lane holds a decoded page of the task's columns (16 bytes per
+                    // decimal) and its registers: 128 bytes a row and 1 MiB more.
+                    let page_rows = opened
+                        .iter()
+                        .map(|(_, t)| t.reader().rows_per_page() as u64)
+                        .max()
+                        .unwrap_or(0);
+                    let floor = (lanes as u64).saturating_mul(page_rows * 128 + (1 << 20));
                     (((rows as f64 / SF1_ROWS as f64) * per_sf) as u64).max(floor)
                 });
                 let readers = opened

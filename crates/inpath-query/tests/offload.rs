@@ -500,3 +500,173 @@ fn bad_graphs_and_budgets_give_clear_errors() {
     let ok: Vec<_> = device.submit(&graph).unwrap().collect();
     assert!(ok.iter().all(|r| r.is_ok()));
 }
+
+#[test]
+fn the_transformer_computes_exactly_with_select_scale_and_min_max() {
+    use inpath_query::offload::graph::Op;
+    let dir = tempfile::tempdir().unwrap();
+    let (batch, _) = random_table(dir.path(), 7_000, 23);
+    let reader = Arc::new(TableReader::open(&dir.path().join("t"), &KeyRing::new()).unwrap());
+    let device = LocalDevice::new(HashMap::from([("t".to_string(), reader)]), 3, 64 << 20).unwrap();
+    let price = batch
+        .column(0)
+        .as_any()
+        .downcast_ref::<Decimal128Array>()
+        .unwrap()
+        .clone();
+    let disc = batch
+        .column(1)
+        .as_any()
+        .downcast_ref::<Decimal128Array>()
+        .unwrap()
+        .clone();
+    let qty = batch
+        .column(3)
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .unwrap()
+        .clone();
+    // r2 = qty * 10^2 (scale 2); r4 = CASE WHEN qty > 10 THEN price ELSE r2 END;
+    // r5 = r4 * disc (scale 4); sum(r5), min(r4), max(r5), avg(r4).
+    let ops = vec![
+        Op::Load { column: 0 },
+        Op::Load { column: 3 },
+        Op::Scale { src: 1, pow: 2 },
+        Op::Load { column: 1 },
+        Op::Select {
+            test: 1,
+            op: CmpOp::Gt,
+            value: 10,
+            then: 0,
+            otherwise: 2,
+        },
+        Op::Mul(4, 3),
+    ];
+    let task = TableTask {
+        table: "t".into(),
+        mask: MaskSource::All,
+        selector: Selector::default(),
+        transformer: Program { ops },
+        operator: Operator::Aggregate {
+            aggs: vec![
+                Agg {
+                    func: AggFunc::Sum,
+                    arg: Some(5),
+                    scale: 4,
+                },
+                Agg {
+                    func: AggFunc::Min,
+                    arg: Some(4),
+                    scale: 2,
+                },
+                Agg {
+                    func: AggFunc::Max,
+                    arg: Some(5),
+                    scale: 4,
+                },
+                Agg {
+                    func: AggFunc::Avg,
+                    arg: Some(4),
+                    scale: 2,
+                },
+            ],
+        },
+        output: Output {
+            fields: vec![
+                ("sum".into(), "Decimal128(38, 4)".into()),
+                ("min".into(), "Decimal128(15, 2)".into()),
+                ("max".into(), "Decimal128(38, 4)".into()),
+                ("avg_count".into(), "UInt64".into()),
+                ("avg_sum".into(), "Float64".into()),
+            ],
+        },
+    };
+    let (mut sum, mut min, mut max, mut count, mut total) =
+        (0i128, i128::MAX, i128::MIN, 0u64, 0i128);
+    for i in 0..batch.num_rows() {
+        let r4 = if qty.value(i) > 10 {
+            price.value(i)
+        } else {
+            qty.value(i) as i128 * 100
+        };
+        let r5 = r4 * disc.value(i);
+        sum += r5;
+        min = min.min(r4);
+        max = max.max(r5);
+        count += 1;
+        total += r4;
+    }
+    let batches: Vec<RecordBatch> = device
+        .submit(&TaskGraph::single(task))
+        .unwrap()
+        .map(|b| b.unwrap())
+        .collect();
+    // One partial row per lane; merged here as the host's Final aggregate would.
+    let dec = |b: &RecordBatch, c: usize| {
+        b.column(c)
+            .as_any()
+            .downcast_ref::<Decimal128Array>()
+            .unwrap()
+            .iter()
+            .flatten()
+            .collect::<Vec<_>>()
+    };
+    let got_sum: i128 = batches.iter().flat_map(|b| dec(b, 0)).sum();
+    let got_min = batches.iter().flat_map(|b| dec(b, 1)).min().unwrap();
+    let got_max = batches.iter().flat_map(|b| dec(b, 2)).max().unwrap();
+    let got_count: u64 = batches
+        .iter()
+        .map(|b| {
+            b.column(3)
+                .as_any()
+                .downcast_ref::<arrow_array::UInt64Array>()
+                .unwrap()
+                .value(0)
+        })
+        .sum();
+    let got_total: f64 = batches
+        .iter()
+        .map(|b| {
+            b.column(4)
+                .as_any()
+                .downcast_ref::<arrow_array::Float64Array>()
+                .unwrap()
+                .value(0)
+        })
+        .sum();
+    assert_eq!(
+        (got_sum, got_min, got_max, got_count),
+        (sum, min, max, count)
+    );
+    assert!((got_total - total as f64 / 100.0).abs() <= 1e-9 * (total as f64 / 100.0).abs());
+
+    // An overflow is an error naming the instruction, never a wrapped value.
+    let overflow = TableTask {
+        table: "t".into(),
+        mask: MaskSource::All,
+        selector: Selector::default(),
+        transformer: Program {
+            ops: vec![Op::Load { column: 0 }, Op::Scale { src: 0, pow: 17 }],
+        },
+        operator: Operator::Aggregate {
+            aggs: vec![Agg {
+                func: AggFunc::Sum,
+                arg: Some(1),
+                scale: 19,
+            }],
+        },
+        output: Output {
+            fields: vec![("s".into(), "Decimal128(38, 19)".into())],
+        },
+    };
+    let e = device
+        .submit(&TaskGraph::single(overflow))
+        .unwrap()
+        .find_map(|r| r.err())
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("instruction 1") && e.contains("overflowed"),
+        "{e}"
+    );
+}

@@ -90,6 +90,21 @@ fn all_22_tpch_queries_equal_duckdb_at_sf_0_1_on_ctr_pages() {
     gen(dir.path(), 0.1, ctr, 65_536);
     let session = SqlSession::open(dir.path(), &ring(), 2).unwrap();
     all_22(&session, 0.1, "SF 0.1, AES-256-CTR pages, 2 threads");
+    // With offload (issue 14): the same answers, the aggregates Q1 and Q6 on the device.
+    let offload = SqlSession::open_with(
+        dir.path(),
+        &ring(),
+        2,
+        Some(inpath_query::sql::OffloadOptions::default()),
+    )
+    .unwrap();
+    all_22(
+        &offload,
+        0.1,
+        "SF 0.1, AES-256-CTR pages, 2 threads, offload",
+    );
+    // Graphs run: Q1, Q6, Q15 (its view twice), Q17, Q18 and Q20's lineitem aggregates.
+    assert_eq!(offload.device_stats().unwrap().graphs, 7);
 }
 
 /// A table of random values with nulls, small pages, and the same rows in DataFusion's

@@ -46,7 +46,8 @@ struct OffloadArgs {
     #[arg(long)]
     offload: bool,
     /// The device's memory (such as 40MiB; default 40 MiB per TPC-H SF 1 of rows, at least
-    /// 4 MiB per lane). A group-by that outgrows it hands partial groups to the host early.
+    /// 128 bytes per row of a page and 1 MiB per lane). A group-by that outgrows it hands
+    /// partial groups to the host early.
     #[arg(long, value_parser = crate::common::parse_size, requires = "offload")]
     device_memory: Option<u64>,
     /// Device lanes (default: --threads).
@@ -1009,6 +1010,9 @@ struct DemoQuery {
     queries: Vec<(usize, f64, String, bool)>,
     stats: inpath_query::ScanStats,
     all_22: (usize, f64),
+    /// Q1 with offload: whether it equals DuckDB's answer, the Arrow bytes the host's scans
+    /// received without offload and the bytes the device sent with it, the classes' counts.
+    offload: (bool, u64, u64, [usize; 3]),
 }
 
 /// The `inpath demo` section: TPC-H SF 0.01 written as plain and as sealed (LZ4 + AES-256-GCM)
@@ -1052,9 +1056,21 @@ pub fn demo_section() -> anyhow::Result<String> {
         "  all 22 TPC-H queries on the sealed pages: {} of 22 equal DuckDB's answers, {:.2} s in all",
         d.all_22.0, d.all_22.1
     )?;
+    let (q1_equal, host_bytes, sent, classes) = d.offload;
     writeln!(
         out,
-        "  next: inpath query gen --sf 1 tpch; inpath query tpch tpch; inpath query sql tpch \"SELECT ...\"\n"
+        "  offload (AQUOMAN Table Tasks beside the pages): Q1 sends the host {} instead of {} of rows; \
+         against DuckDB's answer: {}; {} queries fully offloaded, {} partly, {} on the host",
+        bytes(sent),
+        bytes(host_bytes),
+        if q1_equal { "equal" } else { "DIFFERENT" },
+        classes[0],
+        classes[1],
+        classes[2]
+    )?;
+    writeln!(
+        out,
+        "  next: inpath query gen --sf 1 tpch; inpath query tpch tpch; inpath query explain --offload tpch\n"
     )?;
     Ok(out)
 }
@@ -1127,12 +1143,37 @@ fn demo_run(dir: &Path) -> anyhow::Result<DemoQuery> {
         equal +=
             usize::from(check_answer(&result, pinned_answer(0.01, n).expect("pinned")).is_ok());
     }
+    let all_22 = (equal, start.elapsed().as_secs_f64());
+
+    // Offload: Q1 with the aggregate beside the pages, only its groups cross to the host.
+    session.reset_stats();
+    session.sql(query(1).expect("1..=22"))?;
+    let host_bytes = session.stats().bytes_out;
+    let device = SqlSession::open_with(
+        &dir.join("sealed"),
+        &ring,
+        threads,
+        Some(inpath_query::sql::OffloadOptions::default()),
+    )?;
+    let result = device.sql(query(1).expect("1..=22"))?;
+    let q1_equal = check_answer(&result, pinned_answer(0.01, 1).expect("pinned")).is_ok();
+    let sent = device.device_stats().map_or(0, |d| d.bytes_sent);
+    let mut classes = [0usize; 3];
+    for n in 1..=22 {
+        let class = device.explain_offload(query(n).expect("1..=22"))?.class;
+        classes[match class {
+            "full" => 0,
+            "partial" => 1,
+            _ => 2,
+        }] += 1;
+    }
     Ok(DemoQuery {
         rows,
         plain: (plain_bytes, plain_secs),
         sealed: (sealed_bytes, sealed_secs),
         queries,
         stats,
-        all_22: (equal, start.elapsed().as_secs_f64()),
+        all_22,
+        offload: (q1_equal, host_bytes, sent, classes),
     })
 }

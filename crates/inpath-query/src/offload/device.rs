@@ -662,7 +662,7 @@ struct Groups {
     /// Dense lookup by composite dictionary code (when every key is a small dictionary).
     dense: Option<(Vec<usize>, Vec<u32>)>,
     sparse: HashMap<Box<[i64]>, u32>,
-    single: HashMap<i64, u32, BuildHasherDefault<MulHasher>>,
+    packed: HashMap<u128, u32, BuildHasherDefault<MulHasher>>,
     /// Per aggregate: sums, minima or maxima, and counts, per group.
     acc: Vec<Vec<i128>>,
     count: Vec<Vec<i64>>,
@@ -676,7 +676,7 @@ impl Groups {
             dictionaries: vec![None; keys],
             dense: None,
             sparse: HashMap::new(),
-            single: HashMap::default(),
+            packed: HashMap::default(),
             acc: vec![Vec::new(); aggs],
             count: vec![Vec::new(); aggs],
             len: 0,
@@ -717,12 +717,12 @@ impl Groups {
             slots.iter_mut().for_each(|s| *s = u32::MAX);
         }
         self.sparse.clear();
-        self.single.clear();
+        self.packed.clear();
         self.len = 0;
     }
 }
 
-/// A multiplicative hash for one 64-bit group key: keys are ours (column values), not an
+/// A multiplicative hash for one or two packed 64-bit group keys: keys are ours (column values), not an
 /// attacker's, and SipHash would cost more than the rest of the group-by.
 #[derive(Default)]
 struct MulHasher(u64);
@@ -738,10 +738,14 @@ impl Hasher for MulHasher {
         }
     }
 
-    fn write_i64(&mut self, v: i64) {
-        // Fold the high half of the product down: the table indexes by the low bits.
-        let p = (v as u64 ^ self.0) as u128 * 0x9E37_79B9_7F4A_7C15u128;
-        self.0 = (p as u64) ^ ((p >> 64) as u64);
+    fn write_u128(&mut self, v: u128) {
+        // Each half multiplied, the high half of each product folded down: the table indexes
+        // by the low bits.
+        let mix = |x: u64| {
+            let p = x as u128 * 0x9E37_79B9_7F4A_7C15u128;
+            (p as u64) ^ ((p >> 64) as u64)
+        };
+        self.0 = mix(mix(v as u64 ^ self.0) ^ (v >> 64) as u64);
     }
 }
 
@@ -1129,8 +1133,11 @@ impl<'a> Lane<'a> {
                 _ => {
                     if self.groups.dense.take().is_some() {
                         for g in 0..self.groups.len {
-                            if keys.len() == 1 {
-                                self.groups.single.insert(self.groups.keys[0][g], g as u32);
+                            if keys.len() <= 2 {
+                                let hi = self.groups.keys.get(1).map_or(0, |c| c[g] as u64);
+                                let lo = self.groups.keys[0][g] as u64;
+                                let packed = ((hi as u128) << 64) | lo as u128;
+                                self.groups.packed.insert(packed, g as u32);
                             } else {
                                 let k: Box<[i64]> = self.groups.keys.iter().map(|c| c[g]).collect();
                                 self.groups.sparse.insert(k, g as u32);
@@ -1159,14 +1166,23 @@ impl<'a> Lane<'a> {
                 }
                 self.groups.dense = Some((strides, slots));
             }
-            None if keys.len() == 1 => {
-                // One key (an order or part number): a map from the value itself.
-                for &v in &columns[0] {
-                    let g = match self.groups.single.get(&v) {
+            None if keys.len() <= 2 => {
+                // One or two keys (an order number; a part and a supplier): a map from the
+                // values packed in 128 bits.
+                let pack = |r: usize| -> u128 {
+                    let hi = columns.get(1).map_or(0, |c| c[r] as u64);
+                    ((hi as u128) << 64) | columns[0][r] as u64 as u128
+                };
+                for r in 0..n {
+                    let packed = pack(r);
+                    let g = match self.groups.packed.get(&packed) {
                         Some(&g) => g,
                         None => {
-                            let g = self.groups.push_group(&[v]);
-                            self.groups.single.insert(v, g);
+                            for (k, c) in key.iter_mut().zip(&columns) {
+                                *k = c[r];
+                            }
+                            let g = self.groups.push_group(&key);
+                            self.groups.packed.insert(packed, g);
                             g
                         }
                     };
