@@ -228,3 +228,135 @@ fn sql_tpch_and_import_from_the_command_line() {
     let e = fails(&inpath(&["query", "import", "notes.txt", "db"], d));
     assert!(e.contains(".parquet or .csv"), "{e}");
 }
+
+#[test]
+fn offload_from_the_command_line_explains_runs_and_refuses_bad_budgets() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok(&inpath(
+        &["query", "gen", "--sf", "0.01", "tpch", "--json"],
+        d,
+    ));
+
+    // explain: classes and graphs for every query; Q1 and Q6 fully on the device.
+    let e = ok(&inpath(
+        &[
+            "query",
+            "explain",
+            "--offload",
+            "tpch",
+            "--json",
+            "--threads",
+            "2",
+        ],
+        d,
+    ));
+    let queries = e["queries"].as_array().unwrap();
+    assert_eq!(queries.len(), 22);
+    for (n, q) in queries.iter().enumerate() {
+        let class = q["class"].as_str().unwrap();
+        assert!(["full", "partial", "host"].contains(&class), "{q}");
+        // Every aggregate left on the host says why.
+        for d in q["decisions"].as_array().unwrap() {
+            assert!(
+                d["offloaded"].as_bool().unwrap() || d["declined"].is_string(),
+                "{d}"
+            );
+        }
+        if n == 0 || n == 5 {
+            assert_eq!(class, "full", "Q{}", n + 1);
+            assert_eq!(q["graphs"][0]["version"], 1);
+        }
+    }
+    let text = inpath(
+        &[
+            "query",
+            "explain",
+            "--offload",
+            "tpch",
+            "--queries",
+            "1",
+            "--graphs",
+            "--fidelity",
+            "thesis",
+        ],
+        d,
+    );
+    let text = String::from_utf8_lossy(&text.stdout).to_string();
+    assert!(
+        text.contains("fidelity thesis") && text.contains("DeviceExec"),
+        "{text}"
+    );
+
+    // Run with offload: the answers check, the device's counters come back.
+    let t = ok(&inpath(
+        &[
+            "query",
+            "tpch",
+            "tpch",
+            "--queries",
+            "1,6",
+            "--offload",
+            "--check",
+            "--json",
+        ],
+        d,
+    ));
+    for q in t["queries"].as_array().unwrap() {
+        assert_eq!(q["check"], "equal", "{q}");
+        assert_eq!(q["device"]["graphs"], 1, "{q}");
+        assert!(q["device"]["bytes_sent"].as_u64().unwrap() < 10_000, "{q}");
+        assert!(q["host_cpu_seconds"].as_f64().is_some());
+    }
+    let sql = inpath(
+        &[
+            "query",
+            "sql",
+            "tpch",
+            "--offload",
+            "--stats",
+            "SELECT count(*) AS n FROM lineitem WHERE l_quantity < 10",
+        ],
+        d,
+    );
+    assert!(sql.status.success());
+    assert!(String::from_utf8_lossy(&sql.stderr).contains("device: 1 graphs"));
+
+    // Bad input: explain without --offload, device flags without it, a budget below a page.
+    let e = fails(&inpath(&["query", "explain", "tpch"], d));
+    assert!(e.contains("--offload"), "{e}");
+    let e = fails(&inpath(
+        &["query", "tpch", "tpch", "--device-memory", "8MiB"],
+        d,
+    ));
+    assert!(e.contains("--offload"), "{e}");
+    let e = fails(&inpath(
+        &[
+            "query",
+            "tpch",
+            "tpch",
+            "--queries",
+            "1",
+            "--offload",
+            "--device-memory",
+            "300KiB",
+        ],
+        d,
+    ));
+    assert!(
+        e.contains("memory budget") && e.contains("give the device more memory"),
+        "{e}"
+    );
+    let e = fails(&inpath(
+        &[
+            "query",
+            "explain",
+            "--offload",
+            "tpch",
+            "--fidelity",
+            "fpga",
+        ],
+        d,
+    ));
+    assert!(e.contains("fidelity"), "{e}");
+}

@@ -859,7 +859,7 @@ impl<'a> Lane<'a> {
             // Row Selector: AND of ORs over 64-bit mask words.
             let mut mask = vec![u64::MAX; words_for(rows)];
             if let Some(last) = mask.last_mut() {
-                if rows % 64 != 0 {
+                if !rows.is_multiple_of(64) {
                     *last = (1u64 << (rows % 64)) - 1;
                 }
             }
