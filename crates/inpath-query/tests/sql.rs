@@ -6,41 +6,11 @@ mod common;
 use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use common::*;
 use datafusion::datasource::MemTable;
-use inpath_query::tpch_queries::{check_answer, pinned_answer, query};
-use inpath_query::{generate_tpch, GenOptions, ResultFormat, SqlSession, WriteOptions};
+use inpath_query::{ResultFormat, SqlSession, WriteOptions};
 use inpath_seal::{Cipher, Compression, KeyRing, SealConfig};
 use rand::{Rng, SeedableRng};
 use std::path::Path;
 use std::sync::Arc;
-
-fn gen(dir: &Path, sf: f64, seal: SealConfig, rows_per_page: usize) {
-    let options = GenOptions {
-        write: WriteOptions {
-            rows_per_page,
-            seal,
-            key: (seal.cipher != Cipher::None).then(|| (3, key())),
-            ..WriteOptions::default()
-        },
-        threads: 2,
-        ..GenOptions::default()
-    };
-    generate_tpch(sf, dir, &options).unwrap();
-}
-
-fn all_22(session: &SqlSession, sf: f64, what: &str) {
-    let mut failures = Vec::new();
-    for n in 1..=22 {
-        let result = session.sql(query(n).unwrap()).unwrap();
-        // The result's schema is the batches' (Q1's averages are doubles in both).
-        for b in &result.batches {
-            assert_eq!(b.schema(), result.schema, "Q{n}");
-        }
-        if let Err(e) = check_answer(&result, pinned_answer(sf, n).unwrap()) {
-            failures.push(format!("Q{n}: {e}"));
-        }
-    }
-    assert!(failures.is_empty(), "{what}:\n{}", failures.join("\n"));
-}
 
 #[test]
 fn all_22_tpch_queries_equal_duckdb_on_plain_and_sealed_pages() {

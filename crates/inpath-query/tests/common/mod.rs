@@ -306,3 +306,36 @@ pub fn assert_same_files(a: &Path, b: &Path, what: &str) {
         }
     }
 }
+
+/// TPC-H at `sf` into `dir` with the given tier and page size (2 threads).
+pub fn gen(dir: &Path, sf: f64, seal: SealConfig, rows_per_page: usize) {
+    let options = inpath_query::GenOptions {
+        write: WriteOptions {
+            rows_per_page,
+            seal,
+            key: (seal.cipher != Cipher::None).then(|| (3, key())),
+            ..WriteOptions::default()
+        },
+        threads: 2,
+        ..inpath_query::GenOptions::default()
+    };
+    inpath_query::generate_tpch(sf, dir, &options).unwrap();
+}
+
+/// The 22 TPC-H queries against DuckDB's pinned answers at `sf`; every result's batches carry
+/// its schema.
+pub fn all_22(session: &inpath_query::SqlSession, sf: f64, what: &str) {
+    use inpath_query::tpch_queries::{check_answer, pinned_answer, query};
+    let mut failures = Vec::new();
+    for n in 1..=22 {
+        let result = session.sql(query(n).unwrap()).unwrap();
+        // The result's schema is the batches' (Q1's averages are doubles in both).
+        for b in &result.batches {
+            assert_eq!(b.schema(), result.schema, "Q{n}");
+        }
+        if let Err(e) = check_answer(&result, pinned_answer(sf, n).unwrap()) {
+            failures.push(format!("Q{n}: {e}"));
+        }
+    }
+    assert!(failures.is_empty(), "{what}:\n{}", failures.join("\n"));
+}
