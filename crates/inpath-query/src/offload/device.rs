@@ -21,7 +21,6 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
 /// Device memory per TPC-H scale factor 1 by default: the thesis's 40 MiB per SF 1 ratio
 /// (reference 001, part II), as bytes.
@@ -142,7 +141,6 @@ impl LocalDevice {
 pub struct DeviceStream {
     rows: Receiver<Result<RecordBatch>>,
     cancel: Arc<AtomicBool>,
-    lanes: Vec<JoinHandle<()>>,
 }
 
 impl DeviceStream {
@@ -163,11 +161,9 @@ impl Iterator for DeviceStream {
 impl Drop for DeviceStream {
     fn drop(&mut self) {
         self.cancel();
-        // Unblock lanes waiting to send, then let them go.
+        // Unblock lanes waiting to send; they stop at their next page and exit on their own
+        // (they run detached: nothing waits on them).
         while self.rows.try_recv().is_ok() {}
-        for lane in self.lanes.drain(..) {
-            drop(lane);
-        }
     }
 }
 
@@ -225,7 +221,6 @@ impl Device for LocalDevice {
         let lane_budget = self.memory_budget / self.lanes as u64;
         let (tx, rx) = sync_channel(2 * lanes);
         let cancel = Arc::new(AtomicBool::new(false));
-        let mut handles = Vec::with_capacity(lanes);
         let (per, extra) = (pages.len() / lanes, pages.len() % lanes);
         let mut start = 0;
         for k in 0..lanes {
@@ -238,7 +233,7 @@ impl Device for LocalDevice {
                 cancel.clone(),
                 self.counters.clone(),
             );
-            let handle = std::thread::Builder::new()
+            std::thread::Builder::new()
                 .name("inpath-device".into())
                 .spawn(move || {
                     let cpu = inpath_core::thread_cpu_seconds();
@@ -257,13 +252,8 @@ impl Device for LocalDevice {
                 .map_err(|e| Error::Offload {
                     detail: format!("cannot start a device lane: {e}"),
                 })?;
-            handles.push(handle);
         }
-        Ok(DeviceStream {
-            rows: rx,
-            cancel,
-            lanes: handles,
-        })
+        Ok(DeviceStream { rows: rx, cancel })
     }
 
     fn stats(&self) -> DeviceStats {
