@@ -214,6 +214,14 @@ pub enum Error {
         detail: String,
     },
 
+    /// The offload device's memory cannot hold what a graph needs before it sends anything
+    /// (a join's build rows): the plan runs that part on the host instead.
+    #[error("offload device: out of memory: {detail}")]
+    DeviceMemory {
+        /// What needed how much.
+        detail: String,
+    },
+
     /// A directory holds no column tables.
     #[error("{path}: no column tables here (a table is a directory holding a `manifest`)")]
     NoTables {

@@ -353,6 +353,8 @@ fn the_row_selector_equals_direct_evaluation() {
         let task = TableTask {
             table: "t".into(),
             mask: MaskSource::All,
+            joins: Vec::new(),
+            keep: Vec::new(),
             selector,
             transformer: Program::default(),
             operator: Operator::Aggregate {
@@ -396,6 +398,8 @@ fn bad_graphs_and_budgets_give_clear_errors() {
     let task = TableTask {
         table: "t".into(),
         mask: MaskSource::All,
+        joins: Vec::new(),
+        keep: Vec::new(),
         selector: Selector::default(),
         transformer: Program {
             ops: vec![inpath_query::offload::graph::Op::Load { column: 0 }],
@@ -420,7 +424,10 @@ fn bad_graphs_and_budgets_give_clear_errors() {
         1,
     );
     let e = TaskGraph::from_json(&newer).unwrap_err().to_string();
-    assert!(e.contains("version 2") && e.contains("newer"), "{e}");
+    assert!(
+        e.contains(&format!("version {}", GRAPH_VERSION + 1)) && e.contains("newer"),
+        "{e}"
+    );
     let e = TaskGraph::from_json("{\"version\": 1, \"tasks\": 3}")
         .unwrap_err()
         .to_string();
@@ -525,6 +532,8 @@ fn the_transformer_computes_exactly_with_select_scale_and_min_max() {
     let task = TableTask {
         table: "t".into(),
         mask: MaskSource::All,
+        joins: Vec::new(),
+        keep: Vec::new(),
         selector: Selector::default(),
         transformer: Program { ops },
         operator: Operator::Aggregate {
@@ -624,6 +633,8 @@ fn the_transformer_computes_exactly_with_select_scale_and_min_max() {
     let overflow = TableTask {
         table: "t".into(),
         mask: MaskSource::All,
+        joins: Vec::new(),
+        keep: Vec::new(),
         selector: Selector::default(),
         transformer: Program {
             ops: vec![Op::Load { column: 0 }, Op::Scale { src: 0, pow: 17 }],

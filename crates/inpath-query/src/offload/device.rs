@@ -3,8 +3,10 @@
 //! share of a query's work can be told apart from the device's.
 
 use super::graph::{
-    Agg, AggFunc, CmpOp, Comparator, GroupKey, MaskSource, Op, Operator, TableTask, TaskGraph, Test,
+    Agg, AggFunc, CmpOp, Comparator, GroupKey, MaskSource, Op, Operator, Source,
+    TableTask, TaskGraph, Test,
 };
+use super::join::{concat_kept, take_rows, Built, Kept};
 use crate::error::{Error, Result};
 use crate::reader::TableReader;
 use arrow_array::cast::AsArray;
@@ -60,6 +62,17 @@ pub struct DeviceStats {
     pub peak_memory: u64,
     /// Groups emitted early because the group table reached the memory budget.
     pub groups_spilled: u64,
+    /// Rows build tasks kept on the device for joins.
+    pub rows_kept: u64,
+    /// Joins run, by method: positional lookup, streaming merge of sorted inputs, and merge
+    /// after a radix sort.
+    pub joins_positional: u64,
+    /// See `joins_positional`.
+    pub joins_merge: u64,
+    /// See `joins_positional`.
+    pub joins_sort_merge: u64,
+    /// Graphs refused because their build rows outgrew the memory budget (the host ran them).
+    pub graphs_refused: u64,
 }
 
 #[derive(Debug, Default)]
@@ -74,6 +87,11 @@ struct Counters {
     memory: AtomicU64,
     peak_memory: AtomicU64,
     groups_spilled: AtomicU64,
+    rows_kept: AtomicU64,
+    joins_positional: AtomicU64,
+    joins_merge: AtomicU64,
+    joins_sort_merge: AtomicU64,
+    graphs_refused: AtomicU64,
 }
 
 impl Counters {
@@ -134,6 +152,125 @@ impl LocalDevice {
     pub fn table(&self, name: &str) -> Option<&Arc<TableReader>> {
         self.tables.get(name)
     }
+
+    fn reader(&self, name: &str) -> Result<Arc<TableReader>> {
+        self.tables.get(name).cloned().ok_or_else(|| Error::Offload {
+            detail: format!("the device holds no table {name:?}"),
+        })
+    }
+
+    /// Runs a build (NOP) task on every lane and indexes its kept rows by `key`.
+    fn build(
+        &self,
+        task: &TableTask,
+        built: &[Option<Arc<Built>>],
+        key: usize,
+        method: super::graph::JoinMethod,
+    ) -> Result<Built> {
+        let builds = join_builds(task, built)?;
+        let held: u64 = built.iter().flatten().map(|b| b.bytes()).sum();
+        let reader = self.reader(&task.table)?;
+        let schema = Arc::new(Schema::empty());
+        let plan = Prepared::new(reader, task.clone(), schema, builds)?;
+        let pages = plan.pruned_pages()?;
+        let total = plan.reader.page_count() as u64;
+        Counters::add(&self.counters.pages_skipped, total - pages.len() as u64);
+        let lanes = self.lanes.min(pages.len()).max(1);
+        let budget = self.memory_budget.saturating_sub(held);
+        let lane_budget = budget / lanes as u64;
+        let (per, extra) = (pages.len() / lanes, pages.len() % lanes);
+        let mut runs = Vec::with_capacity(lanes);
+        let mut start = 0;
+        for k in 0..lanes {
+            let len = per + usize::from(k < extra);
+            runs.push(&pages[start..start + len]);
+            start += len;
+        }
+        let never = AtomicBool::new(false);
+        let parts: Vec<Result<Vec<Kept>>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = runs
+                .into_iter()
+                .map(|run| {
+                    let (plan, counters, never) = (&plan, &*self.counters, &never);
+                    scope.spawn(move || {
+                        let cpu = inpath_core::thread_cpu_seconds();
+                        let mut lane = Lane::new(plan, counters, lane_budget);
+                        let result = lane.run(run, never, &mut |_| true);
+                        let kept = std::mem::take(&mut lane.kept);
+                        lane.release();
+                        let used = (inpath_core::thread_cpu_seconds() - cpu).max(0.0);
+                        Counters::add(&counters.cpu_micros, (used * 1e6) as u64);
+                        result.map(|()| kept)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(Error::Offload {
+                            detail: "a device lane failed".into(),
+                        })
+                    })
+                })
+                .collect()
+        });
+        let mut columns: Vec<Vec<Kept>> = (0..task.keep.len()).map(|_| Vec::new()).collect();
+        for lane in parts {
+            for (c, part) in columns.iter_mut().zip(lane?) {
+                c.push(part);
+            }
+        }
+        let columns = columns
+            .into_iter()
+            .map(concat_kept)
+            .collect::<Result<Vec<_>>>()?;
+        let b = Built::new(columns, key, method)?;
+        Counters::add(&self.counters.rows_kept, b.len() as u64);
+        if b.bytes() > budget {
+            return Err(Error::DeviceMemory {
+                detail: format!(
+                    "the {} rows table {} keeps for a join take {} KiB; the device has {} KiB \
+                     left of {} KiB",
+                    b.len(),
+                    task.table,
+                    b.bytes().div_ceil(1024),
+                    budget >> 10,
+                    self.memory_budget >> 10
+                ),
+            });
+        }
+        Ok(b)
+    }
+}
+
+/// The builds of a task's joins, in join order.
+fn join_builds(task: &TableTask, built: &[Option<Arc<Built>>]) -> Result<Vec<Arc<Built>>> {
+    task.joins
+        .iter()
+        .map(|j| {
+            built
+                .get(j.build)
+                .cloned()
+                .flatten()
+                .ok_or_else(|| Error::Offload {
+                    detail: format!("join with task {}, which has not run", j.build),
+                })
+        })
+        .collect()
+}
+
+/// A plan whose builds are held against the device's memory until the last lane is done.
+struct PlanHold {
+    plan: Prepared,
+    counters: Arc<Counters>,
+    held: u64,
+}
+
+impl Drop for PlanHold {
+    fn drop(&mut self) {
+        self.counters.release(self.held);
+    }
 }
 
 /// Rows coming back from a device, with a way to stop it: dropping the stream cancels the
@@ -187,38 +324,82 @@ impl Device for LocalDevice {
                 detail: format!("graph version {} is newer than this build", graph.version),
             });
         }
-        if graph.tasks.len() != 1 {
+        if graph.tasks.iter().any(|t| t.mask != MaskSource::All) {
             return Err(Error::Offload {
-                detail: format!(
-                    "this device runs one-task graphs; the graph has {} tasks",
-                    graph.tasks.len()
-                ),
+                detail: "a mask from another task: this device joins rows instead".into(),
             });
         }
-        let task = graph.tasks[0].clone();
-        if task.mask != MaskSource::All {
-            return Err(Error::Offload {
-                detail: "a mask from another task needs a multi-task graph".into(),
-            });
-        }
-        let reader = self
-            .tables
-            .get(&task.table)
-            .cloned()
-            .ok_or_else(|| Error::Offload {
-                detail: format!("the device holds no table {:?}", task.table),
-            })?;
-        let schema = output_schema(&task)?;
-        let plan = Arc::new(Prepared::new(reader, task, schema)?);
         Counters::add(&self.counters.graphs, 1);
+        // Build tasks first, each on all lanes; their rows stay on the device, held against
+        // its memory, until the graph's last task has run.
+        let last = graph.tasks.len() - 1;
+        let mut built: Vec<Option<Arc<Built>>> = vec![None; graph.tasks.len()];
+        let mut held = 0u64;
+        let cpu = inpath_core::thread_cpu_seconds();
+        for (t, task) in graph.tasks[..last].iter().enumerate() {
+            let uses: Vec<_> = graph.tasks[t + 1..]
+                .iter()
+                .flat_map(|later| later.joins.iter().filter(|j| j.build == t))
+                .collect();
+            let [join] = uses.as_slice() else {
+                self.counters.release(held);
+                return Err(Error::Offload {
+                    detail: format!(
+                        "build task {t} serves {} joins; each build serves exactly one",
+                        uses.len()
+                    ),
+                });
+            };
+            let b = self.build(task, &built, join.build_key, join.method);
+            let b = match b {
+                Ok(b) => b,
+                Err(e) => {
+                    self.counters.release(held);
+                    if matches!(e, Error::DeviceMemory { .. }) {
+                        Counters::add(&self.counters.graphs_refused, 1);
+                    }
+                    return Err(e);
+                }
+            };
+            let counter = match b.method() {
+                "positional" => &self.counters.joins_positional,
+                "merge" => &self.counters.joins_merge,
+                _ => &self.counters.joins_sort_merge,
+            };
+            Counters::add(counter, 1);
+            self.counters.hold(b.bytes());
+            held += b.bytes();
+            built[t] = Some(Arc::new(b));
+        }
+        let used = (inpath_core::thread_cpu_seconds() - cpu).max(0.0);
+        Counters::add(&self.counters.cpu_micros, (used * 1e6) as u64);
+        // What the builds hold is released when the last lane drops the plan.
+        let hold = |plan: Prepared| PlanHold {
+            plan,
+            counters: self.counters.clone(),
+            held,
+        };
+        let task = graph.tasks[last].clone();
+        let prepared = join_builds(&task, &built).and_then(|builds| {
+            let reader = self.reader(&task.table)?;
+            let schema = output_schema(&task)?;
+            Prepared::new(reader, task, schema, builds)
+        });
+        let plan = match prepared {
+            Ok(p) => Arc::new(hold(p)),
+            Err(e) => {
+                self.counters.release(held);
+                return Err(e);
+            }
+        };
 
         // Zone maps first: pages a single-comparator product excludes are never read.
-        let pages = plan.pruned_pages()?;
-        let total = plan.reader.page_count() as u64;
+        let pages = plan.plan.pruned_pages()?;
+        let total = plan.plan.reader.page_count() as u64;
         Counters::add(&self.counters.pages_skipped, total - pages.len() as u64);
 
         let lanes = self.lanes.min(pages.len()).max(1);
-        let lane_budget = self.memory_budget / self.lanes as u64;
+        let lane_budget = self.memory_budget.saturating_sub(held) / self.lanes as u64;
         let (tx, rx) = sync_channel(2 * lanes);
         let cancel = Arc::new(AtomicBool::new(false));
         let (per, extra) = (pages.len() / lanes, pages.len() % lanes);
@@ -237,7 +418,7 @@ impl Device for LocalDevice {
                 .name("inpath-device".into())
                 .spawn(move || {
                     let cpu = inpath_core::thread_cpu_seconds();
-                    let mut lane = Lane::new(&plan, &counters, lane_budget);
+                    let mut lane = Lane::new(&plan.plan, &counters, lane_budget);
                     let result = lane.run(&run, &cancel, &mut |batch| {
                         Counters::add(&counters.bytes_sent, batch.get_array_memory_size() as u64);
                         tx.send(Ok(batch)).is_ok()
@@ -269,6 +450,11 @@ impl Device for LocalDevice {
             cpu_seconds: get(&c.cpu_micros) as f64 / 1e6,
             peak_memory: get(&c.peak_memory),
             groups_spilled: get(&c.groups_spilled),
+            rows_kept: get(&c.rows_kept),
+            joins_positional: get(&c.joins_positional),
+            joins_merge: get(&c.joins_merge),
+            joins_sort_merge: get(&c.joins_sort_merge),
+            graphs_refused: get(&c.graphs_refused),
         }
     }
 
@@ -287,6 +473,11 @@ impl Device for LocalDevice {
             &c.rows_selected,
             &c.cpu_micros,
             &c.groups_spilled,
+            &c.rows_kept,
+            &c.joins_positional,
+            &c.joins_merge,
+            &c.joins_sort_merge,
+            &c.graphs_refused,
         ] {
             a.store(0, Ordering::Relaxed);
         }
@@ -305,6 +496,24 @@ struct Prepared {
     program_columns: Vec<usize>,
     /// Per output column, in order: what fills it.
     emit: Vec<Emit>,
+    /// Per join of the task: the build rows it matches.
+    builds: Vec<Arc<Built>>,
+    /// What the group table keys on: group keys naming the same thing (two columns of one
+    /// join's build row) share one identity.
+    identities: Vec<Identity>,
+    /// Per group key: its identity.
+    key_identity: Vec<usize>,
+}
+
+/// What a group is told apart by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Identity {
+    /// A dictionary code of the task's table's column.
+    Dictionary(usize),
+    /// A register's value.
+    Register(usize),
+    /// The build row a join matched.
+    BuildRow(usize),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -315,7 +524,12 @@ enum Emit {
 }
 
 impl Prepared {
-    fn new(reader: Arc<TableReader>, task: TableTask, schema: SchemaRef) -> Result<Prepared> {
+    fn new(
+        reader: Arc<TableReader>,
+        task: TableTask,
+        schema: SchemaRef,
+        builds: Vec<Arc<Built>>,
+    ) -> Result<Prepared> {
         let columns = reader.manifest().columns.len();
         let bad = |detail: String| Error::Offload { detail };
         for c in task
@@ -332,12 +546,34 @@ impl Prepared {
             }
         }
         let selector_columns = task.selector.columns();
-        let program_columns: Vec<usize> = task
-            .transformer
-            .columns()
-            .into_iter()
-            .filter(|c| !selector_columns.contains(c))
-            .collect();
+        // Join keys and kept columns of the table are read with the program's columns.
+        let sources = task
+            .joins
+            .iter()
+            .map(|j| j.probe_key)
+            .chain(task.keep.iter().copied());
+        let mut program_columns: Vec<usize> = task.transformer.columns();
+        for src in sources {
+            if let Source::Column(c) = src {
+                if c >= columns {
+                    return Err(bad(format!(
+                        "table {} has {columns} columns; the task reads column {c}",
+                        task.table
+                    )));
+                }
+                program_columns.push(c);
+            }
+        }
+        program_columns.sort_unstable();
+        program_columns.dedup();
+        program_columns.retain(|c| !selector_columns.contains(c));
+        if builds.len() != task.joins.len() {
+            return Err(bad(format!(
+                "{} joins but {} builds",
+                task.joins.len(),
+                builds.len()
+            )));
+        }
         let (keys, aggs): (&[GroupKey], &[Agg]) = match &task.operator {
             Operator::Nop => (&[], &[]),
             Operator::Aggregate { aggs } => (&[], aggs),
@@ -348,12 +584,21 @@ impl Prepared {
             let n = if a.func == AggFunc::Avg { 2 } else { 1 };
             emit.extend((0..n).map(|f| Emit::State(i, f)));
         }
-        if matches!(task.operator, Operator::Nop) {
-            return Err(bad(
-                "NOP tasks hand rows to another task; this device runs aggregating tasks".into(),
-            ));
+        let mut identities: Vec<Identity> = Vec::new();
+        let mut key_identity = Vec::with_capacity(keys.len());
+        for k in keys {
+            let id = match *k {
+                GroupKey::Dictionary { column } => Identity::Dictionary(column),
+                GroupKey::Register(r) => Identity::Register(r),
+                GroupKey::Build { join, .. } => Identity::BuildRow(join),
+            };
+            let at = identities.iter().position(|&i| i == id).unwrap_or_else(|| {
+                identities.push(id);
+                identities.len() - 1
+            });
+            key_identity.push(at);
         }
-        if emit.len() != schema.fields().len() {
+        if !matches!(task.operator, Operator::Nop) && emit.len() != schema.fields().len() {
             return Err(bad(format!(
                 "the task emits {} columns but declares {}",
                 emit.len(),
@@ -376,6 +621,9 @@ impl Prepared {
             selector_columns,
             program_columns,
             emit,
+            builds,
+            identities,
+            key_identity,
         })
     }
 
@@ -641,6 +889,12 @@ struct Lane<'a> {
     held: u64,
     /// The most groups there can be (dictionary keys), once a page has shown the dictionaries.
     group_cap: Option<usize>,
+    /// A build (NOP) task's kept rows so far: per kept column, the parts of its pages.
+    kept_parts: Vec<Vec<Kept>>,
+    /// Bytes of `kept_parts`, held against the device's memory.
+    kept_bytes: u64,
+    /// A build task's kept rows, in page order, once the lane has run.
+    kept: Vec<Kept>,
 }
 
 /// The group table of AGGREGATE (one group) or AGGREGATE_GROUPBY.
@@ -740,11 +994,11 @@ impl Hasher for MulHasher {
 }
 
 /// Largest dense group table (composite dictionary codes).
-const DENSE_SLOTS: usize = 1 << 16;
+const DENSE_SLOTS: usize = 1 << 22;
 
 impl<'a> Lane<'a> {
     fn new(plan: &'a Prepared, counters: &'a Counters, budget: u64) -> Lane<'a> {
-        let mut groups = Groups::new(plan.keys().len(), plan.aggs().len());
+        let mut groups = Groups::new(plan.identities.len(), plan.aggs().len());
         if plan.keys().is_empty() {
             groups.push_group(&[]);
         }
@@ -755,6 +1009,9 @@ impl<'a> Lane<'a> {
             groups,
             held: 0,
             group_cap: None,
+            kept_parts: (0..plan.task.keep.len()).map(|_| Vec::new()).collect(),
+            kept_bytes: 0,
+            kept: Vec::new(),
         }
     }
 
@@ -764,8 +1021,9 @@ impl<'a> Lane<'a> {
     }
 
     fn release(&mut self) {
-        self.counters.release(self.held);
+        self.counters.release(self.held + self.kept_bytes);
         self.held = 0;
+        self.kept_bytes = 0;
     }
 
     fn account_groups(&mut self) {
@@ -811,7 +1069,10 @@ impl<'a> Lane<'a> {
             }
             last_page = last_page.max(self.page(page)?);
         }
-        if self.plan.keys().is_empty() || self.groups.len > 0 {
+        if self.plan.task.operator == Operator::Nop {
+            let parts = std::mem::take(&mut self.kept_parts);
+            self.kept = parts.into_iter().map(concat_kept).collect::<Result<_>>()?;
+        } else if self.plan.keys().is_empty() || self.groups.len > 0 {
             let batch = self.emit_groups()?;
             emit(batch);
         }
@@ -912,13 +1173,46 @@ impl<'a> Lane<'a> {
                 }
                 self.group_cap = cap;
             }
+            // Joins: the selected rows matched with each build in turn (inner joins repeat a
+            // row per matching build row; semi and anti joins only drop rows).
+            let mut matched: Vec<Vec<u32>> = Vec::with_capacity(plan.task.joins.len());
+            let (sel, count) = if plan.task.joins.is_empty() {
+                (sel, selected)
+            } else {
+                let mut picked: Vec<u32> = sel.unwrap_or_else(|| (0..rows as u32).collect());
+                for (j, join) in plan.task.joins.iter().enumerate() {
+                    let keys: Vec<i64> = match join.probe_key {
+                        Source::Column(c) => {
+                            load(&arrays[&c], &Rows::Pick(&picked), &column_name(c))?
+                        }
+                        Source::Build { join: k, column } => {
+                            let v = plan.builds[k].ints(column)?;
+                            matched[k].iter().map(|&r| v[r as usize]).collect()
+                        }
+                    };
+                    let (take, build_rows) = plan.builds[j].probe(&keys, join.kind);
+                    picked = take.iter().map(|&i| picked[i as usize]).collect();
+                    for m in matched.iter_mut().filter(|m| !m.is_empty()) {
+                        *m = take.iter().map(|&i| m[i as usize]).collect();
+                    }
+                    matched.push(build_rows);
+                }
+                let n = picked.len();
+                if n == 0 {
+                    return Ok(());
+                }
+                let bytes = (n * 4 * (1 + matched.len())) as u64;
+                held += bytes;
+                self.counters.hold(bytes);
+                (Some(picked), n)
+            };
             let groups_room = if plan.keys().is_empty() {
                 0
             } else {
-                (self.new_groups(rows) * self.groups.per_group()) as u64
+                (self.new_groups(count) * self.groups.per_group()) as u64
             };
             // The transformer's registers hold one block of rows at a time.
-            let block = selected.min(BLOCK);
+            let block = count.min(BLOCK);
             let reg_bytes = (plan.task.transformer.ops.len() * block * 8) as u64;
             if held + reg_bytes + groups_room > self.budget {
                 return Err(Error::Offload {
@@ -937,14 +1231,22 @@ impl<'a> Lane<'a> {
             self.counters.hold(reg_bytes);
             held += reg_bytes;
             let mut start = 0;
-            while start < selected {
-                let n = (selected - start).min(BLOCK);
+            while start < count {
+                let n = (count - start).min(BLOCK);
                 let block = match &sel {
                     None => Rows::Range(start, n),
                     Some(s) => Rows::Pick(&s[start..start + n]),
                 };
-                let registers = self.transform(&arrays, &block, n, &column_name)?;
-                self.aggregate(&arrays, &registers, &block, n)?;
+                let m: Vec<&[u32]> = matched
+                    .iter()
+                    .map(|v| if v.is_empty() { &[][..] } else { &v[start..start + n] })
+                    .collect();
+                if plan.task.operator == Operator::Nop {
+                    self.keep(&arrays, &block, &m, n)?;
+                } else {
+                    let registers = self.transform(&arrays, &block, &m, n, &column_name)?;
+                    self.aggregate(&arrays, &registers, &block, &m, n)?;
+                }
                 start += n;
             }
             Ok(())
@@ -953,11 +1255,61 @@ impl<'a> Lane<'a> {
         result.map(|()| held)
     }
 
+    /// Adds a block of rows to what a build task keeps.
+    fn keep(
+        &mut self,
+        arrays: &HashMap<usize, ArrayRef>,
+        rows: &Rows,
+        matched: &[&[u32]],
+        n: usize,
+    ) -> Result<()> {
+        let plan = self.plan;
+        for (c, src) in plan.task.keep.iter().enumerate() {
+            let part = match *src {
+                Source::Column(col) => {
+                    let array = &arrays[&col];
+                    match array.data_type() {
+                        DataType::Int64 | DataType::Int32 | DataType::Date32 | DataType::Decimal128(..)
+                            if array.null_count() == 0 =>
+                        {
+                            Kept::Int(load(array, rows, &format!("kept column {col}"))?)
+                        }
+                        _ => {
+                            let picked: Vec<u32> = match *rows {
+                                Rows::Range(start, _) => (start as u32..(start + n) as u32).collect(),
+                                Rows::Pick(p) => p.to_vec(),
+                            };
+                            Kept::Array(take_rows(array, &picked)?)
+                        }
+                    }
+                }
+                Source::Build { join, column } => {
+                    plan.builds[join].columns[column].take(matched[join])?
+                }
+            };
+            let bytes = part.bytes();
+            self.kept_bytes += bytes;
+            self.counters.hold(bytes);
+            self.kept_parts[c].push(part);
+        }
+        if self.kept_bytes > self.budget {
+            return Err(Error::DeviceMemory {
+                detail: format!(
+                    "the rows table {} keeps for a join outgrow a lane's {} KiB of device memory",
+                    plan.task.table,
+                    self.budget >> 10
+                ),
+            });
+        }
+        Ok(())
+    }
+
     /// Runs the Row Transformer over the selected rows, vector at a time.
     fn transform(
         &self,
         arrays: &HashMap<usize, ArrayRef>,
         rows: &Rows,
+        matched: &[&[u32]],
         n: usize,
         column_name: &dyn Fn(usize) -> String,
     ) -> Result<Vec<Vec<i64>>> {
@@ -982,6 +1334,10 @@ impl<'a> Lane<'a> {
                         });
                     }
                     load(array, rows, &column_name(column))?
+                }
+                Op::Fetch { join, column } => {
+                    let v = self.plan.builds[join].ints(column)?;
+                    matched[join].iter().map(|&r| v[r as usize]).collect()
                 }
                 Op::Const { value } => vec![value; n],
                 Op::Add(a, b) | Op::Sub(a, b) | Op::Mul(a, b) => {
@@ -1060,9 +1416,10 @@ impl<'a> Lane<'a> {
         arrays: &HashMap<usize, ArrayRef>,
         registers: &[Vec<i64>],
         rows: &Rows,
+        matched: &[&[u32]],
         n: usize,
     ) -> Result<Vec<u32>> {
-        let keys = self.plan.keys();
+        let keys = &self.plan.identities;
         if keys.is_empty() {
             return Ok(vec![0; n]);
         }
@@ -1071,7 +1428,7 @@ impl<'a> Lane<'a> {
         let mut sizes: Vec<Option<usize>> = Vec::with_capacity(keys.len());
         for (k, key) in keys.iter().enumerate() {
             match key {
-                GroupKey::Dictionary { column } => {
+                Identity::Dictionary(column) => {
                     let array = &arrays[column];
                     let dict = array
                         .as_any()
@@ -1093,9 +1450,14 @@ impl<'a> Lane<'a> {
                         self.groups.dictionaries[k] = Some(dict.values().clone());
                     }
                 }
-                GroupKey::Register(r) => {
+                Identity::Register(r) => {
                     columns.push(registers[*r].clone());
                     sizes.push(None);
+                }
+                // Build rows are numbered densely: a key the dense table can take.
+                Identity::BuildRow(j) => {
+                    columns.push(matched[*j].iter().map(|&r| r as i64).collect());
+                    sizes.push(Some(self.plan.builds[*j].len()));
                 }
             }
         }
@@ -1204,9 +1566,10 @@ impl<'a> Lane<'a> {
         arrays: &HashMap<usize, ArrayRef>,
         registers: &[Vec<i64>],
         rows: &Rows,
+        matched: &[&[u32]],
         n: usize,
     ) -> Result<()> {
-        let ids = self.group_ids(arrays, registers, rows, n)?;
+        let ids = self.group_ids(arrays, registers, rows, matched, n)?;
         let single = self.plan.keys().is_empty();
         let groups = self.groups.len;
         // Rows per group in this block, counted once for every aggregate (no argument is
@@ -1278,10 +1641,11 @@ impl<'a> Lane<'a> {
             let ty = field.data_type();
             let array: ArrayRef = match *emit {
                 Emit::Key(k) => {
-                    let values = &g.keys[k];
+                    let id = self.plan.key_identity[k];
+                    let values = &g.keys[id];
                     match (&self.plan.keys()[k], ty) {
                         (GroupKey::Dictionary { .. }, DataType::Dictionary(..)) => {
-                            let dict = g.dictionaries[k]
+                            let dict = g.dictionaries[id]
                                 .clone()
                                 .ok_or_else(|| bad("a dictionary key with no dictionary".into()))?;
                             let codes =
@@ -1292,7 +1656,7 @@ impl<'a> Lane<'a> {
                             )
                         }
                         (GroupKey::Dictionary { .. }, _) => {
-                            let dict = g.dictionaries[k]
+                            let dict = g.dictionaries[id]
                                 .clone()
                                 .ok_or_else(|| bad("a dictionary key with no dictionary".into()))?;
                             let codes =
@@ -1309,6 +1673,26 @@ impl<'a> Lane<'a> {
                         }
                         (GroupKey::Register(_), _) => {
                             int_array(values.iter().map(|&v| Some(v as i128)), ty, field.name())?
+                        }
+                        (GroupKey::Build { join, column }, _) => {
+                            let rows: Vec<u32> = values.iter().map(|&r| r as u32).collect();
+                            match &self.plan.builds[*join].columns[*column] {
+                                Kept::Int(v) => int_array(
+                                    rows.iter().map(|&r| Some(v[r as usize] as i128)),
+                                    ty,
+                                    field.name(),
+                                )?,
+                                Kept::Array(a) => {
+                                    let taken = take_rows(a, &rows)?;
+                                    if taken.data_type() == ty {
+                                        taken
+                                    } else {
+                                        datafusion::arrow::compute::cast(&taken, ty).map_err(|e| {
+                                            bad(format!("group key {}: {e}", field.name()))
+                                        })?
+                                    }
+                                }
+                            }
                         }
                     }
                 }

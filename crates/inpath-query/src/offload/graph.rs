@@ -11,7 +11,9 @@ use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 
 /// The graph format this build writes and the newest it reads.
-pub const GRAPH_VERSION: u32 = 1;
+/// Version 2 added joins (`Join`, `Op::Fetch`, `GroupKey::Build`) and the build tasks'
+/// `keep` lists; a version 1 graph reads unchanged.
+pub const GRAPH_VERSION: u32 = 2;
 
 /// A Table Task graph.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -76,8 +78,71 @@ impl TaskGraph {
             task.transformer.check()?;
             let registers = task.transformer.ops.len();
             let reg_ok = |r: usize| r < registers;
+            let joins = task.joins.len();
+            for (j, join) in task.joins.iter().enumerate() {
+                let Some(build) = self.tasks.get(join.build).filter(|_| join.build < t) else {
+                    return Err(bad(format!(
+                        "task {t}, join {j}: build task {} does not run before it",
+                        join.build
+                    )));
+                };
+                if build.operator != Operator::Nop {
+                    return Err(bad(format!(
+                        "task {t}, join {j}: build task {} aggregates; a build task is NOP \
+                         and keeps its rows on the device",
+                        join.build
+                    )));
+                }
+                if join.build_key >= build.keep.len() {
+                    return Err(bad(format!(
+                        "task {t}, join {j}: build key {} beyond the {} columns task {} keeps",
+                        join.build_key,
+                        build.keep.len(),
+                        join.build
+                    )));
+                }
+                if let Source::Build { join: k, .. } = join.probe_key {
+                    if k >= j {
+                        return Err(bad(format!(
+                            "task {t}, join {j}: its key comes from join {k}, not before it"
+                        )));
+                    }
+                }
+            }
+            let build_columns = |k: usize| -> Option<usize> {
+                let join = task.joins.get(k)?;
+                (join.kind == JoinKind::Inner).then(|| self.tasks[join.build].keep.len())
+            };
+            let source_ok = |s: &Source| match *s {
+                Source::Column(_) => true,
+                Source::Build { join, column } => build_columns(join).is_some_and(|n| column < n),
+            };
+            for op in &task.transformer.ops {
+                if let Op::Fetch { join, column } = *op {
+                    if !source_ok(&Source::Build { join, column }) {
+                        return Err(bad(format!(
+                            "task {t} fetches column {column} of join {join}, which is not an \
+                             inner join of {joins} with that column"
+                        )));
+                    }
+                }
+            }
+            for s in &task.keep {
+                if !source_ok(s) {
+                    return Err(bad(format!("task {t} keeps {s:?}, which no join gives")));
+                }
+            }
             match &task.operator {
-                Operator::Nop => {}
+                Operator::Nop => {
+                    if task.keep.is_empty() {
+                        return Err(bad(format!("NOP task {t} keeps no column")));
+                    }
+                    if t + 1 == self.tasks.len() {
+                        return Err(bad(
+                            "the last task is NOP; it must aggregate what goes to the host".into(),
+                        ));
+                    }
+                }
                 Operator::Aggregate { aggs } => {
                     check_aggs(aggs, registers)?;
                 }
@@ -86,10 +151,19 @@ impl TaskGraph {
                         return Err(bad("AGGREGATE_GROUPBY with no group key".into()));
                     }
                     for k in keys {
-                        if let GroupKey::Register(r) = k {
-                            if !reg_ok(*r) {
+                        match *k {
+                            GroupKey::Register(r) if !reg_ok(r) => {
                                 return Err(bad(format!("group key register {r} is undefined")));
                             }
+                            GroupKey::Build { join, column }
+                                if !source_ok(&Source::Build { join, column }) =>
+                            {
+                                return Err(bad(format!(
+                                    "group key: column {column} of join {join} is not an inner \
+                                     join's column"
+                                )));
+                            }
+                            _ => {}
                         }
                     }
                     check_aggs(aggs, registers)?;
@@ -131,10 +205,76 @@ pub struct TableTask {
     pub selector: Selector,
     /// The Row Transformer.
     pub transformer: Program,
+    /// Joins applied in order to the selected rows, before the transformer: each with the
+    /// rows an earlier (build) task keeps on the device.
+    #[serde(default)]
+    pub joins: Vec<Join>,
     /// The Swissknife operator.
     pub operator: Operator,
-    /// What the task emits.
+    /// A build (NOP) task: the columns its rows keep on the device for later tasks' joins.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keep: Vec<Source>,
+    /// What the task emits (to the host, or for a build task, to later tasks).
     pub output: Output,
+}
+
+/// A value of a task's rows: its own table's column, or a column of the build rows a join
+/// matched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Source {
+    /// A column of the task's table.
+    Column(usize),
+    /// Column `column` (of the build task's `keep`) of the rows join `join` matched.
+    Build {
+        /// The join, by its place in the task's `joins`.
+        join: usize,
+        /// The build task's kept column.
+        column: usize,
+    },
+}
+
+/// An equi-join of a task's rows with the rows a build task kept (AQUOMAN's MERGE and
+/// SORT_MERGE: the device uses what the data gives, see [`JoinMethod`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Join {
+    /// The build task (an earlier NOP task of the graph).
+    pub build: usize,
+    /// This task's key (an integer).
+    pub probe_key: Source,
+    /// The build task's kept column holding its key.
+    pub build_key: usize,
+    /// Inner, semi or anti.
+    pub kind: JoinKind,
+    /// How the rows are matched.
+    #[serde(default)]
+    pub method: JoinMethod,
+}
+
+/// Which rows a join keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum JoinKind {
+    /// A row per matching pair (build duplicates repeat the probe row).
+    Inner,
+    /// Probe rows with a match, once each.
+    Semi,
+    /// Probe rows without a match.
+    Anti,
+}
+
+/// How a join matches keys. `Auto` lets the device choose from the data, as AQUOMAN does:
+/// positional lookup when the build keys are unique and dense (custkey, partkey, suppkey,
+/// nation, region: the thesis's oid shortcut); otherwise a merge against the build's
+/// (key, row) pairs sorted by key, which are already sorted when the build table is (orders
+/// by orderkey: a streaming MERGE with lineitem) and radix-sorted otherwise (SORT_MERGE).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum JoinMethod {
+    /// The device chooses.
+    #[default]
+    Auto,
+    /// Positional lookup (unique dense keys only).
+    Positional,
+    /// Merge with the sorted build (the build is radix-sorted first when it is not sorted).
+    Merge,
 }
 
 /// Where a task's starting row mask comes from.
@@ -269,7 +409,7 @@ impl Program {
     pub fn arithmetic(&self) -> usize {
         self.ops
             .iter()
-            .filter(|o| !matches!(o, Op::Load { .. } | Op::Const { .. }))
+            .filter(|o| !matches!(o, Op::Load { .. } | Op::Fetch { .. } | Op::Const { .. }))
             .count()
     }
 
@@ -295,6 +435,13 @@ pub enum Op {
     /// A table column's values (integers, dates as days, decimals as scaled integers).
     Load {
         /// The table column.
+        column: usize,
+    },
+    /// An integer column of the build rows join `join` matched.
+    Fetch {
+        /// The join, by its place in the task's `joins`.
+        join: usize,
+        /// The build task's kept column.
         column: usize,
     },
     /// A constant.
@@ -335,7 +482,7 @@ impl Op {
     /// The registers the instruction reads.
     pub fn operands(&self) -> Vec<usize> {
         match *self {
-            Op::Load { .. } | Op::Const { .. } => vec![],
+            Op::Load { .. } | Op::Fetch { .. } | Op::Const { .. } => vec![],
             Op::Add(a, b) | Op::Sub(a, b) | Op::Mul(a, b) => vec![a, b],
             Op::Scale { src, .. } => vec![src],
             Op::Select {
@@ -378,6 +525,15 @@ pub enum GroupKey {
     },
     /// A register's value.
     Register(usize),
+    /// A column of the build rows an inner join matched (any type: strings too), grouped by
+    /// the matched build row. Groups may then be finer than the SQL's (two build rows with
+    /// the same value); the host's final aggregate merges them.
+    Build {
+        /// The join, by its place in the task's `joins`.
+        join: usize,
+        /// The build task's kept column.
+        column: usize,
+    },
 }
 
 /// An aggregate function.

@@ -16,6 +16,7 @@
 
 pub mod device;
 pub mod graph;
+mod join;
 pub mod rule;
 
 pub use device::{Device, DeviceStats, DeviceStream, LocalDevice, DEFAULT_MEMORY_PER_SF};

@@ -8,8 +8,8 @@
 
 use super::device::Device;
 use super::graph::{
-    Agg, AggFunc, CmpOp, Comparator, GroupKey, MaskSource, Op, Operator, Output, Program, Selector,
-    TableTask, TaskGraph, Test,
+    Agg, AggFunc, CmpOp, Comparator, GroupKey, Join, JoinKind, JoinMethod, MaskSource, Op,
+    Operator, Output, Program, Selector, Source, TableTask, TaskGraph, Test,
 };
 use crate::format::LogicalType;
 use crate::reader::TableReader;
@@ -27,13 +27,17 @@ use datafusion::physical_expr::expressions::{
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+use datafusion::common::JoinType;
+use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::coop::CooperativeExec;
+use datafusion::physical_plan::joins::HashJoinExec;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+    DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, Partitioning,
+    PlanProperties,
     SendableRecordBatchStream,
 };
 use std::collections::HashMap;
@@ -154,33 +158,38 @@ impl PhysicalOptimizerRule for OffloadRule {
             } else {
                 return Ok(Transformed::no(node));
             };
-            let (table, result) = aggregate_task(&partial);
+            let (table, result) = aggregate_graph(&partial);
             let limits_hit = match &result {
-                Ok(task) => thesis_limits_hit(task),
+                Ok(graph) => thesis_limits_hit(graph),
                 Err(_) => Vec::new(),
             };
-            let result = result.and_then(|task| {
-                let over: Vec<String> = exceeds(&task, &self.limits)
+            let result = result.and_then(|graph| {
+                let over: Vec<String> = graph_exceeds(&graph, &self.limits)
                     .into_iter()
                     .filter(|(_, declines)| *declines)
                     .map(|(what, _)| what)
                     .collect();
                 if over.is_empty() {
-                    Ok(task)
+                    Ok(graph)
                 } else {
                     Err(format!("over the thesis's limits: {}", over.join(", ")))
                 }
             });
             let mut decisions = self.decisions.lock().unwrap_or_else(|e| e.into_inner());
             match result {
-                Ok(task) => {
+                Ok(graph) => {
                     decisions.push(Decision {
                         table,
                         declined: None,
                         limits_hit,
                     });
-                    let exec: Arc<dyn ExecutionPlan> =
-                        Arc::new(DeviceExec::new(self.device.clone(), task, partial.schema()));
+                    let host: Arc<dyn ExecutionPlan> = partial.clone();
+                    let exec: Arc<dyn ExecutionPlan> = Arc::new(DeviceExec::new(
+                        self.device.clone(),
+                        graph,
+                        partial.schema(),
+                        Some(host),
+                    ));
                     let exec: Arc<dyn ExecutionPlan> = if single {
                         Arc::new(AggregateExec::try_new(
                             AggregateMode::Final,
@@ -217,12 +226,28 @@ impl PhysicalOptimizerRule for OffloadRule {
     }
 }
 
-/// Which thesis limits a task exceeds.
-pub fn thesis_limits_hit(task: &TableTask) -> Vec<String> {
-    exceeds(task, &Limits::THESIS)
+/// Which thesis limits a graph's tasks exceed.
+pub fn thesis_limits_hit(graph: &TaskGraph) -> Vec<String> {
+    graph_exceeds(graph, &Limits::THESIS)
         .into_iter()
         .map(|(what, _)| what)
         .collect()
+}
+
+/// The limits any task of a graph exceeds (once each).
+fn graph_exceeds(graph: &TaskGraph, limits: &Limits) -> Vec<(String, bool)> {
+    let mut hit: Vec<(String, bool)> = Vec::new();
+    for (t, task) in graph.tasks.iter().enumerate() {
+        for (what, declines) in exceeds(task, limits) {
+            let what = if graph.tasks.len() > 1 {
+                format!("task {t} ({}): {what}", task.table)
+            } else {
+                what
+            };
+            hit.push((what, declines));
+        }
+    }
+    hit
 }
 
 /// Comparators as the thesis's Row Selector counts them: a range on one column (the two
@@ -268,21 +293,27 @@ fn exceeds(task: &TableTask, limits: &Limits) -> Vec<(String, bool)> {
     if let Operator::AggregateGroupBy { keys, .. } = &task.operator {
         columns.extend(keys.iter().filter_map(|k| match k {
             GroupKey::Dictionary { column } => Some(*column),
-            GroupKey::Register(_) => None,
+            GroupKey::Register(_) | GroupKey::Build { .. } => None,
         }));
-        // A dictionary code is 4 bytes of the group id, a register value 8.
+        // A dictionary code or a build row is 4 bytes of the group id, a register value 8.
+        let mut rows_seen: Vec<usize> = Vec::new();
         let id_bytes: usize = keys
             .iter()
             .map(|k| match k {
                 GroupKey::Dictionary { .. } => 4,
                 GroupKey::Register(_) => 8,
+                GroupKey::Build { join, .. } if !rows_seen.contains(join) => {
+                    rows_seen.push(*join);
+                    4
+                }
+                GroupKey::Build { .. } => 0,
             })
             .sum();
         if let Some(l) = limits.group_id_bytes.filter(|l| id_bytes > *l) {
             hit.push((format!("{id_bytes}-byte group ids (limit {l})"), true));
         }
         if let Some(l) = limits.group_buckets {
-            if keys.iter().any(|k| matches!(k, GroupKey::Register(_))) {
+            if keys.iter().any(|k| !matches!(k, GroupKey::Dictionary { .. })) {
                 hit.push((
                     format!("groups by value, not bounded by a dictionary ({l} buckets: spills)"),
                     false,
@@ -301,12 +332,13 @@ fn exceeds(task: &TableTask, limits: &Limits) -> Vec<(String, bool)> {
     hit
 }
 
-/// The Table Task for a Partial aggregate over projections over a scan, or why not.
-fn aggregate_task(agg: &AggregateExec) -> (Option<String>, Result<TableTask, String>) {
-    // Walk down to the scan, keeping the projections on the way.
+/// The Table Task graph for a Partial aggregate over projections over a scan or a tree of
+/// joins of scans, or why not.
+fn aggregate_graph(agg: &AggregateExec) -> (Option<String>, Result<TaskGraph, String>) {
+    // Walk down to the rows, keeping the projections on the way.
     let mut layers: Vec<(Vec<Arc<dyn PhysicalExpr>>, SchemaRef)> = Vec::new();
     let mut node: Arc<dyn ExecutionPlan> = agg.input().clone();
-    let scan = loop {
+    loop {
         if let Some(r) = node.downcast_ref::<RepartitionExec>() {
             if !matches!(r.partitioning(), Partitioning::RoundRobinBatch(_)) {
                 return (None, Err("a hash repartition below the aggregate".into()));
@@ -321,35 +353,236 @@ fn aggregate_task(agg: &AggregateExec) -> (Option<String>, Result<TableTask, Str
                 p.input().schema(),
             ));
             node = p.input().clone();
-        } else if let Some(s) = node.downcast_ref::<ColumnScanExec>() {
-            break s;
         } else {
-            return (
-                None,
-                Err(format!(
-                    "its input is {}, which the device does not run yet",
-                    node.name()
-                )),
-            );
+            break;
         }
+    }
+    let rows = match chain_for(&node) {
+        Ok(rows) => rows,
+        Err(why) => return (None, Err(why)),
     };
-    let table = scan.reader().table().to_string();
-    (Some(table), build_task(agg, &layers, scan))
+    let table = rows.tasks.last().map(|t| t.table.clone());
+    (table, build_graph(agg, &layers, rows))
 }
 
-fn build_task(
+/// Where a column of the rows a chain yields comes from.
+#[derive(Clone)]
+struct Col {
+    /// Its source in the chain's last (pipeline) task.
+    src: Source,
+    /// The table and column it was read from (its type, scale and nullability).
+    reader: Arc<TableReader>,
+    column: usize,
+    /// The build column an inner join matched it with (equal on every row): a group key here
+    /// groups by the matched build row.
+    equals: Option<Source>,
+}
+
+/// A plan sub-tree as tasks: build tasks first, the pipeline task that yields its rows last.
+struct Chain {
+    tasks: Vec<TableTask>,
+    columns: Vec<Col>,
+}
+
+/// The tasks for a scan, or a tree of inner, semi and anti equi-joins of scans with column
+/// projections between them, or why not.
+fn chain_for(node: &Arc<dyn ExecutionPlan>) -> Result<Chain, String> {
+    if let Some(r) = node.downcast_ref::<RepartitionExec>() {
+        return chain_for(r.input());
+    }
+    if let Some(c) = node.downcast_ref::<CoalescePartitionsExec>() {
+        return chain_for(c.input());
+    }
+    if let Some(c) = node.downcast_ref::<CooperativeExec>() {
+        return chain_for(c.input());
+    }
+    if let Some(p) = node.downcast_ref::<ProjectionExec>() {
+        let mut chain = chain_for(p.input())?;
+        let columns = p
+            .expr()
+            .iter()
+            .map(|e| {
+                e.expr
+                    .downcast_ref::<PColumn>()
+                    .map(|c| chain.columns[c.index()].clone())
+                    .ok_or_else(|| format!("a computed column ({}) between joins", e.expr))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        chain.columns = columns;
+        return Ok(chain);
+    }
+    if let Some(scan) = node.downcast_ref::<ColumnScanExec>() {
+        if scan.limit().is_some() {
+            return Err("the scan has a limit".into());
+        }
+        let selector = match scan.selector() {
+            None => Selector::default(),
+            Some(Ok(s)) => s.clone(),
+            Some(Err(why)) => {
+                return Err(format!(
+                    "the filter on {} is not a sum of products: {why}",
+                    scan.reader().table()
+                ))
+            }
+        };
+        let reader = scan.reader().clone();
+        let columns = scan
+            .projection()
+            .iter()
+            .map(|&c| Col {
+                src: Source::Column(c),
+                reader: reader.clone(),
+                column: c,
+                equals: None,
+            })
+            .collect();
+        let task = TableTask {
+            table: reader.table().to_string(),
+            mask: MaskSource::All,
+            selector,
+            transformer: Program::default(),
+            joins: Vec::new(),
+            operator: Operator::Nop,
+            keep: Vec::new(),
+            output: Output { fields: Vec::new() },
+        };
+        return Ok(Chain {
+            tasks: vec![task],
+            columns,
+        });
+    }
+    if let Some(j) = node.downcast_ref::<HashJoinExec>() {
+        return join_chain(j);
+    }
+    Err(format!(
+        "its input holds {}, which the device does not run yet",
+        node.name()
+    ))
+}
+
+/// A join key: an integer column without nulls.
+fn join_key(col: &Col) -> Result<(), String> {
+    let field = col.reader.schema().field(col.column).clone();
+    let meta = &col.reader.manifest().columns[col.column];
+    if field.is_nullable() {
+        return Err(format!("join key {} may hold nulls", meta.name));
+    }
+    match meta.logical {
+        LogicalType::Int32 | LogicalType::Int64 | LogicalType::Date32 => Ok(()),
+        other => Err(format!("join key {} is {other:?}", meta.name)),
+    }
+}
+
+fn join_chain(j: &HashJoinExec) -> Result<Chain, String> {
+    if j.filter().is_some() {
+        return Err("a join with a residual (non-equi) filter".into());
+    }
+    if j.null_aware {
+        return Err("a null-aware anti join (NOT IN)".into());
+    }
+    // The probe side streams through the pipeline task; the build side's rows are kept.
+    let (kind, probe_left) = match j.join_type() {
+        JoinType::Inner => (JoinKind::Inner, false),
+        JoinType::RightSemi => (JoinKind::Semi, false),
+        JoinType::RightAnti => (JoinKind::Anti, false),
+        JoinType::LeftSemi => (JoinKind::Semi, true),
+        JoinType::LeftAnti => (JoinKind::Anti, true),
+        other => return Err(format!("a {other} join")),
+    };
+    let [(l, r)] = j.on() else {
+        return Err(format!("a join on {} keys", j.on().len()));
+    };
+    let key = |e: &Arc<dyn PhysicalExpr>| {
+        e.downcast_ref::<PColumn>()
+            .map(|c| c.index())
+            .ok_or_else(|| format!("a join key that is an expression ({e})"))
+    };
+    let (lk, rk) = (key(l)?, key(r)?);
+    let left = chain_for(j.left())?;
+    let right = chain_for(j.right())?;
+    let (probe, build, pkey, bkey) = if probe_left {
+        (left, right, lk, rk)
+    } else {
+        (right, left, rk, lk)
+    };
+    join_key(&probe.columns[pkey])?;
+    join_key(&build.columns[bkey])?;
+    // The build chain's last task keeps every column its rows carry; the probe chain's tasks
+    // follow the build's, their references to earlier tasks moved along.
+    let mut tasks = build.tasks;
+    let b = tasks.len() - 1;
+    tasks[b].keep = build.columns.iter().map(|c| c.src).collect();
+    tasks[b].output = Output {
+        fields: build
+            .columns
+            .iter()
+            .map(|c| {
+                let f = c.reader.schema().field(c.column).clone();
+                (f.name().clone(), f.data_type().to_string())
+            })
+            .collect(),
+    };
+    let shift = tasks.len();
+    for mut t in probe.tasks {
+        for join in &mut t.joins {
+            join.build += shift;
+        }
+        tasks.push(t);
+    }
+    let pipeline = tasks.last_mut().ok_or("a join without tasks")?;
+    let at = pipeline.joins.len();
+    let probe_key = probe.columns[pkey].src;
+    pipeline.joins.push(Join {
+        build: b,
+        probe_key,
+        build_key: bkey,
+        kind,
+        method: JoinMethod::Auto,
+    });
+    let build_columns: Vec<Col> = build
+        .columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| Col {
+            src: Source::Build { join: at, column: i },
+            reader: c.reader.clone(),
+            column: c.column,
+            equals: None,
+        })
+        .collect();
+    let mut probe_columns = probe.columns;
+    if kind == JoinKind::Inner {
+        for c in &mut probe_columns {
+            if c.src == probe_key && c.equals.is_none() {
+                c.equals = Some(Source::Build {
+                    join: at,
+                    column: bkey,
+                });
+            }
+        }
+    }
+    let mut columns = match (kind, probe_left) {
+        (JoinKind::Inner, false) => {
+            let mut c = build_columns;
+            c.extend(probe_columns);
+            c
+        }
+        _ => probe_columns,
+    };
+    if let Some(p) = &j.projection {
+        columns = p
+            .iter()
+            .map(|&i| columns.get(i).cloned().ok_or("a join projection beyond its columns"))
+            .collect::<Result<Vec<_>, _>>()?;
+    }
+    Ok(Chain { tasks, columns })
+}
+
+fn build_graph(
     agg: &AggregateExec,
     layers: &[(Vec<Arc<dyn PhysicalExpr>>, SchemaRef)],
-    scan: &ColumnScanExec,
-) -> Result<TableTask, String> {
-    if scan.limit().is_some() {
-        return Err("the scan has a limit".into());
-    }
-    let selector = match scan.selector() {
-        None => Selector::default(),
-        Some(Ok(s)) => s.clone(),
-        Some(Err(why)) => return Err(format!("the filter is not a sum of products: {why}")),
-    };
+    rows: Chain,
+) -> Result<TaskGraph, String> {
     let group = agg.group_expr();
     if group.has_grouping_set() {
         return Err("grouping sets".into());
@@ -359,10 +592,11 @@ fn build_task(
     }
     let mut schemas = vec![agg.input().schema()];
     schemas.extend(layers.iter().map(|(_, s)| s.clone()));
+    let Chain { mut tasks, columns } = rows;
     let mut c = Compiler {
         layers,
         schemas,
-        scan,
+        rows: &columns,
         program: Program::default(),
         scales: Vec::new(),
         memo: HashMap::new(),
@@ -405,13 +639,14 @@ fn build_task(
     } else {
         Operator::AggregateGroupBy { keys, aggs }
     };
-    Ok(TableTask {
-        table: scan.reader().table().to_string(),
-        mask: MaskSource::All,
-        selector,
-        transformer: c.program,
-        operator,
-        output: Output { fields },
+    let program = c.program;
+    let pipeline = tasks.last_mut().ok_or("no task")?;
+    pipeline.transformer = program;
+    pipeline.operator = operator;
+    pipeline.output = Output { fields };
+    Ok(TaskGraph {
+        version: super::GRAPH_VERSION,
+        tasks,
     })
 }
 
@@ -422,12 +657,13 @@ struct Compiler<'a> {
     /// The schema expressions at each level are evaluated against (level 0: the aggregate's
     /// input).
     schemas: Vec<SchemaRef>,
-    scan: &'a ColumnScanExec,
+    /// The columns of the rows below the projections.
+    rows: &'a [Col],
     program: Program,
     scales: Vec<i8>,
     /// (level, column) already compiled: common subexpressions are computed once.
     memo: HashMap<(usize, usize), usize>,
-    loads: HashMap<usize, usize>,
+    loads: HashMap<Source, usize>,
 }
 
 impl Compiler<'_> {
@@ -437,11 +673,12 @@ impl Compiler<'_> {
         self.program.ops.len() - 1
     }
 
-    /// The table column that `(level, index)` names through plain column projections, if any.
-    fn table_column(&self, mut level: usize, mut index: usize) -> Option<usize> {
+    /// The column of the rows that `(level, index)` names through plain column projections,
+    /// if any.
+    fn row_column(&self, mut level: usize, mut index: usize) -> Option<&Col> {
         loop {
             if level == self.layers.len() {
-                return self.scan.projection().get(index).copied();
+                return self.rows.get(index);
             }
             let expr = self.layers[level].0.get(index)?;
             let col = expr.downcast_ref::<PColumn>()?;
@@ -455,15 +692,14 @@ impl Compiler<'_> {
             return Ok(r);
         }
         let r = if level == self.layers.len() {
-            let column = *self
-                .scan
-                .projection()
+            let col = self
+                .rows
                 .get(index)
                 .ok_or("a column beyond the scan's projection")?;
-            if let Some(&r) = self.loads.get(&column) {
+            if let Some(&r) = self.loads.get(&col.src) {
                 r
             } else {
-                let reader: &TableReader = self.scan.reader();
+                let (reader, column): (&TableReader, usize) = (&col.reader, col.column);
                 let meta = &reader.manifest().columns[column];
                 let scale = match meta.logical {
                     LogicalType::Int32 | LogicalType::Int64 | LogicalType::Date32 => 0,
@@ -473,8 +709,13 @@ impl Compiler<'_> {
                 if reader.schema().field(column).is_nullable() {
                     return Err(format!("column {} may hold nulls", meta.name));
                 }
-                let r = self.push(Op::Load { column }, scale);
-                self.loads.insert(column, r);
+                let op = match col.src {
+                    Source::Column(column) => Op::Load { column },
+                    Source::Build { join, column } => Op::Fetch { join, column },
+                };
+                let src = col.src;
+                let r = self.push(op, scale);
+                self.loads.insert(src, r);
                 r
             }
         } else {
@@ -571,16 +812,19 @@ impl Compiler<'_> {
         level: usize,
     ) -> Result<GroupKey, String> {
         if let Some(col) = expr.downcast_ref::<PColumn>() {
-            if let Some(column) = self.table_column(level, col.index()) {
-                let ty = self
-                    .scan
-                    .reader()
-                    .schema()
-                    .field(column)
-                    .data_type()
-                    .clone();
-                if matches!(ty, DataType::Dictionary(..)) {
-                    if self.scan.reader().schema().field(column).is_nullable() {
+            if let Some(c) = self.row_column(level, col.index()) {
+                // A column of build rows (or one an inner join made equal to one) groups by
+                // the matched build row: dense, and any type.
+                if let Some(Source::Build { join, column }) =
+                    c.equals.or(Some(c.src)).filter(|s| matches!(s, Source::Build { .. }))
+                {
+                    return Ok(GroupKey::Build { join, column });
+                }
+                let field = c.reader.schema().field(c.column).clone();
+                if let (Source::Column(column), DataType::Dictionary(..)) =
+                    (c.src, field.data_type())
+                {
+                    if field.is_nullable() {
                         return Err("a nullable dictionary column".into());
                     }
                     return Ok(GroupKey::Dictionary { column });
@@ -847,10 +1091,18 @@ pub struct DeviceExec {
     graph: TaskGraph,
     schema: SchemaRef,
     props: Arc<PlanProperties>,
+    /// The host plan it replaced, run instead when the device cannot hold the graph's build
+    /// rows (not a child: the plan above sees the device only).
+    host: Option<Arc<dyn ExecutionPlan>>,
 }
 
 impl DeviceExec {
-    fn new(device: Arc<dyn Device>, task: TableTask, schema: SchemaRef) -> DeviceExec {
+    fn new(
+        device: Arc<dyn Device>,
+        graph: TaskGraph,
+        schema: SchemaRef,
+        host: Option<Arc<dyn ExecutionPlan>>,
+    ) -> DeviceExec {
         let props = PlanProperties::new(
             EquivalenceProperties::new(schema.clone()),
             Partitioning::UnknownPartitioning(1),
@@ -859,9 +1111,10 @@ impl DeviceExec {
         );
         DeviceExec {
             device,
-            graph: TaskGraph::single(task),
+            graph,
             schema,
             props: Arc::new(props),
+            host,
         }
     }
 
@@ -873,7 +1126,9 @@ impl DeviceExec {
 
 impl DisplayAs for DeviceExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        let task = &self.graph.tasks[0];
+        let Some(task) = self.graph.tasks.last() else {
+            return write!(f, "DeviceExec: no task");
+        };
         let (op, keys, aggs) = match &task.operator {
             Operator::Nop => ("NOP", 0, 0),
             Operator::Aggregate { aggs } => ("AGGREGATE", 0, aggs.len()),
@@ -887,7 +1142,16 @@ impl DisplayAs for DeviceExec {
             task.table,
             task.selector.comparators(),
             task.transformer.ops.len()
-        )
+        )?;
+        if !task.joins.is_empty() {
+            let joined: Vec<String> = task
+                .joins
+                .iter()
+                .map(|j| format!("{} {:?}", self.graph.tasks[j.build].table, j.kind))
+                .collect();
+            write!(f, ", joins=[{}]", joined.join(", "))?;
+        }
+        Ok(())
     }
 }
 
@@ -929,17 +1193,28 @@ impl ExecutionPlan for DeviceExec {
     fn execute(
         &self,
         partition: usize,
-        _context: Arc<TaskContext>,
+        context: Arc<TaskContext>,
     ) -> DfResult<SendableRecordBatchStream> {
         if partition != 0 {
             return Err(DataFusionError::Internal(format!(
                 "DeviceExec has one partition, not {partition}"
             )));
         }
-        let stream = self
-            .device
-            .submit(&self.graph)
-            .map_err(|e| DataFusionError::External(Box::new(e)))?;
+        let stream = match (self.device.submit(&self.graph), &self.host) {
+            (Ok(s), _) => s,
+            // The device could not hold the build rows and sent nothing: the host runs the
+            // plan the device replaced, every partition of it, merged.
+            (Err(crate::error::Error::DeviceMemory { .. }), Some(host)) => {
+                let streams = (0..host.output_partitioning().partition_count())
+                    .map(|p| host.execute(p, context.clone()))
+                    .collect::<DfResult<Vec<_>>>()?;
+                return Ok(Box::pin(RecordBatchStreamAdapter::new(
+                    self.schema.clone(),
+                    futures::stream::select_all(streams),
+                )));
+            }
+            (Err(e), _) => return Err(DataFusionError::External(Box::new(e))),
+        };
         let schema = self.schema.clone();
         let rows = stream.map(move |batch| {
             let batch = batch.map_err(|e| DataFusionError::External(Box::new(e)))?;

@@ -1,0 +1,396 @@
+//! The device's joins: the rows a build task keeps, the index its join probes, and the
+//! sorter behind it.
+//!
+//! AQUOMAN joins with what the data gives (reference 001, part II): tables generated in key
+//! order are merged as they stream (lineitem against orders, both by orderkey), dense unique
+//! keys are looked up by position (custkey, partkey, suppkey, nation, region: the thesis's oid
+//! shortcut), and anything else is sorted into (key, row) pairs first (SORT_MERGE).
+
+use super::graph::{JoinKind, JoinMethod};
+use crate::error::{Error, Result};
+use datafusion::arrow::array::{Array, ArrayRef, UInt32Array};
+
+/// A column of the rows a build task kept: integers (dates as days, decimals as scaled
+/// integers) or any Arrow array (strings).
+#[derive(Debug)]
+pub(crate) enum Kept {
+    Int(Vec<i64>),
+    Array(ArrayRef),
+}
+
+impl Kept {
+    pub(crate) fn bytes(&self) -> u64 {
+        match self {
+            Kept::Int(v) => (v.len() * 8) as u64,
+            Kept::Array(a) => a.get_array_memory_size() as u64,
+        }
+    }
+
+    /// The values at `rows`, as a new kept column.
+    pub(crate) fn take(&self, rows: &[u32]) -> Result<Kept> {
+        Ok(match self {
+            Kept::Int(v) => Kept::Int(rows.iter().map(|&r| v[r as usize]).collect()),
+            Kept::Array(a) => Kept::Array(take_rows(a, rows)?),
+        })
+    }
+}
+
+/// `array` at `rows` (Arrow's take).
+pub(crate) fn take_rows(array: &ArrayRef, rows: &[u32]) -> Result<ArrayRef> {
+    let idx = UInt32Array::from(rows.to_vec());
+    datafusion::arrow::compute::take(array.as_ref(), &idx, None).map_err(|e| Error::Offload {
+        detail: format!("gathering kept rows: {e}"),
+    })
+}
+
+/// How a build's key is found.
+#[derive(Debug)]
+enum Index {
+    /// Unique keys in a dense range: `slots[key - min]` is the row (`u32::MAX`: none).
+    Positional { min: i64, slots: Vec<u32> },
+    /// Keys ascending, with the row each came from (`None`: the build was already sorted, row
+    /// `i` is pair `i`).
+    Sorted {
+        keys: Vec<i64>,
+        rows: Option<Vec<u32>>,
+    },
+}
+
+/// The rows a build task kept on the device, indexed by its join key.
+#[derive(Debug)]
+pub(crate) struct Built {
+    pub(crate) columns: Vec<Kept>,
+    index: Index,
+    rows: usize,
+}
+
+impl Built {
+    /// Indexes `columns` by the integer column `key`, choosing the method from the data when
+    /// `method` is `Auto`.
+    pub(crate) fn new(columns: Vec<Kept>, key: usize, method: JoinMethod) -> Result<Built> {
+        let bad = |detail: String| Error::Offload { detail };
+        let rows = match columns.first() {
+            Some(Kept::Int(v)) => v.len(),
+            Some(Kept::Array(a)) => a.len(),
+            None => return Err(bad("a build that keeps no column".into())),
+        };
+        let Some(Kept::Int(keys)) = columns.get(key) else {
+            return Err(bad(format!("build key column {key} is not an integer column")));
+        };
+        if rows > u32::MAX as usize - 1 {
+            return Err(bad(format!("a build of {rows} rows (at most 2^32 - 2)")));
+        }
+        let index = match method {
+            JoinMethod::Positional => positional(keys).ok_or_else(|| {
+                bad("positional join on keys that are not unique and dense".into())
+            })?,
+            JoinMethod::Auto => positional(keys).unwrap_or_else(|| sorted(keys)),
+            JoinMethod::Merge => sorted(keys),
+        };
+        Ok(Built {
+            columns,
+            index,
+            rows,
+        })
+    }
+
+    /// Rows kept.
+    pub(crate) fn len(&self) -> usize {
+        self.rows
+    }
+
+    /// The method the index uses: `positional`, `merge` (the build arrived sorted) or
+    /// `sort-merge` (radix-sorted here).
+    pub(crate) fn method(&self) -> &'static str {
+        match &self.index {
+            Index::Positional { .. } => "positional",
+            Index::Sorted { rows: None, .. } => "merge",
+            Index::Sorted { rows: Some(_), .. } => "sort-merge",
+        }
+    }
+
+    /// Bytes held: the kept columns and the index.
+    pub(crate) fn bytes(&self) -> u64 {
+        let index = match &self.index {
+            Index::Positional { slots, .. } => slots.len() * 4,
+            Index::Sorted { keys, rows } => keys.len() * 8 + rows.as_ref().map_or(0, |r| r.len() * 4),
+        };
+        self.columns.iter().map(Kept::bytes).sum::<u64>() + index as u64
+    }
+
+    /// An integer kept column.
+    pub(crate) fn ints(&self, column: usize) -> Result<&[i64]> {
+        match self.columns.get(column) {
+            Some(Kept::Int(v)) => Ok(v),
+            _ => Err(Error::Offload {
+                detail: format!("kept column {column} is not an integer column"),
+            }),
+        }
+    }
+
+    /// Matches probe `keys`: the probe positions kept, and for an inner join the build row
+    /// of each (a probe key matching several build rows repeats).
+    pub(crate) fn probe(&self, keys: &[i64], kind: JoinKind) -> (Vec<u32>, Vec<u32>) {
+        let mut take = Vec::with_capacity(keys.len());
+        let mut build = Vec::new();
+        match &self.index {
+            Index::Positional { min, slots } => {
+                for (i, &k) in keys.iter().enumerate() {
+                    let d = k.wrapping_sub(*min) as u64;
+                    let row = if d < slots.len() as u64 {
+                        slots[d as usize]
+                    } else {
+                        u32::MAX
+                    };
+                    let hit = row != u32::MAX;
+                    match kind {
+                        JoinKind::Inner if hit => {
+                            take.push(i as u32);
+                            build.push(row);
+                        }
+                        JoinKind::Semi if hit => take.push(i as u32),
+                        JoinKind::Anti if !hit => take.push(i as u32),
+                        _ => {}
+                    }
+                }
+            }
+            Index::Sorted { keys: sorted, rows } => {
+                // A cursor that gallops forward while the probe keys ascend (a streaming merge
+                // of two sorted inputs) and searches from the start when they do not.
+                let mut pos = 0usize;
+                let mut prev = i64::MIN;
+                for (i, &k) in keys.iter().enumerate() {
+                    if k < prev {
+                        pos = 0;
+                    }
+                    prev = k;
+                    pos = gallop(sorted, pos, k);
+                    let mut end = pos;
+                    while end < sorted.len() && sorted[end] == k {
+                        end += 1;
+                    }
+                    let hit = end > pos;
+                    match kind {
+                        JoinKind::Inner => {
+                            for p in pos..end {
+                                take.push(i as u32);
+                                build.push(rows.as_ref().map_or(p as u32, |r| r[p]));
+                            }
+                        }
+                        JoinKind::Semi if hit => take.push(i as u32),
+                        JoinKind::Anti if !hit => take.push(i as u32),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        (take, build)
+    }
+}
+
+/// The first position at or after `from` whose key is not below `k` (`sorted` ascending):
+/// doubling steps, then a binary search within the last step.
+fn gallop(sorted: &[i64], from: usize, k: i64) -> usize {
+    let n = sorted.len();
+    if from >= n || sorted[from] >= k {
+        return from;
+    }
+    let mut step = 1;
+    let mut lo = from;
+    while lo + step < n && sorted[lo + step] < k {
+        lo += step;
+        step *= 2;
+    }
+    let hi = (lo + step + 1).min(n);
+    lo + sorted[lo..hi].partition_point(|&x| x < k)
+}
+
+/// A positional index when the keys are unique and fill at least a quarter of their range.
+fn positional(keys: &[i64]) -> Option<Index> {
+    let (&first, rest) = keys.split_first()?;
+    let (min, max) = rest
+        .iter()
+        .fold((first, first), |(lo, hi), &k| (lo.min(k), hi.max(k)));
+    let range = (max as i128 - min as i128 + 1) as u128;
+    if range > 4 * keys.len() as u128 + 1024 {
+        return None;
+    }
+    let mut slots = vec![u32::MAX; range as usize];
+    for (row, &k) in keys.iter().enumerate() {
+        let s = &mut slots[(k - min) as usize];
+        if *s != u32::MAX {
+            return None;
+        }
+        *s = row as u32;
+    }
+    Some(Index::Positional { min, slots })
+}
+
+/// A sorted index: the keys as they are when they already ascend, radix-sorted otherwise.
+fn sorted(keys: &[i64]) -> Index {
+    if keys.windows(2).all(|w| w[0] <= w[1]) {
+        return Index::Sorted {
+            keys: keys.to_vec(),
+            rows: None,
+        };
+    }
+    let (keys, rows) = radix_sort_pairs(keys);
+    Index::Sorted {
+        keys,
+        rows: Some(rows),
+    }
+}
+
+/// Sorts (key, row) pairs by key, stably (rows of equal keys stay in row order): a least
+/// significant digit radix sort, 8 bits a pass, over only the bytes the key range needs.
+pub(crate) fn radix_sort_pairs(keys: &[i64]) -> (Vec<i64>, Vec<u32>) {
+    let n = keys.len();
+    let Some(&min) = keys.iter().min() else {
+        return (Vec::new(), Vec::new());
+    };
+    let max = keys.iter().copied().max().unwrap_or(min);
+    let range = max.wrapping_sub(min) as u64;
+    let passes = (64 - range.leading_zeros()).div_ceil(8) as usize;
+    let mut k: Vec<u64> = keys.iter().map(|&v| v.wrapping_sub(min) as u64).collect();
+    let mut r: Vec<u32> = (0..n as u32).collect();
+    let (mut k2, mut r2) = (vec![0u64; n], vec![0u32; n]);
+    for pass in 0..passes {
+        let shift = pass * 8;
+        let mut count = [0usize; 257];
+        for &v in &k {
+            count[((v >> shift) & 0xff) as usize + 1] += 1;
+        }
+        for d in 0..256 {
+            count[d + 1] += count[d];
+        }
+        for (&v, &row) in k.iter().zip(&r) {
+            let d = ((v >> shift) & 0xff) as usize;
+            k2[count[d]] = v;
+            r2[count[d]] = row;
+            count[d] += 1;
+        }
+        std::mem::swap(&mut k, &mut k2);
+        std::mem::swap(&mut r, &mut r2);
+    }
+    let keys = k.into_iter().map(|v| (v as i64).wrapping_add(min)).collect();
+    (keys, r)
+}
+
+/// Concatenates lanes' parts of one kept column, in lane order.
+pub(crate) fn concat_kept(parts: Vec<Kept>) -> Result<Kept> {
+    let mut ints: Option<Vec<i64>> = None;
+    let mut arrays: Vec<ArrayRef> = Vec::new();
+    for p in parts {
+        match p {
+            Kept::Int(v) => ints.get_or_insert_with(Vec::new).extend(v),
+            Kept::Array(a) => arrays.push(a),
+        }
+    }
+    match (ints, arrays.is_empty()) {
+        (Some(v), true) => Ok(Kept::Int(v)),
+        (None, false) => {
+            let refs: Vec<&dyn Array> = arrays.iter().map(|a| a.as_ref()).collect();
+            let a = datafusion::arrow::compute::concat(&refs).map_err(|e| Error::Offload {
+                detail: format!("joining kept rows: {e}"),
+            })?;
+            Ok(Kept::Array(a))
+        }
+        (None, true) => Ok(Kept::Int(Vec::new())),
+        (Some(_), false) => Err(Error::Offload {
+            detail: "a kept column both integer and not".into(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A small deterministic generator (xorshift), so the properties run on fixed inputs.
+    fn values(seed: u64, n: usize, modulo: i64) -> Vec<i64> {
+        let mut x = seed | 1;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x % modulo as u64) as i64 - modulo / 3
+            })
+            .collect()
+    }
+
+    #[test]
+    fn sorter_output_is_a_sorted_stable_permutation() {
+        for (seed, n, modulo) in [(1, 0, 5), (2, 1, 5), (3, 1000, 7), (4, 5000, 1 << 40)] {
+            let keys = values(seed, n, modulo);
+            let (sorted, rows) = radix_sort_pairs(&keys);
+            let mut want: Vec<(i64, u32)> = keys.iter().zip(0u32..).map(|(&k, r)| (k, r)).collect();
+            want.sort();
+            let got: Vec<(i64, u32)> = sorted.into_iter().zip(rows).collect();
+            assert_eq!(got, want, "seed {seed}");
+        }
+        let extremes = vec![i64::MAX, i64::MIN, 0, -1, 1, i64::MIN];
+        let (sorted, _) = radix_sort_pairs(&extremes);
+        let mut want = extremes.clone();
+        want.sort();
+        assert_eq!(sorted, want);
+    }
+
+    /// Nested loops: the reference every join method must equal.
+    fn reference(build: &[i64], probe: &[i64], kind: JoinKind) -> Vec<(u32, u32)> {
+        let mut out = Vec::new();
+        for (i, p) in probe.iter().enumerate() {
+            let hits: Vec<u32> = (0..build.len() as u32)
+                .filter(|&b| build[b as usize] == *p)
+                .collect();
+            match kind {
+                JoinKind::Inner => out.extend(hits.iter().map(|&b| (i as u32, b))),
+                JoinKind::Semi if !hits.is_empty() => out.push((i as u32, u32::MAX)),
+                JoinKind::Anti if hits.is_empty() => out.push((i as u32, u32::MAX)),
+                _ => {}
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn every_join_method_equals_an_equi_join_duplicates_included() {
+        let unique_dense: Vec<i64> = {
+            let mut v: Vec<i64> = (10..410).collect();
+            v.reverse();
+            v
+        };
+        let sorted_dups: Vec<i64> = (0..600).map(|i| i / 3 * 2).collect();
+        let random_dups = values(9, 700, 300);
+        let mut ascending_probe = values(11, 900, 500);
+        ascending_probe.sort();
+        let probes = [values(10, 900, 500), ascending_probe];
+        let cases = [
+            (&unique_dense, "positional"),
+            (&sorted_dups, "merge"),
+            (&random_dups, "sort-merge"),
+        ];
+        for (build, method) in cases {
+            let built = Built::new(vec![Kept::Int(build.clone())], 0, JoinMethod::Auto).unwrap();
+            assert_eq!(built.method(), method);
+            let merged = Built::new(vec![Kept::Int(build.clone())], 0, JoinMethod::Merge).unwrap();
+            for probe in &probes {
+                for kind in [JoinKind::Inner, JoinKind::Semi, JoinKind::Anti] {
+                    let want = reference(build, probe, kind);
+                    for b in [&built, &merged] {
+                        let (take, rows) = b.probe(probe, kind);
+                        let mut got: Vec<(u32, u32)> = if kind == JoinKind::Inner {
+                            take.into_iter().zip(rows).collect()
+                        } else {
+                            take.into_iter().map(|t| (t, u32::MAX)).collect()
+                        };
+                        got.sort();
+                        assert_eq!(got, want, "{method} ({}) {kind:?}", b.method());
+                    }
+                }
+            }
+        }
+        let err = Built::new(vec![Kept::Int(sorted_dups)], 0, JoinMethod::Positional);
+        assert!(err.is_err());
+    }
+}
