@@ -125,7 +125,7 @@ fn all_22_queries_answer_with_offload_and_q1_q6_run_on_the_device() {
     // Offload on and off give the same rows for the offloaded queries, for any lanes and
     // budget that holds a page.
     let off = SqlSession::open(&dir.path().join("sealed"), &ring(), 2).unwrap();
-    for n in [1, 6] {
+    for n in [1, 6, 3, 10] {
         let want = off.sql(query(n).unwrap()).unwrap();
         for (memory, lanes) in [(None, Some(1)), (None, Some(3)), (Some(3 << 20), Some(2))] {
             let on = SqlSession::open_with(
@@ -143,6 +143,13 @@ fn all_22_queries_answer_with_offload_and_q1_q6_run_on_the_device() {
             );
             let s = on.device_stats().unwrap();
             assert_eq!(s.graphs, 1, "Q{n}: {s:?}");
+            assert_eq!(s.graphs_refused, 0, "Q{n}: {s:?}");
+            if n == 3 {
+                // customer by custkey: positional; orders (sorted by orderkey) with lineitem:
+                // a streaming merge.
+                assert_eq!((s.joins_positional, s.joins_merge), (1, 1), "{s:?}");
+                assert!(s.rows_kept > 0, "{s:?}");
+            }
             assert!(
                 s.pages_read > 0 && s.bytes_read > 0 && s.bytes_sent > 0,
                 "{s:?}"
@@ -151,6 +158,77 @@ fn all_22_queries_answer_with_offload_and_q1_q6_run_on_the_device() {
             assert_eq!(on.stats().records_read, 0, "Q{n}");
         }
     }
+}
+
+#[test]
+fn joins_on_the_device_equal_the_host_for_any_lanes_and_fall_back_when_builds_outgrow_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = SealConfig {
+        compression: Compression::None,
+        cipher: Cipher::None,
+    };
+    gen(dir.path(), 0.01, plain, 4096);
+    let off = SqlSession::open(dir.path(), &KeyRing::new(), 2).unwrap();
+    // Inner joins with duplicate keys on the probe side (lineitem per order), a build that is
+    // not sorted by its key (sort-merge), semi and anti joins, string group keys from build
+    // rows.
+    let statements = [
+        "SELECT o_orderpriority, count(*) AS n, sum(l_quantity) AS q FROM orders JOIN lineitem \
+         ON l_orderkey = o_orderkey WHERE o_orderdate < DATE '1994-01-01' GROUP BY \
+         o_orderpriority",
+        "SELECT c_name, n_name, sum(o_totalprice) AS t FROM customer JOIN orders ON c_custkey = \
+         o_custkey JOIN nation ON c_nationkey = n_nationkey WHERE c_acctbal > 0 GROUP BY c_name, \
+         n_name",
+        "SELECT o_custkey, count(*) AS n FROM orders WHERE o_orderkey IN (SELECT l_orderkey FROM \
+         lineitem WHERE l_quantity > 45) GROUP BY o_custkey",
+        "SELECT count(*) AS n, sum(c_acctbal) AS s FROM customer WHERE c_custkey NOT IN (SELECT \
+         o_custkey FROM orders)",
+        "SELECT sum(l_extendedprice) AS s, count(*) AS n FROM lineitem JOIN orders ON \
+         l_orderkey = o_orderkey JOIN (SELECT * FROM customer ORDER BY c_phone) c ON c_custkey = \
+         o_custkey",
+    ];
+    for text in statements {
+        let want = off.sql(text).unwrap();
+        for lanes in [1, 3] {
+            let on =
+                SqlSession::open_with(dir.path(), &KeyRing::new(), 2, offload(None, Some(lanes)))
+                    .unwrap();
+            let class = on.explain_offload(text).unwrap().class;
+            let got = on.sql(text).unwrap();
+            let (mut g, mut w) = (rows_text(&got.batches), rows_text(&want.batches));
+            g.sort();
+            w.sort();
+            same_rows(&g, &w, &format!("{text}, lanes {lanes} ({class})"));
+        }
+    }
+    let on = SqlSession::open_with(dir.path(), &KeyRing::new(), 2, offload(None, Some(2))).unwrap();
+    assert_eq!(on.explain_offload(statements[0]).unwrap().class, "full");
+    assert_eq!(on.explain_offload(statements[1]).unwrap().class, "full");
+    on.sql(statements[1]).unwrap();
+    let s = on.device_stats().unwrap();
+    assert!(s.joins_positional >= 2 && s.rows_kept > 0, "{s:?}");
+
+    // Orders' keys kept for a join outgrow 200 KiB of device memory: the host runs the plan
+    // the device replaced, with the same answer.
+    let text = "SELECT sum(l_quantity) AS q, count(*) AS n FROM lineitem JOIN orders ON \
+                l_orderkey = o_orderkey";
+    let want = off.sql(text).unwrap();
+    let small = SqlSession::open_with(
+        dir.path(),
+        &KeyRing::new(),
+        2,
+        offload(Some(200 << 10), Some(1)),
+    )
+    .unwrap();
+    assert_eq!(small.explain_offload(text).unwrap().class, "full");
+    let got = small.sql(text).unwrap();
+    same_rows(
+        &rows_text(&got.batches),
+        &rows_text(&want.batches),
+        "fallback",
+    );
+    let s = small.device_stats().unwrap();
+    assert_eq!(s.graphs_refused, 1, "{s:?}");
 }
 
 /// A table with random decimals, dates, integers and two dictionary strings, written in small

@@ -3,8 +3,8 @@
 //! share of a query's work can be told apart from the device's.
 
 use super::graph::{
-    Agg, AggFunc, CmpOp, Comparator, GroupKey, MaskSource, Op, Operator, Source,
-    TableTask, TaskGraph, Test,
+    Agg, AggFunc, CmpOp, Comparator, GroupKey, MaskSource, Op, Operator, Source, TableTask,
+    TaskGraph, Test,
 };
 use super::join::{concat_kept, take_rows, Built, Kept};
 use crate::error::{Error, Result};
@@ -154,9 +154,12 @@ impl LocalDevice {
     }
 
     fn reader(&self, name: &str) -> Result<Arc<TableReader>> {
-        self.tables.get(name).cloned().ok_or_else(|| Error::Offload {
-            detail: format!("the device holds no table {name:?}"),
-        })
+        self.tables
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::Offload {
+                detail: format!("the device holds no table {name:?}"),
+            })
     }
 
     /// Runs a build (NOP) task on every lane and indexes its kept rows by `key`.
@@ -1239,7 +1242,13 @@ impl<'a> Lane<'a> {
                 };
                 let m: Vec<&[u32]> = matched
                     .iter()
-                    .map(|v| if v.is_empty() { &[][..] } else { &v[start..start + n] })
+                    .map(|v| {
+                        if v.is_empty() {
+                            &[][..]
+                        } else {
+                            &v[start..start + n]
+                        }
+                    })
                     .collect();
                 if plan.task.operator == Operator::Nop {
                     self.keep(&arrays, &block, &m, n)?;
@@ -1269,14 +1278,19 @@ impl<'a> Lane<'a> {
                 Source::Column(col) => {
                     let array = &arrays[&col];
                     match array.data_type() {
-                        DataType::Int64 | DataType::Int32 | DataType::Date32 | DataType::Decimal128(..)
+                        DataType::Int64
+                        | DataType::Int32
+                        | DataType::Date32
+                        | DataType::Decimal128(..)
                             if array.null_count() == 0 =>
                         {
                             Kept::Int(load(array, rows, &format!("kept column {col}"))?)
                         }
                         _ => {
                             let picked: Vec<u32> = match *rows {
-                                Rows::Range(start, _) => (start as u32..(start + n) as u32).collect(),
+                                Rows::Range(start, _) => {
+                                    (start as u32..(start + n) as u32).collect()
+                                }
                                 Rows::Pick(p) => p.to_vec(),
                             };
                             Kept::Array(take_rows(array, &picked)?)
@@ -1687,9 +1701,9 @@ impl<'a> Lane<'a> {
                                     if taken.data_type() == ty {
                                         taken
                                     } else {
-                                        datafusion::arrow::compute::cast(&taken, ty).map_err(|e| {
-                                            bad(format!("group key {}: {e}", field.name()))
-                                        })?
+                                        datafusion::arrow::compute::cast(&taken, ty).map_err(
+                                            |e| bad(format!("group key {}: {e}", field.name())),
+                                        )?
                                     }
                                 }
                             }

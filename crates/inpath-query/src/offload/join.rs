@@ -75,7 +75,9 @@ impl Built {
             None => return Err(bad("a build that keeps no column".into())),
         };
         let Some(Kept::Int(keys)) = columns.get(key) else {
-            return Err(bad(format!("build key column {key} is not an integer column")));
+            return Err(bad(format!(
+                "build key column {key} is not an integer column"
+            )));
         };
         if rows > u32::MAX as usize - 1 {
             return Err(bad(format!("a build of {rows} rows (at most 2^32 - 2)")));
@@ -113,7 +115,9 @@ impl Built {
     pub(crate) fn bytes(&self) -> u64 {
         let index = match &self.index {
             Index::Positional { slots, .. } => slots.len() * 4,
-            Index::Sorted { keys, rows } => keys.len() * 8 + rows.as_ref().map_or(0, |r| r.len() * 4),
+            Index::Sorted { keys, rows } => {
+                keys.len() * 8 + rows.as_ref().map_or(0, |r| r.len() * 4)
+            }
         };
         self.columns.iter().map(Kept::bytes).sum::<u64>() + index as u64
     }
@@ -272,7 +276,10 @@ pub(crate) fn radix_sort_pairs(keys: &[i64]) -> (Vec<i64>, Vec<u32>) {
         std::mem::swap(&mut k, &mut k2);
         std::mem::swap(&mut r, &mut r2);
     }
-    let keys = k.into_iter().map(|v| (v as i64).wrapping_add(min)).collect();
+    let keys = k
+        .into_iter()
+        .map(|v| (v as i64).wrapping_add(min))
+        .collect();
     (keys, r)
 }
 

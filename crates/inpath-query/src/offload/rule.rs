@@ -17,6 +17,7 @@ use crate::sql::ColumnScanExec;
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::JoinType;
 use datafusion::common::{DataFusionError, ScalarValue};
 use datafusion::execution::TaskContext;
 use datafusion::logical_expr::expr::{InList, Like};
@@ -27,18 +28,16 @@ use datafusion::physical_expr::expressions::{
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
-use datafusion::common::JoinType;
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::coop::CooperativeExec;
-use datafusion::physical_plan::joins::HashJoinExec;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::joins::HashJoinExec;
 use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, Partitioning,
-    PlanProperties,
-    SendableRecordBatchStream,
+    PlanProperties, SendableRecordBatchStream,
 };
 use std::collections::HashMap;
 use std::str::FromStr;
@@ -313,7 +312,10 @@ fn exceeds(task: &TableTask, limits: &Limits) -> Vec<(String, bool)> {
             hit.push((format!("{id_bytes}-byte group ids (limit {l})"), true));
         }
         if let Some(l) = limits.group_buckets {
-            if keys.iter().any(|k| !matches!(k, GroupKey::Dictionary { .. })) {
+            if keys
+                .iter()
+                .any(|k| !matches!(k, GroupKey::Dictionary { .. }))
+            {
                 hit.push((
                     format!("groups by value, not bounded by a dictionary ({l} buckets: spills)"),
                     false,
@@ -544,7 +546,10 @@ fn join_chain(j: &HashJoinExec) -> Result<Chain, String> {
         .iter()
         .enumerate()
         .map(|(i, c)| Col {
-            src: Source::Build { join: at, column: i },
+            src: Source::Build {
+                join: at,
+                column: i,
+            },
             reader: c.reader.clone(),
             column: c.column,
             equals: None,
@@ -572,7 +577,12 @@ fn join_chain(j: &HashJoinExec) -> Result<Chain, String> {
     if let Some(p) = &j.projection {
         columns = p
             .iter()
-            .map(|&i| columns.get(i).cloned().ok_or("a join projection beyond its columns"))
+            .map(|&i| {
+                columns
+                    .get(i)
+                    .cloned()
+                    .ok_or("a join projection beyond its columns")
+            })
             .collect::<Result<Vec<_>, _>>()?;
     }
     Ok(Chain { tasks, columns })
@@ -815,8 +825,10 @@ impl Compiler<'_> {
             if let Some(c) = self.row_column(level, col.index()) {
                 // A column of build rows (or one an inner join made equal to one) groups by
                 // the matched build row: dense, and any type.
-                if let Some(Source::Build { join, column }) =
-                    c.equals.or(Some(c.src)).filter(|s| matches!(s, Source::Build { .. }))
+                if let Some(Source::Build { join, column }) = c
+                    .equals
+                    .or(Some(c.src))
+                    .filter(|s| matches!(s, Source::Build { .. }))
                 {
                     return Ok(GroupKey::Build { join, column });
                 }
