@@ -6,7 +6,7 @@ use super::graph::{
     Agg, AggFunc, CmpOp, Comparator, GroupKey, MaskSource, Op, Operator, Source, TableTask,
     TaskGraph, Test,
 };
-use super::join::{concat_kept, take_rows, Built, Kept};
+use super::join::{read_places, Built, Kept, Places};
 use crate::error::{Error, Result};
 use crate::reader::TableReader;
 use arrow_array::cast::AsArray;
@@ -190,7 +190,8 @@ impl LocalDevice {
             start += len;
         }
         let never = AtomicBool::new(false);
-        let parts: Vec<Result<Vec<Kept>>> = std::thread::scope(|scope| {
+        type Part = (Vec<Vec<i64>>, Vec<Vec<u64>>);
+        let parts: Vec<Result<Part>> = std::thread::scope(|scope| {
             let handles: Vec<_> = runs
                 .into_iter()
                 .map(|run| {
@@ -199,7 +200,10 @@ impl LocalDevice {
                         let cpu = inpath_core::thread_cpu_seconds();
                         let mut lane = Lane::new(plan, counters, lane_budget);
                         let result = lane.run(run, never, &mut |_| true);
-                        let kept = std::mem::take(&mut lane.kept);
+                        let kept = (
+                            std::mem::take(&mut lane.kept_ints),
+                            std::mem::take(&mut lane.kept_places),
+                        );
                         lane.release();
                         let used = (inpath_core::thread_cpu_seconds() - cpu).max(0.0);
                         Counters::add(&counters.cpu_micros, (used * 1e6) as u64);
@@ -218,17 +222,40 @@ impl LocalDevice {
                 })
                 .collect()
         });
-        let mut columns: Vec<Vec<Kept>> = (0..task.keep.len()).map(|_| Vec::new()).collect();
+        // The lanes' rows in lane order: pages in table order.
+        let mut ints: Vec<Vec<i64>> = vec![Vec::new(); task.keep.len()];
+        let mut places: Vec<Vec<u64>> = vec![Vec::new(); plan.origins.len()];
         for lane in parts {
-            for (c, part) in columns.iter_mut().zip(lane?) {
-                c.push(part);
+            let (i, p) = lane?;
+            for (all, part) in ints.iter_mut().zip(i) {
+                all.extend(part);
+            }
+            for (all, part) in places.iter_mut().zip(p) {
+                all.extend(part);
             }
         }
-        let columns = columns
-            .into_iter()
-            .map(concat_kept)
-            .collect::<Result<Vec<_>>>()?;
-        let b = Built::new(columns, key, method)?;
+        let columns: Vec<Kept> = plan
+            .keep_as
+            .iter()
+            .zip(ints)
+            .map(|(how, values)| match *how {
+                KeepAs::Int(_) => Kept::Int(values),
+                KeepAs::Late { origin, column } => Kept::Late {
+                    column,
+                    places: origin,
+                },
+            })
+            .collect();
+        let places: Vec<Places> = plan
+            .origins
+            .iter()
+            .zip(places)
+            .map(|(o, rows)| Places {
+                reader: plan.origin_reader(*o),
+                rows,
+            })
+            .collect();
+        let b = Built::new(columns, places, key, method)?;
         Counters::add(&self.counters.rows_kept, b.len() as u64);
         if b.bytes() > budget {
             return Err(Error::DeviceMemory {
@@ -506,6 +533,26 @@ struct Prepared {
     identities: Vec<Identity>,
     /// Per group key: its identity.
     key_identity: Vec<usize>,
+    /// A build task: how each kept column is kept.
+    keep_as: Vec<KeepAs>,
+    /// The tables late kept columns are read from.
+    origins: Vec<Origin>,
+}
+
+/// How a build task keeps a column.
+#[derive(Clone, Copy, Debug)]
+enum KeepAs {
+    /// By value.
+    Int(Source),
+    /// Late: the rows' places in `origins[origin]`'s table, whose column `column` it is.
+    Late { origin: usize, column: usize },
+}
+
+/// Where late kept rows are: the task's own table, or a table a join's build kept late.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Origin {
+    Own,
+    Nested { join: usize, places: usize },
 }
 
 /// What a group is told apart by.
@@ -601,6 +648,51 @@ impl Prepared {
             });
             key_identity.push(at);
         }
+        let mut origins: Vec<Origin> = Vec::new();
+        let mut origin = |o: Origin| {
+            origins.iter().position(|&x| x == o).unwrap_or_else(|| {
+                origins.push(o);
+                origins.len() - 1
+            })
+        };
+        let mut keep_as = Vec::with_capacity(task.keep.len());
+        for src in &task.keep {
+            keep_as.push(match *src {
+                Source::Column(c) => {
+                    let field = reader.schema().field(c).clone();
+                    let by_value = !field.is_nullable()
+                        && matches!(
+                            field.data_type(),
+                            DataType::Int64
+                                | DataType::Int32
+                                | DataType::Date32
+                                | DataType::Decimal128(..)
+                        );
+                    if by_value {
+                        KeepAs::Int(*src)
+                    } else {
+                        KeepAs::Late {
+                            origin: origin(Origin::Own),
+                            column: c,
+                        }
+                    }
+                }
+                Source::Build { join, column } => {
+                    match builds.get(join).and_then(|b| b.columns.get(column)) {
+                        Some(Kept::Int(_)) => KeepAs::Int(*src),
+                        Some(&Kept::Late { column, places }) => KeepAs::Late {
+                            origin: origin(Origin::Nested { join, places }),
+                            column,
+                        },
+                        None => {
+                            return Err(bad(format!(
+                                "task keeps column {column} of join {join}, which it lacks"
+                            )))
+                        }
+                    }
+                }
+            });
+        }
         if !matches!(task.operator, Operator::Nop) && emit.len() != schema.fields().len() {
             return Err(bad(format!(
                 "the task emits {} columns but declares {}",
@@ -627,7 +719,16 @@ impl Prepared {
             builds,
             identities,
             key_identity,
+            keep_as,
+            origins,
         })
+    }
+
+    fn origin_reader(&self, o: Origin) -> Arc<TableReader> {
+        match o {
+            Origin::Own => self.reader.clone(),
+            Origin::Nested { join, places } => self.builds[join].places[places].reader.clone(),
+        }
     }
 
     fn keys(&self) -> &[GroupKey] {
@@ -677,6 +778,14 @@ enum Rows<'a> {
 }
 
 impl Rows<'_> {
+    /// The rows' places in the page.
+    fn indices(&self) -> Vec<u32> {
+        match *self {
+            Rows::Range(start, n) => (start as u32..(start + n) as u32).collect(),
+            Rows::Pick(rows) => rows.to_vec(),
+        }
+    }
+
     fn gather<T: Copy, U>(&self, values: &[T], f: impl Fn(T) -> U) -> Vec<U> {
         match *self {
             Rows::Range(start, n) => values[start..start + n].iter().map(|&v| f(v)).collect(),
@@ -892,12 +1001,12 @@ struct Lane<'a> {
     held: u64,
     /// The most groups there can be (dictionary keys), once a page has shown the dictionaries.
     group_cap: Option<usize>,
-    /// A build (NOP) task's kept rows so far: per kept column, the parts of its pages.
-    kept_parts: Vec<Vec<Kept>>,
-    /// Bytes of `kept_parts`, held against the device's memory.
+    /// A build (NOP) task's kept rows so far, in page order: per kept column its values (none
+    /// for late columns), and per origin of late columns the rows' places.
+    kept_ints: Vec<Vec<i64>>,
+    kept_places: Vec<Vec<u64>>,
+    /// Bytes of what the lane keeps, held against the device's memory.
     kept_bytes: u64,
-    /// A build task's kept rows, in page order, once the lane has run.
-    kept: Vec<Kept>,
 }
 
 /// The group table of AGGREGATE (one group) or AGGREGATE_GROUPBY.
@@ -1012,9 +1121,9 @@ impl<'a> Lane<'a> {
             groups,
             held: 0,
             group_cap: None,
-            kept_parts: (0..plan.task.keep.len()).map(|_| Vec::new()).collect(),
+            kept_ints: vec![Vec::new(); plan.task.keep.len()],
+            kept_places: vec![Vec::new(); plan.origins.len()],
             kept_bytes: 0,
-            kept: Vec::new(),
         }
     }
 
@@ -1073,8 +1182,7 @@ impl<'a> Lane<'a> {
             last_page = last_page.max(self.page(page)?);
         }
         if self.plan.task.operator == Operator::Nop {
-            let parts = std::mem::take(&mut self.kept_parts);
-            self.kept = parts.into_iter().map(concat_kept).collect::<Result<_>>()?;
+            // A build task's rows stay in the lane for the device to collect.
         } else if self.plan.keys().is_empty() || self.groups.len > 0 {
             let batch = self.emit_groups()?;
             emit(batch);
@@ -1251,7 +1359,7 @@ impl<'a> Lane<'a> {
                     })
                     .collect();
                 if plan.task.operator == Operator::Nop {
-                    self.keep(&arrays, &block, &m, n)?;
+                    self.keep(page, &arrays, &block, &m)?;
                 } else {
                     let registers = self.transform(&arrays, &block, &m, n, &column_name)?;
                     self.aggregate(&arrays, &registers, &block, &m, n)?;
@@ -1267,45 +1375,41 @@ impl<'a> Lane<'a> {
     /// Adds a block of rows to what a build task keeps.
     fn keep(
         &mut self,
+        page: usize,
         arrays: &HashMap<usize, ArrayRef>,
         rows: &Rows,
         matched: &[&[u32]],
-        n: usize,
     ) -> Result<()> {
         let plan = self.plan;
-        for (c, src) in plan.task.keep.iter().enumerate() {
-            let part = match *src {
-                Source::Column(col) => {
-                    let array = &arrays[&col];
-                    match array.data_type() {
-                        DataType::Int64
-                        | DataType::Int32
-                        | DataType::Date32
-                        | DataType::Decimal128(..)
-                            if array.null_count() == 0 =>
-                        {
-                            Kept::Int(load(array, rows, &format!("kept column {col}"))?)
-                        }
-                        _ => {
-                            let picked: Vec<u32> = match *rows {
-                                Rows::Range(start, _) => {
-                                    (start as u32..(start + n) as u32).collect()
-                                }
-                                Rows::Pick(p) => p.to_vec(),
-                            };
-                            Kept::Array(take_rows(array, &picked)?)
-                        }
-                    }
+        let mut bytes = 0u64;
+        for (o, origin) in plan.origins.iter().enumerate() {
+            let places: Vec<u64> = match *origin {
+                Origin::Own => {
+                    let first = page as u64 * plan.reader.rows_per_page() as u64;
+                    rows.indices().iter().map(|&r| first + r as u64).collect()
                 }
-                Source::Build { join, column } => {
-                    plan.builds[join].columns[column].take(matched[join])?
+                Origin::Nested { join, places } => {
+                    let p = &plan.builds[join].places[places].rows;
+                    matched[join].iter().map(|&r| p[r as usize]).collect()
                 }
             };
-            let bytes = part.bytes();
-            self.kept_bytes += bytes;
-            self.counters.hold(bytes);
-            self.kept_parts[c].push(part);
+            bytes += places.len() as u64 * 8;
+            self.kept_places[o].extend(places);
         }
+        for (c, how) in plan.keep_as.iter().enumerate() {
+            let KeepAs::Int(src) = *how else { continue };
+            let values: Vec<i64> = match src {
+                Source::Column(col) => load(&arrays[&col], rows, &format!("kept column {col}"))?,
+                Source::Build { join, column } => {
+                    let v = plan.builds[join].ints(column)?;
+                    matched[join].iter().map(|&r| v[r as usize]).collect()
+                }
+            };
+            bytes += values.len() as u64 * 8;
+            self.kept_ints[c].extend(values);
+        }
+        self.kept_bytes += bytes;
+        self.counters.hold(bytes);
         if self.kept_bytes > self.budget {
             return Err(Error::DeviceMemory {
                 detail: format!(
@@ -1696,8 +1800,11 @@ impl<'a> Lane<'a> {
                                     ty,
                                     field.name(),
                                 )?,
-                                Kept::Array(a) => {
-                                    let taken = take_rows(a, &rows)?;
+                                &Kept::Late { column, places } => {
+                                    let p = &self.plan.builds[*join].places[places];
+                                    let at: Vec<u64> =
+                                        rows.iter().map(|&r| p.rows[r as usize]).collect();
+                                    let taken = read_places(&p.reader, column, &at)?;
                                     if taken.data_type() == ty {
                                         taken
                                     } else {

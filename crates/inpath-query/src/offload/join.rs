@@ -8,31 +8,64 @@
 
 use super::graph::{JoinKind, JoinMethod};
 use crate::error::{Error, Result};
+use crate::reader::TableReader;
 use datafusion::arrow::array::{Array, ArrayRef, UInt32Array};
+use std::sync::Arc;
 
 /// A column of the rows a build task kept: integers (dates as days, decimals as scaled
-/// integers) or any Arrow array (strings).
+/// integers) by value; anything else (strings, columns with nulls) late, as the rows' places
+/// in their table (AQUOMAN's oids), read only for the groups emitted to the host.
 #[derive(Debug)]
 pub(crate) enum Kept {
     Int(Vec<i64>),
-    Array(ArrayRef),
+    /// Table column `column` of the rows whose places are `Built::places[places]`.
+    Late {
+        column: usize,
+        places: usize,
+    },
 }
 
-impl Kept {
-    pub(crate) fn bytes(&self) -> u64 {
-        match self {
-            Kept::Int(v) => (v.len() * 8) as u64,
-            Kept::Array(a) => a.get_array_memory_size() as u64,
-        }
-    }
+/// Rows' places in a table: page * rows-per-page + row in the page.
+#[derive(Debug)]
+pub(crate) struct Places {
+    pub(crate) reader: Arc<TableReader>,
+    pub(crate) rows: Vec<u64>,
+}
 
-    /// The values at `rows`, as a new kept column.
-    pub(crate) fn take(&self, rows: &[u32]) -> Result<Kept> {
-        Ok(match self {
-            Kept::Int(v) => Kept::Int(rows.iter().map(|&r| v[r as usize]).collect()),
-            Kept::Array(a) => Kept::Array(take_rows(a, rows)?),
-        })
+/// Table column `column` at the rows `places` (any order, repeats allowed): the pages holding
+/// them are read once each.
+pub(crate) fn read_places(reader: &TableReader, column: usize, places: &[u64]) -> Result<ArrayRef> {
+    let per = reader.rows_per_page().max(1) as u64;
+    let mut order: Vec<u32> = (0..places.len() as u32).collect();
+    order.sort_unstable_by_key(|&i| places[i as usize]);
+    let mut parts: Vec<ArrayRef> = Vec::new();
+    let mut at = 0;
+    while at < order.len() {
+        let page = places[order[at] as usize] / per;
+        let mut end = at;
+        let mut local = Vec::new();
+        while end < order.len() && places[order[end] as usize] / per == page {
+            local.push((places[order[end] as usize] % per) as u32);
+            end += 1;
+        }
+        let array = reader.read_page(column, page as usize)?;
+        parts.push(take_rows(&array, &local)?);
+        at = end;
     }
+    let refs: Vec<&dyn Array> = parts.iter().map(|a| a.as_ref()).collect();
+    let sorted = if refs.is_empty() {
+        datafusion::arrow::array::new_empty_array(reader.schema().field(column).data_type())
+    } else {
+        datafusion::arrow::compute::concat(&refs).map_err(|e| Error::Offload {
+            detail: format!("reading kept rows: {e}"),
+        })?
+    };
+    // Back from page order to the order asked for.
+    let mut back = vec![0u32; order.len()];
+    for (k, &i) in order.iter().enumerate() {
+        back[i as usize] = k as u32;
+    }
+    take_rows(&sorted, &back)
 }
 
 /// `array` at `rows` (Arrow's take).
@@ -60,6 +93,8 @@ enum Index {
 #[derive(Debug)]
 pub(crate) struct Built {
     pub(crate) columns: Vec<Kept>,
+    /// The places late columns are read from.
+    pub(crate) places: Vec<Places>,
     index: Index,
     rows: usize,
 }
@@ -67,11 +102,20 @@ pub(crate) struct Built {
 impl Built {
     /// Indexes `columns` by the integer column `key`, choosing the method from the data when
     /// `method` is `Auto`.
-    pub(crate) fn new(columns: Vec<Kept>, key: usize, method: JoinMethod) -> Result<Built> {
+    pub(crate) fn new(
+        columns: Vec<Kept>,
+        places: Vec<Places>,
+        key: usize,
+        method: JoinMethod,
+    ) -> Result<Built> {
         let bad = |detail: String| Error::Offload { detail };
         let rows = match columns.first() {
             Some(Kept::Int(v)) => v.len(),
-            Some(Kept::Array(a)) => a.len(),
+            Some(Kept::Late { places: p, .. }) => places
+                .get(*p)
+                .ok_or_else(|| bad("late column without places".into()))?
+                .rows
+                .len(),
             None => return Err(bad("a build that keeps no column".into())),
         };
         let Some(Kept::Int(keys)) = columns.get(key) else {
@@ -91,6 +135,7 @@ impl Built {
         };
         Ok(Built {
             columns,
+            places,
             index,
             rows,
         })
@@ -119,7 +164,16 @@ impl Built {
                 keys.len() * 8 + rows.as_ref().map_or(0, |r| r.len() * 4)
             }
         };
-        self.columns.iter().map(Kept::bytes).sum::<u64>() + index as u64
+        let ints: usize = self
+            .columns
+            .iter()
+            .map(|c| match c {
+                Kept::Int(v) => v.len() * 8,
+                Kept::Late { .. } => 0,
+            })
+            .sum();
+        let places: usize = self.places.iter().map(|p| p.rows.len() * 8).sum();
+        (ints + places + index) as u64
     }
 
     /// An integer kept column.
@@ -283,32 +337,6 @@ pub(crate) fn radix_sort_pairs(keys: &[i64]) -> (Vec<i64>, Vec<u32>) {
     (keys, r)
 }
 
-/// Concatenates lanes' parts of one kept column, in lane order.
-pub(crate) fn concat_kept(parts: Vec<Kept>) -> Result<Kept> {
-    let mut ints: Option<Vec<i64>> = None;
-    let mut arrays: Vec<ArrayRef> = Vec::new();
-    for p in parts {
-        match p {
-            Kept::Int(v) => ints.get_or_insert_with(Vec::new).extend(v),
-            Kept::Array(a) => arrays.push(a),
-        }
-    }
-    match (ints, arrays.is_empty()) {
-        (Some(v), true) => Ok(Kept::Int(v)),
-        (None, false) => {
-            let refs: Vec<&dyn Array> = arrays.iter().map(|a| a.as_ref()).collect();
-            let a = datafusion::arrow::compute::concat(&refs).map_err(|e| Error::Offload {
-                detail: format!("joining kept rows: {e}"),
-            })?;
-            Ok(Kept::Array(a))
-        }
-        (None, true) => Ok(Kept::Int(Vec::new())),
-        (Some(_), false) => Err(Error::Offload {
-            detail: "a kept column both integer and not".into(),
-        }),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -378,9 +406,21 @@ mod tests {
             (&random_dups, "sort-merge"),
         ];
         for (build, method) in cases {
-            let built = Built::new(vec![Kept::Int(build.clone())], 0, JoinMethod::Auto).unwrap();
+            let built = Built::new(
+                vec![Kept::Int(build.clone())],
+                Vec::new(),
+                0,
+                JoinMethod::Auto,
+            )
+            .unwrap();
             assert_eq!(built.method(), method);
-            let merged = Built::new(vec![Kept::Int(build.clone())], 0, JoinMethod::Merge).unwrap();
+            let merged = Built::new(
+                vec![Kept::Int(build.clone())],
+                Vec::new(),
+                0,
+                JoinMethod::Merge,
+            )
+            .unwrap();
             for probe in &probes {
                 for kind in [JoinKind::Inner, JoinKind::Semi, JoinKind::Anti] {
                     let want = reference(build, probe, kind);
@@ -397,7 +437,12 @@ mod tests {
                 }
             }
         }
-        let err = Built::new(vec![Kept::Int(sorted_dups)], 0, JoinMethod::Positional);
+        let err = Built::new(
+            vec![Kept::Int(sorted_dups)],
+            Vec::new(),
+            0,
+            JoinMethod::Positional,
+        );
         assert!(err.is_err());
     }
 }
