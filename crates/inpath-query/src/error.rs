@@ -214,11 +214,12 @@ pub enum Error {
         detail: String,
     },
 
-    /// The offload device's memory cannot hold what a graph needs before it sends anything
-    /// (a join's build rows): the plan runs that part on the host instead.
-    #[error("offload device: out of memory: {detail}")]
-    DeviceMemory {
-        /// What needed how much.
+    /// The offload device declined a graph before sending anything (a join's build rows
+    /// outgrow its memory, or join keys beyond what it packs): the plan runs that part on
+    /// the host instead.
+    #[error("offload device: declined: {detail}")]
+    DeviceDeclined {
+        /// Why.
         detail: String,
     },
 

@@ -352,6 +352,12 @@ fn the_row_selector_equals_direct_evaluation() {
         .downcast_ref::<Decimal128Array>()
         .unwrap()
         .clone();
+    let disc = batch
+        .column(1)
+        .as_any()
+        .downcast_ref::<Decimal128Array>()
+        .unwrap()
+        .clone();
     let qty = batch
         .column(3)
         .as_any()
@@ -380,7 +386,11 @@ fn the_row_selector_equals_direct_evaluation() {
             let mut sum = Vec::new();
             for _ in 0..r.gen_range(1..4) {
                 let op = ops[r.gen_range(0..6)];
-                sum.push(match r.gen_range(0..3) {
+                sum.push(match r.gen_range(0..4) {
+                    3 => Comparator {
+                        column: 0,
+                        test: Test::Columns { op, other: 1 },
+                    },
                     0 => Comparator {
                         column: 0,
                         test: Test::Int {
@@ -424,6 +434,7 @@ fn the_row_selector_equals_direct_evaluation() {
                             values.iter().any(|v| v == flag.value(i)) != *negated
                         }
                         (Test::Like { negated, .. }, _) => flag.value(i).ends_with('R') != *negated,
+                        (Test::Columns { op, .. }, _) => op.holds(price.value(i), disc.value(i)),
                     })
                 })
             })

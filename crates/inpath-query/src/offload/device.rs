@@ -6,7 +6,7 @@ use super::graph::{
     Agg, AggFunc, CmpOp, Comparator, GroupKey, MaskSource, Op, Operator, Source, TableTask,
     TaskGraph, Test,
 };
-use super::join::{read_places, Built, Kept, Places};
+use super::join::{pack_keys, read_places, Built, Kept, Places};
 use crate::error::{Error, Result};
 use crate::reader::TableReader;
 use arrow_array::cast::AsArray;
@@ -167,7 +167,7 @@ impl LocalDevice {
         &self,
         task: &TableTask,
         built: &[Option<Arc<Built>>],
-        key: usize,
+        keys: &[usize],
         method: super::graph::JoinMethod,
     ) -> Result<Built> {
         let builds = join_builds(task, built)?;
@@ -255,10 +255,10 @@ impl LocalDevice {
                 rows,
             })
             .collect();
-        let b = Built::new(columns, places, key, method)?;
+        let b = Built::new(columns, places, keys, method)?;
         Counters::add(&self.counters.rows_kept, b.len() as u64);
         if b.bytes() > budget {
-            return Err(Error::DeviceMemory {
+            return Err(Error::DeviceDeclined {
                 detail: format!(
                     "the {} rows table {} keeps for a join take {} KiB; the device has {} KiB \
                      left of {} KiB",
@@ -380,12 +380,12 @@ impl Device for LocalDevice {
                     ),
                 });
             };
-            let b = self.build(task, &built, join.build_key, join.method);
+            let b = self.build(task, &built, &join.build_keys, join.method);
             let b = match b {
                 Ok(b) => b,
                 Err(e) => {
                     self.counters.release(held);
-                    if matches!(e, Error::DeviceMemory { .. }) {
+                    if matches!(e, Error::DeviceDeclined { .. }) {
                         Counters::add(&self.counters.graphs_refused, 1);
                     }
                     return Err(e);
@@ -600,7 +600,7 @@ impl Prepared {
         let sources = task
             .joins
             .iter()
-            .map(|j| j.probe_key)
+            .flat_map(|j| j.probe_keys.iter().copied())
             .chain(task.keep.iter().copied());
         let mut program_columns: Vec<usize> = task.transformer.columns();
         for src in sources {
@@ -922,13 +922,54 @@ fn like(text: &str, pattern: &str) -> bool {
 }
 
 /// The mask words of one comparator over a page column.
+/// Mask words of `a op b` over two columns of one type (a null on either side fails).
+fn columns_words(a: &ArrayRef, b: &ArrayRef, op: CmpOp, what: &str) -> Result<Vec<u64>> {
+    fn words<T: arrow_array::ArrowPrimitiveType>(a: &ArrayRef, b: &ArrayRef, op: CmpOp) -> Vec<u64>
+    where
+        T::Native: PartialOrd,
+    {
+        let (x, y) = (
+            a.as_primitive::<T>().values(),
+            b.as_primitive::<T>().values(),
+        );
+        pack_bits(x.len(), |i| op.holds(x[i], y[i]))
+    }
+    if a.data_type() != b.data_type() || a.len() != b.len() {
+        return Err(Error::Offload {
+            detail: format!(
+                "{what}: compared with a column of another type or length ({} against {})",
+                a.data_type(),
+                b.data_type()
+            ),
+        });
+    }
+    let mut out = match a.data_type() {
+        DataType::Int64 => words::<Int64Type>(a, b, op),
+        DataType::Int32 => words::<Int32Type>(a, b, op),
+        DataType::Date32 => words::<Date32Type>(a, b, op),
+        DataType::Decimal128(..) => words::<Decimal128Type>(a, b, op),
+        other => {
+            return Err(Error::Offload {
+                detail: format!("{what}: a column comparison on a {other} column"),
+            })
+        }
+    };
+    for nulls in [a.logical_nulls(), b.logical_nulls()].into_iter().flatten() {
+        let valid = pack_bits(a.len(), |i| nulls.is_valid(i));
+        for (w, v) in out.iter_mut().zip(valid) {
+            *w &= v;
+        }
+    }
+    Ok(out)
+}
+
 fn comparator_words(array: &ArrayRef, test: &Test, what: &str) -> Result<Vec<u64>> {
     let rows = array.len();
     let string_test = |s: &str| -> bool {
         match test {
             Test::StrIn { values, negated } => values.iter().any(|v| v == s) != *negated,
             Test::Like { pattern, negated } => like(s, pattern) != *negated,
-            Test::Int { .. } => false,
+            Test::Int { .. } | Test::Columns { .. } => false,
         }
     };
     let mut words = match (test, array.data_type()) {
@@ -1228,11 +1269,19 @@ impl<'a> Lane<'a> {
             for product in &plan.task.selector.products {
                 let mut any = vec![0u64; mask.len()];
                 for cmp in product {
-                    let w = comparator_words(
-                        &arrays[&cmp.column],
-                        &cmp.test,
-                        &column_name(cmp.column),
-                    )?;
+                    let w = match cmp.test {
+                        Test::Columns { op, other } => columns_words(
+                            &arrays[&cmp.column],
+                            &arrays[&other],
+                            op,
+                            &column_name(cmp.column),
+                        )?,
+                        _ => comparator_words(
+                            &arrays[&cmp.column],
+                            &cmp.test,
+                            &column_name(cmp.column),
+                        )?,
+                    };
                     for (a, b) in any.iter_mut().zip(w) {
                         *a |= b;
                     }
@@ -1292,16 +1341,22 @@ impl<'a> Lane<'a> {
             } else {
                 let mut picked: Vec<u32> = sel.unwrap_or_else(|| (0..rows as u32).collect());
                 for (j, join) in plan.task.joins.iter().enumerate() {
-                    let keys: Vec<i64> = match join.probe_key {
-                        Source::Column(c) => {
-                            load(&arrays[&c], &Rows::Pick(&picked), &column_name(c))?
-                        }
-                        Source::Build { join: k, column } => {
-                            let v = plan.builds[k].ints(column)?;
-                            matched[k].iter().map(|&r| v[r as usize]).collect()
-                        }
-                    };
-                    let (take, build_rows) = plan.builds[j].probe(&keys, join.kind);
+                    let mut parts: Vec<Vec<i64>> = Vec::with_capacity(join.probe_keys.len());
+                    for key in &join.probe_keys {
+                        parts.push(match *key {
+                            Source::Column(c) => {
+                                load(&arrays[&c], &Rows::Pick(&picked), &column_name(c))?
+                            }
+                            Source::Build { join: k, column } => {
+                                let v = plan.builds[k].ints(column)?;
+                                matched[k].iter().map(|&r| v[r as usize]).collect()
+                            }
+                        });
+                    }
+                    // A probe key beyond what packs cannot equal any build key (they all pack).
+                    let (keys, packs) = pack_keys(parts);
+                    let (take, build_rows) =
+                        plan.builds[j].probe(&keys, packs.as_deref(), join.kind);
                     picked = take.iter().map(|&i| picked[i as usize]).collect();
                     for m in matched.iter_mut().filter(|m| !m.is_empty()) {
                         *m = take.iter().map(|&i| m[i as usize]).collect();
@@ -1411,7 +1466,7 @@ impl<'a> Lane<'a> {
         self.kept_bytes += bytes;
         self.counters.hold(bytes);
         if self.kept_bytes > self.budget {
-            return Err(Error::DeviceMemory {
+            return Err(Error::DeviceDeclined {
                 detail: format!(
                     "the rows table {} keeps for a join outgrow a lane's {} KiB of device memory",
                     plan.task.table,

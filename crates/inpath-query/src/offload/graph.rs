@@ -93,19 +93,31 @@ impl TaskGraph {
                         join.build
                     )));
                 }
-                if join.build_key >= build.keep.len() {
+                let n = join.probe_keys.len();
+                if n == 0 || n > 2 || join.build_keys.len() != n {
                     return Err(bad(format!(
-                        "task {t}, join {j}: build key {} beyond the {} columns task {} keeps",
-                        join.build_key,
-                        build.keep.len(),
-                        join.build
+                        "task {t}, join {j}: {n} probe keys and {} build keys (one or two \
+                         pairs)",
+                        join.build_keys.len()
                     )));
                 }
-                if let Source::Build { join: k, .. } = join.probe_key {
-                    if k >= j {
+                for &key in &join.build_keys {
+                    if key >= build.keep.len() {
                         return Err(bad(format!(
-                            "task {t}, join {j}: its key comes from join {k}, not before it"
+                            "task {t}, join {j}: build key {key} beyond the {} columns task {} \
+                             keeps",
+                            build.keep.len(),
+                            join.build
                         )));
+                    }
+                }
+                for key in &join.probe_keys {
+                    if let Source::Build { join: k, .. } = *key {
+                        if k >= j {
+                            return Err(bad(format!(
+                                "task {t}, join {j}: its key comes from join {k}, not before it"
+                            )));
+                        }
                     }
                 }
             }
@@ -239,10 +251,10 @@ pub enum Source {
 pub struct Join {
     /// The build task (an earlier NOP task of the graph).
     pub build: usize,
-    /// This task's key (an integer).
-    pub probe_key: Source,
-    /// The build task's kept column holding its key.
-    pub build_key: usize,
+    /// This task's keys (integers; one, or two packed as 32-bit halves).
+    pub probe_keys: Vec<Source>,
+    /// The build task's kept columns holding its keys, pair by pair with `probe_keys`.
+    pub build_keys: Vec<usize>,
     /// Inner, semi or anti.
     pub kind: JoinKind,
     /// How the rows are matched.
@@ -303,7 +315,15 @@ impl Selector {
 
     /// The table columns the selector reads, ascending.
     pub fn columns(&self) -> Vec<usize> {
-        let mut c: Vec<usize> = self.products.iter().flatten().map(|c| c.column).collect();
+        let mut c: Vec<usize> = self
+            .products
+            .iter()
+            .flatten()
+            .flat_map(|c| match c.test {
+                Test::Columns { other, .. } => vec![c.column, other],
+                _ => vec![c.column],
+            })
+            .collect();
         c.sort_unstable();
         c.dedup();
         c
@@ -361,6 +381,14 @@ pub enum Test {
         op: CmpOp,
         /// The constant.
         value: i128,
+    },
+    /// Two integer, date or decimal columns of the same type and scale compared
+    /// (`l_commitdate < l_receiptdate`).
+    Columns {
+        /// The operator.
+        op: CmpOp,
+        /// The column on the right.
+        other: usize,
     },
     /// A string column equal to one of the strings (`negated`: equal to none of them).
     StrIn {

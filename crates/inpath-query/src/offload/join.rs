@@ -105,7 +105,7 @@ impl Built {
     pub(crate) fn new(
         columns: Vec<Kept>,
         places: Vec<Places>,
-        key: usize,
+        key_columns: &[usize],
         method: JoinMethod,
     ) -> Result<Built> {
         let bad = |detail: String| Error::Offload { detail };
@@ -118,11 +118,22 @@ impl Built {
                 .len(),
             None => return Err(bad("a build that keeps no column".into())),
         };
-        let Some(Kept::Int(keys)) = columns.get(key) else {
-            return Err(bad(format!(
-                "build key column {key} is not an integer column"
-            )));
-        };
+        let mut parts = Vec::with_capacity(key_columns.len());
+        for &key in key_columns {
+            let Some(Kept::Int(keys)) = columns.get(key) else {
+                return Err(bad(format!(
+                    "build key column {key} is not an integer column"
+                )));
+            };
+            parts.push(keys.clone());
+        }
+        let (keys, packs) = pack_keys(parts);
+        if packs.is_some_and(|p| p.iter().any(|ok| !ok)) {
+            return Err(Error::DeviceDeclined {
+                detail: "two-column join keys beyond 32 bits each".into(),
+            });
+        }
+        let keys = &keys;
         if rows > u32::MAX as usize - 1 {
             return Err(bad(format!("a build of {rows} rows (at most 2^32 - 2)")));
         }
@@ -188,7 +199,12 @@ impl Built {
 
     /// Matches probe `keys`: the probe positions kept, and for an inner join the build row
     /// of each (a probe key matching several build rows repeats).
-    pub(crate) fn probe(&self, keys: &[i64], kind: JoinKind) -> (Vec<u32>, Vec<u32>) {
+    pub(crate) fn probe(
+        &self,
+        keys: &[i64],
+        packs: Option<&[bool]>,
+        kind: JoinKind,
+    ) -> (Vec<u32>, Vec<u32>) {
         let mut take = Vec::with_capacity(keys.len());
         let mut build = Vec::new();
         match &self.index {
@@ -200,7 +216,7 @@ impl Built {
                     } else {
                         u32::MAX
                     };
-                    let hit = row != u32::MAX;
+                    let hit = row != u32::MAX && packs.is_none_or(|p| p[i]);
                     match kind {
                         JoinKind::Inner if hit => {
                             take.push(i as u32);
@@ -227,6 +243,9 @@ impl Built {
                     while end < sorted.len() && sorted[end] == k {
                         end += 1;
                     }
+                    if packs.is_some_and(|p| !p[i]) {
+                        end = pos;
+                    }
                     let hit = end > pos;
                     match kind {
                         JoinKind::Inner => {
@@ -244,6 +263,23 @@ impl Built {
         }
         (take, build)
     }
+}
+
+/// One join key per row: a single key as it is; two packed as the low 32 bits of each (both
+/// must lie in the 32-bit signed range; `Some` marks the rows whose keys do).
+pub(crate) fn pack_keys(mut parts: Vec<Vec<i64>>) -> (Vec<i64>, Option<Vec<bool>>) {
+    if parts.len() == 1 {
+        return (parts.pop().unwrap_or_default(), None);
+    }
+    let fits = |v: i64| i32::try_from(v).is_ok();
+    let (a, b) = (&parts[0], &parts[1]);
+    let packs: Vec<bool> = a.iter().zip(b).map(|(&x, &y)| fits(x) && fits(y)).collect();
+    let keys = a
+        .iter()
+        .zip(b)
+        .map(|(&x, &y)| (((x as i32 as u32 as u64) << 32) | (y as i32 as u32 as u64)) as i64)
+        .collect();
+    (keys, Some(packs))
 }
 
 /// The first position at or after `from` whose key is not below `k` (`sorted` ascending):
@@ -409,7 +445,7 @@ mod tests {
             let built = Built::new(
                 vec![Kept::Int(build.clone())],
                 Vec::new(),
-                0,
+                &[0],
                 JoinMethod::Auto,
             )
             .unwrap();
@@ -417,7 +453,7 @@ mod tests {
             let merged = Built::new(
                 vec![Kept::Int(build.clone())],
                 Vec::new(),
-                0,
+                &[0],
                 JoinMethod::Merge,
             )
             .unwrap();
@@ -425,7 +461,7 @@ mod tests {
                 for kind in [JoinKind::Inner, JoinKind::Semi, JoinKind::Anti] {
                     let want = reference(build, probe, kind);
                     for b in [&built, &merged] {
-                        let (take, rows) = b.probe(probe, kind);
+                        let (take, rows) = b.probe(probe, None, kind);
                         let mut got: Vec<(u32, u32)> = if kind == JoinKind::Inner {
                             take.into_iter().zip(rows).collect()
                         } else {
@@ -440,9 +476,57 @@ mod tests {
         let err = Built::new(
             vec![Kept::Int(sorted_dups)],
             Vec::new(),
-            0,
+            &[0],
             JoinMethod::Positional,
         );
         assert!(err.is_err());
+    }
+
+    #[test]
+    fn two_column_keys_join_as_pairs_and_keys_beyond_32_bits_never_match() {
+        let (mut a, b) = (values(21, 400, 20), values(22, 400, 30));
+        a[0] = 0;
+        let built = Built::new(
+            vec![Kept::Int(a.clone()), Kept::Int(b.clone())],
+            Vec::new(),
+            &[0, 1],
+            JoinMethod::Auto,
+        )
+        .unwrap();
+        let (mut pa, mut pb) = (values(23, 300, 20), values(24, 300, 30));
+        pa[0] = 1 << 40; // would pack to the same bits as 0
+        pb[0] = b[0];
+        pa[1] = a[5];
+        pb[1] = b[5];
+        let (keys, packs) = pack_keys(vec![pa.clone(), pb.clone()]);
+        for kind in [JoinKind::Inner, JoinKind::Semi, JoinKind::Anti] {
+            let (take, rows) = built.probe(&keys, packs.as_deref(), kind);
+            let mut got: Vec<(u32, u32)> = if kind == JoinKind::Inner {
+                take.into_iter().zip(rows).collect()
+            } else {
+                take.into_iter().map(|t| (t, u32::MAX)).collect()
+            };
+            got.sort();
+            let mut want = Vec::new();
+            for i in 0..pa.len() {
+                let hits: Vec<u32> = (0..a.len() as u32)
+                    .filter(|&r| a[r as usize] == pa[i] && b[r as usize] == pb[i])
+                    .collect();
+                match kind {
+                    JoinKind::Inner => want.extend(hits.iter().map(|&r| (i as u32, r))),
+                    JoinKind::Semi if !hits.is_empty() => want.push((i as u32, u32::MAX)),
+                    JoinKind::Anti if hits.is_empty() => want.push((i as u32, u32::MAX)),
+                    _ => {}
+                }
+            }
+            assert_eq!(got, want, "{kind:?}");
+        }
+        let wide = Built::new(
+            vec![Kept::Int(vec![1 << 40]), Kept::Int(vec![1])],
+            Vec::new(),
+            &[0, 1],
+            JoinMethod::Auto,
+        );
+        assert!(matches!(wide, Err(Error::DeviceDeclined { .. })));
     }
 }

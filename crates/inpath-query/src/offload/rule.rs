@@ -491,15 +491,20 @@ fn join_chain(j: &HashJoinExec) -> Result<Chain, String> {
         JoinType::LeftAnti => (JoinKind::Anti, true),
         other => return Err(format!("a {other} join")),
     };
-    let [(l, r)] = j.on() else {
+    if j.on().is_empty() || j.on().len() > 2 {
         return Err(format!("a join on {} keys", j.on().len()));
-    };
+    }
     let key = |e: &Arc<dyn PhysicalExpr>| {
         e.downcast_ref::<PColumn>()
             .map(|c| c.index())
             .ok_or_else(|| format!("a join key that is an expression ({e})"))
     };
-    let (lk, rk) = (key(l)?, key(r)?);
+    let mut lk = Vec::new();
+    let mut rk = Vec::new();
+    for (l, r) in j.on() {
+        lk.push(key(l)?);
+        rk.push(key(r)?);
+    }
     let left = chain_for(j.left())?;
     let right = chain_for(j.right())?;
     let (probe, build, pkey, bkey) = if probe_left {
@@ -507,8 +512,10 @@ fn join_chain(j: &HashJoinExec) -> Result<Chain, String> {
     } else {
         (right, left, rk, lk)
     };
-    join_key(&probe.columns[pkey])?;
-    join_key(&build.columns[bkey])?;
+    for (&p, &b) in pkey.iter().zip(&bkey) {
+        join_key(&probe.columns[p])?;
+        join_key(&build.columns[b])?;
+    }
     // The build chain's last task keeps every column its rows carry; the probe chain's tasks
     // follow the build's, their references to earlier tasks moved along.
     let mut tasks = build.tasks;
@@ -533,11 +540,11 @@ fn join_chain(j: &HashJoinExec) -> Result<Chain, String> {
     }
     let pipeline = tasks.last_mut().ok_or("a join without tasks")?;
     let at = pipeline.joins.len();
-    let probe_key = probe.columns[pkey].src;
+    let probe_keys: Vec<Source> = pkey.iter().map(|&p| probe.columns[p].src).collect();
     pipeline.joins.push(Join {
         build: b,
-        probe_key,
-        build_key: bkey,
+        probe_keys: probe_keys.clone(),
+        build_keys: bkey.clone(),
         kind,
         method: JoinMethod::Auto,
     });
@@ -558,11 +565,13 @@ fn join_chain(j: &HashJoinExec) -> Result<Chain, String> {
     let mut probe_columns = probe.columns;
     if kind == JoinKind::Inner {
         for c in &mut probe_columns {
-            if c.src == probe_key && c.equals.is_none() {
-                c.equals = Some(Source::Build {
-                    join: at,
-                    column: bkey,
-                });
+            if let Some(k) = probe_keys.iter().position(|&s| s == c.src) {
+                if c.equals.is_none() {
+                    c.equals = Some(Source::Build {
+                        join: at,
+                        column: bkey[k],
+                    });
+                }
             }
         }
     }
@@ -1055,6 +1064,25 @@ fn comparator(
         SqlOp::GtEq => CmpOp::Ge,
         other => return Err(format!("the operator {other}")),
     };
+    // Two columns of the table, of one type and scale: compared row by row.
+    if let Ok(other) = column_of(literal, reader) {
+        let numeric = matches!(
+            logical,
+            LogicalType::Int32
+                | LogicalType::Int64
+                | LogicalType::Date32
+                | LogicalType::Decimal128 { .. }
+        );
+        if numeric && reader.manifest().columns[other].logical == logical {
+            return Ok(Comparator {
+                column: c,
+                test: Test::Columns { op, other },
+            });
+        }
+        return Err(format!(
+            "{column} against {literal}, a column of another type"
+        ));
+    }
     if logical == LogicalType::Utf8 {
         let s = string_literal(literal).ok_or_else(|| format!("{literal} against a string"))?;
         return match op {
@@ -1216,7 +1244,7 @@ impl ExecutionPlan for DeviceExec {
             (Ok(s), _) => s,
             // The device could not hold the build rows and sent nothing: the host runs the
             // plan the device replaced, every partition of it, merged.
-            (Err(crate::error::Error::DeviceMemory { .. }), Some(host)) => {
+            (Err(crate::error::Error::DeviceDeclined { .. }), Some(host)) => {
                 let streams = (0..host.output_partitioning().partition_count())
                     .map(|p| host.execute(p, context.clone()))
                     .collect::<DfResult<Vec<_>>>()?;
