@@ -1550,6 +1550,7 @@ impl<'a> Lane<'a> {
                     }
                     out
                 }
+                Op::Year { src } => regs[src].iter().map(|&d| year_of_days(d)).collect(),
                 Op::Scale { src, pow } => {
                     let f = 10i64.checked_pow(pow).ok_or_else(|| overflow(i))?;
                     let mut of = false;
@@ -1923,6 +1924,19 @@ impl<'a> Lane<'a> {
     }
 }
 
+/// The proleptic Gregorian year of a day number (days since 1970-01-01): the civil-from-days
+/// calculation in 400-year eras, exact for every i64 date a Date32 can hold.
+fn year_of_days(days: i64) -> i64 {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let january_or_february = mp >= 10;
+    yoe + era * 400 + i64::from(january_or_february)
+}
+
 /// Whether `values` sum in 64 bits without overflow, whatever their order (every partial sum
 /// is bounded by n * max |v|).
 fn sums_in_i64(values: &[i64]) -> bool {
@@ -2028,7 +2042,22 @@ fn int_array(
 
 #[cfg(test)]
 mod tests {
-    use super::like;
+    use super::*;
+
+    #[test]
+    fn years_of_days_equal_arrows_date_part() {
+        use datafusion::arrow::compute::kernels::temporal::{date_part, DatePart};
+        let days: Vec<i32> = (-800_000..800_000)
+            .step_by(7)
+            .chain([-1, 0, 59, 60, 11_016, 11_017])
+            .collect();
+        let array = Date32Array::from(days.clone());
+        let want = date_part(&array, DatePart::Year).unwrap();
+        let want = want.as_primitive::<Int32Type>();
+        for (i, &d) in days.iter().enumerate() {
+            assert_eq!(year_of_days(d as i64), want.value(i) as i64, "day {d}");
+        }
+    }
 
     #[test]
     fn like_matches_sql_patterns() {

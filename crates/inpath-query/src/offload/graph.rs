@@ -483,6 +483,11 @@ pub enum Op {
     Sub(usize, usize),
     /// `a * b`
     Mul(usize, usize),
+    /// The calendar year of a date register (days since 1970-01-01), proleptic Gregorian.
+    Year {
+        /// The register.
+        src: usize,
+    },
     /// `a * 10^pow` (aligns decimal scales exactly).
     Scale {
         /// The register.
@@ -512,7 +517,7 @@ impl Op {
         match *self {
             Op::Load { .. } | Op::Fetch { .. } | Op::Const { .. } => vec![],
             Op::Add(a, b) | Op::Sub(a, b) | Op::Mul(a, b) => vec![a, b],
-            Op::Scale { src, .. } => vec![src],
+            Op::Scale { src, .. } | Op::Year { src } => vec![src],
             Op::Select {
                 test,
                 then,

@@ -25,7 +25,7 @@ use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator as SqlOp};
 use datafusion::physical_expr::expressions::{
     BinaryExpr as PBinary, CastExpr, Column as PColumn, Literal,
 };
-use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr, ScalarFunctionExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
@@ -795,6 +795,19 @@ impl Compiler<'_> {
         if let Some(cast) = expr.downcast_ref::<CastExpr>() {
             let inner = self.expr(cast.expr(), level)?;
             return self.rescale(inner, want);
+        }
+        if let Some(f) = expr.downcast_ref::<ScalarFunctionExpr>() {
+            // date_part('year', date): EXTRACT(YEAR FROM ...).
+            if let ("date_part", [part, date]) = (f.name(), f.args()) {
+                let is_year = part.downcast_ref::<Literal>().is_some_and(|l| {
+                    matches!(l.value(), ScalarValue::Utf8(Some(p)) if p.eq_ignore_ascii_case("year"))
+                });
+                let is_date = date.data_type(&self.schemas[level]).ok() == Some(DataType::Date32);
+                if is_year && is_date {
+                    let d = self.expr(date, level)?;
+                    return Ok(self.push(Op::Year { src: d }, 0));
+                }
+            }
         }
         if let Some(b) = expr.downcast_ref::<PBinary>() {
             let x = self.expr(b.left(), level)?;
