@@ -173,6 +173,10 @@ fn joins_on_the_device_equal_the_host_for_any_lanes_and_fall_back_when_builds_ou
     // not sorted by its key (sort-merge), semi and anti joins, string group keys from build
     // rows.
     let statements = [
+        "SELECT sum(CASE WHEN n_name = 'GERMANY' OR n_name = 'FRANCE' THEN o_totalprice ELSE 0 \
+         END) AS a, sum(CASE WHEN o_totalprice > 100000.5 THEN 1 WHEN c_mktsegment LIKE 'AUTO%' \
+         THEN 2 ELSE 0 END) AS b, count(*) AS n FROM orders JOIN customer ON o_custkey = \
+         c_custkey JOIN nation ON c_nationkey = n_nationkey",
         "SELECT o_orderpriority, count(*) AS n, sum(l_quantity) AS q FROM orders JOIN lineitem \
          ON l_orderkey = o_orderkey WHERE o_orderdate < DATE '1994-01-01' GROUP BY \
          o_orderpriority",
@@ -202,9 +206,10 @@ fn joins_on_the_device_equal_the_host_for_any_lanes_and_fall_back_when_builds_ou
         }
     }
     let on = SqlSession::open_with(dir.path(), &KeyRing::new(), 2, offload(None, Some(2))).unwrap();
-    assert_eq!(on.explain_offload(statements[0]).unwrap().class, "full");
-    assert_eq!(on.explain_offload(statements[1]).unwrap().class, "full");
-    on.sql(statements[1]).unwrap();
+    for text in &statements[..3] {
+        assert_eq!(on.explain_offload(text).unwrap().class, "full", "{text}");
+    }
+    on.sql(statements[2]).unwrap();
     let s = on.device_stats().unwrap();
     assert!(s.joins_positional >= 2 && s.rows_kept > 0, "{s:?}");
 
@@ -443,6 +448,7 @@ fn the_row_selector_equals_direct_evaluation() {
             table: "t".into(),
             mask: MaskSource::All,
             joins: Vec::new(),
+            flags: Vec::new(),
             keep: Vec::new(),
             selector,
             transformer: Program::default(),
@@ -488,6 +494,7 @@ fn bad_graphs_and_budgets_give_clear_errors() {
         table: "t".into(),
         mask: MaskSource::All,
         joins: Vec::new(),
+        flags: Vec::new(),
         keep: Vec::new(),
         selector: Selector::default(),
         transformer: Program {
@@ -622,6 +629,7 @@ fn the_transformer_computes_exactly_with_select_scale_and_min_max() {
         table: "t".into(),
         mask: MaskSource::All,
         joins: Vec::new(),
+        flags: Vec::new(),
         keep: Vec::new(),
         selector: Selector::default(),
         transformer: Program { ops },
@@ -723,6 +731,7 @@ fn the_transformer_computes_exactly_with_select_scale_and_min_max() {
         table: "t".into(),
         mask: MaskSource::All,
         joins: Vec::new(),
+        flags: Vec::new(),
         keep: Vec::new(),
         selector: Selector::default(),
         transformer: Program {

@@ -3,8 +3,8 @@
 //! share of a query's work can be told apart from the device's.
 
 use super::graph::{
-    Agg, AggFunc, CmpOp, Comparator, GroupKey, MaskSource, Op, Operator, Source, TableTask,
-    TaskGraph, Test,
+    Agg, AggFunc, CmpOp, Comparator, GroupKey, MaskSource, Op, Operator, Selector, Source,
+    TableTask, TaskGraph, Test,
 };
 use super::join::{pack_keys, read_places, Built, Kept, Places};
 use crate::error::{Error, Result};
@@ -603,6 +603,10 @@ impl Prepared {
             .flat_map(|j| j.probe_keys.iter().copied())
             .chain(task.keep.iter().copied());
         let mut program_columns: Vec<usize> = task.transformer.columns();
+        let flags = Selector {
+            products: vec![task.flags.clone()],
+        };
+        program_columns.extend(flags.columns());
         for src in sources {
             if let Source::Column(c) = src {
                 if c >= columns {
@@ -658,6 +662,7 @@ impl Prepared {
         let mut keep_as = Vec::with_capacity(task.keep.len());
         for src in &task.keep {
             keep_as.push(match *src {
+                Source::Flag(_) => KeepAs::Int(*src),
                 Source::Column(c) => {
                     let field = reader.schema().field(c).clone();
                     let by_value = !field.is_nullable()
@@ -922,6 +927,29 @@ fn like(text: &str, pattern: &str) -> bool {
 }
 
 /// The mask words of one comparator over a page column.
+/// Mask words of a comparator over a page's columns.
+fn comparator_or_columns(
+    arrays: &HashMap<usize, ArrayRef>,
+    cmp: &Comparator,
+    what: &str,
+) -> Result<Vec<u64>> {
+    match cmp.test {
+        Test::Columns { op, other } => {
+            columns_words(&arrays[&cmp.column], &arrays[&other], op, what)
+        }
+        _ => comparator_words(&arrays[&cmp.column], &cmp.test, what),
+    }
+}
+
+/// A flag's values (0 or 1) at `rows`.
+fn flag_values(words: &[u64], rows: &Rows) -> Vec<i64> {
+    let bit = |r: usize| ((words[r / 64] >> (r % 64)) & 1) as i64;
+    match *rows {
+        Rows::Range(start, n) => (start..start + n).map(bit).collect(),
+        Rows::Pick(p) => p.iter().map(|&r| bit(r as usize)).collect(),
+    }
+}
+
 /// Mask words of `a op b` over two columns of one type (a null on either side fails).
 fn columns_words(a: &ArrayRef, b: &ArrayRef, op: CmpOp, what: &str) -> Result<Vec<u64>> {
     fn words<T: arrow_array::ArrowPrimitiveType>(a: &ArrayRef, b: &ArrayRef, op: CmpOp) -> Vec<u64>
@@ -1048,6 +1076,8 @@ struct Lane<'a> {
     kept_places: Vec<Vec<u64>>,
     /// Bytes of what the lane keeps, held against the device's memory.
     kept_bytes: u64,
+    /// The task's flags over the page being read, as mask words.
+    flag_words: Vec<Vec<u64>>,
 }
 
 /// The group table of AGGREGATE (one group) or AGGREGATE_GROUPBY.
@@ -1165,6 +1195,7 @@ impl<'a> Lane<'a> {
             kept_ints: vec![Vec::new(); plan.task.keep.len()],
             kept_places: vec![Vec::new(); plan.origins.len()],
             kept_bytes: 0,
+            flag_words: Vec::new(),
         }
     }
 
@@ -1269,19 +1300,7 @@ impl<'a> Lane<'a> {
             for product in &plan.task.selector.products {
                 let mut any = vec![0u64; mask.len()];
                 for cmp in product {
-                    let w = match cmp.test {
-                        Test::Columns { op, other } => columns_words(
-                            &arrays[&cmp.column],
-                            &arrays[&other],
-                            op,
-                            &column_name(cmp.column),
-                        )?,
-                        _ => comparator_words(
-                            &arrays[&cmp.column],
-                            &cmp.test,
-                            &column_name(cmp.column),
-                        )?,
-                    };
+                    let w = comparator_or_columns(&arrays, cmp, &column_name(cmp.column))?;
                     for (a, b) in any.iter_mut().zip(w) {
                         *a |= b;
                     }
@@ -1300,6 +1319,12 @@ impl<'a> Lane<'a> {
             for &c in &plan.program_columns {
                 read(c, &mut arrays, &mut held)?;
             }
+            self.flag_words = plan
+                .task
+                .flags
+                .iter()
+                .map(|cmp| comparator_or_columns(&arrays, cmp, &column_name(cmp.column)))
+                .collect::<Result<_>>()?;
             for k in plan.keys() {
                 if let GroupKey::Dictionary { column } = k {
                     if !arrays.contains_key(column) {
@@ -1344,6 +1369,9 @@ impl<'a> Lane<'a> {
                     let mut parts: Vec<Vec<i64>> = Vec::with_capacity(join.probe_keys.len());
                     for key in &join.probe_keys {
                         parts.push(match *key {
+                            Source::Flag(f) => {
+                                flag_values(&self.flag_words[f], &Rows::Pick(&picked))
+                            }
                             Source::Column(c) => {
                                 load(&arrays[&c], &Rows::Pick(&picked), &column_name(c))?
                             }
@@ -1454,6 +1482,7 @@ impl<'a> Lane<'a> {
         for (c, how) in plan.keep_as.iter().enumerate() {
             let KeepAs::Int(src) = *how else { continue };
             let values: Vec<i64> = match src {
+                Source::Flag(f) => flag_values(&self.flag_words[f], rows),
                 Source::Column(col) => load(&arrays[&col], rows, &format!("kept column {col}"))?,
                 Source::Build { join, column } => {
                     let v = plan.builds[join].ints(column)?;
@@ -1508,6 +1537,7 @@ impl<'a> Lane<'a> {
                     }
                     load(array, rows, &column_name(column))?
                 }
+                Op::Flag { flag } => flag_values(&self.flag_words[flag], rows),
                 Op::Fetch { join, column } => {
                     let v = self.plan.builds[join].ints(column)?;
                     matched[join].iter().map(|&r| v[r as usize]).collect()

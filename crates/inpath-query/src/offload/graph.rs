@@ -127,9 +127,18 @@ impl TaskGraph {
             };
             let source_ok = |s: &Source| match *s {
                 Source::Column(_) => true,
+                Source::Flag(f) => f < task.flags.len(),
                 Source::Build { join, column } => build_columns(join).is_some_and(|n| column < n),
             };
             for op in &task.transformer.ops {
+                if let Op::Flag { flag } = *op {
+                    if flag >= task.flags.len() {
+                        return Err(bad(format!(
+                            "task {t} reads flag {flag} of its {}",
+                            task.flags.len()
+                        )));
+                    }
+                }
                 if let Op::Fetch { join, column } = *op {
                     if !source_ok(&Source::Build { join, column }) {
                         return Err(bad(format!(
@@ -217,6 +226,10 @@ pub struct TableTask {
     pub selector: Selector,
     /// The Row Transformer.
     pub transformer: Program,
+    /// Comparators evaluated on every row as 0 or 1 (`Op::Flag`, `Source::Flag`), not as
+    /// filters: CASE conditions on strings, tested where the column is read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flags: Vec<Comparator>,
     /// Joins applied in order to the selected rows, before the transformer: each with the
     /// rows an earlier (build) task keeps on the device.
     #[serde(default)]
@@ -236,6 +249,8 @@ pub struct TableTask {
 pub enum Source {
     /// A column of the task's table.
     Column(usize),
+    /// Flag `flag` of the task (1 where its comparator holds, else 0).
+    Flag(usize),
     /// Column `column` (of the build task's `keep`) of the rows join `join` matched.
     Build {
         /// The join, by its place in the task's `joins`.
@@ -441,7 +456,7 @@ impl Program {
             .count()
     }
 
-    /// Table columns the program loads, ascending.
+    /// Table columns the program loads (flags' columns are the task's), ascending.
     pub fn columns(&self) -> Vec<usize> {
         let mut c: Vec<usize> = self
             .ops
@@ -464,6 +479,12 @@ pub enum Op {
     Load {
         /// The table column.
         column: usize,
+    },
+    /// Flag `flag` of the task: 1 where its comparator holds, 0 where it does not (or the
+    /// column is null).
+    Flag {
+        /// The flag, by its place in the task's `flags`.
+        flag: usize,
     },
     /// An integer column of the build rows join `join` matched.
     Fetch {
@@ -515,7 +536,7 @@ impl Op {
     /// The registers the instruction reads.
     pub fn operands(&self) -> Vec<usize> {
         match *self {
-            Op::Load { .. } | Op::Fetch { .. } | Op::Const { .. } => vec![],
+            Op::Load { .. } | Op::Fetch { .. } | Op::Flag { .. } | Op::Const { .. } => vec![],
             Op::Add(a, b) | Op::Sub(a, b) | Op::Mul(a, b) => vec![a, b],
             Op::Scale { src, .. } | Op::Year { src } => vec![src],
             Op::Select {

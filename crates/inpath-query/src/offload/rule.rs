@@ -23,7 +23,7 @@ use datafusion::execution::TaskContext;
 use datafusion::logical_expr::expr::{InList, Like};
 use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator as SqlOp};
 use datafusion::physical_expr::expressions::{
-    BinaryExpr as PBinary, CastExpr, Column as PColumn, Literal,
+    BinaryExpr as PBinary, CaseExpr, CastExpr, Column as PColumn, LikeExpr, Literal,
 };
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr, ScalarFunctionExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
@@ -443,6 +443,7 @@ fn chain_for(node: &Arc<dyn ExecutionPlan>) -> Result<Chain, String> {
             mask: MaskSource::All,
             selector,
             transformer: Program::default(),
+            flags: Vec::new(),
             joins: Vec::new(),
             operator: Operator::Nop,
             keep: Vec::new(),
@@ -616,6 +617,7 @@ fn build_graph(
         layers,
         schemas,
         rows: &columns,
+        tasks: &mut tasks,
         program: Program::default(),
         scales: Vec::new(),
         memo: HashMap::new(),
@@ -658,7 +660,8 @@ fn build_graph(
     } else {
         Operator::AggregateGroupBy { keys, aggs }
     };
-    let program = c.program;
+    let program = std::mem::take(&mut c.program);
+    drop(c);
     let pipeline = tasks.last_mut().ok_or("no task")?;
     pipeline.transformer = program;
     pipeline.operator = operator;
@@ -678,6 +681,9 @@ struct Compiler<'a> {
     schemas: Vec<SchemaRef>,
     /// The columns of the rows below the projections.
     rows: &'a [Col],
+    /// The graph's tasks (the pipeline task last): CASE conditions on strings add flags to
+    /// the task that reads the column.
+    tasks: &'a mut Vec<TableTask>,
     program: Program,
     scales: Vec<i8>,
     /// (level, column) already compiled: common subexpressions are computed once.
@@ -730,6 +736,7 @@ impl Compiler<'_> {
                 }
                 let op = match col.src {
                     Source::Column(column) => Op::Load { column },
+                    Source::Flag(flag) => Op::Flag { flag },
                     Source::Build { join, column } => Op::Fetch { join, column },
                 };
                 let src = col.src;
@@ -796,6 +803,33 @@ impl Compiler<'_> {
             let inner = self.expr(cast.expr(), level)?;
             return self.rescale(inner, want);
         }
+        if let Some(case) = expr.downcast_ref::<CaseExpr>() {
+            // Branch-free: Selects from the last WHEN to the first, over the ELSE.
+            if case.expr().is_some() {
+                return Err("CASE with an operand".into());
+            }
+            let otherwise = case
+                .else_expr()
+                .ok_or("CASE without ELSE (a NULL result)")?;
+            let r = self.expr(otherwise, level)?;
+            let mut acc = self.rescale(r, want)?;
+            for (when, then) in case.when_then_expr().iter().rev() {
+                let t = self.expr(then, level)?;
+                let t = self.rescale(t, want)?;
+                let (test, op, value) = self.condition(when, level)?;
+                acc = self.push(
+                    Op::Select {
+                        test,
+                        op,
+                        value,
+                        then: t,
+                        otherwise: acc,
+                    },
+                    want,
+                );
+            }
+            return Ok(acc);
+        }
         if let Some(f) = expr.downcast_ref::<ScalarFunctionExpr>() {
             // date_part('year', date): EXTRACT(YEAR FROM ...).
             if let ("date_part", [part, date]) = (f.name(), f.args()) {
@@ -836,6 +870,133 @@ impl Compiler<'_> {
             return Ok(r);
         }
         Err(format!("the expression {expr}"))
+    }
+
+    /// A CASE condition as `register op value`: a numeric comparison with a constant, or a
+    /// string test (=, <>, IN as ORs of =, LIKE) as a flag register that is not 0.
+    fn condition(
+        &mut self,
+        when: &Arc<dyn PhysicalExpr>,
+        level: usize,
+    ) -> Result<(usize, CmpOp, i64), String> {
+        if let Some((col, test)) = self.string_test(when, level) {
+            let last = self.tasks.len() - 1;
+            let src = flag_source(self.tasks, last, col.src, test)?;
+            let op = match src {
+                Source::Flag(flag) => Op::Flag { flag },
+                Source::Build { join, column } => Op::Fetch { join, column },
+                Source::Column(_) => return Err("a flag that is a column".into()),
+            };
+            let r = self.push(op, 0);
+            return Ok((r, CmpOp::Ne, 0));
+        }
+        let b = when
+            .downcast_ref::<PBinary>()
+            .ok_or_else(|| format!("the condition {when}"))?;
+        let op = match b.op() {
+            SqlOp::Eq => CmpOp::Eq,
+            SqlOp::NotEq => CmpOp::Ne,
+            SqlOp::Lt => CmpOp::Lt,
+            SqlOp::LtEq => CmpOp::Le,
+            SqlOp::Gt => CmpOp::Gt,
+            SqlOp::GtEq => CmpOp::Ge,
+            other => return Err(format!("the condition operator {other}")),
+        };
+        let lit = b
+            .right()
+            .downcast_ref::<Literal>()
+            .ok_or_else(|| format!("the condition {when}: not against a constant"))?;
+        let (v, ls) = match lit.value() {
+            ScalarValue::Int64(Some(v)) => (*v as i128, 0),
+            ScalarValue::Int32(Some(v)) => (*v as i128, 0),
+            ScalarValue::Date32(Some(v)) => (*v as i128, 0),
+            ScalarValue::Decimal128(Some(v), _, s) => (*v, *s),
+            other => return Err(format!("the condition constant {other}")),
+        };
+        let r = self.expr(b.left(), level)?;
+        let s = self.scales[r].max(ls);
+        let r = self.rescale(r, s)?;
+        let v = 10i128
+            .checked_pow((s - ls) as u32)
+            .and_then(|f| v.checked_mul(f))
+            .and_then(|v| i64::try_from(v).ok())
+            .ok_or_else(|| format!("the condition constant {v} beyond 64 bits"))?;
+        Ok((r, op, v))
+    }
+
+    /// A string test on one column: `col = 'a'`, `col <> 'a'`, ORs of `=` on one column,
+    /// `col [NOT] LIKE 'p'`.
+    fn string_test(&self, e: &Arc<dyn PhysicalExpr>, level: usize) -> Option<(Col, Test)> {
+        let column = |e: &Arc<dyn PhysicalExpr>| -> Option<Col> {
+            let mut e = e.clone();
+            while let Some(c) = e.downcast_ref::<CastExpr>() {
+                e = c.expr().clone();
+            }
+            let c = e.downcast_ref::<PColumn>()?;
+            let col = self.row_column(level, c.index())?.clone();
+            let ty = col.reader.schema().field(col.column).data_type().clone();
+            let text = match ty {
+                DataType::Dictionary(_, v) => matches!(*v, DataType::Utf8 | DataType::Utf8View),
+                DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8 => true,
+                _ => false,
+            };
+            text.then_some(col)
+        };
+        let text = |e: &Arc<dyn PhysicalExpr>| -> Option<String> {
+            let lit = e.downcast_ref::<Literal>()?;
+            scalar_text(lit.value())
+        };
+        if let Some(like) = e.downcast_ref::<LikeExpr>() {
+            if like.case_insensitive() {
+                return None;
+            }
+            let col = column(like.expr())?;
+            let pattern = text(like.pattern())?;
+            return Some((
+                col,
+                Test::Like {
+                    pattern,
+                    negated: like.negated(),
+                },
+            ));
+        }
+        let b = e.downcast_ref::<PBinary>()?;
+        match b.op() {
+            SqlOp::Eq | SqlOp::NotEq => {
+                let col = column(b.left())?;
+                let v = text(b.right())?;
+                Some((
+                    col,
+                    Test::StrIn {
+                        values: vec![v],
+                        negated: *b.op() == SqlOp::NotEq,
+                    },
+                ))
+            }
+            // a = x OR a = y is a IN (x, y); a <> x AND a <> y is a NOT IN (x, y).
+            SqlOp::Or | SqlOp::And => {
+                let negated = *b.op() == SqlOp::And;
+                let (c1, t1) = self.string_test(b.left(), level)?;
+                let (c2, t2) = self.string_test(b.right(), level)?;
+                match (t1, t2) {
+                    (
+                        Test::StrIn {
+                            values: mut x,
+                            negated: n1,
+                        },
+                        Test::StrIn {
+                            values: y,
+                            negated: n2,
+                        },
+                    ) if c1.src == c2.src && n1 == negated && n2 == negated => {
+                        x.extend(y);
+                        Some((c1, Test::StrIn { values: x, negated }))
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
     }
 
     fn group_key(
@@ -907,6 +1068,52 @@ impl Compiler<'_> {
             arg: Some(r),
             scale: self.scales[r],
         })
+    }
+}
+
+/// A string constant's text (dictionary-typed constants included).
+fn scalar_text(v: &ScalarValue) -> Option<String> {
+    match v {
+        ScalarValue::Utf8(Some(s))
+        | ScalarValue::Utf8View(Some(s))
+        | ScalarValue::LargeUtf8(Some(s)) => Some(s.clone()),
+        ScalarValue::Dictionary(_, inner) => scalar_text(inner),
+        _ => None,
+    }
+}
+
+/// Where task `t` can read `test` over its value `src` as a flag: a flag of the task when the
+/// column is its table's, else (through the join) a flag the build task computes and keeps.
+fn flag_source(
+    tasks: &mut [TableTask],
+    t: usize,
+    src: Source,
+    test: Test,
+) -> Result<Source, String> {
+    match src {
+        Source::Column(column) => {
+            tasks[t].flags.push(Comparator { column, test });
+            Ok(Source::Flag(tasks[t].flags.len() - 1))
+        }
+        Source::Build { join, .. } if tasks[t].joins.get(join).is_none() => {
+            Err(format!("join {join} of task {t} does not exist"))
+        }
+        Source::Build { join, column } => {
+            let b = tasks[t].joins[join].build;
+            let inner = *tasks[b]
+                .keep
+                .get(column)
+                .ok_or("a kept column beyond the build's")?;
+            let kept = flag_source(tasks, b, inner, test)?;
+            tasks[b].keep.push(kept);
+            let name = format!("flag{}", tasks[b].keep.len() - 1);
+            tasks[b].output.fields.push((name, "Int64".into()));
+            Ok(Source::Build {
+                join,
+                column: tasks[b].keep.len() - 1,
+            })
+        }
+        Source::Flag(_) => Err("a test on a flag".into()),
     }
 }
 
