@@ -449,6 +449,7 @@ fn the_row_selector_equals_direct_evaluation() {
             mask: MaskSource::All,
             joins: Vec::new(),
             flags: Vec::new(),
+            filter: None,
             keep: Vec::new(),
             selector,
             transformer: Program::default(),
@@ -495,6 +496,7 @@ fn bad_graphs_and_budgets_give_clear_errors() {
         mask: MaskSource::All,
         joins: Vec::new(),
         flags: Vec::new(),
+        filter: None,
         keep: Vec::new(),
         selector: Selector::default(),
         transformer: Program {
@@ -630,6 +632,7 @@ fn the_transformer_computes_exactly_with_select_scale_and_min_max() {
         mask: MaskSource::All,
         joins: Vec::new(),
         flags: Vec::new(),
+        filter: None,
         keep: Vec::new(),
         selector: Selector::default(),
         transformer: Program { ops },
@@ -732,6 +735,7 @@ fn the_transformer_computes_exactly_with_select_scale_and_min_max() {
         mask: MaskSource::All,
         joins: Vec::new(),
         flags: Vec::new(),
+        filter: None,
         keep: Vec::new(),
         selector: Selector::default(),
         transformer: Program {

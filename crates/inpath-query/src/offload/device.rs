@@ -455,6 +455,9 @@ impl Device for LocalDevice {
                     });
                     lane.release();
                     if let Err(e) = result {
+                        if matches!(e, Error::DeviceDeclined { .. }) {
+                            Counters::add(&counters.graphs_refused, 1);
+                        }
                         let _ = tx.send(Err(e));
                     }
                     let used = (inpath_core::thread_cpu_seconds() - cpu).max(0.0);
@@ -1409,7 +1412,8 @@ impl<'a> Lane<'a> {
             let block = count.min(BLOCK);
             let reg_bytes = (plan.task.transformer.ops.len() * block * 8) as u64;
             if held + reg_bytes + groups_room > self.budget {
-                return Err(Error::Offload {
+                // Before the lane has sent anything: the host can still run the query.
+                return Err(Error::DeviceDeclined {
                     detail: format!(
                         "the device's memory budget ({} KiB per lane) cannot hold one page of \
                          table {table} and its groups ({} KiB: columns {} KiB, registers {} KiB, \
@@ -1445,7 +1449,37 @@ impl<'a> Lane<'a> {
                     self.keep(page, &arrays, &block, &m)?;
                 } else {
                     let registers = self.transform(&arrays, &block, &m, n, &column_name)?;
-                    self.aggregate(&arrays, &registers, &block, &m, n)?;
+                    match plan.task.filter {
+                        Some(f) if registers[f].contains(&0) => {
+                            // Only the rows the filter keeps, registers and places compacted.
+                            let keep: Vec<u32> = (0..n as u32)
+                                .filter(|&i| registers[f][i as usize] != 0)
+                                .collect();
+                            let pick = |v: &[u32]| -> Vec<u32> {
+                                keep.iter().map(|&i| v[i as usize]).collect()
+                            };
+                            let regs: Vec<Vec<i64>> = registers
+                                .iter()
+                                .map(|r| keep.iter().map(|&i| r[i as usize]).collect())
+                                .collect();
+                            let rows = pick(&block.indices());
+                            let kept: Vec<Vec<u32>> = m
+                                .iter()
+                                .map(|v| if v.is_empty() { Vec::new() } else { pick(v) })
+                                .collect();
+                            let kept: Vec<&[u32]> = kept.iter().map(Vec::as_slice).collect();
+                            if !keep.is_empty() {
+                                self.aggregate(
+                                    &arrays,
+                                    &regs,
+                                    &Rows::Pick(&rows),
+                                    &kept,
+                                    keep.len(),
+                                )?;
+                            }
+                        }
+                        _ => self.aggregate(&arrays, &registers, &block, &m, n)?,
+                    }
                 }
                 start += n;
             }

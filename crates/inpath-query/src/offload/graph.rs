@@ -153,6 +153,13 @@ impl TaskGraph {
                     return Err(bad(format!("task {t} keeps {s:?}, which no join gives")));
                 }
             }
+            if let Some(r) = task.filter {
+                if !reg_ok(r) || task.operator == Operator::Nop {
+                    return Err(bad(format!(
+                        "task {t} filters on register {r}: not a register of an aggregating task"
+                    )));
+                }
+            }
             match &task.operator {
                 Operator::Nop => {
                     if task.keep.is_empty() {
@@ -234,6 +241,10 @@ pub struct TableTask {
     /// rows an earlier (build) task keeps on the device.
     #[serde(default)]
     pub joins: Vec<Join>,
+    /// A register of the transformer: rows where it is 0 are dropped before the operator
+    /// (join conditions beyond the keys, filters above joins).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<usize>,
     /// The Swissknife operator.
     pub operator: Operator,
     /// A build (NOP) task: the columns its rows keep on the device for later tasks' joins.

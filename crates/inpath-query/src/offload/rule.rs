@@ -23,7 +23,7 @@ use datafusion::execution::TaskContext;
 use datafusion::logical_expr::expr::{InList, Like};
 use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator as SqlOp};
 use datafusion::physical_expr::expressions::{
-    BinaryExpr as PBinary, CaseExpr, CastExpr, Column as PColumn, LikeExpr, Literal,
+    BinaryExpr as PBinary, CaseExpr, CastExpr, Column as PColumn, InListExpr, LikeExpr, Literal,
 };
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr, ScalarFunctionExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
@@ -31,6 +31,7 @@ use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::coop::CooperativeExec;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::joins::HashJoinExec;
 use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::repartition::RepartitionExec;
@@ -384,6 +385,9 @@ struct Col {
 struct Chain {
     tasks: Vec<TableTask>,
     columns: Vec<Col>,
+    /// Conditions on the pipeline's rows beyond the joins' keys (join filters, filters above
+    /// joins): each over its own schema, whose columns are these.
+    filters: Vec<(Arc<dyn PhysicalExpr>, SchemaRef, Vec<Col>)>,
 }
 
 /// The tasks for a scan, or a tree of inner, semi and anti equi-joins of scans with column
@@ -445,6 +449,7 @@ fn chain_for(node: &Arc<dyn ExecutionPlan>) -> Result<Chain, String> {
             transformer: Program::default(),
             flags: Vec::new(),
             joins: Vec::new(),
+            filter: None,
             operator: Operator::Nop,
             keep: Vec::new(),
             output: Output { fields: Vec::new() },
@@ -452,10 +457,32 @@ fn chain_for(node: &Arc<dyn ExecutionPlan>) -> Result<Chain, String> {
         return Ok(Chain {
             tasks: vec![task],
             columns,
+            filters: Vec::new(),
         });
     }
     if let Some(j) = node.downcast_ref::<HashJoinExec>() {
         return join_chain(j);
+    }
+    if let Some(f) = node.downcast_ref::<FilterExec>() {
+        let mut chain = chain_for(f.input())?;
+        chain.filters.push((
+            f.predicate().clone(),
+            f.input().schema(),
+            chain.columns.clone(),
+        ));
+        if let Some(p) = f.projection() {
+            chain.columns = p
+                .iter()
+                .map(|&i| {
+                    chain
+                        .columns
+                        .get(i)
+                        .cloned()
+                        .ok_or("a filter projection beyond")
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+        }
+        return Ok(chain);
     }
     Err(format!(
         "its input holds {}, which the device does not run yet",
@@ -477,9 +504,6 @@ fn join_key(col: &Col) -> Result<(), String> {
 }
 
 fn join_chain(j: &HashJoinExec) -> Result<Chain, String> {
-    if j.filter().is_some() {
-        return Err("a join with a residual (non-equi) filter".into());
-    }
     if j.null_aware {
         return Err("a null-aware anti join (NOT IN)".into());
     }
@@ -516,6 +540,15 @@ fn join_chain(j: &HashJoinExec) -> Result<Chain, String> {
     for (&p, &b) in pkey.iter().zip(&bkey) {
         join_key(&probe.columns[p])?;
         join_key(&build.columns[b])?;
+    }
+    if !build.filters.is_empty() {
+        return Err("a filter inside a join's build side".into());
+    }
+    if j.filter().is_some() && kind != JoinKind::Inner {
+        return Err(format!(
+            "a {} join with a residual (non-equi) filter",
+            j.join_type()
+        ));
     }
     // The build chain's last task keeps every column its rows carry; the probe chain's tasks
     // follow the build's, their references to earlier tasks moved along.
@@ -576,6 +609,30 @@ fn join_chain(j: &HashJoinExec) -> Result<Chain, String> {
             }
         }
     }
+    let mut filters = probe.filters;
+    if let Some(f) = j.filter() {
+        // Inner joins: the residual condition filters the joined rows (it commutes with the
+        // joins after it).
+        let (left, right) = if probe_left {
+            (&probe_columns, &build_columns)
+        } else {
+            (&build_columns, &probe_columns)
+        };
+        let cols = f
+            .column_indices()
+            .iter()
+            .map(|ci| {
+                let side = match ci.side {
+                    datafusion::common::JoinSide::Left => left,
+                    _ => right,
+                };
+                side.get(ci.index)
+                    .cloned()
+                    .ok_or("a join filter column beyond its side")
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        filters.push((f.expression().clone(), f.schema().clone(), cols));
+    }
     let mut columns = match (kind, probe_left) {
         (JoinKind::Inner, false) => {
             let mut c = build_columns;
@@ -595,7 +652,11 @@ fn join_chain(j: &HashJoinExec) -> Result<Chain, String> {
             })
             .collect::<Result<Vec<_>, _>>()?;
     }
-    Ok(Chain { tasks, columns })
+    Ok(Chain {
+        tasks,
+        columns,
+        filters,
+    })
 }
 
 fn build_graph(
@@ -612,7 +673,11 @@ fn build_graph(
     }
     let mut schemas = vec![agg.input().schema()];
     schemas.extend(layers.iter().map(|(_, s)| s.clone()));
-    let Chain { mut tasks, columns } = rows;
+    let Chain {
+        mut tasks,
+        columns,
+        filters,
+    } = rows;
     let mut c = Compiler {
         layers,
         schemas,
@@ -660,10 +725,34 @@ fn build_graph(
     } else {
         Operator::AggregateGroupBy { keys, aggs }
     };
+    // Each filter compiled against its own schema and columns, into the same program.
+    let mut filter: Option<usize> = None;
+    for (expr, schema, cols) in &filters {
+        let mut f = Compiler {
+            layers: &[],
+            schemas: vec![schema.clone()],
+            rows: cols,
+            tasks: &mut *c.tasks,
+            program: std::mem::take(&mut c.program),
+            scales: std::mem::take(&mut c.scales),
+            memo: HashMap::new(),
+            loads: std::mem::take(&mut c.loads),
+        };
+        let r = f.predicate(expr, 0);
+        c.program = f.program;
+        c.scales = f.scales;
+        c.loads = f.loads;
+        let r = r.map_err(|e| format!("the filter {expr}: {e}"))?;
+        filter = Some(match filter {
+            None => r,
+            Some(acc) => c.push(Op::Mul(acc, r), 0),
+        });
+    }
     let program = std::mem::take(&mut c.program);
     drop(c);
     let pipeline = tasks.last_mut().ok_or("no task")?;
     pipeline.transformer = program;
+    pipeline.filter = filter;
     pipeline.operator = operator;
     pipeline.output = Output { fields };
     Ok(TaskGraph {
@@ -872,6 +961,45 @@ impl Compiler<'_> {
         Err(format!("the expression {expr}"))
     }
 
+    /// A condition as a register that is 1 where it holds and 0 where not: ANDs as products,
+    /// ORs and comparisons as Selects, string tests as flags.
+    fn predicate(&mut self, e: &Arc<dyn PhysicalExpr>, level: usize) -> Result<usize, String> {
+        if let Some(b) = e.downcast_ref::<PBinary>() {
+            if matches!(b.op(), SqlOp::And | SqlOp::Or) && self.string_test(e, level).is_none() {
+                let x = self.predicate(b.left(), level)?;
+                let y = self.predicate(b.right(), level)?;
+                return Ok(if *b.op() == SqlOp::And {
+                    self.push(Op::Mul(x, y), 0)
+                } else {
+                    let one = self.push(Op::Const { value: 1 }, 0);
+                    self.push(
+                        Op::Select {
+                            test: x,
+                            op: CmpOp::Ne,
+                            value: 0,
+                            then: one,
+                            otherwise: y,
+                        },
+                        0,
+                    )
+                });
+            }
+        }
+        let (test, op, value) = self.condition(e, level)?;
+        let one = self.push(Op::Const { value: 1 }, 0);
+        let zero = self.push(Op::Const { value: 0 }, 0);
+        Ok(self.push(
+            Op::Select {
+                test,
+                op,
+                value,
+                then: one,
+                otherwise: zero,
+            },
+            0,
+        ))
+    }
+
     /// A CASE condition as `register op value`: a numeric comparison with a constant, or a
     /// string test (=, <>, IN as ORs of =, LIKE) as a flag register that is not 0.
     fn condition(
@@ -946,6 +1074,17 @@ impl Compiler<'_> {
             let lit = e.downcast_ref::<Literal>()?;
             scalar_text(lit.value())
         };
+        if let Some(list) = e.downcast_ref::<InListExpr>() {
+            let col = column(list.expr())?;
+            let values = list.list().iter().map(text).collect::<Option<Vec<_>>>()?;
+            return Some((
+                col,
+                Test::StrIn {
+                    values,
+                    negated: list.negated(),
+                },
+            ));
+        }
         if let Some(like) = e.downcast_ref::<LikeExpr>() {
             if like.case_insensitive() {
                 return None;
@@ -1122,11 +1261,50 @@ fn flag_source(
 pub(crate) fn selector_for(filters: &[Expr], reader: &TableReader) -> Result<Selector, String> {
     let mut products = Vec::new();
     for f in filters {
-        for conjunct in datafusion::logical_expr::utils::split_conjunction(f) {
-            products.extend(conjunct_products(conjunct, reader)?);
-        }
+        products.extend(cnf(f, reader)?);
     }
     Ok(Selector { products })
+}
+
+/// A condition as a product of sums of comparators (conjunctive normal form): ANDs joined,
+/// ORs distributed over them (an OR of ANDs, as Q19's, becomes the product of every choice of
+/// one term from each), up to 256 sums.
+fn cnf(expr: &Expr, reader: &TableReader) -> Result<Vec<Vec<Comparator>>, String> {
+    match expr {
+        Expr::BinaryExpr(BinaryExpr {
+            left,
+            op: SqlOp::And,
+            right,
+        }) => {
+            let mut a = cnf(left, reader)?;
+            a.extend(cnf(right, reader)?);
+            Ok(a)
+        }
+        Expr::BinaryExpr(BinaryExpr {
+            left,
+            op: SqlOp::Or,
+            right,
+        }) => {
+            let (a, b) = (cnf(left, reader)?, cnf(right, reader)?);
+            if a.len() * b.len() > 256 {
+                return Err(format!(
+                    "an OR of ANDs of over 256 sums of comparators ({} x {})",
+                    a.len(),
+                    b.len()
+                ));
+            }
+            let mut out = Vec::with_capacity(a.len() * b.len());
+            for x in &a {
+                for y in &b {
+                    let mut sum = x.clone();
+                    sum.extend(y.iter().cloned());
+                    out.push(sum);
+                }
+            }
+            Ok(out)
+        }
+        _ => conjunct_products(expr, reader),
+    }
 }
 
 fn conjunct_products(expr: &Expr, reader: &TableReader) -> Result<Vec<Vec<Comparator>>, String> {
@@ -1460,11 +1638,21 @@ impl ExecutionPlan for DeviceExec {
                 "DeviceExec has one partition, not {partition}"
             )));
         }
-        let stream = match (self.device.submit(&self.graph), &self.host) {
-            (Ok(s), _) => s,
-            // The device could not hold the build rows and sent nothing: the host runs the
-            // plan the device replaced, every partition of it, merged.
-            (Err(crate::error::Error::DeviceDeclined { .. }), Some(host)) => {
+        // The device declines before sending anything (builds or a page beyond its memory):
+        // the host runs the plan the device replaced, every partition of it, merged. Aggregates
+        // send their groups at the end, so the first item tells.
+        let declined =
+            |e: &crate::error::Error| matches!(e, crate::error::Error::DeviceDeclined { .. });
+        let first = match self.device.submit(&self.graph) {
+            Ok(mut s) => match s.next() {
+                Some(Err(e)) if declined(&e) && self.host.is_some() => Err(e),
+                first => Ok((first, s)),
+            },
+            Err(e) => Err(e),
+        };
+        let (first, stream) = match (first, &self.host) {
+            (Ok(started), _) => started,
+            (Err(e), Some(host)) if declined(&e) => {
                 let streams = (0..host.output_partitioning().partition_count())
                     .map(|p| host.execute(p, context.clone()))
                     .collect::<DfResult<Vec<_>>>()?;
@@ -1475,6 +1663,7 @@ impl ExecutionPlan for DeviceExec {
             }
             (Err(e), _) => return Err(DataFusionError::External(Box::new(e))),
         };
+        let stream = first.into_iter().chain(stream);
         let schema = self.schema.clone();
         let rows = stream.map(move |batch| {
             let batch = batch.map_err(|e| DataFusionError::External(Box::new(e)))?;
