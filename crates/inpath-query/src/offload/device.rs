@@ -167,14 +167,18 @@ impl LocalDevice {
         &self,
         task: &TableTask,
         built: &[Option<Arc<Built>>],
-        keys: &[usize],
-        method: super::graph::JoinMethod,
+        join: &super::graph::Join,
     ) -> Result<Built> {
+        let (keys, method) = (&join.build_keys, join.method);
+        let presence_only = join.kind != super::graph::JoinKind::Inner;
         let builds = join_builds(task, built)?;
         let held: u64 = built.iter().flatten().map(|b| b.bytes()).sum();
         let reader = self.reader(&task.table)?;
         let schema = Arc::new(Schema::empty());
-        let plan = Prepared::new(reader, task.clone(), schema, builds)?;
+        let mut plan = Prepared::new(reader, task.clone(), schema, builds)?;
+        // A semi or anti join needs each key once: lanes drop a row whose keys repeat the
+        // row before (a table in key order keeps one row per key).
+        plan.distinct = presence_only;
         let pages = plan.pruned_pages()?;
         let total = plan.reader.page_count() as u64;
         Counters::add(&self.counters.pages_skipped, total - pages.len() as u64);
@@ -255,7 +259,7 @@ impl LocalDevice {
                 rows,
             })
             .collect();
-        let b = Built::new(columns, places, keys, method)?;
+        let b = Built::new(columns, places, keys, method, presence_only)?;
         Counters::add(&self.counters.rows_kept, b.len() as u64);
         if b.bytes() > budget {
             return Err(Error::DeviceDeclined {
@@ -380,7 +384,7 @@ impl Device for LocalDevice {
                     ),
                 });
             };
-            let b = self.build(task, &built, &join.build_keys, join.method);
+            let b = self.build(task, &built, join);
             let b = match b {
                 Ok(b) => b,
                 Err(e) => {
@@ -392,7 +396,7 @@ impl Device for LocalDevice {
                 }
             };
             let counter = match b.method() {
-                "positional" => &self.counters.joins_positional,
+                "positional" | "bitmap" => &self.counters.joins_positional,
                 "merge" => &self.counters.joins_merge,
                 _ => &self.counters.joins_sort_merge,
             };
@@ -540,6 +544,9 @@ struct Prepared {
     keep_as: Vec<KeepAs>,
     /// The tables late kept columns are read from.
     origins: Vec<Origin>,
+    /// A build for a semi or anti join: rows repeating the previous row's kept values are
+    /// dropped.
+    distinct: bool,
 }
 
 /// How a build task keeps a column.
@@ -729,6 +736,7 @@ impl Prepared {
             key_identity,
             keep_as,
             origins,
+            distinct: false,
         })
     }
 
@@ -1513,6 +1521,7 @@ impl<'a> Lane<'a> {
             bytes += places.len() as u64 * 8;
             self.kept_places[o].extend(places);
         }
+        let mut columns: Vec<(usize, Vec<i64>)> = Vec::with_capacity(plan.keep_as.len());
         for (c, how) in plan.keep_as.iter().enumerate() {
             let KeepAs::Int(src) = *how else { continue };
             let values: Vec<i64> = match src {
@@ -1523,6 +1532,33 @@ impl<'a> Lane<'a> {
                     matched[join].iter().map(|&r| v[r as usize]).collect()
                 }
             };
+            columns.push((c, values));
+        }
+        if plan.distinct && plan.origins.is_empty() && !columns.is_empty() {
+            // Rows equal to the row before them (the last kept, across blocks) are dropped.
+            let n = columns[0].1.len();
+            let same_as = |i: usize, j: usize| columns.iter().all(|(_, v)| v[i] == v[j]);
+            let same_as_kept = |i: usize| {
+                columns
+                    .iter()
+                    .all(|(c, v)| self.kept_ints[*c].last() == Some(&v[i]))
+            };
+            let keep: Vec<usize> = (0..n)
+                .filter(|&i| {
+                    if i == 0 {
+                        !same_as_kept(0)
+                    } else {
+                        !same_as(i, i - 1)
+                    }
+                })
+                .collect();
+            if keep.len() < n {
+                for (_, v) in &mut columns {
+                    *v = keep.iter().map(|&i| v[i]).collect();
+                }
+            }
+        }
+        for (c, values) in columns {
             bytes += values.len() as u64 * 8;
             self.kept_ints[c].extend(values);
         }

@@ -81,6 +81,9 @@ pub(crate) fn take_rows(array: &ArrayRef, rows: &[u32]) -> Result<ArrayRef> {
 enum Index {
     /// Unique keys in a dense range: `slots[key - min]` is the row (`u32::MAX`: none).
     Positional { min: i64, slots: Vec<u32> },
+    /// Which keys are present, one bit each from `min` (semi and anti joins: no build row is
+    /// ever fetched).
+    Bitmap { min: i64, bits: Vec<u64> },
     /// Keys ascending, with the row each came from (`None`: the build was already sorted, row
     /// `i` is pair `i`).
     Sorted {
@@ -107,6 +110,7 @@ impl Built {
         places: Vec<Places>,
         key_columns: &[usize],
         method: JoinMethod,
+        presence_only: bool,
     ) -> Result<Built> {
         let bad = |detail: String| Error::Offload { detail };
         let rows = match columns.first() {
@@ -137,7 +141,16 @@ impl Built {
         if rows > u32::MAX as usize - 1 {
             return Err(bad(format!("a build of {rows} rows (at most 2^32 - 2)")));
         }
+        let bitmap = if presence_only && method == JoinMethod::Auto {
+            bitmap(keys)
+        } else {
+            None
+        };
         let index = match method {
+            _ if bitmap.is_some() => bitmap.unwrap_or(Index::Sorted {
+                keys: Vec::new(),
+                rows: None,
+            }),
             JoinMethod::Positional => positional(keys).ok_or_else(|| {
                 bad("positional join on keys that are not unique and dense".into())
             })?,
@@ -157,11 +170,12 @@ impl Built {
         self.rows
     }
 
-    /// The method the index uses: `positional`, `merge` (the build arrived sorted) or
-    /// `sort-merge` (radix-sorted here).
+    /// The method the index uses: `positional`, `bitmap` (positional presence), `merge` (the
+    /// build arrived sorted) or `sort-merge` (radix-sorted here).
     pub(crate) fn method(&self) -> &'static str {
         match &self.index {
             Index::Positional { .. } => "positional",
+            Index::Bitmap { .. } => "bitmap",
             Index::Sorted { rows: None, .. } => "merge",
             Index::Sorted { rows: Some(_), .. } => "sort-merge",
         }
@@ -171,6 +185,7 @@ impl Built {
     pub(crate) fn bytes(&self) -> u64 {
         let index = match &self.index {
             Index::Positional { slots, .. } => slots.len() * 4,
+            Index::Bitmap { bits, .. } => bits.len() * 8,
             Index::Sorted { keys, rows } => {
                 keys.len() * 8 + rows.as_ref().map_or(0, |r| r.len() * 4)
             }
@@ -224,6 +239,20 @@ impl Built {
                         }
                         JoinKind::Semi if hit => take.push(i as u32),
                         JoinKind::Anti if !hit => take.push(i as u32),
+                        _ => {}
+                    }
+                }
+            }
+            Index::Bitmap { min, bits } => {
+                for (i, &k) in keys.iter().enumerate() {
+                    let d = k.wrapping_sub(*min) as u64;
+                    let hit = d < bits.len() as u64 * 64
+                        && (bits[(d / 64) as usize] >> (d % 64)) & 1 == 1
+                        && packs.is_none_or(|p| p[i]);
+                    match kind {
+                        JoinKind::Semi if hit => take.push(i as u32),
+                        JoinKind::Anti if !hit => take.push(i as u32),
+                        // Inner joins never get a bitmap (they fetch build rows).
                         _ => {}
                     }
                 }
@@ -297,6 +326,25 @@ fn gallop(sorted: &[i64], from: usize, k: i64) -> usize {
     }
     let hi = (lo + step + 1).min(n);
     lo + sorted[lo..hi].partition_point(|&x| x < k)
+}
+
+/// A presence bitmap when the keys' range is at most 64 bits per key (8 bytes, what keeping
+/// the key itself would take).
+fn bitmap(keys: &[i64]) -> Option<Index> {
+    let (&first, rest) = keys.split_first()?;
+    let (min, max) = rest
+        .iter()
+        .fold((first, first), |(lo, hi), &k| (lo.min(k), hi.max(k)));
+    let range = (max as i128 - min as i128 + 1) as u128;
+    if range > 64 * keys.len() as u128 + 65_536 {
+        return None;
+    }
+    let mut bits = vec![0u64; (range as usize).div_ceil(64)];
+    for &k in keys {
+        let d = (k - min) as usize;
+        bits[d / 64] |= 1 << (d % 64);
+    }
+    Some(Index::Bitmap { min, bits })
 }
 
 /// A positional index when the keys are unique and fill at least a quarter of their range.
@@ -447,6 +495,7 @@ mod tests {
                 Vec::new(),
                 &[0],
                 JoinMethod::Auto,
+                false,
             )
             .unwrap();
             assert_eq!(built.method(), method);
@@ -455,12 +504,26 @@ mod tests {
                 Vec::new(),
                 &[0],
                 JoinMethod::Merge,
+                false,
             )
             .unwrap();
+            let present = Built::new(
+                vec![Kept::Int(build.clone())],
+                Vec::new(),
+                &[0],
+                JoinMethod::Auto,
+                true,
+            )
+            .unwrap();
+            assert_eq!(present.method(), "bitmap");
             for probe in &probes {
                 for kind in [JoinKind::Inner, JoinKind::Semi, JoinKind::Anti] {
                     let want = reference(build, probe, kind);
-                    for b in [&built, &merged] {
+                    let mut methods = vec![&built, &merged];
+                    if kind != JoinKind::Inner {
+                        methods.push(&present);
+                    }
+                    for b in methods {
                         let (take, rows) = b.probe(probe, None, kind);
                         let mut got: Vec<(u32, u32)> = if kind == JoinKind::Inner {
                             take.into_iter().zip(rows).collect()
@@ -478,6 +541,7 @@ mod tests {
             Vec::new(),
             &[0],
             JoinMethod::Positional,
+            false,
         );
         assert!(err.is_err());
     }
@@ -491,6 +555,7 @@ mod tests {
             Vec::new(),
             &[0, 1],
             JoinMethod::Auto,
+            false,
         )
         .unwrap();
         let (mut pa, mut pb) = (values(23, 300, 20), values(24, 300, 30));
@@ -526,6 +591,7 @@ mod tests {
             Vec::new(),
             &[0, 1],
             JoinMethod::Auto,
+            false,
         );
         assert!(matches!(wide, Err(Error::DeviceDeclined { .. })));
     }

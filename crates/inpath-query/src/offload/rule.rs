@@ -554,6 +554,20 @@ fn join_chain(j: &HashJoinExec) -> Result<Chain, String> {
     // follow the build's, their references to earlier tasks moved along.
     let mut tasks = build.tasks;
     let b = tasks.len() - 1;
+    // A semi or anti join reads nothing of the build rows but their keys.
+    let (build_columns_kept, bkey): (Vec<Col>, Vec<usize>) = if kind == JoinKind::Inner {
+        (build.columns.clone(), bkey)
+    } else {
+        (
+            bkey.iter().map(|&k| build.columns[k].clone()).collect(),
+            (0..bkey.len()).collect(),
+        )
+    };
+    let build = Chain {
+        tasks: Vec::new(),
+        columns: build_columns_kept,
+        filters: Vec::new(),
+    };
     tasks[b].keep = build.columns.iter().map(|c| c.src).collect();
     tasks[b].output = Output {
         fields: build
