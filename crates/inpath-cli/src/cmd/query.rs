@@ -41,13 +41,14 @@ enum QueryCommand {
 /// How a session offloads Table Tasks to the device (issue 14).
 #[derive(Args, Clone)]
 struct OffloadArgs {
-    /// Run what the device can (aggregates over one table's filtered, computed rows) beside
-    /// the pages, on the device's own lanes and memory; the host merges its partial results.
+    /// Run what the device can (aggregates over one table's or a join tree's filtered,
+    /// computed rows) beside the pages, on the device's own lanes and memory; the host merges
+    /// its partial results.
     #[arg(long)]
     offload: bool,
     /// The device's memory (such as 40MiB; default 40 MiB per TPC-H SF 1 of rows, at least
     /// 128 bytes per row of a page and 1 MiB per lane). A group-by that outgrows it hands
-    /// partial groups to the host early.
+    /// partial groups to the host early; joins whose build rows outgrow it run on the host.
     #[arg(long, value_parser = crate::common::parse_size, requires = "offload")]
     device_memory: Option<u64>,
     /// Device lanes (default: --threads).

@@ -1308,11 +1308,21 @@ impl<'a> Lane<'a> {
                     *last = (1u64 << (rows % 64)) - 1;
                 }
             }
+            // A comparator repeated across products (an OR of ANDs distributed) is evaluated
+            // once per page.
+            let mut seen: Vec<(&Comparator, Vec<u64>)> = Vec::new();
             for product in &plan.task.selector.products {
                 let mut any = vec![0u64; mask.len()];
                 for cmp in product {
-                    let w = comparator_or_columns(&arrays, cmp, &column_name(cmp.column))?;
-                    for (a, b) in any.iter_mut().zip(w) {
+                    let at = match seen.iter().position(|(c, _)| *c == cmp) {
+                        Some(at) => at,
+                        None => {
+                            let w = comparator_or_columns(&arrays, cmp, &column_name(cmp.column))?;
+                            seen.push((cmp, w));
+                            seen.len() - 1
+                        }
+                    };
+                    for (a, b) in any.iter_mut().zip(&seen[at].1) {
                         *a |= b;
                     }
                 }

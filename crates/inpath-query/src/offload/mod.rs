@@ -10,8 +10,9 @@
 //!   transformer programs.
 //!
 //! What is offloaded today: a Partial aggregate (with or without GROUP BY) over projections
-//! over one table's scan, with a filter that is a sum of products of comparators and
-//! arithmetic that is exact on scaled integers. Joins, sorts and top-k stay on the host; see
+//! over one table's scan or over a tree of inner, semi and anti equi-joins of scans, with
+//! filters that are sums of products of comparators, CASE, join conditions beyond the keys and
+//! arithmetic that is exact on scaled integers. Sorts and top-k stay on the host; see
 //! `docs/query.md` ("Offload").
 
 pub mod device;
