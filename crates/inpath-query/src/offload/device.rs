@@ -116,6 +116,9 @@ pub struct LocalDevice {
     lanes: usize,
     memory_budget: u64,
     counters: Arc<Counters>,
+    /// Graphs this device declined for memory (as JSON): declined again at once, before any
+    /// build runs, so a repeated query pays for the attempt only once.
+    declined: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
 }
 
 impl LocalDevice {
@@ -140,6 +143,7 @@ impl LocalDevice {
             lanes,
             memory_budget,
             counters: Arc::new(Counters::default()),
+            declined: Default::default(),
         })
     }
 
@@ -168,6 +172,7 @@ impl LocalDevice {
         task: &TableTask,
         built: &[Option<Arc<Built>>],
         join: &super::graph::Join,
+        reserve: u64,
     ) -> Result<Built> {
         let (keys, method) = (&join.build_keys, join.method);
         let presence_only = join.kind != super::graph::JoinKind::Inner;
@@ -183,7 +188,7 @@ impl LocalDevice {
         let total = plan.reader.page_count() as u64;
         Counters::add(&self.counters.pages_skipped, total - pages.len() as u64);
         let lanes = self.lanes.min(pages.len()).max(1);
-        let budget = self.memory_budget.saturating_sub(held);
+        let budget = self.memory_budget.saturating_sub(held + reserve);
         let lane_budget = budget / lanes as u64;
         let (per, extra) = (pages.len() / lanes, pages.len() % lanes);
         let mut runs = Vec::with_capacity(lanes);
@@ -265,12 +270,13 @@ impl LocalDevice {
             return Err(Error::DeviceDeclined {
                 detail: format!(
                     "the {} rows table {} keeps for a join take {} KiB; the device has {} KiB \
-                     left of {} KiB",
+                     left of {} KiB ({} KiB kept for the last task's pages)",
                     b.len(),
                     task.table,
                     b.bytes().div_ceil(1024),
                     budget >> 10,
-                    self.memory_budget >> 10
+                    self.memory_budget >> 10,
+                    reserve >> 10
                 ),
             });
         }
@@ -364,11 +370,46 @@ impl Device for LocalDevice {
             });
         }
         Counters::add(&self.counters.graphs, 1);
+        let text = graph.to_json();
+        let lock = |d: &std::sync::Mutex<std::collections::HashSet<String>>| {
+            d.lock().map(|g| g.contains(&text)).unwrap_or(false)
+        };
+        if lock(&self.declined) {
+            Counters::add(&self.counters.graphs_refused, 1);
+            return Err(Error::DeviceDeclined {
+                detail: "this graph outgrew the device's memory before".into(),
+            });
+        }
+        let remember = || {
+            if let Ok(mut d) = self.declined.lock() {
+                d.insert(text.clone());
+            }
+        };
         // Build tasks first, each on all lanes; their rows stay on the device, held against
         // its memory, until the graph's last task has run.
         let last = graph.tasks.len() - 1;
         let mut built: Vec<Option<Arc<Built>>> = vec![None; graph.tasks.len()];
         let mut held = 0u64;
+        // What the last task's lanes will need (a decoded page and a block of registers each),
+        // reserved before any build: builds that would leave less decline at once, not after
+        // every build has run.
+        let reserve = {
+            let task = &graph.tasks[last];
+            let rows = self.reader(&task.table)?.rows_per_page() as u64;
+            let mut columns = task.selector.columns();
+            columns.extend(task.transformer.columns());
+            columns.extend(task.flags.iter().map(|c| c.column));
+            columns.extend(task.joins.iter().flat_map(|j| {
+                j.probe_keys.iter().filter_map(|k| match k {
+                    Source::Column(c) => Some(*c),
+                    _ => None,
+                })
+            }));
+            columns.sort_unstable();
+            columns.dedup();
+            let registers = (task.transformer.ops.len() * BLOCK * 8) as u64;
+            self.lanes as u64 * (rows * 16 * columns.len() as u64 + registers)
+        };
         let cpu = inpath_core::thread_cpu_seconds();
         for (t, task) in graph.tasks[..last].iter().enumerate() {
             let uses: Vec<_> = graph.tasks[t + 1..]
@@ -384,13 +425,14 @@ impl Device for LocalDevice {
                     ),
                 });
             };
-            let b = self.build(task, &built, join);
+            let b = self.build(task, &built, join, reserve);
             let b = match b {
                 Ok(b) => b,
                 Err(e) => {
                     self.counters.release(held);
                     if matches!(e, Error::DeviceDeclined { .. }) {
                         Counters::add(&self.counters.graphs_refused, 1);
+                        remember();
                     }
                     return Err(e);
                 }
@@ -434,6 +476,7 @@ impl Device for LocalDevice {
 
         let lanes = self.lanes.min(pages.len()).max(1);
         let lane_budget = self.memory_budget.saturating_sub(held) / self.lanes as u64;
+        let shared_text = Arc::new(text.clone());
         let (tx, rx) = sync_channel(2 * lanes);
         let cancel = Arc::new(AtomicBool::new(false));
         let (per, extra) = (pages.len() / lanes, pages.len() % lanes);
@@ -448,6 +491,7 @@ impl Device for LocalDevice {
                 cancel.clone(),
                 self.counters.clone(),
             );
+            let (declined, text) = (self.declined.clone(), shared_text.clone());
             std::thread::Builder::new()
                 .name("inpath-device".into())
                 .spawn(move || {
@@ -461,6 +505,9 @@ impl Device for LocalDevice {
                     if let Err(e) = result {
                         if matches!(e, Error::DeviceDeclined { .. }) {
                             Counters::add(&counters.graphs_refused, 1);
+                            if let Ok(mut d) = declined.lock() {
+                                d.insert(text.as_ref().clone());
+                            }
                         }
                         let _ = tx.send(Err(e));
                     }
