@@ -15,7 +15,7 @@ use inpath_query::offload::{Device, LocalDevice, TaskGraph, GRAPH_VERSION};
 use inpath_query::sql::OffloadOptions;
 use inpath_query::tpch_queries::query;
 use inpath_query::{SqlSession, TableReader, TableWriter, WriteOptions};
-use inpath_seal::{Cipher, Compression, KeyRing, SealConfig};
+use inpath_seal::KeyRing;
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
 use std::path::Path;
@@ -94,14 +94,8 @@ fn all_22_offloaded(
 #[test]
 fn all_22_queries_answer_with_offload_and_q1_q6_run_on_the_device() {
     let dir = tempfile::tempdir().unwrap();
-    let plain = SealConfig {
-        compression: Compression::None,
-        cipher: Cipher::None,
-    };
-    let sealed = SealConfig {
-        compression: Compression::Lz4,
-        cipher: Cipher::Gcm,
-    };
+    let plain = plain();
+    let sealed = lz4_gcm();
     gen(&dir.path().join("plain"), 0.01, plain, 4096);
     gen(&dir.path().join("sealed"), 0.01, sealed, 8192);
     let classes = all_22_offloaded(
@@ -163,10 +157,7 @@ fn all_22_queries_answer_with_offload_and_q1_q6_run_on_the_device() {
 #[test]
 fn joins_on_the_device_equal_the_host_for_any_lanes_and_fall_back_when_builds_outgrow_memory() {
     let dir = tempfile::tempdir().unwrap();
-    let plain = SealConfig {
-        compression: Compression::None,
-        cipher: Cipher::None,
-    };
+    let plain = plain();
     gen(dir.path(), 0.01, plain, 4096);
     let off = SqlSession::open(dir.path(), &KeyRing::new(), 2).unwrap();
     // Inner joins with duplicate keys on the probe side (lineitem per order), a build that is

@@ -15,14 +15,8 @@ use std::sync::Arc;
 #[test]
 fn all_22_tpch_queries_equal_duckdb_on_plain_and_sealed_pages() {
     let dir = tempfile::tempdir().unwrap();
-    let plain = SealConfig {
-        compression: Compression::None,
-        cipher: Cipher::None,
-    };
-    let sealed = SealConfig {
-        compression: Compression::Lz4,
-        cipher: Cipher::Gcm,
-    };
+    let plain = plain();
+    let sealed = lz4_gcm();
     // Small pages so that zone maps prune and several partitions share each table.
     gen(&dir.path().join("plain"), 0.01, plain, 4096);
     gen(&dir.path().join("sealed"), 0.01, sealed, 8192);

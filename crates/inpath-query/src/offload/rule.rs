@@ -1368,18 +1368,10 @@ fn conjunct_products(expr: &Expr, reader: &TableReader) -> Result<Vec<Vec<Compar
     }
 }
 
-/// An OR of single comparators, as one product.
+/// One comparison, LIKE, IN or BETWEEN as one sum of comparators (ORs and ANDs around them are
+/// `cnf`'s).
 fn disjuncts(expr: &Expr, reader: &TableReader) -> Result<Vec<Comparator>, String> {
     match expr {
-        Expr::BinaryExpr(BinaryExpr {
-            left,
-            op: SqlOp::Or,
-            right,
-        }) => {
-            let mut v = disjuncts(left, reader)?;
-            v.extend(disjuncts(right, reader)?);
-            Ok(v)
-        }
         Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
             if matches!(left.as_ref(), Expr::Literal(..)) {
                 let swapped = op.swap().ok_or_else(|| format!("{expr}"))?;

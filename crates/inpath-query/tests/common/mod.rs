@@ -339,3 +339,19 @@ pub fn all_22(session: &inpath_query::SqlSession, sf: f64, what: &str) {
     }
     assert!(failures.is_empty(), "{what}:\n{}", failures.join("\n"));
 }
+
+/// Plain pages: no compression, no cipher.
+pub fn plain() -> SealConfig {
+    SealConfig {
+        compression: Compression::None,
+        cipher: Cipher::None,
+    }
+}
+
+/// Sealed pages: LZ4 heaps and AES-256-GCM records.
+pub fn lz4_gcm() -> SealConfig {
+    SealConfig {
+        compression: Compression::Lz4,
+        cipher: Cipher::Gcm,
+    }
+}
