@@ -1035,15 +1035,7 @@ impl Compiler<'_> {
         let b = when
             .downcast_ref::<PBinary>()
             .ok_or_else(|| format!("the condition {when}"))?;
-        let op = match b.op() {
-            SqlOp::Eq => CmpOp::Eq,
-            SqlOp::NotEq => CmpOp::Ne,
-            SqlOp::Lt => CmpOp::Lt,
-            SqlOp::LtEq => CmpOp::Le,
-            SqlOp::Gt => CmpOp::Gt,
-            SqlOp::GtEq => CmpOp::Ge,
-            other => return Err(format!("the condition operator {other}")),
-        };
+        let op = cmp_op(b.op()).ok_or_else(|| format!("the condition operator {}", b.op()))?;
         let lit = b
             .right()
             .downcast_ref::<Literal>()
@@ -1222,6 +1214,19 @@ impl Compiler<'_> {
             scale: self.scales[r],
         })
     }
+}
+
+/// A SQL comparison as the device's.
+fn cmp_op(op: &SqlOp) -> Option<CmpOp> {
+    Some(match op {
+        SqlOp::Eq => CmpOp::Eq,
+        SqlOp::NotEq => CmpOp::Ne,
+        SqlOp::Lt => CmpOp::Lt,
+        SqlOp::LtEq => CmpOp::Le,
+        SqlOp::Gt => CmpOp::Gt,
+        SqlOp::GtEq => CmpOp::Ge,
+        _ => return None,
+    })
 }
 
 /// A string constant's text (dictionary-typed constants included).
@@ -1459,15 +1464,7 @@ fn comparator(
 ) -> Result<Comparator, String> {
     let c = column_of(column, reader)?;
     let logical = reader.manifest().columns[c].logical;
-    let op = match op {
-        SqlOp::Eq => CmpOp::Eq,
-        SqlOp::NotEq => CmpOp::Ne,
-        SqlOp::Lt => CmpOp::Lt,
-        SqlOp::LtEq => CmpOp::Le,
-        SqlOp::Gt => CmpOp::Gt,
-        SqlOp::GtEq => CmpOp::Ge,
-        other => return Err(format!("the operator {other}")),
-    };
+    let op = cmp_op(&op).ok_or_else(|| format!("the operator {op}"))?;
     // Two columns of the table, of one type and scale: compared row by row.
     if let Ok(other) = column_of(literal, reader) {
         let numeric = matches!(
