@@ -3,8 +3,8 @@
 //! share of a query's work can be told apart from the device's.
 
 use super::graph::{
-    Agg, AggFunc, CmpOp, Comparator, GroupKey, MaskSource, Op, Operator, Selector, Source,
-    TableTask, TaskGraph, Test,
+    Agg, AggFunc, CmpOp, Comparator, GroupKey, MaskSource, Op, Operator, Source, TableTask,
+    TaskGraph, Test,
 };
 use super::join::{pack_keys, read_places, Built, Kept, Places};
 use crate::error::{Error, Result};
@@ -398,7 +398,7 @@ impl Device for LocalDevice {
             let rows = self.reader(&task.table)?.rows_per_page() as u64;
             let mut columns = task.selector.columns();
             columns.extend(task.transformer.columns());
-            columns.extend(task.flags.iter().map(|c| c.column));
+            columns.extend(task.flags.iter().flat_map(Comparator::columns));
             columns.extend(task.joins.iter().flat_map(|j| {
                 j.probe_keys.iter().filter_map(|k| match k {
                     Source::Column(c) => Some(*c),
@@ -660,10 +660,7 @@ impl Prepared {
             .flat_map(|j| j.probe_keys.iter().copied())
             .chain(task.keep.iter().copied());
         let mut program_columns: Vec<usize> = task.transformer.columns();
-        let flags = Selector {
-            products: vec![task.flags.clone()],
-        };
-        program_columns.extend(flags.columns());
+        program_columns.extend(task.flags.iter().flat_map(Comparator::columns));
         for src in sources {
             if let Source::Column(c) = src {
                 if c >= columns {

@@ -345,10 +345,7 @@ impl Selector {
             .products
             .iter()
             .flatten()
-            .flat_map(|c| match c.test {
-                Test::Columns { other, .. } => vec![c.column, other],
-                _ => vec![c.column],
-            })
+            .flat_map(Comparator::columns)
             .collect();
         c.sort_unstable();
         c.dedup();
@@ -363,6 +360,16 @@ pub struct Comparator {
     pub column: usize,
     /// The test.
     pub test: Test,
+}
+
+impl Comparator {
+    /// The table columns it reads (two for `Test::Columns`).
+    pub fn columns(&self) -> Vec<usize> {
+        match self.test {
+            Test::Columns { other, .. } => vec![self.column, other],
+            _ => vec![self.column],
+        }
+    }
 }
 
 /// A comparison operator.

@@ -891,13 +891,8 @@ impl Compiler<'_> {
         }
         let want = self.df_scale(expr, level)?;
         if let Some(lit) = expr.downcast_ref::<Literal>() {
-            let (v, s) = match lit.value() {
-                ScalarValue::Int64(Some(v)) => (*v as i128, 0),
-                ScalarValue::Int32(Some(v)) => (*v as i128, 0),
-                ScalarValue::Date32(Some(v)) => (*v as i128, 0),
-                ScalarValue::Decimal128(Some(v), _, s) => (*v, *s),
-                other => return Err(format!("the literal {other}")),
-            };
+            let (v, s) = scaled_literal(lit.value())
+                .ok_or_else(|| format!("the literal {}", lit.value()))?;
             let v = i64::try_from(v).map_err(|_| format!("the literal {v} beyond 64 bits"))?;
             let r = self.push(Op::Const { value: v }, s);
             return self.rescale(r, want);
@@ -1040,13 +1035,8 @@ impl Compiler<'_> {
             .right()
             .downcast_ref::<Literal>()
             .ok_or_else(|| format!("the condition {when}: not against a constant"))?;
-        let (v, ls) = match lit.value() {
-            ScalarValue::Int64(Some(v)) => (*v as i128, 0),
-            ScalarValue::Int32(Some(v)) => (*v as i128, 0),
-            ScalarValue::Date32(Some(v)) => (*v as i128, 0),
-            ScalarValue::Decimal128(Some(v), _, s) => (*v, *s),
-            other => return Err(format!("the condition constant {other}")),
-        };
+        let (v, ls) = scaled_literal(lit.value())
+            .ok_or_else(|| format!("the condition constant {}", lit.value()))?;
         let r = self.expr(b.left(), level)?;
         let s = self.scales[r].max(ls);
         let r = self.rescale(r, s)?;
@@ -1214,6 +1204,17 @@ impl Compiler<'_> {
             scale: self.scales[r],
         })
     }
+}
+
+/// An integer, date or decimal constant as (scaled integer, scale).
+fn scaled_literal(v: &ScalarValue) -> Option<(i128, i8)> {
+    Some(match v {
+        ScalarValue::Int64(Some(v)) => (*v as i128, 0),
+        ScalarValue::Int32(Some(v)) => (*v as i128, 0),
+        ScalarValue::Date32(Some(v)) => (*v as i128, 0),
+        ScalarValue::Decimal128(Some(v), _, s) => (*v, *s),
+        _ => return None,
+    })
 }
 
 /// A SQL comparison as the device's.
