@@ -643,3 +643,104 @@ pub struct Output {
     /// (name, type) per column.
     pub fields: Vec<(String, String)>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(table: &str, operator: Operator) -> TableTask {
+        TableTask {
+            table: table.into(),
+            mask: MaskSource::All,
+            selector: Selector::default(),
+            transformer: Program {
+                ops: vec![Op::Load { column: 0 }],
+            },
+            flags: Vec::new(),
+            joins: Vec::new(),
+            filter: None,
+            operator,
+            keep: Vec::new(),
+            output: Output {
+                fields: vec![("x".into(), "Int64".into())],
+            },
+        }
+    }
+
+    /// orders kept by key, lineitem joined with it and aggregated: valid; then each join
+    /// reference broken in turn is refused with a message naming it.
+    #[test]
+    fn join_references_are_checked() {
+        let mut build = task("orders", Operator::Nop);
+        build.keep = vec![Source::Column(0), Source::Column(4)];
+        let mut probe = task(
+            "lineitem",
+            Operator::Aggregate {
+                aggs: vec![Agg {
+                    func: AggFunc::Sum,
+                    arg: Some(1),
+                    scale: 0,
+                }],
+            },
+        );
+        probe.joins = vec![Join {
+            build: 0,
+            probe_keys: vec![Source::Column(0)],
+            build_keys: vec![0],
+            kind: JoinKind::Inner,
+            method: JoinMethod::Auto,
+        }];
+        probe.transformer.ops.push(Op::Fetch { join: 0, column: 1 });
+        let good = TaskGraph {
+            version: GRAPH_VERSION,
+            tasks: vec![build, probe],
+        };
+        good.check().unwrap();
+        let refused = |f: &dyn Fn(&mut TaskGraph), want: &str| {
+            let mut g = good.clone();
+            f(&mut g);
+            let e = g.check().unwrap_err().to_string();
+            assert!(e.contains(want), "{want}: {e}");
+        };
+        refused(&|g| g.tasks[1].joins[0].build = 1, "does not run before it");
+        refused(
+            &|g| {
+                g.tasks[0].operator = Operator::Aggregate {
+                    aggs: vec![Agg {
+                        func: AggFunc::CountAll,
+                        arg: None,
+                        scale: 0,
+                    }],
+                }
+            },
+            "build task 0 aggregates",
+        );
+        refused(
+            &|g| g.tasks[1].joins[0].build_keys = vec![5],
+            "build key 5 beyond",
+        );
+        refused(
+            &|g| g.tasks[1].joins[0].build_keys = vec![0, 1],
+            "1 probe keys and 2 build keys",
+        );
+        refused(
+            &|g| g.tasks[1].joins[0].probe_keys = vec![Source::Build { join: 0, column: 0 }],
+            "not before it",
+        );
+        refused(
+            &|g| g.tasks[1].transformer.ops[1] = Op::Fetch { join: 0, column: 7 },
+            "fetches column 7 of join 0",
+        );
+        refused(
+            &|g| g.tasks[1].joins[0].kind = JoinKind::Semi,
+            "not an inner join",
+        );
+        refused(
+            &|g| g.tasks[1].transformer.ops[1] = Op::Flag { flag: 0 },
+            "reads flag 0",
+        );
+        refused(&|g| g.tasks[1].filter = Some(9), "filters on register 9");
+        refused(&|g| g.tasks[0].keep.clear(), "keeps no column");
+        refused(&|g| g.tasks.truncate(1), "the last task is NOP");
+    }
+}
