@@ -83,3 +83,30 @@ def test_bad_input_raises_inpath_error_naming_the_problem(tpch, tmp_path):
         inpath.query.sql(tmp_path, "SELECT 1")
     with pytest.raises(inpath.InpathError, match="threads"):
         inpath.query.sql(base / "plain", "SELECT 1", threads=0)
+
+
+def test_offload_gives_the_same_tables_and_falls_back_on_a_small_device(tpch):
+    base, keys = tpch
+    queries = os.path.join(ROOT, "crates/inpath-query/tpch/queries")
+    for sub, ring in [("plain", None), ("sealed", key_dict(keys))]:
+        # Q1 (an aggregate), Q3 (joins and TOPK), Q10 (TOPK over customers' groups).
+        for n in (1, 3, 10):
+            text = open(os.path.join(queries, f"q{n:02}.sql")).read()
+            off = inpath.query.sql(base / sub, text, keys=ring, threads=2)
+            on = inpath.query.sql(base / sub, text, keys=ring, threads=2, offload=True)
+            assert on.column_names == off.column_names and on.num_rows == off.num_rows
+            for a, b in zip(on.to_pylist(), off.to_pylist()):
+                for name in off.column_names:
+                    if isinstance(b[name], float):
+                        # The device averages exact sums; the host adds doubles in its order.
+                        assert a[name] == pytest.approx(b[name], rel=1e-12), (sub, n, name)
+                    else:
+                        assert a[name] == b[name], (sub, n, name)
+    # Orders' rows outgrow a 300 KiB device: the host runs the plan, with the same answer.
+    text = open(os.path.join(queries, "q03.sql")).read()
+    small = inpath.query.sql(base / "plain", text, threads=2, offload=True, device_memory=300 << 10)
+    assert small.equals(inpath.query.sql(base / "plain", text, threads=2))
+    with pytest.raises(inpath.InpathError, match="offload=True"):
+        inpath.query.sql(base / "plain", "SELECT 1", device_memory=1 << 20)
+    with pytest.raises(inpath.InpathError, match="at least 1 byte"):
+        inpath.query.sql(base / "plain", "SELECT 1", offload=True, device_memory=0)

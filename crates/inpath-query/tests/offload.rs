@@ -181,6 +181,19 @@ fn joins_on_the_device_equal_the_host_for_any_lanes_and_fall_back_when_builds_ou
         "SELECT sum(l_extendedprice) AS s, count(*) AS n FROM lineitem JOIN orders ON \
          l_orderkey = o_orderkey JOIN (SELECT * FROM customer ORDER BY c_phone) c ON c_custkey = \
          o_custkey",
+        // TOPK over groups of build rows: the device groups by the orders rows it matched
+        // (finer than the SQL's customers), merges them by their values (late strings read
+        // back) and cuts.
+        "SELECT c_custkey, c_name, n_name, sum(l_extendedprice) AS s FROM customer, orders, \
+         lineitem, nation WHERE c_custkey = o_custkey AND l_orderkey = o_orderkey AND \
+         c_nationkey = n_nationkey GROUP BY c_custkey, c_name, n_name ORDER BY s DESC LIMIT 5",
+        // Groups of customers' segments and nations' names: one per customer row on the
+        // device, merged into the SQL's five segments and 25 nations before the cut.
+        "SELECT c_mktsegment, count(*) AS n FROM orders JOIN customer ON o_custkey = c_custkey \
+         GROUP BY c_mktsegment ORDER BY n DESC LIMIT 2",
+        "SELECT n_name, sum(o_totalprice) AS t FROM orders JOIN customer ON o_custkey = \
+         c_custkey JOIN nation ON c_nationkey = n_nationkey GROUP BY n_name ORDER BY t DESC \
+         LIMIT 3",
     ];
     for text in statements {
         let want = off.sql(text).unwrap();
@@ -203,6 +216,14 @@ fn joins_on_the_device_equal_the_host_for_any_lanes_and_fall_back_when_builds_ou
     on.sql(statements[2]).unwrap();
     let s = on.device_stats().unwrap();
     assert!(s.joins_positional >= 2 && s.rows_kept > 0, "{s:?}");
+    // The groups are cut to the top k (and their ties) once merged by value: orders rows to
+    // about 1,000 customers, customer rows to 5 segments and 25 nations.
+    for (text, least) in statements[6..].iter().zip([100, 3, 22]) {
+        on.reset_stats();
+        on.sql(text).unwrap();
+        let cut = on.device_stats().unwrap().groups_cut;
+        assert!(cut >= least, "{cut}: {text}");
+    }
 
     // Orders' keys kept for a join outgrow 200 KiB of device memory: the host runs the plan
     // the device replaced, with the same answer.
@@ -336,6 +357,66 @@ fn random_aggregates_equal_the_host_and_a_spilling_group_by_gives_the_reference_
     }
 }
 
+/// TOPK equals sort + limit, and SORT a sort: group-bys ordered and cut on the device against
+/// DataFusion over the same rows in memory, row for row in order, for any lanes, with ties on
+/// the keys the device orders by (every tied group is sent), and with a budget so small the
+/// groups spill (then the device cuts nothing).
+#[test]
+fn topk_equals_sort_and_limit_for_any_lanes_budget_and_ties() {
+    let dir = tempfile::tempdir().unwrap();
+    let (batch, _) = random_table(dir.path(), 20_000, 11);
+    let reference = datafusion::prelude::SessionContext::new();
+    reference
+        .register_table(
+            "t",
+            Arc::new(MemTable::try_new(batch.schema(), vec![vec![batch.clone()]]).unwrap()),
+        )
+        .unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let expect = |sql: &str| -> Vec<String> {
+        rows_text(
+            &runtime.block_on(async { reference.sql(sql).await.unwrap().collect().await.unwrap() }),
+        )
+    };
+    let statements = [
+        // Counts tie often: the ties with the tenth group are all sent, the host picks by name.
+        "SELECT name, count(*) AS n, sum(qty) AS q FROM t GROUP BY name ORDER BY n DESC, name \
+         LIMIT 10",
+        "SELECT qty, sum(price) AS s FROM t GROUP BY qty ORDER BY s, qty LIMIT 5",
+        "SELECT name, flag, max(price) AS m, min(day) AS d FROM t WHERE qty > 0 GROUP BY name, \
+         flag ORDER BY m DESC, d, name, flag LIMIT 25",
+        "SELECT day, sum(price * (1 - disc)) AS s FROM t GROUP BY day ORDER BY s DESC, day LIMIT 1",
+        // SORT: strings the device does not order by, and integers it does.
+        "SELECT flag, sum(price) AS s FROM t GROUP BY flag ORDER BY flag",
+        "SELECT qty, count(*) AS n FROM t GROUP BY qty ORDER BY qty DESC",
+    ];
+    for (memory, lanes) in [(None, Some(1)), (None, Some(3)), (Some(256 << 10), Some(1))] {
+        let on =
+            SqlSession::open_with(dir.path(), &KeyRing::new(), 2, offload(memory, lanes)).unwrap();
+        for sql in statements {
+            let explain = on.explain_offload(sql).unwrap();
+            assert_eq!(explain.class, "full", "{sql}: {:?}", explain.decisions);
+            assert!(
+                explain.plan.contains("TOPK") || explain.plan.contains("SORT by"),
+                "{sql}: {}",
+                explain.plan
+            );
+            let got = rows_text(&on.sql(sql).unwrap().batches);
+            assert_eq!(
+                got,
+                expect(sql),
+                "{sql}, memory {memory:?}, lanes {lanes:?}"
+            );
+        }
+        let s = on.device_stats().unwrap();
+        if memory.is_none() {
+            assert!(s.groups_cut > 1000, "{s:?}");
+        } else {
+            assert!(s.groups_spilled > 0, "{s:?}");
+        }
+    }
+}
+
 #[test]
 fn the_row_selector_equals_direct_evaluation() {
     let dir = tempfile::tempdir().unwrap();
@@ -454,6 +535,7 @@ fn the_row_selector_equals_direct_evaluation() {
             output: Output {
                 fields: vec![("n".into(), "Int64".into())],
             },
+            order: None,
         };
         let graph = TaskGraph::single(task);
         // The graph survives its JSON form.
@@ -503,6 +585,7 @@ fn bad_graphs_and_budgets_give_clear_errors() {
         output: Output {
             fields: vec![("s".into(), "Decimal128(25, 2)".into())],
         },
+        order: None,
     };
     let graph = TaskGraph::single(task.clone());
 
@@ -660,6 +743,7 @@ fn the_transformer_computes_exactly_with_select_scale_and_min_max() {
                 ("avg_sum".into(), "Float64".into()),
             ],
         },
+        order: None,
     };
     let (mut sum, mut min, mut max, mut count, mut total) =
         (0i128, i128::MAX, i128::MIN, 0u64, 0i128);
@@ -742,6 +826,7 @@ fn the_transformer_computes_exactly_with_select_scale_and_min_max() {
         output: Output {
             fields: vec![("s".into(), "Decimal128(38, 19)".into())],
         },
+        order: None,
     };
     let e = device
         .submit(&TaskGraph::single(overflow))

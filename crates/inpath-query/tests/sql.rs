@@ -78,14 +78,15 @@ fn all_22_tpch_queries_equal_duckdb_at_sf_0_1_on_ctr_pages() {
         })
         .sum();
     assert!(planned >= 16, "{planned}");
-    assert_eq!(s.graphs, planned as u64, "{s:?}");
+    // DataFusion's left-deep join order builds lineitem for Q7; those rows outgrow the
+    // device's memory, so it declines that graph and runs the alternate, which streams
+    // lineitem and keeps the smaller tables: every planned graph ran on the device.
+    assert!(s.graphs_refused >= 1, "{s:?}");
+    assert_eq!(s.graphs - s.graphs_refused, planned as u64, "{s:?}");
     assert!(
         s.joins_positional > 0 && s.joins_merge > 0 && s.joins_sort_merge > 0,
         "{s:?}"
     );
-    // DataFusion's left-deep join order builds lineitem for Q7 and Q9; where those rows
-    // outgrow the device's memory it declines and the host runs the plan (answers above).
-    assert!(s.graphs_refused <= 2, "{s:?}");
 }
 
 /// A table of random values with nulls, small pages, and the same rows in DataFusion's

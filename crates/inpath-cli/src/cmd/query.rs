@@ -406,7 +406,7 @@ fn open_session(
 
 fn device_line(s: &inpath_query::offload::DeviceStats) -> String {
     format!(
-        "device: {} graphs; pages {} read, {} skipped; {} read, {} sent to the host; {} rows selected; {:.3} s CPU; peak memory {}; {} groups spilled",
+        "device: {} graphs; pages {} read, {} skipped; {} read, {} sent to the host; {} rows selected; {:.3} s CPU; peak memory {}; {} groups spilled, {} cut by TOPK",
         s.graphs,
         thousands(s.pages_read),
         thousands(s.pages_skipped),
@@ -415,7 +415,8 @@ fn device_line(s: &inpath_query::offload::DeviceStats) -> String {
         thousands(s.rows_selected),
         s.cpu_seconds,
         bytes(s.peak_memory),
-        thousands(s.groups_spilled)
+        thousands(s.groups_spilled),
+        thousands(s.groups_cut)
     )
 }
 

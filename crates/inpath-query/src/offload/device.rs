@@ -3,8 +3,8 @@
 //! share of a query's work can be told apart from the device's.
 
 use super::graph::{
-    Agg, AggFunc, CmpOp, Comparator, GroupKey, MaskSource, Op, Operator, Source, TableTask,
-    TaskGraph, Test,
+    Agg, AggFunc, CmpOp, Comparator, GroupKey, MaskSource, Op, Operator, Order, SortKey, Source,
+    TableTask, TaskGraph, Test,
 };
 use super::join::{pack_keys, read_places, Built, Kept, Places};
 use crate::error::{Error, Result};
@@ -16,6 +16,7 @@ use arrow_array::{
     Int32Array, Int64Array, RecordBatch, StringArray, UInt64Array,
 };
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::row::{Row, RowConverter, SortField};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -73,6 +74,8 @@ pub struct DeviceStats {
     pub joins_sort_merge: u64,
     /// Graphs refused because their build rows outgrew the memory budget (the host ran them).
     pub graphs_refused: u64,
+    /// Groups TOPK left on the device (they could not be among the first k).
+    pub groups_cut: u64,
 }
 
 #[derive(Debug, Default)]
@@ -92,6 +95,7 @@ struct Counters {
     joins_merge: AtomicU64,
     joins_sort_merge: AtomicU64,
     graphs_refused: AtomicU64,
+    groups_cut: AtomicU64,
 }
 
 impl Counters {
@@ -264,7 +268,17 @@ impl LocalDevice {
                 rows,
             })
             .collect();
-        let b = Built::new(columns, places, keys, method, presence_only)?;
+        // The index gets what the kept rows leave of the budget.
+        let kept: u64 = columns
+            .iter()
+            .map(|c| match c {
+                Kept::Int(v) => v.len() as u64 * 8,
+                Kept::Late { .. } => 0,
+            })
+            .chain(places.iter().map(|p| p.rows.len() as u64 * 8))
+            .sum();
+        let room = budget.saturating_sub(kept);
+        let b = Built::within(columns, places, keys, method, presence_only, room)?;
         Counters::add(&self.counters.rows_kept, b.len() as u64);
         if b.bytes() > budget {
             return Err(Error::DeviceDeclined {
@@ -479,6 +493,27 @@ impl Device for LocalDevice {
         let shared_text = Arc::new(text.clone());
         let (tx, rx) = sync_channel(2 * lanes);
         let cancel = Arc::new(AtomicBool::new(false));
+        // SORT and TOPK: the lanes hand their group tables to a finisher, which merges them
+        // (the device's own final aggregate), orders them and sends what can be in the result.
+        let finisher = match plan.plan.task.order.clone() {
+            Some(order) => {
+                let (gtx, grx) = std::sync::mpsc::channel::<(Groups, bool)>();
+                let (plan, tx, counters) = (plan.clone(), tx.clone(), self.counters.clone());
+                std::thread::Builder::new()
+                    .name("inpath-device-sort".into())
+                    .spawn(move || {
+                        let cpu = inpath_core::thread_cpu_seconds();
+                        finish_groups(&plan.plan, &order, grx, lanes, &counters, &tx);
+                        let used = (inpath_core::thread_cpu_seconds() - cpu).max(0.0);
+                        Counters::add(&counters.cpu_micros, (used * 1e6) as u64);
+                    })
+                    .map_err(|e| Error::Offload {
+                        detail: format!("cannot start the device's sorter: {e}"),
+                    })?;
+                Some(gtx)
+            }
+            None => None,
+        };
         let (per, extra) = (pages.len() / lanes, pages.len() % lanes);
         let mut start = 0;
         for k in 0..lanes {
@@ -492,6 +527,7 @@ impl Device for LocalDevice {
                 self.counters.clone(),
             );
             let (declined, text) = (self.declined.clone(), shared_text.clone());
+            let finisher = finisher.clone();
             std::thread::Builder::new()
                 .name("inpath-device".into())
                 .spawn(move || {
@@ -501,6 +537,10 @@ impl Device for LocalDevice {
                         Counters::add(&counters.bytes_sent, batch.get_array_memory_size() as u64);
                         tx.send(Ok(batch)).is_ok()
                     });
+                    if let (Ok(()), Some(finisher)) = (&result, finisher) {
+                        let groups = std::mem::replace(&mut lane.groups, Groups::new(0, 0));
+                        let _ = finisher.send((groups, lane.spilled));
+                    }
                     lane.release();
                     if let Err(e) = result {
                         if matches!(e, Error::DeviceDeclined { .. }) {
@@ -539,6 +579,7 @@ impl Device for LocalDevice {
             joins_merge: get(&c.joins_merge),
             joins_sort_merge: get(&c.joins_sort_merge),
             graphs_refused: get(&c.graphs_refused),
+            groups_cut: get(&c.groups_cut),
         }
     }
 
@@ -562,11 +603,64 @@ impl Device for LocalDevice {
             &c.joins_merge,
             &c.joins_sort_merge,
             &c.graphs_refused,
+            &c.groups_cut,
         ] {
             a.store(0, Ordering::Relaxed);
         }
         c.peak_memory
             .store(c.memory.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+}
+
+/// The finisher of a sorted task: takes every lane's group table, merges them, orders them
+/// (SORT, TOPK) and sends the batch. A lane that failed has sent its error instead; then
+/// nothing is sent here.
+fn finish_groups(
+    plan: &Prepared,
+    order: &Order,
+    tables: Receiver<(Groups, bool)>,
+    lanes: usize,
+    counters: &Counters,
+    tx: &std::sync::mpsc::SyncSender<Result<RecordBatch>>,
+) {
+    let mut merged: Option<Groups> = None;
+    let (mut spilled, mut received, mut held) = (false, 0, 0u64);
+    for (groups, lane_spilled) in tables.iter() {
+        received += 1;
+        spilled |= lane_spilled;
+        counters.hold(groups.bytes());
+        held += groups.bytes();
+        merged = Some(match merged {
+            None => groups,
+            Some(mut m) => {
+                m.absorb(groups, plan.aggs());
+                m
+            }
+        });
+        if received == lanes {
+            break;
+        }
+    }
+    let batch = match merged {
+        Some(groups) if received == lanes => {
+            let empty_groupby = !plan.keys().is_empty() && groups.len == 0;
+            let all = groups.len;
+            match plan.order_groups(groups, order, spilled) {
+                Ok(ordered) => {
+                    Counters::add(&counters.groups_cut, (all - ordered.len) as u64);
+                    (!empty_groupby).then(|| plan.emit_groups(&ordered))
+                }
+                Err(e) => Some(Err(e)),
+            }
+        }
+        _ => None,
+    };
+    counters.release(held);
+    if let Some(batch) = batch {
+        if let Ok(b) = &batch {
+            Counters::add(&counters.bytes_sent, b.get_array_memory_size() as u64);
+        }
+        let _ = tx.send(batch);
     }
 }
 
@@ -1133,6 +1227,8 @@ struct Lane<'a> {
     kept_bytes: u64,
     /// The task's flags over the page being read, as mask words.
     flag_words: Vec<Vec<u64>>,
+    /// Whether the lane has sent partial groups to the host early.
+    spilled: bool,
 }
 
 /// The group table of AGGREGATE (one group) or AGGREGATE_GROUPBY.
@@ -1202,6 +1298,77 @@ impl Groups {
         self.packed.clear();
         self.len = 0;
     }
+
+    /// Folds another lane's table of the same task into this one, group by group: the
+    /// device's own final aggregate. Afterwards the table is only emitted (its lookups are
+    /// dropped, not kept up to date).
+    fn absorb(&mut self, other: Groups, aggs: &[Agg]) {
+        self.dense = None;
+        self.packed.clear();
+        let key_of = |g: &Groups, i: usize| -> Box<[i64]> { g.keys.iter().map(|c| c[i]).collect() };
+        let mut at: HashMap<Box<[i64]>, u32> = HashMap::with_capacity(self.len + other.len);
+        for i in 0..self.len {
+            at.insert(key_of(self, i), i as u32);
+        }
+        self.sparse.clear();
+        for i in 0..other.len {
+            let key = key_of(&other, i);
+            let t = match at.get(&key) {
+                Some(&t) => t as usize,
+                None => {
+                    let t = self.push_group(&key);
+                    at.insert(key, t);
+                    t as usize
+                }
+            };
+            for (a, agg) in aggs.iter().enumerate() {
+                let (count, value) = (other.count[a][i], other.acc[a][i]);
+                merge_state(
+                    agg.func,
+                    (&mut self.count[a][t], &mut self.acc[a][t]),
+                    (count, value),
+                );
+            }
+        }
+        for (d, theirs) in self.dictionaries.iter_mut().zip(other.dictionaries) {
+            if d.is_none() {
+                *d = theirs;
+            }
+        }
+    }
+
+    /// The groups at `picks`, in that order.
+    fn subset(&self, picks: &[u32]) -> Groups {
+        let gather = |v: &Vec<i64>| picks.iter().map(|&g| v[g as usize]).collect::<Vec<_>>();
+        Groups {
+            keys: self.keys.iter().map(gather).collect(),
+            dictionaries: self.dictionaries.clone(),
+            dense: None,
+            sparse: HashMap::new(),
+            packed: HashMap::default(),
+            acc: self
+                .acc
+                .iter()
+                .map(|v| picks.iter().map(|&g| v[g as usize]).collect())
+                .collect(),
+            count: self.count.iter().map(gather).collect(),
+            len: picks.len(),
+        }
+    }
+}
+
+/// Folds one group's state of an aggregate (`count` rows, `value`) into another's.
+fn merge_state(func: AggFunc, (c, v): (&mut i64, &mut i128), (count, value): (i64, i128)) {
+    match func {
+        AggFunc::Min | AggFunc::Max => {
+            let max = func == AggFunc::Max;
+            if count > 0 && (*c == 0 || (max && value > *v) || (!max && value < *v)) {
+                *v = value;
+            }
+        }
+        _ => *v += value,
+    }
+    *c += count;
 }
 
 /// A multiplicative hash for one or two packed 64-bit group keys: keys are ours (column values), not an
@@ -1251,6 +1418,7 @@ impl<'a> Lane<'a> {
             kept_places: vec![Vec::new(); plan.origins.len()],
             kept_bytes: 0,
             flag_words: Vec::new(),
+            spilled: false,
         }
     }
 
@@ -1299,6 +1467,7 @@ impl<'a> Lane<'a> {
                 && worst + self.groups.bytes() > self.budget
             {
                 Counters::add(&self.counters.groups_spilled, self.groups.len as u64);
+                self.spilled = true;
                 let batch = self.emit_groups()?;
                 self.groups.clear();
                 self.account_groups();
@@ -1308,8 +1477,9 @@ impl<'a> Lane<'a> {
             }
             last_page = last_page.max(self.page(page)?);
         }
-        if self.plan.task.operator == Operator::Nop {
-            // A build task's rows stay in the lane for the device to collect.
+        if self.plan.task.operator == Operator::Nop || self.plan.task.order.is_some() {
+            // A build task's rows stay in the lane for the device to collect; so do groups
+            // to be sorted, for the device to merge across lanes first.
         } else if self.plan.keys().is_empty() || self.groups.len > 0 {
             let batch = self.emit_groups()?;
             emit(batch);
@@ -1960,73 +2130,274 @@ impl<'a> Lane<'a> {
 
     /// The group table as a batch of the task's output schema.
     fn emit_groups(&self) -> Result<RecordBatch> {
-        let g = &self.groups;
-        let schema = &self.plan.schema;
-        let aggs = self.plan.aggs();
-        let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
+        self.plan.emit_groups(&self.groups)
+    }
+}
+
+impl Prepared {
+    /// Whether every group of the table is a group of the SQL, not a part of one: each build
+    /// row the groups are told apart by is named by unique build keys that are among the
+    /// group keys, or is found from such a row through unique keys (customer's row names its
+    /// nation's). Then lanes' tables merged give every group whole, and TOPK may cut.
+    fn groups_exact(&self) -> bool {
+        let keys = self.keys();
+        let mut exact: Vec<bool> = self
+            .identities
+            .iter()
+            .map(|id| match *id {
+                Identity::Dictionary(_) | Identity::Register(_) => true,
+                Identity::BuildRow(j) => {
+                    let join = &self.task.joins[j];
+                    self.builds[j].unique_keys()
+                        && join.build_keys.iter().all(|&bk| {
+                            keys.contains(&GroupKey::Build {
+                                join: j,
+                                column: bk,
+                            })
+                        })
+                }
+            })
+            .collect();
+        // Rows found through another exact row's columns, to a fixpoint.
+        loop {
+            let mut changed = false;
+            for (i, id) in self.identities.iter().enumerate() {
+                let Identity::BuildRow(j) = *id else { continue };
+                if exact[i] || !self.builds[j].unique_keys() {
+                    continue;
+                }
+                let through_exact = self.task.joins[j].probe_keys.iter().all(|k| match *k {
+                    Source::Build { join, .. } => self
+                        .identities
+                        .iter()
+                        .position(|&x| x == Identity::BuildRow(join))
+                        .is_some_and(|p| exact[p]),
+                    _ => false,
+                });
+                if through_exact {
+                    exact[i] = true;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        exact.iter().all(|&e| e)
+    }
+
+    /// An output column's values per group as exact integers ordered as the emitted values
+    /// are (a null where the emitted value is null), or none for columns the device does not
+    /// order by (strings, averages, sums emitted as floats).
+    fn sort_values(&self, g: &Groups, column: usize) -> Option<Vec<Option<i128>>> {
+        let ty = self.schema.fields().get(column)?.data_type();
+        match *self.emit.get(column)? {
+            Emit::Key(k) => {
+                let values = &g.keys[self.key_identity[k]];
+                match self.keys()[k] {
+                    GroupKey::Register(_) => {
+                        Some(values.iter().map(|&v| Some(v as i128)).collect())
+                    }
+                    GroupKey::Build { join, column } => match &self.builds[join].columns[column] {
+                        Kept::Int(v) => Some(
+                            values
+                                .iter()
+                                .map(|&r| Some(v[r as usize] as i128))
+                                .collect(),
+                        ),
+                        Kept::Late { .. } => None,
+                    },
+                    GroupKey::Dictionary { .. } => None,
+                }
+            }
+            Emit::State(a, _) => {
+                let agg = &self.aggs()[a];
+                let (acc, count) = (&g.acc[a], &g.count[a]);
+                match agg.func {
+                    AggFunc::Count | AggFunc::CountAll => {
+                        Some(count.iter().map(|&c| Some(c as i128)).collect())
+                    }
+                    AggFunc::Sum if *ty != DataType::Float64 => Some(
+                        (0..g.len)
+                            .map(|i| (count[i] > 0).then_some(acc[i]))
+                            .collect(),
+                    ),
+                    AggFunc::Min | AggFunc::Max => Some(
+                        (0..g.len)
+                            .map(|i| (count[i] > 0).then_some(acc[i]))
+                            .collect(),
+                    ),
+                    _ => None,
+                }
+            }
+        }
+    }
+
+    /// SORT and TOPK over the lanes' merged table: the groups ordered by the leading sort
+    /// keys the device can order by, and with a limit (when the groups are exact and none
+    /// went to the host early) only those that can be among the first `limit`: every group
+    /// tied with the last one on those keys stays, for the host's sort to decide.
+    fn order_groups(&self, g: Groups, order: &Order, spilled: bool) -> Result<Groups> {
+        // With a limit, only whole groups may be cut: those told apart by build rows are
+        // merged by their values first (none may have gone to the host early).
+        let cut = order.limit.is_some_and(|k| k < g.len) && !spilled;
+        let g = if cut && !self.groups_exact() {
+            self.regroup(g)?
+        } else {
+            g
+        };
+        let values: Vec<(Vec<Option<i128>>, SortKey)> = order
+            .keys
+            .iter()
+            .map_while(|k| self.sort_values(&g, k.column).map(|v| (v, *k)))
+            .collect();
+        if values.is_empty() {
+            return Ok(g);
+        }
+        let cmp = |a: &u32, b: &u32| -> std::cmp::Ordering {
+            for (v, key) in &values {
+                let (x, y) = (v[*a as usize], v[*b as usize]);
+                let o = match (x, y) {
+                    (None, None) => std::cmp::Ordering::Equal,
+                    (None, Some(_)) if key.nulls_first => std::cmp::Ordering::Less,
+                    (None, Some(_)) => std::cmp::Ordering::Greater,
+                    (Some(_), None) if key.nulls_first => std::cmp::Ordering::Greater,
+                    (Some(_), None) => std::cmp::Ordering::Less,
+                    (Some(x), Some(y)) if key.descending => y.cmp(&x),
+                    (Some(x), Some(y)) => x.cmp(&y),
+                };
+                if o.is_ne() {
+                    return o;
+                }
+            }
+            std::cmp::Ordering::Equal
+        };
+        let mut picks: Vec<u32> = (0..g.len as u32).collect();
+        match order.limit {
+            Some(k) if k < g.len && cut => {
+                picks.select_nth_unstable_by(k - 1, cmp);
+                let last = picks[k - 1];
+                picks.retain(|p| cmp(p, &last).is_le());
+            }
+            _ => {}
+        }
+        picks.sort_by(cmp);
+        Ok(g.subset(&picks))
+    }
+
+    /// Group key `k`'s values per group, as the output column `field` holds them.
+    fn key_array(&self, g: &Groups, k: usize, field: &Field) -> Result<ArrayRef> {
         let bad = |detail: String| Error::Offload { detail };
-        for (field, emit) in schema.fields().iter().zip(&self.plan.emit) {
-            let ty = field.data_type();
-            let array: ArrayRef = match *emit {
-                Emit::Key(k) => {
-                    let id = self.plan.key_identity[k];
-                    let values = &g.keys[id];
-                    match (&self.plan.keys()[k], ty) {
-                        (GroupKey::Dictionary { .. }, DataType::Dictionary(..)) => {
-                            let dict = g.dictionaries[id]
-                                .clone()
-                                .ok_or_else(|| bad("a dictionary key with no dictionary".into()))?;
-                            let codes =
-                                Int32Array::from_iter_values(values.iter().map(|&c| c as i32));
-                            Arc::new(
-                                DictionaryArray::<Int32Type>::try_new(codes, dict)
-                                    .map_err(|e| bad(format!("group key {}: {e}", field.name())))?,
-                            )
-                        }
-                        (GroupKey::Dictionary { .. }, _) => {
-                            let dict = g.dictionaries[id]
-                                .clone()
-                                .ok_or_else(|| bad("a dictionary key with no dictionary".into()))?;
-                            let codes =
-                                Int32Array::from_iter_values(values.iter().map(|&c| c as i32));
-                            let taken = arrow_select_take(&dict, &codes)?;
-                            if taken.data_type() != ty {
-                                return Err(bad(format!(
-                                    "group key {} is {}, declared {ty}",
-                                    field.name(),
-                                    taken.data_type()
-                                )));
-                            }
+        let ty = field.data_type();
+        let id = self.key_identity[k];
+        let values = &g.keys[id];
+        Ok(match (&self.keys()[k], ty) {
+            (GroupKey::Dictionary { .. }, DataType::Dictionary(..)) => {
+                let dict = g.dictionaries[id]
+                    .clone()
+                    .ok_or_else(|| bad("a dictionary key with no dictionary".into()))?;
+                let codes = Int32Array::from_iter_values(values.iter().map(|&c| c as i32));
+                Arc::new(
+                    DictionaryArray::<Int32Type>::try_new(codes, dict)
+                        .map_err(|e| bad(format!("group key {}: {e}", field.name())))?,
+                )
+            }
+            (GroupKey::Dictionary { .. }, _) => {
+                let dict = g.dictionaries[id]
+                    .clone()
+                    .ok_or_else(|| bad("a dictionary key with no dictionary".into()))?;
+                let codes = Int32Array::from_iter_values(values.iter().map(|&c| c as i32));
+                let taken = arrow_select_take(&dict, &codes)?;
+                if taken.data_type() != ty {
+                    return Err(bad(format!(
+                        "group key {} is {}, declared {ty}",
+                        field.name(),
+                        taken.data_type()
+                    )));
+                }
+                taken
+            }
+            (GroupKey::Register(_), _) => {
+                int_array(values.iter().map(|&v| Some(v as i128)), ty, field.name())?
+            }
+            (GroupKey::Build { join, column }, _) => {
+                let rows: Vec<u32> = values.iter().map(|&r| r as u32).collect();
+                match &self.builds[*join].columns[*column] {
+                    Kept::Int(v) => int_array(
+                        rows.iter().map(|&r| Some(v[r as usize] as i128)),
+                        ty,
+                        field.name(),
+                    )?,
+                    &Kept::Late { column, places } => {
+                        let p = &self.builds[*join].places[places];
+                        let at: Vec<u64> = rows.iter().map(|&r| p.rows[r as usize]).collect();
+                        let taken = read_places(&p.reader, column, &at)?;
+                        if taken.data_type() == ty {
                             taken
-                        }
-                        (GroupKey::Register(_), _) => {
-                            int_array(values.iter().map(|&v| Some(v as i128)), ty, field.name())?
-                        }
-                        (GroupKey::Build { join, column }, _) => {
-                            let rows: Vec<u32> = values.iter().map(|&r| r as u32).collect();
-                            match &self.plan.builds[*join].columns[*column] {
-                                Kept::Int(v) => int_array(
-                                    rows.iter().map(|&r| Some(v[r as usize] as i128)),
-                                    ty,
-                                    field.name(),
-                                )?,
-                                &Kept::Late { column, places } => {
-                                    let p = &self.plan.builds[*join].places[places];
-                                    let at: Vec<u64> =
-                                        rows.iter().map(|&r| p.rows[r as usize]).collect();
-                                    let taken = read_places(&p.reader, column, &at)?;
-                                    if taken.data_type() == ty {
-                                        taken
-                                    } else {
-                                        datafusion::arrow::compute::cast(&taken, ty).map_err(
-                                            |e| bad(format!("group key {}: {e}", field.name())),
-                                        )?
-                                    }
-                                }
-                            }
+                        } else {
+                            datafusion::arrow::compute::cast(&taken, ty)
+                                .map_err(|e| bad(format!("group key {}: {e}", field.name())))?
                         }
                     }
                 }
+            }
+        })
+    }
+
+    /// The table with groups that differ only in the build rows they were told apart by
+    /// merged: one group per distinct tuple of key values, as the host's aggregate sees them
+    /// (late strings read back). Then every group is a whole group of the SQL.
+    fn regroup(&self, g: Groups) -> Result<Groups> {
+        let bad = |e: datafusion::arrow::error::ArrowError| Error::Offload {
+            detail: format!("regrouping the device's groups: {e}"),
+        };
+        let fields = self.schema.fields();
+        let keys: Vec<ArrayRef> = (0..self.keys().len())
+            .map(|k| self.key_array(&g, k, &fields[k]))
+            .collect::<Result<_>>()?;
+        let converter = RowConverter::new(
+            keys.iter()
+                .map(|a| SortField::new(a.data_type().clone()))
+                .collect(),
+        )
+        .map_err(bad)?;
+        let rows = converter.convert_columns(&keys).map_err(bad)?;
+        let mut g = g;
+        let mut first: HashMap<Row<'_>, u32> = HashMap::with_capacity(g.len);
+        let mut picks: Vec<u32> = Vec::new();
+        for i in 0..g.len {
+            match first.entry(rows.row(i)) {
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(i as u32);
+                    picks.push(i as u32);
+                }
+                std::collections::hash_map::Entry::Occupied(e) => {
+                    let t = *e.get() as usize;
+                    for (a, agg) in self.aggs().iter().enumerate() {
+                        let (count, value) = (g.count[a][i], g.acc[a][i]);
+                        let (c, v) = (&mut g.count[a], &mut g.acc[a]);
+                        merge_state(agg.func, (&mut c[t], &mut v[t]), (count, value));
+                    }
+                }
+            }
+        }
+        Ok(if picks.len() == g.len {
+            g
+        } else {
+            g.subset(&picks)
+        })
+    }
+
+    /// A group table as a batch of the task's output schema.
+    fn emit_groups(&self, g: &Groups) -> Result<RecordBatch> {
+        let schema = &self.schema;
+        let aggs = self.aggs();
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
+        let bad = |detail: String| Error::Offload { detail };
+        for (field, emit) in schema.fields().iter().zip(&self.emit) {
+            let ty = field.data_type();
+            let array: ArrayRef = match *emit {
+                Emit::Key(k) => self.key_array(g, k, field)?,
                 Emit::State(a, f) => {
                     let agg = &aggs[a];
                     let (acc, count) = (&g.acc[a], &g.count[a]);

@@ -12,8 +12,9 @@ use serde::{Deserialize, Serialize};
 
 /// The graph format this build writes and the newest it reads.
 /// Version 2 added joins (`Join`, `Op::Fetch`, `GroupKey::Build`) and the build tasks'
-/// `keep` lists; a version 1 graph reads unchanged.
-pub const GRAPH_VERSION: u32 = 2;
+/// `keep` lists; version 3 added SORT and TOPK (`TableTask::order`). Older graphs read
+/// unchanged.
+pub const GRAPH_VERSION: u32 = 3;
 
 /// A Table Task graph.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -200,6 +201,28 @@ impl TaskGraph {
             if task.output.fields.is_empty() {
                 return Err(bad(format!("task {t} outputs no column")));
             }
+            if let Some(order) = &task.order {
+                if t + 1 != self.tasks.len() || task.operator == Operator::Nop {
+                    return Err(bad(format!(
+                        "task {t} sorts: only the last task's aggregate is sorted"
+                    )));
+                }
+                if order.keys.is_empty() || order.limit == Some(0) {
+                    return Err(bad(format!(
+                        "task {t} sorts by {} keys with limit {:?} (at least one key, a limit \
+                         of at least 1)",
+                        order.keys.len(),
+                        order.limit
+                    )));
+                }
+                let width = task.output.fields.len();
+                if let Some(k) = order.keys.iter().find(|k| k.column >= width) {
+                    return Err(bad(format!(
+                        "task {t} sorts by output column {} of its {width}",
+                        k.column
+                    )));
+                }
+            }
         }
         Ok(())
     }
@@ -252,6 +275,33 @@ pub struct TableTask {
     pub keep: Vec<Source>,
     /// What the task emits (to the host, or for a build task, to later tasks).
     pub output: Output,
+    /// The last task only: its groups merged across the device's lanes, then sorted (SORT)
+    /// and cut to the first `limit` (TOPK) before they go to the host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<Order>,
+}
+
+/// SORT (no limit) or TOPK (a limit) over the last task's output rows. The host still sorts
+/// and limits what it receives: the device sends every row that can be among the first
+/// `limit` (rows tied with the last one included), in order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Order {
+    /// The sort keys, most significant first.
+    pub keys: Vec<SortKey>,
+    /// TOPK's k; none for a whole SORT.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+}
+
+/// One sort key: an output column of the task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SortKey {
+    /// The output column.
+    pub column: usize,
+    /// Largest first.
+    pub descending: bool,
+    /// Nulls before every value.
+    pub nulls_first: bool,
 }
 
 /// A value of a task's rows: its own table's column, or a column of the build rows a join
@@ -664,6 +714,7 @@ mod tests {
             output: Output {
                 fields: vec![("x".into(), "Int64".into())],
             },
+            order: None,
         }
     }
 

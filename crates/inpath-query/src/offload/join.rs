@@ -104,17 +104,41 @@ pub(crate) struct Built {
     pub(crate) places: Vec<Places>,
     index: Index,
     rows: usize,
+    /// No two rows share a key: a probe row matches at most one build row.
+    unique: bool,
 }
 
 impl Built {
     /// Indexes `columns` by the integer column `key`, choosing the method from the data when
     /// `method` is `Auto`.
+    #[cfg(test)]
     pub(crate) fn new(
         columns: Vec<Kept>,
         places: Vec<Places>,
         key_columns: &[usize],
         method: JoinMethod,
         presence_only: bool,
+    ) -> Result<Built> {
+        Built::within(
+            columns,
+            places,
+            key_columns,
+            method,
+            presence_only,
+            u64::MAX,
+        )
+    }
+
+    /// As [`Built::new`], with `room` bytes for the index: `Auto` takes a positional index
+    /// only where its slots fit in it (sorted pairs take less where keys fill under a third of
+    /// their range: orders' keys at a quarter).
+    pub(crate) fn within(
+        columns: Vec<Kept>,
+        places: Vec<Places>,
+        key_columns: &[usize],
+        method: JoinMethod,
+        presence_only: bool,
+        room: u64,
     ) -> Result<Built> {
         let bad = |detail: String| Error::Offload { detail };
         let rows = match columns.first() {
@@ -141,38 +165,48 @@ impl Built {
                 detail: "two-column join keys beyond 32 bits each".into(),
             });
         }
-        let keys = &keys;
         if rows > u32::MAX as usize - 1 {
             return Err(bad(format!("a build of {rows} rows (at most 2^32 - 2)")));
         }
         let bitmap = if presence_only && method == JoinMethod::Auto {
-            bitmap(keys)
+            bitmap(&keys)
         } else {
             None
         };
-        let index = match method {
-            _ if bitmap.is_some() => bitmap.unwrap_or(Index::Sorted {
-                keys: Vec::new(),
-                rows: None,
-                present: None,
-            }),
-            JoinMethod::Positional => positional(keys).ok_or_else(|| {
+        let index = match (method, bitmap) {
+            (_, Some(bitmap)) => bitmap,
+            (JoinMethod::Positional, None) => positional(&keys, u64::MAX).ok_or_else(|| {
                 bad("positional join on keys that are not unique and dense".into())
             })?,
-            JoinMethod::Auto => positional(keys).unwrap_or_else(|| sorted(keys)),
-            JoinMethod::Merge => sorted(keys),
+            (JoinMethod::Auto, None) => match positional(&keys, room) {
+                Some(index) => index,
+                None => sorted(keys),
+            },
+            (JoinMethod::Merge, None) => sorted(keys),
+        };
+        let unique = match &index {
+            Index::Positional { .. } => true,
+            Index::Sorted { keys, .. } => keys.windows(2).all(|w| w[0] < w[1]),
+            Index::Bitmap { .. } => false,
         };
         Ok(Built {
             columns,
             places,
             index,
             rows,
+            unique,
         })
     }
 
     /// Rows kept.
     pub(crate) fn len(&self) -> usize {
         self.rows
+    }
+
+    /// Whether the keys are unique (known for inner joins' builds; a semi or anti join's
+    /// presence bitmap does not say).
+    pub(crate) fn unique_keys(&self) -> bool {
+        self.unique
     }
 
     /// The method the index uses: `positional`, `bitmap` (positional presence), `merge` (the
@@ -381,13 +415,13 @@ fn bitmap_within(keys: &[i64], limit: u128) -> Option<Index> {
 /// A positional index when the keys are unique and fill at least an eighth of their range (4
 /// bytes a slot: at most 32 bytes a key, against 12 for sorted pairs, and one load a probe
 /// instead of a search).
-fn positional(keys: &[i64]) -> Option<Index> {
+fn positional(keys: &[i64], room: u64) -> Option<Index> {
     let (&first, rest) = keys.split_first()?;
     let (min, max) = rest
         .iter()
         .fold((first, first), |(lo, hi), &k| (lo.min(k), hi.max(k)));
     let range = (max as i128 - min as i128 + 1) as u128;
-    if range > 8 * keys.len() as u128 + 4096 {
+    if range > 8 * keys.len() as u128 + 4096 || range * 4 > room as u128 {
         return None;
     }
     let mut slots = vec![u32::MAX; range as usize];
@@ -402,20 +436,20 @@ fn positional(keys: &[i64]) -> Option<Index> {
 }
 
 /// A sorted index: the keys as they are when they already ascend, radix-sorted otherwise.
-fn sorted(keys: &[i64]) -> Index {
+fn sorted(keys: Vec<i64>) -> Index {
     // The bitmap where its range is at most 1 Mi bits beyond 64 a key.
-    let present = match bitmap_within(keys, 64 * keys.len() as u128 + (1 << 20)) {
+    let present = match bitmap_within(&keys, 64 * keys.len() as u128 + (1 << 20)) {
         Some(Index::Bitmap { min, bits }) => Some((min, bits)),
         _ => None,
     };
     if keys.windows(2).all(|w| w[0] <= w[1]) {
         return Index::Sorted {
-            keys: keys.to_vec(),
+            keys,
             rows: None,
             present,
         };
     }
-    let (keys, rows) = radix_sort_pairs(keys);
+    let (keys, rows) = radix_sort_pairs(&keys);
     Index::Sorted {
         keys,
         rows: Some(rows),
@@ -539,6 +573,19 @@ mod tests {
             )
             .unwrap();
             assert_eq!(built.method(), method);
+            assert_eq!(built.unique_keys(), method == "positional", "{method}");
+            // Without room for the positional slots, sorted pairs (and the same answers).
+            let tight = Built::within(
+                vec![Kept::Int(build.clone())],
+                Vec::new(),
+                &[0],
+                JoinMethod::Auto,
+                false,
+                1000,
+            )
+            .unwrap();
+            assert_ne!(tight.method(), "positional");
+            assert_eq!(tight.unique_keys(), method == "positional", "{method}");
             let merged = Built::new(
                 vec![Kept::Int(build.clone())],
                 Vec::new(),
@@ -559,7 +606,7 @@ mod tests {
             for probe in &probes {
                 for kind in [JoinKind::Inner, JoinKind::Semi, JoinKind::Anti] {
                     let want = reference(build, probe, kind);
-                    let mut methods = vec![&built, &merged];
+                    let mut methods = vec![&built, &merged, &tight];
                     if kind != JoinKind::Inner {
                         methods.push(&present);
                     }

@@ -3,13 +3,16 @@
 //!
 //! `AggregateExec(Partial) <- [Projection...] <- scan` becomes AGGREGATE or AGGREGATE_GROUPBY
 //! emitting exactly the Partial schema, so the host's Final aggregate merges the device's
-//! partial groups (spilled ones included) unchanged. Anything the device cannot run exactly
+//! partial groups (spilled ones included) unchanged. A `SortExec` above that aggregate (through
+//! the Final aggregate, column projections and repartitions) adds SORT, or with a fetch TOPK,
+//! to the graph: the device then sends only the groups that can be in the result, and the
+//! host's sort and limit stay, to order what arrives. Anything the device cannot run exactly
 //! leaves the plan as it was, and the reason is kept for `explain --offload`.
 
 use super::device::Device;
 use super::graph::{
     Agg, AggFunc, CmpOp, Comparator, GroupKey, Join, JoinKind, JoinMethod, MaskSource, Op,
-    Operator, Output, Program, Selector, Source, TableTask, TaskGraph, Test,
+    Operator, Order, Output, Program, Selector, SortKey, Source, TableTask, TaskGraph, Test,
 };
 use crate::format::LogicalType;
 use crate::reader::TableReader;
@@ -35,10 +38,11 @@ use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::joins::HashJoinExec;
 use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::repartition::RepartitionExec;
+use datafusion::physical_plan::sorts::sort::SortExec;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, Partitioning,
-    PlanProperties, SendableRecordBatchStream,
+    replace_children_if_necessary, DisplayAs, DisplayFormatType, ExecutionPlan,
+    ExecutionPlanProperties, Partitioning, PlanProperties, SendableRecordBatchStream,
 };
 use std::collections::HashMap;
 use std::str::FromStr;
@@ -158,7 +162,13 @@ impl PhysicalOptimizerRule for OffloadRule {
             } else {
                 return Ok(Transformed::no(node));
             };
-            let (table, result) = aggregate_graph(&partial);
+            let (table, result) = aggregate_graph(&partial, Orient::Planner);
+            // Joins with the larger tables streaming: the graph run when the device cannot
+            // hold the first one's builds.
+            let alternate = match aggregate_graph(&partial, Orient::LargestProbes).1 {
+                Ok(g) if result.as_ref().is_ok_and(|first| *first != g) => Some(g),
+                _ => None,
+            };
             let limits_hit = match &result {
                 Ok(graph) => thesis_limits_hit(graph),
                 Err(_) => Vec::new(),
@@ -184,9 +194,12 @@ impl PhysicalOptimizerRule for OffloadRule {
                         limits_hit,
                     });
                     let host: Arc<dyn ExecutionPlan> = partial.clone();
+                    let alternate =
+                        alternate.filter(|g| graph_exceeds(g, &self.limits).iter().all(|h| !h.1));
                     let exec: Arc<dyn ExecutionPlan> = Arc::new(DeviceExec::new(
                         self.device.clone(),
                         graph,
+                        alternate,
                         partial.schema(),
                         Some(host),
                     ));
@@ -214,7 +227,35 @@ impl PhysicalOptimizerRule for OffloadRule {
                 }
             }
         })?;
-        Ok(transformed.data)
+        // SORT and TOPK: a sort over an offloaded aggregate's groups.
+        let sorted = transformed.data.transform_down(|node| {
+            let Some(sort) = node.downcast_ref::<SortExec>() else {
+                return Ok(Transformed::no(node));
+            };
+            // The leading keys that are columns: ties on them are sent, so the host's sort
+            // decides among them by the rest.
+            let keys: Vec<(usize, SortKey)> = sort
+                .expr()
+                .iter()
+                .map_while(|e| {
+                    let c = e.expr.downcast_ref::<PColumn>()?;
+                    let key = SortKey {
+                        column: c.index(),
+                        descending: e.options.descending,
+                        nulls_first: e.options.nulls_first,
+                    };
+                    Some((c.index(), key))
+                })
+                .collect();
+            match ordered_device(sort.input(), keys, sort.fetch())? {
+                Some(input) => {
+                    let node = replace_children_if_necessary(node.clone(), vec![input])?;
+                    Ok(Transformed::new(node, true, TreeNodeRecursion::Jump))
+                }
+                None => Ok(Transformed::no(node)),
+            }
+        })?;
+        Ok(sorted.data)
     }
 
     fn name(&self) -> &str {
@@ -224,6 +265,108 @@ impl PhysicalOptimizerRule for OffloadRule {
     fn schema_check(&self) -> bool {
         true
     }
+}
+
+/// `node` with the [`DeviceExec`] below it sorting its groups by `keys` (columns of `node`'s
+/// output) and keeping the first `limit`, when every node between passes the groups on
+/// unchanged (Final aggregates, column projections, repartitions); none otherwise. Keys
+/// the device cannot follow down end the list there.
+fn ordered_device(
+    node: &Arc<dyn ExecutionPlan>,
+    mut keys: Vec<(usize, SortKey)>,
+    limit: Option<usize>,
+) -> DfResult<Option<Arc<dyn ExecutionPlan>>> {
+    if keys.is_empty() {
+        return Ok(None);
+    }
+    let below = |input: &Arc<dyn ExecutionPlan>, keys| -> DfResult<_> {
+        Ok(match ordered_device(input, keys, limit)? {
+            Some(child) => Some(replace_children_if_necessary(node.clone(), vec![child])?),
+            None => None,
+        })
+    };
+    if let Some(d) = node.downcast_ref::<DeviceExec>() {
+        let order = Order {
+            keys: keys
+                .iter()
+                .map(|&(c, k)| SortKey { column: c, ..k })
+                .collect(),
+            limit,
+        };
+        let ordered = |graph: &TaskGraph| -> Option<TaskGraph> {
+            let mut graph = graph.clone();
+            let task = graph.tasks.last_mut()?;
+            if task.operator == Operator::Nop || task.order.is_some() {
+                return None;
+            }
+            task.order = Some(order.clone());
+            graph.check().is_ok().then_some(graph)
+        };
+        let Some(graph) = ordered(&d.graph) else {
+            return Ok(None);
+        };
+        return Ok(Some(Arc::new(DeviceExec::new(
+            d.device.clone(),
+            graph,
+            d.alternate.as_ref().and_then(ordered),
+            d.schema.clone(),
+            d.host.clone(),
+        ))));
+    }
+    if let Some(r) = node.downcast_ref::<RepartitionExec>() {
+        return below(r.input(), keys);
+    }
+    if let Some(c) = node.downcast_ref::<CoalescePartitionsExec>() {
+        return below(c.input(), keys);
+    }
+    if let Some(c) = node.downcast_ref::<CooperativeExec>() {
+        return below(c.input(), keys);
+    }
+    if let Some(p) = node.downcast_ref::<ProjectionExec>() {
+        let exprs = p.expr();
+        let mapped: Vec<(usize, SortKey)> = keys
+            .iter()
+            .map_while(|&(c, k)| {
+                let col = exprs.get(c)?.expr.downcast_ref::<PColumn>()?;
+                Some((col.index(), k))
+            })
+            .collect();
+        return below(p.input(), mapped);
+    }
+    if let Some(agg) = node.downcast_ref::<AggregateExec>() {
+        if !matches!(
+            agg.mode(),
+            AggregateMode::Final | AggregateMode::FinalPartitioned
+        ) || agg.group_expr().has_grouping_set()
+        {
+            return Ok(None);
+        }
+        // Output: the group columns, then one value per aggregate; the input (the partial
+        // schema): the group columns, then each aggregate's state fields.
+        let groups = agg.group_expr().expr().len();
+        let mut state_at = Vec::new();
+        let mut at = groups;
+        for a in agg.aggr_expr() {
+            let fields = a.state_fields()?.len();
+            let plain = fields == 1
+                && !a.is_distinct()
+                && matches!(a.fun().name(), "sum" | "count" | "min" | "max");
+            state_at.push(plain.then_some(at));
+            at += fields;
+        }
+        keys = keys
+            .iter()
+            .map_while(|&(c, k)| {
+                if c < groups {
+                    Some((c, k))
+                } else {
+                    state_at.get(c - groups).copied().flatten().map(|s| (s, k))
+                }
+            })
+            .collect();
+        return below(agg.input(), keys);
+    }
+    Ok(None)
 }
 
 /// Which thesis limits a graph's tasks exceed.
@@ -337,7 +480,10 @@ fn exceeds(task: &TableTask, limits: &Limits) -> Vec<(String, bool)> {
 
 /// The Table Task graph for a Partial aggregate over projections over a scan or a tree of
 /// joins of scans, or why not.
-fn aggregate_graph(agg: &AggregateExec) -> (Option<String>, Result<TaskGraph, String>) {
+fn aggregate_graph(
+    agg: &AggregateExec,
+    orient: Orient,
+) -> (Option<String>, Result<TaskGraph, String>) {
     // Walk down to the rows, keeping the projections on the way.
     let mut layers: Vec<(Vec<Arc<dyn PhysicalExpr>>, SchemaRef)> = Vec::new();
     let mut node: Arc<dyn ExecutionPlan> = agg.input().clone();
@@ -360,12 +506,23 @@ fn aggregate_graph(agg: &AggregateExec) -> (Option<String>, Result<TaskGraph, St
             break;
         }
     }
-    let rows = match chain_for(&node) {
+    let rows = match chain_for(&node, orient) {
         Ok(rows) => rows,
         Err(why) => return (None, Err(why)),
     };
     let table = rows.tasks.last().map(|t| t.table.clone());
     (table, build_graph(agg, &layers, rows))
+}
+
+/// Which side of an inner join the device keeps (builds) and which it streams (probes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Orient {
+    /// DataFusion's sides: its build side is the smaller after filters by its estimates.
+    Planner,
+    /// The side whose table has more rows streams. The planner's left-deep order may put a
+    /// large table's filtered rows (lineitem in Q7 and Q9) on a build side, where they must
+    /// fit in the device's memory; the rows of the smaller tables then fit instead.
+    LargestProbes,
 }
 
 /// Where a column of the rows a chain yields comes from.
@@ -388,22 +545,24 @@ struct Chain {
     /// Conditions on the pipeline's rows beyond the joins' keys (join filters, filters above
     /// joins): each over its own schema, whose columns are these.
     filters: Vec<(Arc<dyn PhysicalExpr>, SchemaRef, Vec<Col>)>,
+    /// Rows of the pipeline task's table.
+    rows: u64,
 }
 
 /// The tasks for a scan, or a tree of inner, semi and anti equi-joins of scans with column
 /// projections between them, or why not.
-fn chain_for(node: &Arc<dyn ExecutionPlan>) -> Result<Chain, String> {
+fn chain_for(node: &Arc<dyn ExecutionPlan>, orient: Orient) -> Result<Chain, String> {
     if let Some(r) = node.downcast_ref::<RepartitionExec>() {
-        return chain_for(r.input());
+        return chain_for(r.input(), orient);
     }
     if let Some(c) = node.downcast_ref::<CoalescePartitionsExec>() {
-        return chain_for(c.input());
+        return chain_for(c.input(), orient);
     }
     if let Some(c) = node.downcast_ref::<CooperativeExec>() {
-        return chain_for(c.input());
+        return chain_for(c.input(), orient);
     }
     if let Some(p) = node.downcast_ref::<ProjectionExec>() {
-        let mut chain = chain_for(p.input())?;
+        let mut chain = chain_for(p.input(), orient)?;
         let columns = p
             .expr()
             .iter()
@@ -453,18 +612,20 @@ fn chain_for(node: &Arc<dyn ExecutionPlan>) -> Result<Chain, String> {
             operator: Operator::Nop,
             keep: Vec::new(),
             output: Output { fields: Vec::new() },
+            order: None,
         };
         return Ok(Chain {
             tasks: vec![task],
             columns,
             filters: Vec::new(),
+            rows: reader.row_count(),
         });
     }
     if let Some(j) = node.downcast_ref::<HashJoinExec>() {
-        return join_chain(j);
+        return join_chain(j, orient);
     }
     if let Some(f) = node.downcast_ref::<FilterExec>() {
-        let mut chain = chain_for(f.input())?;
+        let mut chain = chain_for(f.input(), orient)?;
         chain.filters.push((
             f.predicate().clone(),
             f.input().schema(),
@@ -503,7 +664,7 @@ fn join_key(col: &Col) -> Result<(), String> {
     }
 }
 
-fn join_chain(j: &HashJoinExec) -> Result<Chain, String> {
+fn join_chain(j: &HashJoinExec, orient: Orient) -> Result<Chain, String> {
     if j.null_aware {
         return Err("a null-aware anti join (NOT IN)".into());
     }
@@ -530,8 +691,10 @@ fn join_chain(j: &HashJoinExec) -> Result<Chain, String> {
         lk.push(key(l)?);
         rk.push(key(r)?);
     }
-    let left = chain_for(j.left())?;
-    let right = chain_for(j.right())?;
+    let left = chain_for(j.left(), orient)?;
+    let right = chain_for(j.right(), orient)?;
+    let probe_left = probe_left
+        || (orient == Orient::LargestProbes && kind == JoinKind::Inner && left.rows > right.rows);
     let (probe, build, pkey, bkey) = if probe_left {
         (left, right, lk, rk)
     } else {
@@ -567,6 +730,7 @@ fn join_chain(j: &HashJoinExec) -> Result<Chain, String> {
         tasks: Vec::new(),
         columns: build_columns_kept,
         filters: Vec::new(),
+        rows: build.rows,
     };
     tasks[b].keep = build.columns.iter().map(|c| c.src).collect();
     tasks[b].output = Output {
@@ -647,10 +811,17 @@ fn join_chain(j: &HashJoinExec) -> Result<Chain, String> {
             .collect::<Result<Vec<_>, _>>()?;
         filters.push((f.expression().clone(), f.schema().clone(), cols));
     }
+    // The join's columns: left then right for an inner join, the kept side's alone for semi
+    // and anti joins.
     let mut columns = match (kind, probe_left) {
         (JoinKind::Inner, false) => {
             let mut c = build_columns;
             c.extend(probe_columns);
+            c
+        }
+        (JoinKind::Inner, true) => {
+            let mut c = probe_columns;
+            c.extend(build_columns);
             c
         }
         _ => probe_columns,
@@ -670,6 +841,7 @@ fn join_chain(j: &HashJoinExec) -> Result<Chain, String> {
         tasks,
         columns,
         filters,
+        rows: probe.rows,
     })
 }
 
@@ -691,6 +863,7 @@ fn build_graph(
         mut tasks,
         columns,
         filters,
+        ..
     } = rows;
     let mut c = Compiler {
         layers,
@@ -1531,6 +1704,8 @@ fn comparator(
 pub struct DeviceExec {
     device: Arc<dyn Device>,
     graph: TaskGraph,
+    /// The same rows with other join sides kept, run when the device declines `graph`.
+    alternate: Option<TaskGraph>,
     schema: SchemaRef,
     props: Arc<PlanProperties>,
     /// The host plan it replaced, run instead when the device cannot hold the graph's build
@@ -1542,6 +1717,7 @@ impl DeviceExec {
     fn new(
         device: Arc<dyn Device>,
         graph: TaskGraph,
+        alternate: Option<TaskGraph>,
         schema: SchemaRef,
         host: Option<Arc<dyn ExecutionPlan>>,
     ) -> DeviceExec {
@@ -1554,6 +1730,7 @@ impl DeviceExec {
         DeviceExec {
             device,
             graph,
+            alternate,
             schema,
             props: Arc::new(props),
             host,
@@ -1563,6 +1740,12 @@ impl DeviceExec {
     /// The graph the device runs.
     pub fn graph(&self) -> &TaskGraph {
         &self.graph
+    }
+
+    /// The graph run instead when the device declines [`DeviceExec::graph`] for memory: the
+    /// same rows with the larger tables' joins streaming, where that differs.
+    pub fn alternate(&self) -> Option<&TaskGraph> {
+        self.alternate.as_ref()
     }
 }
 
@@ -1592,6 +1775,38 @@ impl DisplayAs for DeviceExec {
                 .map(|j| format!("{} {:?}", self.graph.tasks[j.build].table, j.kind))
                 .collect();
             write!(f, ", joins=[{}]", joined.join(", "))?;
+        }
+        if let Some(order) = &task.order {
+            let keys: Vec<String> = order
+                .keys
+                .iter()
+                .map(|k| {
+                    let name = task
+                        .output
+                        .fields
+                        .get(k.column)
+                        .map_or("?", |f| f.0.as_str());
+                    format!("{name}{}", if k.descending { " DESC" } else { "" })
+                })
+                .collect();
+            match order.limit {
+                Some(k) => write!(f, ", TOPK {k} by [{}]", keys.join(", "))?,
+                None => write!(f, ", SORT by [{}]", keys.join(", "))?,
+            }
+        }
+        if let Some(alt) = self.alternate.as_ref().and_then(|g| g.tasks.last()) {
+            let joined: Vec<String> = alt
+                .joins
+                .iter()
+                .filter_map(|j| self.alternate.as_ref()?.tasks.get(j.build))
+                .map(|t| t.table.clone())
+                .collect();
+            write!(
+                f,
+                ", else (builds beyond memory) table={} joins=[{}]",
+                alt.table,
+                joined.join(", ")
+            )?;
         }
         Ok(())
     }
@@ -1647,12 +1862,17 @@ impl ExecutionPlan for DeviceExec {
         // send their groups at the end, so the first item tells.
         let declined =
             |e: &crate::error::Error| matches!(e, crate::error::Error::DeviceDeclined { .. });
-        let first = match self.device.submit(&self.graph) {
+        let start = |graph: &TaskGraph, fallback: bool| match self.device.submit(graph) {
             Ok(mut s) => match s.next() {
-                Some(Err(e)) if declined(&e) && self.host.is_some() => Err(e),
+                Some(Err(e)) if declined(&e) && fallback => Err(e),
                 first => Ok((first, s)),
             },
             Err(e) => Err(e),
+        };
+        let fallback = self.host.is_some() || self.alternate.is_some();
+        let first = match (start(&self.graph, fallback), &self.alternate) {
+            (Err(e), Some(alternate)) if declined(&e) => start(alternate, self.host.is_some()),
+            (first, _) => first,
         };
         let (first, stream) = match (first, &self.host) {
             (Ok(started), _) => started,
