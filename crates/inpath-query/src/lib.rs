@@ -55,9 +55,11 @@
 //! assert_eq!(batches[0].num_rows(), 500);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
-#![forbid(unsafe_code)]
+// Unsafe code only in `arch`: calls of kernels compiled for CPU features it detected.
+#![deny(unsafe_code)]
 #![deny(missing_docs)]
 
+mod arch;
 pub mod error;
 pub mod format;
 pub mod import;

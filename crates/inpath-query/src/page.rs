@@ -337,6 +337,7 @@ pub(crate) fn decode(
     nullable: bool,
     dictionary: Option<&[String]>,
     codes_only: bool,
+    narrow_decimals: bool,
 ) -> Result<(ArrayRef, Encoding), String> {
     if bytes.len() < PAGE_HEADER {
         return Err(format!(
@@ -439,6 +440,14 @@ pub(crate) fn decode(
                     };
                     (r as i128 + widest as i128) <= i64::MAX as i128
                 });
+            if fits_i64 && narrow_decimals {
+                // The scaled integers themselves, 8 bytes a value (the offload device's
+                // columns): no 16-byte copy to narrow again.
+                return Ok((
+                    Arc::new(Int64Array::new(ScalarBuffer::from(block.to_i64()), nulls)),
+                    encoding,
+                ));
+            }
             let values: Vec<i128> = if fits_i64 {
                 block.to_i64().into_iter().map(i128::from).collect()
             } else {

@@ -286,6 +286,17 @@ impl TableReader {
 
     /// Reads, unseals and decodes one page of one column.
     pub fn read_page(&self, column: usize, page: usize) -> Result<ArrayRef> {
+        self.read_page_as(column, page, false)
+    }
+
+    /// As [`read_page`](Self::read_page), but a decimal page whose values all fit in 64 bits
+    /// comes back as an `Int64` array of its scaled integers (the column's scale is in the
+    /// manifest): the offload device computes on those, and skips widening them to 128 bits.
+    pub fn read_page_narrow(&self, column: usize, page: usize) -> Result<ArrayRef> {
+        self.read_page_as(column, page, true)
+    }
+
+    fn read_page_as(&self, column: usize, page: usize, narrow: bool) -> Result<ArrayRef> {
         let c = self.column_meta(column)?;
         self.check_page(page)?;
         let meta = &c.pages[page];
@@ -317,6 +328,7 @@ impl TableReader {
             c.nullable,
             c.dictionary.as_deref(),
             values.is_some(),
+            narrow,
         )
         .map_err(damaged)?;
         let array = match values {

@@ -634,8 +634,9 @@ fn bad_graphs_and_budgets_give_clear_errors() {
         .to_string()
         .contains("column 40"));
 
-    // A budget below one page: a clear error, never a wrong answer.
-    let small = LocalDevice::new(tables.clone(), 4, 64 << 10).unwrap();
+    // A budget below one page (8 KiB a lane; a page of 1,000 decimals read as 64-bit
+    // integers and its register take 16 KiB): a clear error, never a wrong answer.
+    let small = LocalDevice::new(tables.clone(), 8, 64 << 10).unwrap();
     let results: Vec<_> = small.submit(&graph).unwrap().collect();
     let e = results
         .iter()

@@ -7,6 +7,7 @@ use super::graph::{
     TableTask, TaskGraph, Test,
 };
 use super::join::{pack_keys, read_places, Built, Kept, Places};
+use crate::arch;
 use crate::error::{Error, Result};
 use crate::reader::TableReader;
 use arrow_array::cast::AsArray;
@@ -955,9 +956,22 @@ const BLOCK: usize = 4096;
 /// An integer column's values at `rows` as i64 (dates as days, decimals as scaled integers).
 fn load(array: &ArrayRef, rows: &Rows, what: &str) -> Result<Vec<i64>> {
     Ok(match array.data_type() {
-        DataType::Int64 => rows.gather(array.as_primitive::<Int64Type>().values(), |v| v),
-        DataType::Int32 => rows.gather(array.as_primitive::<Int32Type>().values(), |v| v as i64),
-        DataType::Date32 => rows.gather(array.as_primitive::<Date32Type>().values(), |v| v as i64),
+        DataType::Int64 => match *rows {
+            Rows::Pick(picks) => {
+                arch::gather_i64::run(array.as_primitive::<Int64Type>().values(), picks)
+            }
+            Rows::Range(..) => rows.gather(array.as_primitive::<Int64Type>().values(), |v| v),
+        },
+        DataType::Int32 | DataType::Date32 => {
+            let values: &[i32] = match array.data_type() {
+                DataType::Int32 => array.as_primitive::<Int32Type>().values(),
+                _ => array.as_primitive::<Date32Type>().values(),
+            };
+            match *rows {
+                Rows::Pick(picks) => arch::gather_i32::run(values, picks),
+                Rows::Range(..) => rows.gather(values, |v| v as i64),
+            }
+        }
         DataType::Decimal128(..) => {
             let values = array.as_primitive::<Decimal128Type>().values();
             // Narrowed with wrapping casts; one check over the block finds any value beyond
@@ -1006,6 +1020,18 @@ fn pack_bits(rows: usize, mut test: impl FnMut(usize) -> bool) -> Vec<u64> {
         *word = bits;
     }
     words
+}
+
+/// The kernels' number for an operator.
+fn op_code(op: CmpOp) -> u8 {
+    match op {
+        CmpOp::Eq => arch::EQ,
+        CmpOp::Ne => arch::NE,
+        CmpOp::Lt => arch::LT,
+        CmpOp::Le => arch::LE,
+        CmpOp::Gt => arch::GT,
+        CmpOp::Ge => arch::GE,
+    }
 }
 
 /// Mask words of `values[i] op value`. A constant outside the type's range is clamped to the
@@ -1111,6 +1137,29 @@ fn columns_words(a: &ArrayRef, b: &ArrayRef, op: CmpOp, what: &str) -> Result<Ve
         );
         pack_bits(x.len(), |i| op.holds(x[i], y[i]))
     }
+    // A decimal page read narrow (Int64) against one that is not: both as 128-bit integers.
+    let wide = |x: &ArrayRef| -> Option<ArrayRef> {
+        match x.data_type() {
+            DataType::Int64 => Some(Arc::new(Decimal128Array::new(
+                x.as_primitive::<Int64Type>()
+                    .values()
+                    .iter()
+                    .map(|&v| v as i128)
+                    .collect(),
+                x.logical_nulls(),
+            ))),
+            DataType::Decimal128(..) => Some(Arc::new(Decimal128Array::new(
+                x.as_primitive::<Decimal128Type>().values().clone(),
+                x.logical_nulls(),
+            ))),
+            _ => None,
+        }
+    };
+    if a.data_type() != b.data_type() {
+        if let (Some(x), Some(y)) = (wide(a), wide(b)) {
+            return columns_words(&x, &y, op, what);
+        }
+    }
     if a.data_type() != b.data_type() || a.len() != b.len() {
         return Err(Error::Offload {
             detail: format!(
@@ -1155,15 +1204,30 @@ fn comparator_words(array: &ArrayRef, test: &Test, what: &str) -> Result<Vec<u64
             // comparison loop vectorises.
             let value = *value;
             match dt {
-                DataType::Int64 => {
-                    cmp_words(array.as_primitive::<Int64Type>().values(), *op, value)
-                }
-                DataType::Int32 => {
-                    cmp_words(array.as_primitive::<Int32Type>().values(), *op, value)
-                }
-                DataType::Date32 => {
-                    cmp_words(array.as_primitive::<Date32Type>().values(), *op, value)
-                }
+                DataType::Int64 => match i64::try_from(value) {
+                    Ok(c) => arch::cmp_i64::run(
+                        array.as_primitive::<Int64Type>().values(),
+                        op_code(*op),
+                        c,
+                    ),
+                    Err(_) => cmp_words(array.as_primitive::<Int64Type>().values(), *op, value),
+                },
+                DataType::Int32 => match i32::try_from(value) {
+                    Ok(c) => arch::cmp_i32::run(
+                        array.as_primitive::<Int32Type>().values(),
+                        op_code(*op),
+                        c,
+                    ),
+                    Err(_) => cmp_words(array.as_primitive::<Int32Type>().values(), *op, value),
+                },
+                DataType::Date32 => match i32::try_from(value) {
+                    Ok(c) => arch::cmp_i32::run(
+                        array.as_primitive::<Date32Type>().values(),
+                        op_code(*op),
+                        c,
+                    ),
+                    Err(_) => cmp_words(array.as_primitive::<Date32Type>().values(), *op, value),
+                },
                 DataType::Decimal128(..) => {
                     cmp_words(array.as_primitive::<Decimal128Type>().values(), *op, value)
                 }
@@ -1239,7 +1303,7 @@ struct Groups {
     dictionaries: Vec<Option<ArrayRef>>,
     /// Dense lookup by composite dictionary code (when every key is a small dictionary).
     dense: Option<(Vec<usize>, Vec<u32>)>,
-    sparse: HashMap<Box<[i64]>, u32>,
+    sparse: HashMap<Box<[i64]>, u32, BuildHasherDefault<MulHasher>>,
     packed: HashMap<u128, u32, BuildHasherDefault<MulHasher>>,
     /// Per aggregate: sums, minima or maxima, and counts, per group.
     acc: Vec<Vec<i128>>,
@@ -1253,7 +1317,7 @@ impl Groups {
             keys: vec![Vec::new(); keys],
             dictionaries: vec![None; keys],
             dense: None,
-            sparse: HashMap::new(),
+            sparse: HashMap::default(),
             packed: HashMap::default(),
             acc: vec![Vec::new(); aggs],
             count: vec![Vec::new(); aggs],
@@ -1306,7 +1370,8 @@ impl Groups {
         self.dense = None;
         self.packed.clear();
         let key_of = |g: &Groups, i: usize| -> Box<[i64]> { g.keys.iter().map(|c| c[i]).collect() };
-        let mut at: HashMap<Box<[i64]>, u32> = HashMap::with_capacity(self.len + other.len);
+        let mut at: HashMap<Box<[i64]>, u32, BuildHasherDefault<MulHasher>> =
+            HashMap::with_capacity_and_hasher(self.len + other.len, Default::default());
         for i in 0..self.len {
             at.insert(key_of(self, i), i as u32);
         }
@@ -1344,7 +1409,7 @@ impl Groups {
             keys: self.keys.iter().map(gather).collect(),
             dictionaries: self.dictionaries.clone(),
             dense: None,
-            sparse: HashMap::new(),
+            sparse: HashMap::default(),
             packed: HashMap::default(),
             acc: self
                 .acc
@@ -1354,6 +1419,39 @@ impl Groups {
             count: self.count.iter().map(gather).collect(),
             len: picks.len(),
         }
+    }
+}
+
+/// The table with the groups of equal `key` merged (the first one stays, in order).
+fn merge_groups<K: std::hash::Hash + Eq>(
+    mut g: Groups,
+    aggs: &[Agg],
+    key: impl Fn(&Groups, usize) -> K,
+) -> Groups {
+    let mut first: HashMap<K, u32, BuildHasherDefault<MulHasher>> =
+        HashMap::with_capacity_and_hasher(g.len, Default::default());
+    let mut picks: Vec<u32> = Vec::with_capacity(g.len);
+    for i in 0..g.len {
+        let k = key(&g, i);
+        match first.entry(k) {
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(i as u32);
+                picks.push(i as u32);
+            }
+            std::collections::hash_map::Entry::Occupied(e) => {
+                let t = *e.get() as usize;
+                for (a, agg) in aggs.iter().enumerate() {
+                    let (count, value) = (g.count[a][i], g.acc[a][i]);
+                    let (c, v) = (&mut g.count[a], &mut g.acc[a]);
+                    merge_state(agg.func, (&mut c[t], &mut v[t]), (count, value));
+                }
+            }
+        }
+    }
+    if picks.len() == g.len {
+        g
+    } else {
+        g.subset(&picks)
     }
 }
 
@@ -1382,9 +1480,26 @@ impl Hasher for MulHasher {
     }
 
     fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
+        let mut words = bytes.chunks_exact(8);
+        for w in &mut words {
+            self.write_u64(u64::from_le_bytes(w.try_into().expect("8 bytes")));
+        }
+        for &b in words.remainder() {
             self.0 = (self.0.rotate_left(5) ^ b as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
         }
+    }
+
+    fn write_u64(&mut self, v: u64) {
+        let p = (v ^ self.0) as u128 * 0x9E37_79B9_7F4A_7C15u128;
+        self.0 = (p as u64) ^ ((p >> 64) as u64);
+    }
+
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(v as u64);
+    }
+
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
     }
 
     fn write_u128(&mut self, v: u128) {
@@ -1498,7 +1613,7 @@ impl<'a> Lane<'a> {
         let read = |c: usize, arrays: &mut HashMap<usize, ArrayRef>, held: &mut u64| {
             let meta = reader.zone_map(c, page)?;
             Counters::add(&self.counters.bytes_read, meta.len);
-            let a = reader.read_page(c, page)?;
+            let a = reader.read_page_narrow(c, page)?;
             let bytes = a.get_array_memory_size() as u64;
             *held += bytes;
             self.counters.hold(bytes);
@@ -1837,6 +1952,16 @@ impl<'a> Lane<'a> {
                     matched[join].iter().map(|&r| v[r as usize]).collect()
                 }
                 Op::Const { value } => vec![value; n],
+                Op::Add(a, b) | Op::Sub(a, b) | Op::Mul(a, b)
+                    if no_overflow(op, &regs[a], &regs[b]) =>
+                {
+                    let code = match op {
+                        Op::Add(..) => 0,
+                        Op::Sub(..) => 1,
+                        _ => 2,
+                    };
+                    arch::wrapping_op::run(code, &regs[a], &regs[b])
+                }
                 Op::Add(a, b) | Op::Sub(a, b) | Op::Mul(a, b) => {
                     let (x, y) = (&regs[a], &regs[b]);
                     let mut of = false;
@@ -1942,7 +2067,10 @@ impl<'a> Lane<'a> {
                         });
                     }
                     let codes = dict.keys().values();
-                    columns.push(rows.gather(codes, |c| c as i64));
+                    columns.push(match *rows {
+                        Rows::Pick(picks) => arch::gather_i32::run(codes, picks),
+                        Rows::Range(..) => rows.gather(codes, |c| c as i64),
+                    });
                     sizes.push(Some(dict.values().len()));
                     if self.groups.dictionaries[k].is_none() {
                         self.groups.dictionaries[k] = Some(dict.values().clone());
@@ -1999,11 +2127,28 @@ impl<'a> Lane<'a> {
         }
         match self.groups.dense.take() {
             Some((strides, mut slots)) => {
+                // Each row's slot; once every slot a block touches has its group (all but the
+                // first blocks), the ids are one gather.
+                let at: Vec<i64> = match columns.len() {
+                    1 => columns[0].clone(),
+                    2 => arch::dense_slots::run(&columns[0], &columns[1], strides[1] as i64),
+                    _ => (0..n)
+                        .map(|r| {
+                            columns
+                                .iter()
+                                .zip(&strides)
+                                .map(|(c, s)| c[r] * *s as i64)
+                                .sum()
+                        })
+                        .collect(),
+                };
+                let found = arch::slot_ids::run(&at, &slots);
+                if !found.contains(&u32::MAX) {
+                    self.groups.dense = Some((strides, slots));
+                    return Ok(found);
+                }
                 for r in 0..n {
-                    let mut at = 0usize;
-                    for (c, s) in columns.iter().zip(&strides) {
-                        at += c[r] as usize * s;
-                    }
+                    let at = at[r] as usize;
                     let mut g = slots[at];
                     if g == u32::MAX {
                         for (k, c) in key.iter_mut().zip(&columns) {
@@ -2078,6 +2223,10 @@ impl<'a> Lane<'a> {
         let dense = single || groups <= n;
         let per_group: Vec<i64> = if single {
             vec![n as i64]
+        } else if dense && groups <= FEW_GROUPS {
+            let mut c = vec![0i64; groups];
+            arch::group_counts::run(&ids, &mut c);
+            c
         } else if dense {
             let mut c = vec![0i64; groups];
             for &g in &ids {
@@ -2348,44 +2497,79 @@ impl Prepared {
     /// merged: one group per distinct tuple of key values, as the host's aggregate sees them
     /// (late strings read back). Then every group is a whole group of the SQL.
     fn regroup(&self, g: Groups) -> Result<Groups> {
+        let keys = self.keys();
+        // A key's value per group where the table holds it (a dictionary code, a register, a
+        // build column kept by value), or the place of its row where the value is a late
+        // string, never read here.
+        let late = |k: usize| match keys[k] {
+            GroupKey::Build { join, column } => match &self.builds[join].columns[column] {
+                &Kept::Late { places, .. } => Some(&self.builds[join].places[places]),
+                Kept::Int(_) => None,
+            },
+            _ => None,
+        };
+        let value = |g: &Groups, k: usize, i: usize| -> i64 {
+            let v = g.keys[self.key_identity[k]][i];
+            match (&keys[k], late(k)) {
+                (_, Some(p)) => p.rows[v as usize] as i64,
+                (&GroupKey::Build { join, column }, None) => {
+                    match &self.builds[join].columns[column] {
+                        Kept::Int(values) => values[v as usize],
+                        Kept::Late { .. } => v,
+                    }
+                }
+                _ => v,
+            }
+        };
+        // Groups whose keys are the same values or the same rows are one group.
+        let g = merge_groups(g, self.aggs(), |g, i| {
+            (0..keys.len()).map(|k| value(g, k, i)).collect::<Vec<_>>()
+        });
+        // Others may still share every value, where late strings at different rows are equal:
+        // only groups that share all the other keys need their strings read back.
+        let late_keys: Vec<usize> = (0..keys.len()).filter(|&k| late(k).is_some()).collect();
+        if late_keys.is_empty() {
+            return Ok(g);
+        }
+        let mut bucket: HashMap<Vec<i64>, u32, BuildHasherDefault<MulHasher>> = HashMap::default();
+        let coarse = |i: usize| -> Vec<i64> {
+            (0..keys.len())
+                .filter(|k| !late_keys.contains(k))
+                .map(|k| value(&g, k, i))
+                .collect()
+        };
+        for i in 0..g.len {
+            *bucket.entry(coarse(i)).or_insert(0) += 1;
+        }
+        let shared: Vec<u32> = (0..g.len as u32)
+            .filter(|&i| bucket[&coarse(i as usize)] > 1)
+            .collect();
+        if shared.is_empty() {
+            return Ok(g);
+        }
         let bad = |e: datafusion::arrow::error::ArrowError| Error::Offload {
             detail: format!("regrouping the device's groups: {e}"),
         };
+        let sub = g.subset(&shared);
         let fields = self.schema.fields();
-        let keys: Vec<ArrayRef> = (0..self.keys().len())
-            .map(|k| self.key_array(&g, k, &fields[k]))
+        let arrays: Vec<ArrayRef> = (0..keys.len())
+            .map(|k| self.key_array(&sub, k, &fields[k]))
             .collect::<Result<_>>()?;
         let converter = RowConverter::new(
-            keys.iter()
+            arrays
+                .iter()
                 .map(|a| SortField::new(a.data_type().clone()))
                 .collect(),
         )
         .map_err(bad)?;
-        let rows = converter.convert_columns(&keys).map_err(bad)?;
-        let mut g = g;
-        let mut first: HashMap<Row<'_>, u32> = HashMap::with_capacity(g.len);
-        let mut picks: Vec<u32> = Vec::new();
-        for i in 0..g.len {
-            match first.entry(rows.row(i)) {
-                std::collections::hash_map::Entry::Vacant(e) => {
-                    e.insert(i as u32);
-                    picks.push(i as u32);
-                }
-                std::collections::hash_map::Entry::Occupied(e) => {
-                    let t = *e.get() as usize;
-                    for (a, agg) in self.aggs().iter().enumerate() {
-                        let (count, value) = (g.count[a][i], g.acc[a][i]);
-                        let (c, v) = (&mut g.count[a], &mut g.acc[a]);
-                        merge_state(agg.func, (&mut c[t], &mut v[t]), (count, value));
-                    }
-                }
-            }
+        let rows = converter.convert_columns(&arrays).map_err(bad)?;
+        // Each group's first group with the same values.
+        let mut canon: Vec<u32> = (0..g.len as u32).collect();
+        let mut first: HashMap<Row<'_>, u32> = HashMap::with_capacity(shared.len());
+        for (j, &i) in shared.iter().enumerate() {
+            canon[i as usize] = *first.entry(rows.row(j)).or_insert(i);
         }
-        Ok(if picks.len() == g.len {
-            g
-        } else {
-            g.subset(&picks)
-        })
+        Ok(merge_groups(g, self.aggs(), |_, i| canon[i]))
     }
 
     /// A group table as a batch of the task's output schema.
@@ -2462,10 +2646,19 @@ fn year_of_days(days: i64) -> i64 {
     yoe + era * 400 + i64::from(january_or_february)
 }
 
+/// Whether `x op y` cannot overflow 64 bits on any row, by the operands' largest magnitudes.
+fn no_overflow(op: &Op, x: &[i64], y: &[i64]) -> bool {
+    let (a, b) = (arch::max_abs::run(x), arch::max_abs::run(y));
+    match op {
+        Op::Add(..) | Op::Sub(..) => a.checked_add(b).is_some_and(|t| t <= i64::MAX as u64),
+        _ => a.checked_mul(b).is_some_and(|t| t <= i64::MAX as u64),
+    }
+}
+
 /// Whether `values` sum in 64 bits without overflow, whatever their order (every partial sum
 /// is bounded by n * max |v|).
 fn sums_in_i64(values: &[i64]) -> bool {
-    let max = values.iter().fold(0u64, |m, &v| m.max(v.unsigned_abs()));
+    let max = arch::max_abs::run(values);
     max.checked_mul(values.len() as u64)
         .is_some_and(|t| t <= i64::MAX as u64)
 }
@@ -2473,18 +2666,27 @@ fn sums_in_i64(values: &[i64]) -> bool {
 /// The exact sum of a block: in 64 bits (vectorised) when it cannot overflow, else 128.
 fn exact_sum(values: &[i64]) -> i128 {
     if sums_in_i64(values) {
-        values.iter().sum::<i64>() as i128
+        arch::sum::run(values) as i128
     } else {
         values.iter().map(|&v| v as i128).sum()
     }
 }
+
+/// Groups few enough that a compare-and-add pass per group (vectorised) beats a scatter.
+const FEW_GROUPS: usize = 8;
 
 /// Adds a block's values into their groups' 128-bit sums. With few groups, four interleaved
 /// 64-bit partial sums per group break the chain of dependent adds on a hot group (rows of a
 /// block fall on the same few groups, as in TPC-H Q1's four).
 fn sum_by_group(ids: &[u32], values: &[i64], acc: &mut [i128]) {
     let groups = acc.len();
-    if groups <= 1024 && groups <= ids.len() && sums_in_i64(values) {
+    if groups <= FEW_GROUPS && sums_in_i64(values) {
+        let mut part = vec![0i64; groups];
+        arch::group_sums::run(ids, values, &mut part);
+        for (a, p) in acc.iter_mut().zip(part) {
+            *a += p as i128;
+        }
+    } else if groups <= 1024 && groups <= ids.len() && sums_in_i64(values) {
         let mut part = vec![0i64; groups * 4];
         let mut chunks = ids.chunks_exact(4).zip(values.chunks_exact(4));
         for (g, v) in &mut chunks {

@@ -1,0 +1,348 @@
+//! The one place the query engine picks its kernels for the running CPU: the offload device's
+//! block loops (selector comparisons, transformer arithmetic, group sums).
+//!
+//! Each kernel is written once in plain Rust that compilers vectorise, and compiled three
+//! times: for the baseline target (`portable`), for x86-64-v3 (`avx2`: AVX2, FMA, BMI) and for
+//! x86-64-v4 (`avx512`: AVX-512 F/BW/CD/DQ/VL). The level is `inpath_core::isa::effective()`
+//! (the CPU's level capped by `INPATH_ISA`), read once; `at` runs a kernel at a given level,
+//! so tests compare every level the machine has against the portable one.
+//!
+//! The crate is built for the baseline x86-64 target, where the same loops get SSE2 at most;
+//! compiled for the running CPU they use 256- or 512-bit vectors (and AVX-512's 64-bit
+//! multiplies and mask compares).
+
+#![allow(unsafe_code)]
+
+use inpath_core::isa::{self, Level};
+
+/// The level the kernels run at.
+pub(crate) fn level() -> Level {
+    isa::effective()
+}
+
+/// Defines a kernel module `$name` with `run(args)` (at [`level`]) and `at(level, args)`.
+macro_rules! kernel {
+    ($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty),*) $(-> $ret:ty)? $body:block) => {
+        $(#[$doc])*
+        pub(crate) mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            #[inline(always)]
+            fn imp($($arg: $ty),*) $(-> $ret)? $body
+
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx2,fma,bmi1,bmi2,lzcnt,popcnt")]
+            unsafe fn v3($($arg: $ty),*) $(-> $ret)? {
+                imp($($arg),*)
+            }
+
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(
+                enable = "avx512f,avx512bw,avx512cd,avx512dq,avx512vl,avx2,fma,bmi1,bmi2,lzcnt,popcnt"
+            )]
+            unsafe fn v4($($arg: $ty),*) $(-> $ret)? {
+                imp($($arg),*)
+            }
+
+            /// Runs the kernel at `level`, or the highest level below it the CPU has.
+            #[allow(dead_code)]
+            pub(crate) fn at(level: Level, $($arg: $ty),*) $(-> $ret)? {
+                let level = level.min(inpath_core::isa::detected());
+                #[cfg(target_arch = "x86_64")]
+                {
+                    if level >= Level::Avx512 {
+                        // SAFETY: `detected()` found every feature `v4` enables.
+                        return unsafe { v4($($arg),*) };
+                    }
+                    if level >= Level::Avx2 {
+                        // SAFETY: `detected()` found every feature `v3` enables.
+                        return unsafe { v3($($arg),*) };
+                    }
+                }
+                let _ = level;
+                imp($($arg),*)
+            }
+
+            /// Runs the kernel at the level [`level`](super::level) picked.
+            #[allow(dead_code)]
+            pub(crate) fn run($($arg: $ty),*) $(-> $ret)? {
+                at(super::level(), $($arg),*)
+            }
+        }
+    };
+}
+
+/// Comparison operators of the kernels (the selector's, as numbers so one kernel takes any).
+pub(crate) const EQ: u8 = 0;
+pub(crate) const NE: u8 = 1;
+pub(crate) const LT: u8 = 2;
+pub(crate) const LE: u8 = 3;
+pub(crate) const GT: u8 = 4;
+pub(crate) const GE: u8 = 5;
+
+/// Mask words of `values[i] op c`: bit i of word i/64 is row i (the last word's bits beyond
+/// the rows are zero).
+#[inline(always)]
+fn cmp_bits<T: Copy + PartialOrd>(values: &[T], op: u8, c: T, out: &mut Vec<u64>) {
+    #[inline(always)]
+    fn words<T: Copy>(values: &[T], out: &mut Vec<u64>, f: impl Fn(T) -> bool) {
+        out.reserve(values.len().div_ceil(64));
+        let mut chunks = values.chunks_exact(64);
+        for chunk in &mut chunks {
+            let mut bits = 0u64;
+            for (j, &v) in chunk.iter().enumerate() {
+                bits |= (f(v) as u64) << j;
+            }
+            out.push(bits);
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut bits = 0u64;
+            for (j, &v) in rest.iter().enumerate() {
+                bits |= (f(v) as u64) << j;
+            }
+            out.push(bits);
+        }
+    }
+    match op {
+        EQ => words(values, out, |v| v == c),
+        NE => words(values, out, |v| v != c),
+        LT => words(values, out, |v| v < c),
+        LE => words(values, out, |v| v <= c),
+        GT => words(values, out, |v| v > c),
+        _ => words(values, out, |v| v >= c),
+    }
+}
+
+kernel! {
+    /// Mask words of an `i64` column compared with a constant (operators [`EQ`]..[`GE`]).
+    cmp_i64(values: &[i64], op: u8, c: i64) -> Vec<u64> {
+        let mut out = Vec::new();
+        super::cmp_bits(values, op, c, &mut out);
+        out
+    }
+}
+
+kernel! {
+    /// Mask words of an `i32` column (dates, 32-bit integers) compared with a constant.
+    cmp_i32(values: &[i32], op: u8, c: i32) -> Vec<u64> {
+        let mut out = Vec::new();
+        super::cmp_bits(values, op, c, &mut out);
+        out
+    }
+}
+
+kernel! {
+    /// The largest absolute value (as u64, so `i64::MIN` fits), 0 for no values: with the
+    /// count, it bounds every partial sum of the values.
+    max_abs(values: &[i64]) -> u64 {
+        // Signed max and min vectorise on every level (unsigned 64-bit max needs AVX-512).
+        let (mut hi, mut lo) = (0i64, 0i64);
+        for &v in values {
+            hi = hi.max(v);
+            lo = lo.min(v);
+        }
+        hi.unsigned_abs().max(lo.unsigned_abs())
+    }
+}
+
+kernel! {
+    /// The wrapping sum (exact when [`max_abs`] times the count stays within i64).
+    sum(values: &[i64]) -> i64 {
+        values.iter().fold(0i64, |s, &v| s.wrapping_add(v))
+    }
+}
+
+kernel! {
+    /// `out[g] += sum of values[i] where ids[i] == g`, wrapping, for a few groups (a pass per
+    /// group of compare-and-add, vectorised; no scatter). Ids at or beyond `out.len()` add
+    /// nothing.
+    group_sums(ids: &[u32], values: &[i64], out: &mut [i64]) {
+        for (g, o) in out.iter_mut().enumerate() {
+            let g = g as u32;
+            let s = ids
+                .iter()
+                .zip(values)
+                .fold(0i64, |s, (&id, &v)| s.wrapping_add(if id == g { v } else { 0 }));
+            *o = o.wrapping_add(s);
+        }
+    }
+}
+
+kernel! {
+    /// `out[g] += number of ids equal to g`, for a few groups.
+    group_counts(ids: &[u32], out: &mut [i64]) {
+        for (g, o) in out.iter_mut().enumerate() {
+            let g = g as u32;
+            *o += ids.iter().fold(0i64, |s, &id| s + (id == g) as i64);
+        }
+    }
+}
+
+kernel! {
+    /// `x op y` element by element, wrapping (`op` 0 add, 1 subtract, 2 multiply): exact when
+    /// the operands' [`max_abs`] bounds rule overflow out, which the caller checks.
+    wrapping_op(op: u8, x: &[i64], y: &[i64]) -> Vec<i64> {
+        // Loops into a filled vector rather than `collect`: the iterator's own functions
+        // may stay out of line, compiled for the baseline target.
+        let mut out = vec![0i64; x.len().min(y.len())];
+        let rows = out.iter_mut().zip(x.iter().zip(y));
+        match op {
+            0 => rows.for_each(|(o, (a, b))| *o = a.wrapping_add(*b)),
+            1 => rows.for_each(|(o, (a, b))| *o = a.wrapping_sub(*b)),
+            _ => rows.for_each(|(o, (a, b))| *o = a.wrapping_mul(*b)),
+        }
+        out
+    }
+}
+
+kernel! {
+    /// `values[rows[i]]` for each row.
+    gather_i64(values: &[i64], rows: &[u32]) -> Vec<i64> {
+        let mut out = vec![0i64; rows.len()];
+        for (o, &r) in out.iter_mut().zip(rows) {
+            *o = values[r as usize];
+        }
+        out
+    }
+}
+
+kernel! {
+    /// `values[rows[i]]` widened to i64, for each row (dates, 32-bit integers, codes).
+    gather_i32(values: &[i32], rows: &[u32]) -> Vec<i64> {
+        let mut out = vec![0i64; rows.len()];
+        for (o, &r) in out.iter_mut().zip(rows) {
+            *o = values[r as usize] as i64;
+        }
+        out
+    }
+}
+
+kernel! {
+    /// The group id in `slots` of each row's slot; `u32::MAX` where the slot has no group yet
+    /// or lies beyond the table.
+    slot_ids(at: &[i64], slots: &[u32]) -> Vec<u32> {
+        let mut out = vec![0u32; at.len()];
+        for (o, &a) in out.iter_mut().zip(at) {
+            *o = slots.get(a as usize).copied().unwrap_or(u32::MAX);
+        }
+        out
+    }
+}
+
+kernel! {
+    /// Dense group slots of two dictionary-code keys: `a[i] + b[i] * stride`.
+    dense_slots(a: &[i64], b: &[i64], stride: i64) -> Vec<i64> {
+        let mut out = vec![0i64; a.len().min(b.len())];
+        for (o, (x, y)) in out.iter_mut().zip(a.iter().zip(b)) {
+            *o = x + y * stride;
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(n: usize, seed: u64, spread: i64) -> Vec<i64> {
+        let mut x = seed | 1;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x % (2 * spread as u64 + 1)) as i64 - spread
+            })
+            .collect()
+    }
+
+    /// Every level this machine has gives the portable answers, which equal a plain reference.
+    #[test]
+    fn every_level_equals_the_reference() {
+        for n in [0, 1, 63, 64, 65, 1000, 4096] {
+            let v = values(n, 7 + n as u64, 1_000_000);
+            let w = values(n, 11 + n as u64, 1_000);
+            let ids: Vec<u32> = values(n, 3, 5)
+                .iter()
+                .map(|&x| x.unsigned_abs() as u32)
+                .collect();
+            let rows: Vec<u32> = (0..n as u32).rev().step_by(3).collect();
+            for level in isa::supported() {
+                for op in [EQ, NE, LT, LE, GT, GE] {
+                    let c = v.get(n / 2).copied().unwrap_or(0);
+                    let want: Vec<bool> = v
+                        .iter()
+                        .map(|&x| match op {
+                            EQ => x == c,
+                            NE => x != c,
+                            LT => x < c,
+                            LE => x <= c,
+                            GT => x > c,
+                            _ => x >= c,
+                        })
+                        .collect();
+                    let got = cmp_i64::at(level, &v, op, c);
+                    assert_eq!(got.len(), n.div_ceil(64));
+                    for (i, &b) in want.iter().enumerate() {
+                        assert_eq!(
+                            got[i / 64] >> (i % 64) & 1 == 1,
+                            b,
+                            "{level} op {op} row {i}"
+                        );
+                    }
+                    let v32: Vec<i32> = v.iter().map(|&x| x as i32).collect();
+                    assert_eq!(cmp_i32::at(level, &v32, op, c as i32), got, "{level}");
+                }
+                let max = v.iter().map(|x| x.unsigned_abs()).max().unwrap_or(0);
+                assert_eq!(max_abs::at(level, &v), max, "{level}");
+                assert_eq!(max_abs::at(level, &[i64::MIN, 3]), 1 << 63, "{level}");
+                assert_eq!(sum::at(level, &v), v.iter().sum::<i64>(), "{level}");
+                let mut sums = vec![5i64; 6];
+                let mut counts = vec![0i64; 6];
+                group_sums::at(level, &ids, &v, &mut sums);
+                group_counts::at(level, &ids, &mut counts);
+                for g in 0..6u32 {
+                    let rows = ids.iter().zip(&v).filter(|(&i, _)| i == g);
+                    assert_eq!(
+                        sums[g as usize],
+                        5 + rows.clone().map(|(_, &x)| x).sum::<i64>()
+                    );
+                    assert_eq!(counts[g as usize], rows.count() as i64, "{level}");
+                }
+                for (op, f) in [
+                    (0u8, (|a: i64, b: i64| a + b) as fn(i64, i64) -> i64),
+                    (1, |a, b| a - b),
+                    (2, |a, b| a * b),
+                ] {
+                    let want: Vec<i64> = v.iter().zip(&w).map(|(&a, &b)| f(a, b)).collect();
+                    assert_eq!(wrapping_op::at(level, op, &v, &w), want, "{level} op {op}");
+                }
+                let want: Vec<i64> = rows.iter().map(|&r| v[r as usize]).collect();
+                assert_eq!(gather_i64::at(level, &v, &rows), want, "{level}");
+                let v32: Vec<i32> = v.iter().map(|&x| x as i32).collect();
+                assert_eq!(gather_i32::at(level, &v32, &rows), want, "{level}");
+                let slots: Vec<u32> = (0..40u32)
+                    .map(|s| if s % 7 == 0 { u32::MAX } else { s * 3 })
+                    .collect();
+                let at: Vec<i64> = v.iter().map(|&x| x.rem_euclid(45)).collect();
+                let want: Vec<u32> = at
+                    .iter()
+                    .map(|&a| {
+                        if a >= 40 || a % 7 == 0 {
+                            u32::MAX
+                        } else {
+                            a as u32 * 3
+                        }
+                    })
+                    .collect();
+                assert_eq!(slot_ids::at(level, &at, &slots), want, "{level}");
+                let a: Vec<i64> = ids.iter().map(|&i| i as i64 % 3).collect();
+                let b: Vec<i64> = ids.iter().map(|&i| i as i64 / 3).collect();
+                let want: Vec<i64> = a.iter().zip(&b).map(|(x, y)| x + y * 3).collect();
+                assert_eq!(dense_slots::at(level, &a, &b, 3), want, "{level}");
+            }
+        }
+    }
+}
