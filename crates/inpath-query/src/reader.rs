@@ -300,20 +300,30 @@ impl TableReader {
         let c = self.column_meta(column)?;
         self.check_page(page)?;
         let meta = &c.pages[page];
-        let path = self.dir.join(&c.file);
-        let mut record = vec![0u8; meta.len as usize];
-        self.files[column]
-            .read_exact_at(&mut record, meta.offset)
-            .map_err(|e| Error::io(&path, e))?;
-        let bytes = self
-            .unsealer
-            .unseal(&record)
-            .map_err(|source| Error::PageSeal {
-                table: self.manifest.table.clone(),
-                column: c.name.clone(),
-                page,
-                source: Box::new(source),
-            })?;
+        // The sealed record goes through a buffer the thread keeps (unsealing copies it out):
+        // a fresh one would be zeroed for every page first.
+        thread_local! {
+            static RECORD: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        let len = meta.len as usize;
+        let bytes = RECORD.with(|record| {
+            let mut record = record.borrow_mut();
+            if record.len() < len {
+                record.resize(len, 0);
+            }
+            let record = &mut record[..len];
+            self.files[column]
+                .read_exact_at(record, meta.offset)
+                .map_err(|e| Error::io(&self.dir.join(&c.file), e))?;
+            self.unsealer
+                .unseal(record)
+                .map_err(|source| Error::PageSeal {
+                    table: self.manifest.table.clone(),
+                    column: c.name.clone(),
+                    page,
+                    source: Box::new(source),
+                })
+        })?;
         let damaged = |detail: String| Error::PageDamaged {
             table: self.manifest.table.clone(),
             column: c.name.clone(),
