@@ -60,6 +60,15 @@ fn demo_runs_every_section_and_its_checks_agree() {
         .and_then(|n| n.parse().ok())
         .unwrap_or(0);
     assert!(full >= 12, "{offload}");
+    // Q10's top 20: the device merged its groups into customers and kept all but those.
+    let topk = line("TOPK on the device");
+    let kept: u64 = topk
+        .split("; ")
+        .nth(1)
+        .and_then(|p| p.split(' ').next())
+        .and_then(|n| n.replace(',', "").parse().ok())
+        .unwrap_or(0);
+    assert!(kept > 100, "{topk}");
     // The in-store search against a plain scan of the original text.
     let grep = line("\"furiously\" searched in the store");
     assert!(grep.ends_with(": equal"), "{grep}");

@@ -1015,6 +1015,8 @@ struct DemoQuery {
     /// Q1 with offload: whether it equals DuckDB's answer, the Arrow bytes the host's scans
     /// received without offload and the bytes the device sent with it, the classes' counts.
     offload: (bool, u64, u64, [usize; 3], usize),
+    /// Q10 with offload: groups TOPK left on the device, bytes it sent.
+    topk: (u64, u64),
 }
 
 /// The `inpath demo` section: TPC-H SF 0.01 written as plain and as sealed (LZ4 + AES-256-GCM)
@@ -1071,6 +1073,12 @@ pub fn demo_section() -> anyhow::Result<String> {
         classes[0],
         classes[1],
         classes[2]
+    )?;
+    writeln!(
+        out,
+        "  TOPK on the device: Q10's top 20 customers; {} other groups stayed on the device, {} sent",
+        thousands(d.topk.0),
+        bytes(d.topk.1)
     )?;
     writeln!(
         out,
@@ -1164,9 +1172,16 @@ fn demo_run(dir: &Path) -> anyhow::Result<DemoQuery> {
     let sent = device.device_stats().map_or(0, |d| d.bytes_sent);
     let mut classes = [0usize; 3];
     let mut offload_equal = 0;
+    let mut topk = (0, 0);
     for n in 1..=22 {
         let text = query(n).expect("1..=22");
+        device.reset_stats();
         let result = device.sql(text)?;
+        if n == 10 {
+            topk = device
+                .device_stats()
+                .map_or((0, 0), |d| (d.groups_cut, d.bytes_sent));
+        }
         offload_equal +=
             usize::from(check_answer(&result, pinned_answer(0.01, n).expect("pinned")).is_ok());
         let class = device.explain_offload(text)?.class;
@@ -1184,5 +1199,6 @@ fn demo_run(dir: &Path) -> anyhow::Result<DemoQuery> {
         stats,
         all_22,
         offload: (q1_equal, host_bytes, sent, classes, offload_equal),
+        topk,
     })
 }

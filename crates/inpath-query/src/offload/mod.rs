@@ -12,8 +12,9 @@
 //! What is offloaded today: a Partial aggregate (with or without GROUP BY) over projections
 //! over one table's scan or over a tree of inner, semi and anti equi-joins of scans, with
 //! filters that are sums of products of comparators, CASE, join conditions beyond the keys and
-//! arithmetic that is exact on scaled integers. Sorts and top-k stay on the host; see
-//! `docs/query.md` ("Offload").
+//! arithmetic that is exact on scaled integers, and a sort or top-k above that aggregate (the
+//! device merges its lanes' groups, orders them and sends only those that can be in the
+//! result); see `docs/query.md` ("Offload").
 
 pub mod device;
 pub mod graph;
