@@ -314,7 +314,7 @@ impl TableReader {
             let record = &mut record[..len];
             self.files[column]
                 .read_exact_at(record, meta.offset)
-                .map_err(|e| Error::io(&self.dir.join(&c.file), e))?;
+                .map_err(|e| Error::io(self.dir.join(&c.file), e))?;
             self.unsealer
                 .unseal(record)
                 .map_err(|source| Error::PageSeal {
