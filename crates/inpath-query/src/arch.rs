@@ -232,6 +232,28 @@ kernel! {
 }
 
 kernel! {
+    /// Zeroes the values whose bit in `mask` is clear (bit i of word i/64 is value i).
+    keep_selected(values: &mut [i64], mask: &[u64]) {
+        for (chunk, &word) in values.chunks_mut(64).zip(mask) {
+            for (j, v) in chunk.iter_mut().enumerate() {
+                *v &= ((word >> j) & 1).wrapping_neg() as i64;
+            }
+        }
+    }
+}
+
+kernel! {
+    /// Sets the ids whose bit in `mask` is clear to `u32::MAX` (no group).
+    drop_unselected(ids: &mut [u32], mask: &[u64]) {
+        for (chunk, &word) in ids.chunks_mut(64).zip(mask) {
+            for (j, id) in chunk.iter_mut().enumerate() {
+                *id |= (((word >> j) & 1) as u32).wrapping_sub(1);
+            }
+        }
+    }
+}
+
+kernel! {
     /// Dense group slots of two dictionary-code keys: `a[i] + b[i] * stride`.
     dense_slots(a: &[i64], b: &[i64], stride: i64) -> Vec<i64> {
         let mut out = vec![0i64; a.len().min(b.len())];
@@ -342,6 +364,21 @@ mod tests {
                 let b: Vec<i64> = ids.iter().map(|&i| i as i64 / 3).collect();
                 let want: Vec<i64> = a.iter().zip(&b).map(|(x, y)| x + y * 3).collect();
                 assert_eq!(dense_slots::at(level, &a, &b, 3), want, "{level}");
+                let mask: Vec<u64> = values(n.div_ceil(64), 5, i64::MAX / 2)
+                    .iter()
+                    .map(|&x| x as u64)
+                    .collect();
+                let bit = |i: usize| mask[i / 64] >> (i % 64) & 1 == 1;
+                let mut kept = v.clone();
+                keep_selected::at(level, &mut kept, &mask);
+                let want: Vec<i64> = (0..n).map(|i| if bit(i) { v[i] } else { 0 }).collect();
+                assert_eq!(kept, want, "{level}");
+                let mut dropped = ids.clone();
+                drop_unselected::at(level, &mut dropped, &mask);
+                let want: Vec<u32> = (0..n)
+                    .map(|i| if bit(i) { ids[i] } else { u32::MAX })
+                    .collect();
+                assert_eq!(dropped, want, "{level}");
             }
         }
     }

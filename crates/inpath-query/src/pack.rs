@@ -201,6 +201,35 @@ impl ForBlock<'_> {
         out
     }
 
+    /// The values as i32 when every value the block can hold (reference plus any delta of its
+    /// width) fits in i32: dates, 32-bit integers and dictionary codes, without a 64-bit pass.
+    pub fn to_i32(&self) -> Option<Vec<i32>> {
+        let widest = match self.width {
+            0 => 0i128,
+            1..=32 => (1i128 << self.width) - 1,
+            _ => return None,
+        };
+        if self.reference < i32::MIN as i128 || self.reference + widest > i32::MAX as i128 {
+            return None;
+        }
+        let r = self.reference as i64;
+        let mut out = vec![r as i32; self.n];
+        if self.width > 0 {
+            let packer = BitPacker4x::new();
+            let mut block = [0u32; BLOCK];
+            let step = 16 * self.width as usize;
+            for (chunk, bytes) in self.data.chunks_exact(step).enumerate() {
+                packer.decompress(bytes, &mut block, self.width);
+                let base = chunk * BLOCK;
+                let take = (self.n - base).min(BLOCK);
+                for (o, &d) in out[base..base + take].iter_mut().zip(&block[..take]) {
+                    *o = (r + d as i64) as i32;
+                }
+            }
+        }
+        Some(out)
+    }
+
     /// The values as i128.
     pub fn to_i128(&self) -> Vec<i128> {
         let mut out = vec![0i128; self.n];
@@ -222,5 +251,29 @@ mod tests {
         assert_eq!(width_for(1 << 32), 64);
         assert_eq!(width_for(u64::MAX as u128), 64);
         assert_eq!(width_for(u128::MAX), 128);
+    }
+
+    /// `to_i32` gives `to_i64`'s values where the width cannot reach past i32, and declines
+    /// where it could (values near i32's edge), for any length.
+    #[test]
+    fn to_i32_equals_to_i64_or_declines() {
+        for (values, fits) in [
+            ((0..1000).map(|i| i * 7 - 300).collect::<Vec<i128>>(), true),
+            (vec![5; 129], true),
+            (vec![i32::MIN as i128, 0, 12], true),
+            (vec![i32::MAX as i128 - 5, i32::MAX as i128 - 1], false),
+        ] {
+            let mut out = Vec::new();
+            encode_for(&values, None, &mut out);
+            let (block, _) = parse_for(&out, values.len()).unwrap();
+            let wide: Vec<i32> = block.to_i64().iter().map(|&v| v as i32).collect();
+            match block.to_i32() {
+                Some(narrow) => {
+                    assert!(fits);
+                    assert_eq!(narrow, wide);
+                }
+                None => assert!(!fits),
+            }
+        }
     }
 }

@@ -414,17 +414,22 @@ pub(crate) fn decode(
                     block.reference, block.width
                 ));
             }
-            let values = block.to_i64();
             match logical {
-                LogicalType::Int64 => Arc::new(Int64Array::new(ScalarBuffer::from(values), nulls)),
-                LogicalType::Int32 => Arc::new(Int32Array::new(
-                    values.into_iter().map(|v| v as i32).collect(),
-                    nulls,
-                )),
-                _ => Arc::new(Date32Array::new(
-                    values.into_iter().map(|v| v as i32).collect(),
-                    nulls,
-                )),
+                LogicalType::Int64 => {
+                    Arc::new(Int64Array::new(ScalarBuffer::from(block.to_i64()), nulls))
+                }
+                _ => {
+                    // Straight to 32 bits unless the width could reach past i32 (values near
+                    // its edge): then through 64 bits (the writer's values all fit).
+                    let values = block
+                        .to_i32()
+                        .unwrap_or_else(|| block.to_i64().into_iter().map(|v| v as i32).collect());
+                    if logical == LogicalType::Int32 {
+                        Arc::new(Int32Array::new(ScalarBuffer::from(values), nulls))
+                    } else {
+                        Arc::new(Date32Array::new(ScalarBuffer::from(values), nulls))
+                    }
+                }
             }
         }
         LogicalType::Decimal128 { precision, scale } => {
@@ -484,6 +489,23 @@ pub(crate) fn decode(
                 let (block, used) = for_block(rest)?;
                 finish(used)?;
                 let dict = dictionary.ok_or("a dictionary page in a column without dictionary")?;
+                // Every code the block can hold is in the dictionary: no code to check.
+                if nulls.is_none() && block.reference >= 0 {
+                    if let Some(keys) = block.to_i32().filter(|k| {
+                        let widest = if block.width == 0 {
+                            0
+                        } else {
+                            (1i128 << block.width) - 1
+                        };
+                        block.reference + widest < dict.len() as i128
+                            || k.iter().all(|&c| (c as usize) < dict.len())
+                    }) {
+                        return Ok((
+                            Arc::new(Int32Array::new(ScalarBuffer::from(keys), None)),
+                            encoding,
+                        ));
+                    }
+                }
                 let codes = block.to_i64();
                 let valid_at = |i: usize| nulls.as_ref().is_none_or(|nb| nb.is_valid(i));
                 let mut keys = Vec::with_capacity(n);

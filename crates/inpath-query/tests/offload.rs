@@ -329,6 +329,12 @@ fn random_aggregates_equal_the_host_and_a_spilling_group_by_gives_the_reference_
         "SELECT qty, sum(price) FROM t WHERE name LIKE 'name 1%' AND disc <> 0.03 GROUP BY qty",
         "SELECT sum(price) FROM t WHERE price < 0.005 AND price >= -0.005",
         "SELECT count(*) FROM t WHERE qty > 1000",
+        // Most rows selected, three dictionary groups, sums and counts: every row goes through
+        // the transformer with the unselected ones zeroed and skipped (no gather).
+        "SELECT flag, sum(price), sum(price * (1 - disc) * (1 + disc)), avg(qty), count(*) FROM \
+         t WHERE qty > -45 GROUP BY flag",
+        "SELECT flag, count(*), sum(qty) FROM t WHERE qty <> 7 AND day > date '1991-12-01' GROUP \
+         BY flag",
     ];
     // Budgets: the default, and one so small the name groups spill many times.
     for (memory, lanes) in [

@@ -1293,6 +1293,9 @@ struct Lane<'a> {
     flag_words: Vec<Vec<u64>>,
     /// Whether the lane has sent partial groups to the host early.
     spilled: bool,
+    /// The selection of the block in hand when every row of the page goes through the
+    /// transformer (bit i: row i of the block); none when only selected rows do.
+    block_mask: Option<Vec<u64>>,
 }
 
 /// The group table of AGGREGATE (one group) or AGGREGATE_GROUPBY.
@@ -1534,6 +1537,7 @@ impl<'a> Lane<'a> {
             kept_bytes: 0,
             flag_words: Vec::new(),
             spilled: false,
+            block_mask: None,
         }
     }
 
@@ -1682,17 +1686,6 @@ impl<'a> Lane<'a> {
                     }
                 }
             }
-            let sel: Option<Vec<u32>> = (selected < rows).then(|| {
-                let mut s = Vec::with_capacity(selected);
-                for (w, &word) in mask.iter().enumerate() {
-                    let mut bits = word;
-                    while bits != 0 {
-                        s.push((w * 64) as u32 + bits.trailing_zeros());
-                        bits &= bits - 1;
-                    }
-                }
-                s
-            });
             // A group-by must also hold one page's worth of new groups (one per row).
             // Keys that are all dictionaries bound the groups by the product of their sizes.
             if !plan.keys().is_empty() {
@@ -1708,10 +1701,37 @@ impl<'a> Lane<'a> {
                 }
                 self.group_cap = cap;
             }
+            // Most rows selected, no joins, a few groups by dictionary codes and sums and
+            // counts only (TPC-H Q1): every row goes through the transformer, the unselected
+            // ones zeroed, and the operator skips them; no row is gathered.
+            let masked = selected < rows
+                && selected * 8 >= rows * 7
+                && plan.task.joins.is_empty()
+                && plan.task.filter.is_none()
+                && plan.task.operator != Operator::Nop
+                && !plan.keys().is_empty()
+                && self.group_cap.is_some_and(|c| c <= FEW_GROUPS)
+                && plan
+                    .aggs()
+                    .iter()
+                    .all(|a| !matches!(a.func, AggFunc::Min | AggFunc::Max));
+            let sel: Option<Vec<u32>> = (selected < rows && !masked).then(|| {
+                let mut s = Vec::with_capacity(selected);
+                for (w, &word) in mask.iter().enumerate() {
+                    let mut bits = word;
+                    while bits != 0 {
+                        s.push((w * 64) as u32 + bits.trailing_zeros());
+                        bits &= bits - 1;
+                    }
+                }
+                s
+            });
             // Joins: the selected rows matched with each build in turn (inner joins repeat a
             // row per matching build row; semi and anti joins only drop rows).
             let mut matched: Vec<Vec<u32>> = Vec::with_capacity(plan.task.joins.len());
-            let (sel, count) = if plan.task.joins.is_empty() {
+            let (sel, count) = if masked {
+                (None, rows)
+            } else if plan.task.joins.is_empty() {
                 (sel, selected)
             } else {
                 let mut picked: Vec<u32> = sel.unwrap_or_else(|| (0..rows as u32).collect());
@@ -1778,6 +1798,9 @@ impl<'a> Lane<'a> {
             let mut start = 0;
             while start < count {
                 let n = (count - start).min(BLOCK);
+                // BLOCK is a multiple of 64: a block's mask words are whole words of the page's.
+                self.block_mask =
+                    masked.then(|| mask[start / 64..(start + n).div_ceil(64)].to_vec());
                 let block = match &sel {
                     None => Rows::Range(start, n),
                     Some(s) => Rows::Pick(&s[start..start + n]),
@@ -1832,6 +1855,7 @@ impl<'a> Lane<'a> {
             }
             Ok(())
         })();
+        self.block_mask = None;
         self.counters.release(held);
         result.map(|()| held)
     }
@@ -1944,7 +1968,12 @@ impl<'a> Lane<'a> {
                             ),
                         });
                     }
-                    load(array, rows, &column_name(column))?
+                    let mut values = load(array, rows, &column_name(column))?;
+                    if let Some(mask) = &self.block_mask {
+                        // Unselected rows compute on zeros: they never overflow.
+                        arch::keep_selected::run(&mut values, mask);
+                    }
+                    values
                 }
                 Op::Flag { flag } => flag_values(&self.flag_words[flag], rows),
                 Op::Fetch { join, column } => {
@@ -2125,6 +2154,14 @@ impl<'a> Lane<'a> {
                 }
             }
         }
+        // Rows the block's mask leaves out get no group (an id beyond every group, which the
+        // operator skips).
+        let block_mask = self.block_mask.clone();
+        let skipped = |r: usize| {
+            block_mask
+                .as_ref()
+                .is_some_and(|m| m[r / 64] >> (r % 64) & 1 == 0)
+        };
         match self.groups.dense.take() {
             Some((strides, mut slots)) => {
                 // Each row's slot; once every slot a block touches has its group (all but the
@@ -2142,12 +2179,20 @@ impl<'a> Lane<'a> {
                         })
                         .collect(),
                 };
-                let found = arch::slot_ids::run(&at, &slots);
-                if !found.contains(&u32::MAX) {
+                let mut found = arch::slot_ids::run(&at, &slots);
+                if let Some(mask) = &block_mask {
+                    arch::drop_unselected::run(&mut found, mask);
+                }
+                if !found.contains(&u32::MAX) || (0..n).all(|r| found[r] != u32::MAX || skipped(r))
+                {
                     self.groups.dense = Some((strides, slots));
                     return Ok(found);
                 }
                 for r in 0..n {
+                    if skipped(r) {
+                        ids.push(u32::MAX);
+                        continue;
+                    }
                     let at = at[r] as usize;
                     let mut g = slots[at];
                     if g == u32::MAX {
@@ -2169,6 +2214,10 @@ impl<'a> Lane<'a> {
                     ((hi as u128) << 64) | columns[0][r] as u64 as u128
                 };
                 for r in 0..n {
+                    if skipped(r) {
+                        ids.push(u32::MAX);
+                        continue;
+                    }
                     let packed = pack(r);
                     let g = match self.groups.packed.get(&packed) {
                         Some(&g) => g,
@@ -2186,6 +2235,10 @@ impl<'a> Lane<'a> {
             }
             None => {
                 for r in 0..n {
+                    if skipped(r) {
+                        ids.push(u32::MAX);
+                        continue;
+                    }
                     for (k, c) in key.iter_mut().zip(&columns) {
                         *k = c[r];
                     }
@@ -2223,7 +2276,8 @@ impl<'a> Lane<'a> {
         let dense = single || groups <= n;
         let per_group: Vec<i64> = if single {
             vec![n as i64]
-        } else if dense && groups <= FEW_GROUPS {
+        } else if (dense && groups <= FEW_GROUPS) || self.block_mask.is_some() {
+            // (A block with a mask has at most FEW_GROUPS groups and ids beyond them.)
             let mut c = vec![0i64; groups];
             arch::group_counts::run(&ids, &mut c);
             c
@@ -2703,8 +2757,11 @@ fn sum_by_group(ids: &[u32], values: &[i64], acc: &mut [i128]) {
             *a += p.iter().map(|&x| x as i128).sum::<i128>();
         }
     } else {
+        // Ids beyond the groups (rows a block's mask leaves out) add nothing.
         for (&g, &v) in ids.iter().zip(values) {
-            acc[g as usize] += v as i128;
+            if let Some(a) = acc.get_mut(g as usize) {
+                *a += v as i128;
+            }
         }
     }
 }
