@@ -125,6 +125,15 @@ kernel! {
 }
 
 kernel! {
+    /// Mask words of 32-bit deltas compared with a constant (the selector on bit-packed pages).
+    cmp_u32(values: &[u32], op: u8, c: u32) -> Vec<u64> {
+        let mut out = Vec::new();
+        super::cmp_bits(values, op, c, &mut out);
+        out
+    }
+}
+
+kernel! {
     /// Mask words of an `i32` column (dates, 32-bit integers) compared with a constant.
     cmp_i32(values: &[i32], op: u8, c: i32) -> Vec<u64> {
         let mut out = Vec::new();
@@ -316,6 +325,14 @@ mod tests {
                     }
                     let v32: Vec<i32> = v.iter().map(|&x| x as i32).collect();
                     assert_eq!(cmp_i32::at(level, &v32, op, c as i32), got, "{level}");
+                    // As deltas from the smallest value, against the constant's delta.
+                    let min = v.iter().copied().min().unwrap_or(0);
+                    let deltas: Vec<u32> = v.iter().map(|&x| (x - min) as u32).collect();
+                    assert_eq!(
+                        cmp_u32::at(level, &deltas, op, (c - min) as u32),
+                        got,
+                        "{level}"
+                    );
                 }
                 let max = v.iter().map(|x| x.unsigned_abs()).max().unwrap_or(0);
                 assert_eq!(max_abs::at(level, &v), max, "{level}");

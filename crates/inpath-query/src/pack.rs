@@ -230,6 +230,30 @@ impl ForBlock<'_> {
         Some(out)
     }
 
+    /// The deltas themselves (width 0 to 32), the bit-packed blocks unpacked and nothing added.
+    pub fn deltas_u32(&self) -> Option<Vec<u32>> {
+        if self.width > 32 {
+            return None;
+        }
+        let mut out = vec![0u32; self.n];
+        if self.width > 0 {
+            let packer = BitPacker4x::new();
+            let mut block = [0u32; BLOCK];
+            let step = 16 * self.width as usize;
+            for (chunk, bytes) in self.data.chunks_exact(step).enumerate() {
+                let base = chunk * BLOCK;
+                let take = (self.n - base).min(BLOCK);
+                if take == BLOCK {
+                    packer.decompress(bytes, &mut out[base..base + BLOCK], self.width);
+                } else {
+                    packer.decompress(bytes, &mut block, self.width);
+                    out[base..].copy_from_slice(&block[..take]);
+                }
+            }
+        }
+        Some(out)
+    }
+
     /// The values as i128.
     pub fn to_i128(&self) -> Vec<i128> {
         let mut out = vec![0i128; self.n];

@@ -330,6 +330,25 @@ fn push_bitmap(out: &mut Vec<u8>, bits: &[bool]) {
 /// Decodes a page of `rows` rows of a column of type `logical` into an Arrow array.
 /// `dictionary` is the column's dictionary. Errors are descriptions (the caller names the
 /// table, column and page).
+/// The deltas and reference of a FOR page of `rows` values without a validity bitmap whose
+/// deltas are at most 32 bits wide; `None` for any other page (which [`decode`] then reads,
+/// or reports as damaged).
+pub(crate) fn for_deltas(bytes: &[u8], rows: usize) -> Option<(Vec<u32>, i128)> {
+    if bytes.len() < PAGE_HEADER
+        || Encoding::from_code(bytes[0]) != Some(Encoding::For)
+        || bytes[1..4] != [0, 0, 0]
+        || u32::from_le_bytes(bytes[4..8].try_into().ok()?) as usize != rows
+    {
+        return None;
+    }
+    let rest = &bytes[PAGE_HEADER..];
+    let (block, used) = pack::parse_for(rest, rows).ok()?;
+    if used != rest.len() {
+        return None;
+    }
+    Some((block.deltas_u32()?, block.reference))
+}
+
 pub(crate) fn decode(
     bytes: &[u8],
     rows: usize,

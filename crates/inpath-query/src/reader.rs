@@ -296,9 +296,28 @@ impl TableReader {
         self.read_page_as(column, page, true)
     }
 
-    fn read_page_as(&self, column: usize, page: usize, narrow: bool) -> Result<ArrayRef> {
+    /// A page of a non-null integer, date or decimal column as the deltas of its bit-packed
+    /// values from the page's reference (value = reference + delta), without decoding the
+    /// values: the offload device's selector compares there. `None` when the page is not
+    /// stored that way (nulls, deltas wider than 32 bits, another encoding).
+    pub(crate) fn read_page_deltas(
+        &self,
+        column: usize,
+        page: usize,
+    ) -> Result<Option<(Vec<u32>, i128)>> {
         let c = self.column_meta(column)?;
         self.check_page(page)?;
+        let meta = &c.pages[page];
+        if meta.encoding != crate::format::Encoding::For || meta.null_count != 0 {
+            return Ok(None);
+        }
+        let bytes = self.page_bytes(column, page)?;
+        Ok(page::for_deltas(&bytes, self.manifest.page_rows(page)))
+    }
+
+    /// A page's bytes, unsealed.
+    fn page_bytes(&self, column: usize, page: usize) -> Result<Vec<u8>> {
+        let c = self.column_meta(column)?;
         let meta = &c.pages[page];
         // The sealed record goes through a buffer the thread keeps (unsealing copies it out):
         // a fresh one would be zeroed for every page first.
@@ -306,7 +325,7 @@ impl TableReader {
             static RECORD: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
         }
         let len = meta.len as usize;
-        let bytes = RECORD.with(|record| {
+        RECORD.with(|record| {
             let mut record = record.borrow_mut();
             if record.len() < len {
                 record.resize(len, 0);
@@ -323,7 +342,14 @@ impl TableReader {
                     page,
                     source: Box::new(source),
                 })
-        })?;
+        })
+    }
+
+    fn read_page_as(&self, column: usize, page: usize, narrow: bool) -> Result<ArrayRef> {
+        let c = self.column_meta(column)?;
+        self.check_page(page)?;
+        let meta = &c.pages[page];
+        let bytes = self.page_bytes(column, page)?;
         let damaged = |detail: String| Error::PageDamaged {
             table: self.manifest.table.clone(),
             column: c.name.clone(),

@@ -672,6 +672,9 @@ struct Prepared {
     schema: SchemaRef,
     /// Columns the selector reads, then those only the program reads.
     selector_columns: Vec<usize>,
+    /// Selector columns read by nothing but integer comparators: compared on their
+    /// bit-packed deltas, never decoded into values.
+    packed_columns: Vec<usize>,
     program_columns: Vec<usize>,
     /// Per output column, in order: what fills it.
     emit: Vec<Emit>,
@@ -748,6 +751,27 @@ impl Prepared {
             }
         }
         let selector_columns = task.selector.columns();
+        let packed_columns: Vec<usize> = selector_columns
+            .iter()
+            .copied()
+            .filter(|&c| {
+                let only_int_tests =
+                    task.selector.products.iter().flatten().all(|cmp| {
+                        !cmp.columns().contains(&c) || matches!(cmp.test, Test::Int { .. })
+                    });
+                let elsewhere = task.transformer.columns().contains(&c)
+                    || task.flags.iter().any(|f| f.columns().contains(&c))
+                    || task
+                        .joins
+                        .iter()
+                        .flat_map(|j| j.probe_keys.iter())
+                        .chain(task.keep.iter())
+                        .any(|s| *s == Source::Column(c))
+                    || matches!(&task.operator, Operator::AggregateGroupBy { keys, .. }
+                        if keys.contains(&GroupKey::Dictionary { column: c }));
+                only_int_tests && !elsewhere
+            })
+            .collect();
         // Join keys and kept columns of the table are read with the program's columns.
         let sources = task
             .joins
@@ -868,6 +892,7 @@ impl Prepared {
             task,
             schema,
             selector_columns,
+            packed_columns,
             program_columns,
             emit,
             builds,
@@ -1113,6 +1138,20 @@ fn comparator_or_columns(
             columns_words(&arrays[&cmp.column], &arrays[&other], op, what)
         }
         _ => comparator_words(&arrays[&cmp.column], &cmp.test, what),
+    }
+}
+
+/// Mask words of `reference + delta op value` over a page's bit-packed deltas, compared in
+/// the deltas' own 32 bits: `value - reference` clamped to [-1, 2^32] keeps every operator's
+/// answer (deltas are in [0, 2^32)), and outside [0, 2^32) every row answers alike.
+fn delta_words(deltas: &[u32], reference: i128, op: CmpOp, value: i128) -> Vec<u64> {
+    let t = value - reference;
+    match u32::try_from(t) {
+        Ok(c) => arch::cmp_u32::run(deltas, op_code(op), c),
+        Err(_) => {
+            let all = op.holds(0i128, t.clamp(-1, 1 << 32));
+            pack_bits(deltas.len(), |_| all)
+        }
     }
 }
 
@@ -1624,8 +1663,21 @@ impl<'a> Lane<'a> {
             arrays.insert(c, a);
             Ok::<(), Error>(())
         };
+        // Packed selector columns: the deltas from the page's reference, 32 bits each.
+        let mut packed: HashMap<usize, (Vec<u32>, i128)> = HashMap::new();
         let result = (|| {
             for &c in &plan.selector_columns {
+                if plan.packed_columns.contains(&c) {
+                    let meta = reader.zone_map(c, page)?;
+                    if let Some((deltas, reference)) = reader.read_page_deltas(c, page)? {
+                        Counters::add(&self.counters.bytes_read, meta.len);
+                        let bytes = deltas.len() as u64 * 4;
+                        held += bytes;
+                        self.counters.hold(bytes);
+                        packed.insert(c, (deltas, reference));
+                        continue;
+                    }
+                }
                 read(c, &mut arrays, &mut held)?;
             }
             let column_name = |c: usize| {
@@ -1650,7 +1702,12 @@ impl<'a> Lane<'a> {
                     let at = match seen.iter().position(|(c, _)| *c == cmp) {
                         Some(at) => at,
                         None => {
-                            let w = comparator_or_columns(&arrays, cmp, &column_name(cmp.column))?;
+                            let w = match (&cmp.test, packed.get(&cmp.column)) {
+                                (&Test::Int { op, value }, Some((deltas, reference))) => {
+                                    delta_words(deltas, *reference, op, value)
+                                }
+                                _ => comparator_or_columns(&arrays, cmp, &column_name(cmp.column))?,
+                            };
                             seen.push((cmp, w));
                             seen.len() - 1
                         }
