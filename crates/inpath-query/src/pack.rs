@@ -178,23 +178,28 @@ impl ForBlock<'_> {
         }
     }
 
+    /// Unpacks the bit-packed deltas (width 1 to 32) into `out`, each through `f`.
+    fn unpack_into<T>(&self, out: &mut [T], f: impl Fn(u32) -> T) {
+        let packer = BitPacker4x::new();
+        let mut block = [0u32; BLOCK];
+        let step = 16 * self.width as usize;
+        for (chunk, bytes) in self.data.chunks_exact(step).enumerate() {
+            packer.decompress(bytes, &mut block, self.width);
+            let base = chunk * BLOCK;
+            let take = (self.n - base).min(BLOCK);
+            for (o, &d) in out[base..base + take].iter_mut().zip(&block[..take]) {
+                *o = f(d);
+            }
+        }
+    }
+
     /// The values as i64 (reference + delta, wrapping: the writer never wraps).
     pub fn to_i64(&self) -> Vec<i64> {
         let mut out = vec![0i64; self.n];
         let r = self.reference as i64;
         if self.width <= 32 && self.width > 0 {
             // The hot path: unpack whole blocks straight into the output.
-            let packer = BitPacker4x::new();
-            let mut block = [0u32; BLOCK];
-            let step = 16 * self.width as usize;
-            for (chunk, bytes) in self.data.chunks_exact(step).enumerate() {
-                packer.decompress(bytes, &mut block, self.width);
-                let base = chunk * BLOCK;
-                let take = (self.n - base).min(BLOCK);
-                for (o, &d) in out[base..base + take].iter_mut().zip(&block[..take]) {
-                    *o = r.wrapping_add(d as i64);
-                }
-            }
+            self.unpack_into(&mut out, |d| r.wrapping_add(d as i64));
         } else {
             self.for_each(|i, d| out[i] = r.wrapping_add(d as i64));
         }
@@ -215,17 +220,7 @@ impl ForBlock<'_> {
         let r = self.reference as i64;
         let mut out = vec![r as i32; self.n];
         if self.width > 0 {
-            let packer = BitPacker4x::new();
-            let mut block = [0u32; BLOCK];
-            let step = 16 * self.width as usize;
-            for (chunk, bytes) in self.data.chunks_exact(step).enumerate() {
-                packer.decompress(bytes, &mut block, self.width);
-                let base = chunk * BLOCK;
-                let take = (self.n - base).min(BLOCK);
-                for (o, &d) in out[base..base + take].iter_mut().zip(&block[..take]) {
-                    *o = (r + d as i64) as i32;
-                }
-            }
+            self.unpack_into(&mut out, |d| (r + d as i64) as i32);
         }
         Some(out)
     }
@@ -237,19 +232,7 @@ impl ForBlock<'_> {
         }
         let mut out = vec![0u32; self.n];
         if self.width > 0 {
-            let packer = BitPacker4x::new();
-            let mut block = [0u32; BLOCK];
-            let step = 16 * self.width as usize;
-            for (chunk, bytes) in self.data.chunks_exact(step).enumerate() {
-                let base = chunk * BLOCK;
-                let take = (self.n - base).min(BLOCK);
-                if take == BLOCK {
-                    packer.decompress(bytes, &mut out[base..base + BLOCK], self.width);
-                } else {
-                    packer.decompress(bytes, &mut block, self.width);
-                    out[base..].copy_from_slice(&block[..take]);
-                }
-            }
+            self.unpack_into(&mut out, |d| d);
         }
         Some(out)
     }

@@ -302,11 +302,9 @@ fn random_table(dir: &Path, rows: usize, seed: u64) -> (RecordBatch, SqlSession)
     (batch, session)
 }
 
-#[test]
-fn random_aggregates_equal_the_host_and_a_spilling_group_by_gives_the_reference_result() {
-    let dir = tempfile::tempdir().unwrap();
-    let (batch, _) = random_table(dir.path(), 20_000, 7);
-    // The reference: DataFusion over the same rows in memory.
+/// The rows (as text, in order) of a statement run by DataFusion over `batch` as table `t` in
+/// memory: the reference, which evaluates every expression itself.
+fn in_memory(batch: &RecordBatch) -> impl Fn(&str) -> Vec<String> {
     let reference = datafusion::prelude::SessionContext::new();
     reference
         .register_table(
@@ -315,10 +313,21 @@ fn random_aggregates_equal_the_host_and_a_spilling_group_by_gives_the_reference_
         )
         .unwrap();
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let expect = |sql: &str| -> Vec<String> {
-        let mut rows = rows_text(
+    move |sql: &str| {
+        rows_text(
             &runtime.block_on(async { reference.sql(sql).await.unwrap().collect().await.unwrap() }),
-        );
+        )
+    }
+}
+
+#[test]
+fn random_aggregates_equal_the_host_and_a_spilling_group_by_gives_the_reference_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let (batch, _) = random_table(dir.path(), 20_000, 7);
+    // The reference: DataFusion over the same rows in memory.
+    let reference = in_memory(&batch);
+    let expect = |sql: &str| -> Vec<String> {
+        let mut rows = reference(sql);
         rows.sort();
         rows
     };
@@ -371,19 +380,7 @@ fn random_aggregates_equal_the_host_and_a_spilling_group_by_gives_the_reference_
 fn topk_equals_sort_and_limit_for_any_lanes_budget_and_ties() {
     let dir = tempfile::tempdir().unwrap();
     let (batch, _) = random_table(dir.path(), 20_000, 11);
-    let reference = datafusion::prelude::SessionContext::new();
-    reference
-        .register_table(
-            "t",
-            Arc::new(MemTable::try_new(batch.schema(), vec![vec![batch.clone()]]).unwrap()),
-        )
-        .unwrap();
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let expect = |sql: &str| -> Vec<String> {
-        rows_text(
-            &runtime.block_on(async { reference.sql(sql).await.unwrap().collect().await.unwrap() }),
-        )
-    };
+    let expect = in_memory(&batch);
     let statements = [
         // Counts tie often: the ties with the tenth group are all sent, the host picks by name.
         "SELECT name, count(*) AS n, sum(qty) AS q FROM t GROUP BY name ORDER BY n DESC, name \
