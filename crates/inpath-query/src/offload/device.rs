@@ -1411,20 +1411,46 @@ impl Groups {
     fn absorb(&mut self, other: Groups, aggs: &[Agg]) {
         self.dense = None;
         self.packed.clear();
+        // One or two keys pack into 128 bits (no allocation a group); more go boxed.
+        let packs = self.keys.len() <= 2;
         let key_of = |g: &Groups, i: usize| -> Box<[i64]> { g.keys.iter().map(|c| c[i]).collect() };
+        let packed_of = |g: &Groups, i: usize| -> u128 {
+            let hi = g.keys.get(1).map_or(0, |c| c[i] as u64);
+            let lo = g.keys.first().map_or(0, |c| c[i] as u64);
+            ((hi as u128) << 64) | lo as u128
+        };
+        let capacity = self.len + other.len;
         let mut at: HashMap<Box<[i64]>, u32, BuildHasherDefault<MulHasher>> =
-            HashMap::with_capacity_and_hasher(self.len + other.len, Default::default());
+            HashMap::with_capacity_and_hasher(if packs { 0 } else { capacity }, Default::default());
+        let mut at_packed: HashMap<u128, u32, BuildHasherDefault<MulHasher>> =
+            HashMap::with_capacity_and_hasher(if packs { capacity } else { 0 }, Default::default());
         for i in 0..self.len {
-            at.insert(key_of(self, i), i as u32);
+            if packs {
+                at_packed.insert(packed_of(self, i), i as u32);
+            } else {
+                at.insert(key_of(self, i), i as u32);
+            }
         }
         self.sparse.clear();
+        let mut key = vec![0i64; self.keys.len()];
         for i in 0..other.len {
-            let key = key_of(&other, i);
-            let t = match at.get(&key) {
-                Some(&t) => t as usize,
+            let found = if packs {
+                at_packed.get(&packed_of(&other, i)).copied()
+            } else {
+                at.get(&key_of(&other, i)).copied()
+            };
+            let t = match found {
+                Some(t) => t as usize,
                 None => {
+                    for (k, c) in key.iter_mut().zip(&other.keys) {
+                        *k = c[i];
+                    }
                     let t = self.push_group(&key);
-                    at.insert(key, t);
+                    if packs {
+                        at_packed.insert(packed_of(&other, i), t);
+                    } else {
+                        at.insert(key.clone().into_boxed_slice(), t);
+                    }
                     t as usize
                 }
             };
@@ -2633,9 +2659,13 @@ impl Prepared {
             }
         };
         // Groups whose keys are the same values or the same rows are one group.
-        let g = merge_groups(g, self.aggs(), |g, i| {
-            (0..keys.len()).map(|k| value(g, k, i)).collect::<Vec<_>>()
-        });
+        // (The keys side by side in one buffer: a group's key is a slice of it.)
+        let width = keys.len();
+        let flat: Vec<i64> = (0..g.len)
+            .flat_map(|i| (0..width).map(move |k| (i, k)))
+            .map(|(i, k)| value(&g, k, i))
+            .collect();
+        let g = merge_groups(g, self.aggs(), |_, i| &flat[i * width..(i + 1) * width]);
         // Others may still share every value, where late strings at different rows are equal:
         // only groups that share all the other keys need their strings read back.
         let late_keys: Vec<usize> = (0..keys.len()).filter(|&k| late(k).is_some()).collect();
