@@ -278,15 +278,7 @@ mod tests {
     use super::*;
 
     fn values(n: usize, seed: u64, spread: i64) -> Vec<i64> {
-        let mut x = seed | 1;
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                (x % (2 * spread as u64 + 1)) as i64 - spread
-            })
-            .collect()
+        crate::testing::xorshift(seed, n, -spread, 2 * spread as u64 + 1)
     }
 
     /// Every level this machine has gives the portable answers, which equal a plain reference.

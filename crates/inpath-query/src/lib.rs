@@ -84,4 +84,18 @@ pub use writer::{TableSummary, TableWriter, WriteOptions};
 pub mod testing {
     //! Internals exposed for the integration tests (not a stable API).
     pub use crate::pack::{encode_for, parse_for, width_for};
+
+    /// `n` values in `[lo, lo + span)` from a xorshift generator seeded by `seed`: fixed inputs
+    /// for the property tests.
+    pub fn xorshift(seed: u64, n: usize, lo: i64, span: u64) -> Vec<i64> {
+        let mut x = seed | 1;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                lo + (x % span.max(1)) as i64
+            })
+            .collect()
+    }
 }

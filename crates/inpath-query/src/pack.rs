@@ -149,19 +149,11 @@ impl ForBlock<'_> {
     pub fn for_each(&self, mut f: impl FnMut(usize, u128)) {
         match self.width {
             0 => (0..self.n).for_each(|i| f(i, 0)),
-            1..=32 => {
-                let packer = BitPacker4x::new();
-                let mut block = [0u32; BLOCK];
-                let step = 16 * self.width as usize;
-                for (chunk, bytes) in self.data.chunks_exact(step).enumerate() {
-                    packer.decompress(bytes, &mut block, self.width);
-                    let base = chunk * BLOCK;
-                    let take = (self.n - base).min(BLOCK);
-                    for (j, &d) in block[..take].iter().enumerate() {
-                        f(base + j, d as u128);
-                    }
+            1..=32 => self.unpack_blocks(|base, deltas| {
+                for (j, &d) in deltas.iter().enumerate() {
+                    f(base + j, d as u128);
                 }
-            }
+            }),
             64 => {
                 for (i, b) in self.data.chunks_exact(8).enumerate() {
                     f(
@@ -178,8 +170,9 @@ impl ForBlock<'_> {
         }
     }
 
-    /// Unpacks the bit-packed deltas (width 1 to 32) into `out`, each through `f`.
-    fn unpack_into<T>(&self, out: &mut [T], f: impl Fn(u32) -> T) {
+    /// Calls `each(first value's index, deltas)` for every bit-packed block (width 1 to 32),
+    /// the last one cut to the values it holds.
+    fn unpack_blocks(&self, mut each: impl FnMut(usize, &[u32])) {
         let packer = BitPacker4x::new();
         let mut block = [0u32; BLOCK];
         let step = 16 * self.width as usize;
@@ -187,10 +180,17 @@ impl ForBlock<'_> {
             packer.decompress(bytes, &mut block, self.width);
             let base = chunk * BLOCK;
             let take = (self.n - base).min(BLOCK);
-            for (o, &d) in out[base..base + take].iter_mut().zip(&block[..take]) {
+            each(base, &block[..take]);
+        }
+    }
+
+    /// Unpacks the bit-packed deltas (width 1 to 32) into `out`, each through `f`.
+    fn unpack_into<T>(&self, out: &mut [T], f: impl Fn(u32) -> T) {
+        self.unpack_blocks(|base, deltas| {
+            for (o, &d) in out[base..base + deltas.len()].iter_mut().zip(deltas) {
                 *o = f(d);
             }
-        }
+        });
     }
 
     /// The values as i64 (reference + delta, wrapping: the writer never wraps).

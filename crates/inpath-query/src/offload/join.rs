@@ -501,15 +501,7 @@ mod tests {
 
     /// A small deterministic generator (xorshift), so the properties run on fixed inputs.
     fn values(seed: u64, n: usize, modulo: i64) -> Vec<i64> {
-        let mut x = seed | 1;
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                (x % modulo as u64) as i64 - modulo / 3
-            })
-            .collect()
+        crate::testing::xorshift(seed, n, -(modulo / 3), modulo as u64)
     }
 
     #[test]
