@@ -115,6 +115,14 @@ fn cmp_bits<T: Copy + PartialOrd>(values: &[T], op: u8, c: T, out: &mut Vec<u64>
     }
 }
 
+/// Mask words of any comparable column (128-bit decimals) compared with a constant, in plain
+/// Rust: no level has a wider comparison for them.
+pub(crate) fn cmp_generic<T: Copy + PartialOrd>(values: &[T], op: u8, c: T) -> Vec<u64> {
+    let mut out = Vec::new();
+    cmp_bits(values, op, c, &mut out);
+    out
+}
+
 kernel! {
     /// Mask words of an `i64` column compared with a constant (operators [`EQ`]..[`GE`]).
     cmp_i64(values: &[i64], op: u8, c: i64) -> Vec<u64> {

@@ -269,17 +269,7 @@ impl LocalDevice {
                 rows,
             })
             .collect();
-        // The index gets what the kept rows leave of the budget.
-        let kept: u64 = columns
-            .iter()
-            .map(|c| match c {
-                Kept::Int(v) => v.len() as u64 * 8,
-                Kept::Late { .. } => 0,
-            })
-            .chain(places.iter().map(|p| p.rows.len() as u64 * 8))
-            .sum();
-        let room = budget.saturating_sub(kept);
-        let b = Built::within(columns, places, keys, method, presence_only, room)?;
+        let b = Built::within(columns, places, keys, method, presence_only, budget)?;
         Counters::add(&self.counters.rows_kept, b.len() as u64);
         if b.bytes() > budget {
             return Err(Error::DeviceDeclined {
@@ -619,31 +609,29 @@ impl Device for LocalDevice {
 fn finish_groups(
     plan: &Prepared,
     order: &Order,
-    tables: Receiver<(Groups, bool)>,
+    tables_rx: Receiver<(Groups, bool)>,
     lanes: usize,
     counters: &Counters,
     tx: &std::sync::mpsc::SyncSender<Result<RecordBatch>>,
 ) {
-    let mut merged: Option<Groups> = None;
-    let (mut spilled, mut received, mut held) = (false, 0, 0u64);
-    for (groups, lane_spilled) in tables.iter() {
-        received += 1;
+    let mut tables = Vec::with_capacity(lanes);
+    let (mut spilled, mut held) = (false, 0u64);
+    for (groups, lane_spilled) in tables_rx.iter() {
         spilled |= lane_spilled;
         counters.hold(groups.bytes());
         held += groups.bytes();
-        merged = Some(match merged {
-            None => groups,
-            Some(mut m) => {
-                m.absorb(groups, plan.aggs());
-                m
-            }
-        });
-        if received == lanes {
+        tables.push(groups);
+        if tables.len() == lanes {
             break;
         }
     }
+    // A lane that failed has sent its error and no table: nothing more is sent.
+    let complete = tables.len() == lanes;
+    let merged = complete
+        .then(|| Groups::merged(tables, plan.aggs()))
+        .flatten();
     let batch = match merged {
-        Some(groups) if received == lanes => {
+        Some(groups) => {
             let empty_groupby = !plan.keys().is_empty() && groups.len == 0;
             let all = groups.len;
             match plan.order_groups(groups, order, spilled) {
@@ -654,7 +642,7 @@ fn finish_groups(
                 Err(e) => Some(Err(e)),
             }
         }
-        _ => None,
+        None => None,
     };
     counters.release(held);
     if let Some(batch) = batch {
@@ -1059,42 +1047,27 @@ fn op_code(op: CmpOp) -> u8 {
     }
 }
 
-/// Mask words of `values[i] op value`. A constant outside the type's range is clamped to the
-/// range's edge with the operator adjusted, so the test keeps its meaning.
-fn cmp_words<T>(values: &[T], op: CmpOp, value: i128) -> Vec<u64>
+/// Mask words of `values[i] op value` by `kernel` (an `arch` comparison). A constant outside
+/// the type's range answers every row alike.
+fn cmp_words<T>(
+    values: &[T],
+    op: CmpOp,
+    value: i128,
+    kernel: fn(&[T], u8, T) -> Vec<u64>,
+) -> Vec<u64>
 where
-    T: Copy + PartialOrd + TryFrom<i128> + Into<i128>,
+    T: Copy + TryFrom<i128> + Into<i128>,
 {
-    let rows = values.len();
-    let c = match T::try_from(value) {
-        Ok(c) => c,
+    match T::try_from(value) {
+        Ok(c) => kernel(values, op_code(op), c),
         // Every row compares the same way with a constant beyond the type's range.
         Err(_) => {
             let all = match values.first() {
                 Some(&v) => op.holds(v.into(), value),
                 None => false,
             };
-            return pack_bits(rows, |_| all);
+            pack_bits(values.len(), |_| all)
         }
-    };
-    fn words<T: Copy>(values: &[T], f: impl Fn(T) -> bool) -> Vec<u64> {
-        let mut out = Vec::with_capacity(values.len().div_ceil(64));
-        for chunk in values.chunks(64) {
-            let mut bits = 0u64;
-            for (j, &v) in chunk.iter().enumerate() {
-                bits |= (f(v) as u64) << j;
-            }
-            out.push(bits);
-        }
-        out
-    }
-    match op {
-        CmpOp::Eq => words(values, |v| v == c),
-        CmpOp::Ne => words(values, |v| v != c),
-        CmpOp::Lt => words(values, |v| v < c),
-        CmpOp::Le => words(values, |v| v <= c),
-        CmpOp::Gt => words(values, |v| v > c),
-        CmpOp::Ge => words(values, |v| v >= c),
     }
 }
 
@@ -1243,33 +1216,30 @@ fn comparator_words(array: &ArrayRef, test: &Test, what: &str) -> Result<Vec<u64
             // comparison loop vectorises.
             let value = *value;
             match dt {
-                DataType::Int64 => match i64::try_from(value) {
-                    Ok(c) => arch::cmp_i64::run(
-                        array.as_primitive::<Int64Type>().values(),
-                        op_code(*op),
-                        c,
-                    ),
-                    Err(_) => cmp_words(array.as_primitive::<Int64Type>().values(), *op, value),
-                },
-                DataType::Int32 => match i32::try_from(value) {
-                    Ok(c) => arch::cmp_i32::run(
-                        array.as_primitive::<Int32Type>().values(),
-                        op_code(*op),
-                        c,
-                    ),
-                    Err(_) => cmp_words(array.as_primitive::<Int32Type>().values(), *op, value),
-                },
-                DataType::Date32 => match i32::try_from(value) {
-                    Ok(c) => arch::cmp_i32::run(
-                        array.as_primitive::<Date32Type>().values(),
-                        op_code(*op),
-                        c,
-                    ),
-                    Err(_) => cmp_words(array.as_primitive::<Date32Type>().values(), *op, value),
-                },
-                DataType::Decimal128(..) => {
-                    cmp_words(array.as_primitive::<Decimal128Type>().values(), *op, value)
-                }
+                DataType::Int64 => cmp_words(
+                    array.as_primitive::<Int64Type>().values(),
+                    *op,
+                    value,
+                    arch::cmp_i64::run,
+                ),
+                DataType::Int32 => cmp_words(
+                    array.as_primitive::<Int32Type>().values(),
+                    *op,
+                    value,
+                    arch::cmp_i32::run,
+                ),
+                DataType::Date32 => cmp_words(
+                    array.as_primitive::<Date32Type>().values(),
+                    *op,
+                    value,
+                    arch::cmp_i32::run,
+                ),
+                DataType::Decimal128(..) => cmp_words(
+                    array.as_primitive::<Decimal128Type>().values(),
+                    *op,
+                    value,
+                    arch::cmp_generic,
+                ),
                 other => {
                     return Err(Error::Offload {
                         detail: format!("{what}: a {other} column is not an integer column"),
@@ -1405,69 +1375,33 @@ impl Groups {
         self.len = 0;
     }
 
-    /// Folds another lane's table of the same task into this one, group by group: the
-    /// device's own final aggregate. Afterwards the table is only emitted (its lookups are
-    /// dropped, not kept up to date).
-    fn absorb(&mut self, other: Groups, aggs: &[Agg]) {
-        self.dense = None;
-        self.packed.clear();
-        // One or two keys pack into 128 bits (no allocation a group); more go boxed.
-        let packs = self.keys.len() <= 2;
-        let key_of = |g: &Groups, i: usize| -> Box<[i64]> { g.keys.iter().map(|c| c[i]).collect() };
-        let packed_of = |g: &Groups, i: usize| -> u128 {
-            let hi = g.keys.get(1).map_or(0, |c| c[i] as u64);
-            let lo = g.keys.first().map_or(0, |c| c[i] as u64);
-            ((hi as u128) << 64) | lo as u128
-        };
-        let capacity = self.len + other.len;
-        let mut at: HashMap<Box<[i64]>, u32, BuildHasherDefault<MulHasher>> =
-            HashMap::with_capacity_and_hasher(if packs { 0 } else { capacity }, Default::default());
-        let mut at_packed: HashMap<u128, u32, BuildHasherDefault<MulHasher>> =
-            HashMap::with_capacity_and_hasher(if packs { capacity } else { 0 }, Default::default());
-        for i in 0..self.len {
-            if packs {
-                at_packed.insert(packed_of(self, i), i as u32);
-            } else {
-                at.insert(key_of(self, i), i as u32);
+    /// The lanes' tables of one task as one, groups with the same keys merged: the device's
+    /// own final aggregate. The table is then only emitted (it has no lookups).
+    fn merged(tables: Vec<Groups>, aggs: &[Agg]) -> Option<Groups> {
+        let mut tables = tables.into_iter();
+        let mut g = tables.next()?;
+        g.dense = None;
+        g.sparse.clear();
+        g.packed.clear();
+        for other in tables {
+            for (k, theirs) in g.keys.iter_mut().zip(&other.keys) {
+                k.extend_from_slice(theirs);
             }
-        }
-        self.sparse.clear();
-        let mut key = vec![0i64; self.keys.len()];
-        for i in 0..other.len {
-            let found = if packs {
-                at_packed.get(&packed_of(&other, i)).copied()
-            } else {
-                at.get(&key_of(&other, i)).copied()
-            };
-            let t = match found {
-                Some(t) => t as usize,
-                None => {
-                    for (k, c) in key.iter_mut().zip(&other.keys) {
-                        *k = c[i];
-                    }
-                    let t = self.push_group(&key);
-                    if packs {
-                        at_packed.insert(packed_of(&other, i), t);
-                    } else {
-                        at.insert(key.clone().into_boxed_slice(), t);
-                    }
-                    t as usize
+            for (a, theirs) in g.acc.iter_mut().zip(&other.acc) {
+                a.extend_from_slice(theirs);
+            }
+            for (c, theirs) in g.count.iter_mut().zip(&other.count) {
+                c.extend_from_slice(theirs);
+            }
+            g.len += other.len;
+            for (d, theirs) in g.dictionaries.iter_mut().zip(other.dictionaries) {
+                if d.is_none() {
+                    *d = theirs;
                 }
-            };
-            for (a, agg) in aggs.iter().enumerate() {
-                let (count, value) = (other.count[a][i], other.acc[a][i]);
-                merge_state(
-                    agg.func,
-                    (&mut self.count[a][t], &mut self.acc[a][t]),
-                    (count, value),
-                );
             }
         }
-        for (d, theirs) in self.dictionaries.iter_mut().zip(other.dictionaries) {
-            if d.is_none() {
-                *d = theirs;
-            }
-        }
+        let width = g.keys.len();
+        Some(merge_by_values(g, aggs, width, |g, k, i| g.keys[k][i]))
     }
 
     /// The groups at `picks`, in that order.
@@ -1521,6 +1455,21 @@ fn merge_groups<K: std::hash::Hash + Eq>(
     } else {
         g.subset(&picks)
     }
+}
+
+/// The table with the groups whose `width` values `value(g, k, i)` (k below `width`) are
+/// equal merged, the values side by side in one buffer (no allocation a group).
+fn merge_by_values(
+    g: Groups,
+    aggs: &[Agg],
+    width: usize,
+    value: impl Fn(&Groups, usize, usize) -> i64,
+) -> Groups {
+    let flat: Vec<i64> = (0..g.len)
+        .flat_map(|i| (0..width).map(move |k| (i, k)))
+        .map(|(i, k)| value(&g, k, i))
+        .collect();
+    merge_groups(g, aggs, |_, i| &flat[i * width..(i + 1) * width])
 }
 
 /// Folds one group's state of an aggregate (`count` rows, `value`) into another's.
@@ -2263,11 +2212,10 @@ impl<'a> Lane<'a> {
                         .collect(),
                 };
                 let mut found = arch::slot_ids::run(&at, &slots);
-                if let Some(mask) = &block_mask {
-                    arch::drop_unselected::run(&mut found, mask);
-                }
-                if !found.contains(&u32::MAX) || (0..n).all(|r| found[r] != u32::MAX || skipped(r))
-                {
+                if !found.contains(&u32::MAX) {
+                    if let Some(mask) = &block_mask {
+                        arch::drop_unselected::run(&mut found, mask);
+                    }
                     self.groups.dense = Some((strides, slots));
                     return Ok(found);
                 }
@@ -2659,13 +2607,7 @@ impl Prepared {
             }
         };
         // Groups whose keys are the same values or the same rows are one group.
-        // (The keys side by side in one buffer: a group's key is a slice of it.)
-        let width = keys.len();
-        let flat: Vec<i64> = (0..g.len)
-            .flat_map(|i| (0..width).map(move |k| (i, k)))
-            .map(|(i, k)| value(&g, k, i))
-            .collect();
-        let g = merge_groups(g, self.aggs(), |_, i| &flat[i * width..(i + 1) * width]);
+        let g = merge_by_values(g, self.aggs(), keys.len(), value);
         // Others may still share every value, where late strings at different rows are equal:
         // only groups that share all the other keys need their strings read back.
         let late_keys: Vec<usize> = (0..keys.len()).filter(|&k| late(k).is_some()).collect();

@@ -76,6 +76,19 @@ pub(crate) fn take_rows(array: &ArrayRef, rows: &[u32]) -> Result<ArrayRef> {
     })
 }
 
+/// Bytes of a build's kept rows: integers by value, late columns as row places.
+fn kept_bytes(columns: &[Kept], places: &[Places]) -> u64 {
+    let ints: usize = columns
+        .iter()
+        .map(|c| match c {
+            Kept::Int(v) => v.len() * 8,
+            Kept::Late { .. } => 0,
+        })
+        .sum();
+    let places: usize = places.iter().map(|p| p.rows.len() * 8).sum();
+    (ints + places) as u64
+}
+
 /// How a build's key is found.
 #[derive(Debug)]
 enum Index {
@@ -129,17 +142,18 @@ impl Built {
         )
     }
 
-    /// As [`Built::new`], with `room` bytes for the index: `Auto` takes a positional index
-    /// only where its slots fit in it (sorted pairs take less where keys fill under a third of
-    /// their range: orders' keys at a quarter).
+    /// As [`Built::new`], within `budget` bytes for the kept rows and the index: `Auto` takes
+    /// a positional index only where its slots fit in what the rows leave (sorted pairs take
+    /// less where keys fill under a third of their range: orders' keys at a quarter).
     pub(crate) fn within(
         columns: Vec<Kept>,
         places: Vec<Places>,
         key_columns: &[usize],
         method: JoinMethod,
         presence_only: bool,
-        room: u64,
+        budget: u64,
     ) -> Result<Built> {
+        let room = budget.saturating_sub(kept_bytes(&columns, &places));
         let bad = |detail: String| Error::Offload { detail };
         let rows = match columns.first() {
             Some(Kept::Int(v)) => v.len(),
@@ -235,16 +249,7 @@ impl Built {
                     + present.as_ref().map_or(0, |(_, b)| b.len() * 8)
             }
         };
-        let ints: usize = self
-            .columns
-            .iter()
-            .map(|c| match c {
-                Kept::Int(v) => v.len() * 8,
-                Kept::Late { .. } => 0,
-            })
-            .sum();
-        let places: usize = self.places.iter().map(|p| p.rows.len() * 8).sum();
-        (ints + places + index) as u64
+        kept_bytes(&self.columns, &self.places) + index as u64
     }
 
     /// An integer kept column.

@@ -313,14 +313,8 @@ fn ordered_device(
             d.host.clone(),
         ))));
     }
-    if let Some(r) = node.downcast_ref::<RepartitionExec>() {
-        return below(r.input(), keys);
-    }
-    if let Some(c) = node.downcast_ref::<CoalescePartitionsExec>() {
-        return below(c.input(), keys);
-    }
-    if let Some(c) = node.downcast_ref::<CooperativeExec>() {
-        return below(c.input(), keys);
+    if let Some(input) = passed_through(node) {
+        return below(input, keys);
     }
     if let Some(p) = node.downcast_ref::<ProjectionExec>() {
         let exprs = p.expr();
@@ -549,17 +543,23 @@ struct Chain {
     rows: u64,
 }
 
+/// The input of a node that passes its input's rows on unchanged, only moved between
+/// partitions or yielding between batches (repartition, coalesce, cooperative), or none.
+fn passed_through(node: &Arc<dyn ExecutionPlan>) -> Option<&Arc<dyn ExecutionPlan>> {
+    if let Some(r) = node.downcast_ref::<RepartitionExec>() {
+        return Some(r.input());
+    }
+    if let Some(c) = node.downcast_ref::<CoalescePartitionsExec>() {
+        return Some(c.input());
+    }
+    node.downcast_ref::<CooperativeExec>().map(|c| c.input())
+}
+
 /// The tasks for a scan, or a tree of inner, semi and anti equi-joins of scans with column
 /// projections between them, or why not.
 fn chain_for(node: &Arc<dyn ExecutionPlan>, orient: Orient) -> Result<Chain, String> {
-    if let Some(r) = node.downcast_ref::<RepartitionExec>() {
-        return chain_for(r.input(), orient);
-    }
-    if let Some(c) = node.downcast_ref::<CoalescePartitionsExec>() {
-        return chain_for(c.input(), orient);
-    }
-    if let Some(c) = node.downcast_ref::<CooperativeExec>() {
-        return chain_for(c.input(), orient);
+    if let Some(input) = passed_through(node) {
+        return chain_for(input, orient);
     }
     if let Some(p) = node.downcast_ref::<ProjectionExec>() {
         let mut chain = chain_for(p.input(), orient)?;
