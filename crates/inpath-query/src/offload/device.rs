@@ -6,7 +6,7 @@ use super::graph::{
     Agg, AggFunc, CmpOp, Comparator, GroupKey, MaskSource, Op, Operator, Order, SortKey, Source,
     TableTask, TaskGraph, Test,
 };
-use super::join::{pack_keys, read_places, Built, Kept, Places};
+use super::join::{pack_keys, read_places, Built, Ints, Kept, Places};
 use crate::arch;
 use crate::error::{Error, Result};
 use crate::reader::TableReader;
@@ -204,7 +204,7 @@ impl LocalDevice {
             start += len;
         }
         let never = AtomicBool::new(false);
-        type Part = (Vec<Vec<i64>>, Vec<Vec<u64>>);
+        type Part = (Vec<Ints>, Vec<Vec<u64>>);
         let parts: Vec<Result<Part>> = std::thread::scope(|scope| {
             let handles: Vec<_> = runs
                 .into_iter()
@@ -237,12 +237,12 @@ impl LocalDevice {
                 .collect()
         });
         // The lanes' rows in lane order: pages in table order.
-        let mut ints: Vec<Vec<i64>> = vec![Vec::new(); task.keep.len()];
+        let mut ints: Vec<Ints> = vec![Ints::default(); task.keep.len()];
         let mut places: Vec<Vec<u64>> = vec![Vec::new(); plan.origins.len()];
         for lane in parts {
             let (i, p) = lane?;
             for (all, part) in ints.iter_mut().zip(i) {
-                all.extend(part);
+                all.append(part);
             }
             for (all, part) in places.iter_mut().zip(p) {
                 all.extend(part);
@@ -1294,7 +1294,7 @@ struct Lane<'a> {
     group_cap: Option<usize>,
     /// A build (NOP) task's kept rows so far, in page order: per kept column its values (none
     /// for late columns), and per origin of late columns the rows' places.
-    kept_ints: Vec<Vec<i64>>,
+    kept_ints: Vec<Ints>,
     kept_places: Vec<Vec<u64>>,
     /// Bytes of what the lane keeps, held against the device's memory.
     kept_bytes: u64,
@@ -1546,7 +1546,7 @@ impl<'a> Lane<'a> {
             groups,
             held: 0,
             group_cap: None,
-            kept_ints: vec![Vec::new(); plan.task.keep.len()],
+            kept_ints: vec![Ints::default(); plan.task.keep.len()],
             kept_places: vec![Vec::new(); plan.origins.len()],
             kept_bytes: 0,
             flag_words: Vec::new(),
@@ -1778,8 +1778,7 @@ impl<'a> Lane<'a> {
                                 load(&arrays[&c], &Rows::Pick(&picked), &column_name(c))?
                             }
                             Source::Build { join: k, column } => {
-                                let v = plan.builds[k].ints(column)?;
-                                matched[k].iter().map(|&r| v[r as usize]).collect()
+                                plan.builds[k].ints(column)?.gather(&matched[k])
                             }
                         });
                     }
@@ -1923,8 +1922,7 @@ impl<'a> Lane<'a> {
                 Source::Flag(f) => flag_values(&self.flag_words[f], rows),
                 Source::Column(col) => load(&arrays[&col], rows, &format!("kept column {col}"))?,
                 Source::Build { join, column } => {
-                    let v = plan.builds[join].ints(column)?;
-                    matched[join].iter().map(|&r| v[r as usize]).collect()
+                    plan.builds[join].ints(column)?.gather(matched[join])
                 }
             };
             columns.push((c, values));
@@ -1936,7 +1934,7 @@ impl<'a> Lane<'a> {
             let same_as_kept = |i: usize| {
                 columns
                     .iter()
-                    .all(|(c, v)| self.kept_ints[*c].last() == Some(&v[i]))
+                    .all(|(c, v)| self.kept_ints[*c].last() == Some(v[i]))
             };
             let keep: Vec<usize> = (0..n)
                 .filter(|&i| {
@@ -1954,8 +1952,9 @@ impl<'a> Lane<'a> {
             }
         }
         for (c, values) in columns {
-            bytes += values.len() as u64 * 8;
-            self.kept_ints[c].extend(values);
+            let before = self.kept_ints[c].bytes();
+            self.kept_ints[c].extend(&values);
+            bytes += (self.kept_ints[c].bytes() - before) as u64;
         }
         self.kept_bytes += bytes;
         self.counters.hold(bytes);
@@ -2009,8 +2008,7 @@ impl<'a> Lane<'a> {
                 }
                 Op::Flag { flag } => flag_values(&self.flag_words[flag], rows),
                 Op::Fetch { join, column } => {
-                    let v = self.plan.builds[join].ints(column)?;
-                    matched[join].iter().map(|&r| v[r as usize]).collect()
+                    self.plan.builds[join].ints(column)?.gather(matched[join])
                 }
                 Op::Const { value } => vec![value; n],
                 Op::Add(a, b) | Op::Sub(a, b) | Op::Mul(a, b)
@@ -2436,7 +2434,7 @@ impl Prepared {
                         Kept::Int(v) => Some(
                             values
                                 .iter()
-                                .map(|&r| Some(v[r as usize] as i128))
+                                .map(|&r| Some(v.get(r as usize) as i128))
                                 .collect(),
                         ),
                         Kept::Late { .. } => None,
@@ -2558,7 +2556,7 @@ impl Prepared {
                 let rows: Vec<u32> = values.iter().map(|&r| r as u32).collect();
                 match &self.builds[*join].columns[*column] {
                     Kept::Int(v) => int_array(
-                        rows.iter().map(|&r| Some(v[r as usize] as i128)),
+                        rows.iter().map(|&r| Some(v.get(r as usize) as i128)),
                         ty,
                         field.name(),
                     )?,
@@ -2599,7 +2597,7 @@ impl Prepared {
                 (_, Some(p)) => p.rows[v as usize] as i64,
                 (&GroupKey::Build { join, column }, None) => {
                     match &self.builds[join].columns[column] {
-                        Kept::Int(values) => values[v as usize],
+                        Kept::Int(values) => values.get(v as usize),
                         Kept::Late { .. } => v,
                     }
                 }

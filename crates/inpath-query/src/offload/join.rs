@@ -17,12 +17,105 @@ use std::sync::Arc;
 /// in their table (AQUOMAN's oids), read only for the groups emitted to the host.
 #[derive(Debug)]
 pub(crate) enum Kept {
-    Int(Vec<i64>),
+    Int(Ints),
     /// Table column `column` of the rows whose places are `Built::places[places]`.
     Late {
         column: usize,
         places: usize,
     },
+}
+
+/// Integers kept by value: 32 bits each while every value fits (keys, dates, prices and
+/// quantities at TPC-H's scales), 64 once one does not. Half the memory for most builds: what
+/// lets Q7's and Q9's joins fit the device at SF 1.
+#[derive(Clone, Debug)]
+pub(crate) enum Ints {
+    Narrow(Vec<i32>),
+    Wide(Vec<i64>),
+}
+
+impl Default for Ints {
+    fn default() -> Self {
+        Ints::Narrow(Vec::new())
+    }
+}
+
+impl From<Vec<i64>> for Ints {
+    fn from(values: Vec<i64>) -> Self {
+        let mut ints = Ints::default();
+        ints.extend(&values);
+        ints
+    }
+}
+
+impl Ints {
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Ints::Narrow(v) => v.len(),
+            Ints::Wide(v) => v.len(),
+        }
+    }
+
+    /// Bytes held (the values, not spare capacity).
+    pub(crate) fn bytes(&self) -> usize {
+        match self {
+            Ints::Narrow(v) => v.len() * 4,
+            Ints::Wide(v) => v.len() * 8,
+        }
+    }
+
+    pub(crate) fn get(&self, i: usize) -> i64 {
+        match self {
+            Ints::Narrow(v) => v[i] as i64,
+            Ints::Wide(v) => v[i],
+        }
+    }
+
+    pub(crate) fn last(&self) -> Option<i64> {
+        self.len().checked_sub(1).map(|i| self.get(i))
+    }
+
+    /// The values at `rows`.
+    pub(crate) fn gather(&self, rows: &[u32]) -> Vec<i64> {
+        match self {
+            Ints::Narrow(v) => rows.iter().map(|&r| v[r as usize] as i64).collect(),
+            Ints::Wide(v) => rows.iter().map(|&r| v[r as usize]).collect(),
+        }
+    }
+
+    pub(crate) fn to_vec(&self) -> Vec<i64> {
+        match self {
+            Ints::Narrow(v) => v.iter().map(|&x| x as i64).collect(),
+            Ints::Wide(v) => v.clone(),
+        }
+    }
+
+    /// Appends `values`, widening every value held when one of them needs 64 bits.
+    pub(crate) fn extend(&mut self, values: &[i64]) {
+        if let Ints::Narrow(v) = self {
+            if values.iter().all(|&x| i32::try_from(x).is_ok()) {
+                v.extend(values.iter().map(|&x| x as i32));
+                return;
+            }
+            *self = Ints::Wide(v.iter().map(|&x| x as i64).collect());
+        }
+        if let Ints::Wide(v) = self {
+            v.extend_from_slice(values);
+        }
+    }
+
+    /// Appends `other`, taking it as it is when nothing is held yet.
+    pub(crate) fn append(&mut self, other: Ints) {
+        if self.len() == 0 {
+            *self = other;
+            return;
+        }
+        match (&mut *self, other) {
+            (Ints::Narrow(a), Ints::Narrow(b)) => a.extend(b),
+            (Ints::Wide(a), Ints::Wide(b)) => a.extend(b),
+            (_, b) => self.extend(&b.to_vec()),
+        }
+    }
 }
 
 /// Rows' places in a table: page * rows-per-page + row in the page.
@@ -81,7 +174,7 @@ fn kept_bytes(columns: &[Kept], places: &[Places]) -> u64 {
     let ints: usize = columns
         .iter()
         .map(|c| match c {
-            Kept::Int(v) => v.len() * 8,
+            Kept::Int(v) => v.bytes(),
             Kept::Late { .. } => 0,
         })
         .sum();
@@ -100,7 +193,7 @@ enum Index {
     /// Keys ascending, with the row each came from (`None`: the build was already sorted, row
     /// `i` is pair `i`).
     Sorted {
-        keys: Vec<i64>,
+        keys: Ints,
         rows: Option<Vec<u32>>,
         /// A presence bitmap over the keys' range, where it is small: a probe key absent from
         /// it is rejected with one load instead of a search (a few parts against every
@@ -171,7 +264,7 @@ impl Built {
                     "build key column {key} is not an integer column"
                 )));
             };
-            parts.push(keys.clone());
+            parts.push(keys.to_vec());
         }
         let (keys, packs) = pack_keys(parts);
         if packs.is_some_and(|p| p.iter().any(|ok| !ok)) {
@@ -200,7 +293,10 @@ impl Built {
         };
         let unique = match &index {
             Index::Positional { .. } => true,
-            Index::Sorted { keys, .. } => keys.windows(2).all(|w| w[0] < w[1]),
+            Index::Sorted { keys, .. } => match keys {
+                Ints::Narrow(v) => v.windows(2).all(|w| w[0] < w[1]),
+                Ints::Wide(v) => v.windows(2).all(|w| w[0] < w[1]),
+            },
             Index::Bitmap { .. } => false,
         };
         Ok(Built {
@@ -244,7 +340,7 @@ impl Built {
                 rows,
                 present,
             } => {
-                keys.len() * 8
+                keys.bytes()
                     + rows.as_ref().map_or(0, |r| r.len() * 4)
                     + present.as_ref().map_or(0, |(_, b)| b.len() * 8)
             }
@@ -253,7 +349,7 @@ impl Built {
     }
 
     /// An integer kept column.
-    pub(crate) fn ints(&self, column: usize) -> Result<&[i64]> {
+    pub(crate) fn ints(&self, column: usize) -> Result<&Ints> {
         match self.columns.get(column) {
             Some(Kept::Int(v)) => Ok(v),
             _ => Err(Error::Offload {
@@ -312,46 +408,15 @@ impl Built {
                 rows,
                 present,
             } => {
-                // A cursor that gallops forward while the probe keys ascend (a streaming merge
-                // of two sorted inputs) and searches from the start when they do not.
-                let mut pos = 0usize;
-                let mut prev = i64::MIN;
-                for (i, &k) in keys.iter().enumerate() {
-                    if let Some((min, bits)) = present {
-                        let d = k.wrapping_sub(*min) as u64;
-                        let maybe = d < bits.len() as u64 * 64
-                            && (bits[(d / 64) as usize] >> (d % 64)) & 1 == 1;
-                        if !maybe {
-                            if kind == JoinKind::Anti {
-                                take.push(i as u32);
-                            }
-                            continue;
-                        }
-                    }
-                    if k < prev {
-                        pos = 0;
-                    }
-                    prev = k;
-                    pos = gallop(sorted, pos, k);
-                    let mut end = pos;
-                    while end < sorted.len() && sorted[end] == k {
-                        end += 1;
-                    }
-                    if packs.is_some_and(|p| !p[i]) {
-                        end = pos;
-                    }
-                    let hit = end > pos;
-                    match kind {
-                        JoinKind::Inner => {
-                            for p in pos..end {
-                                take.push(i as u32);
-                                build.push(rows.as_ref().map_or(p as u32, |r| r[p]));
-                            }
-                        }
-                        JoinKind::Semi if hit => take.push(i as u32),
-                        JoinKind::Anti if !hit => take.push(i as u32),
-                        _ => {}
-                    }
+                let probe = SortedProbe {
+                    rows: rows.as_deref(),
+                    present: present.as_ref(),
+                    packs,
+                    kind,
+                };
+                match sorted {
+                    Ints::Narrow(v) => probe.run(v, keys, &mut take, &mut build),
+                    Ints::Wide(v) => probe.run(v, keys, &mut take, &mut build),
                 }
             }
         }
@@ -376,21 +441,82 @@ pub(crate) fn pack_keys(mut parts: Vec<Vec<i64>>) -> (Vec<i64>, Option<Vec<bool>
     (keys, Some(packs))
 }
 
+/// A probe of a sorted index, over its keys at either width.
+struct SortedProbe<'a> {
+    rows: Option<&'a [u32]>,
+    present: Option<&'a (i64, Vec<u64>)>,
+    packs: Option<&'a [bool]>,
+    kind: JoinKind,
+}
+
+impl SortedProbe<'_> {
+    fn run<T: Copy + Into<i64>>(
+        &self,
+        sorted: &[T],
+        keys: &[i64],
+        take: &mut Vec<u32>,
+        build: &mut Vec<u32>,
+    ) {
+        let kind = self.kind;
+        // A cursor that gallops forward while the probe keys ascend (a streaming merge of two
+        // sorted inputs) and searches from the start when they do not.
+        let mut pos = 0usize;
+        let mut prev = i64::MIN;
+        for (i, &k) in keys.iter().enumerate() {
+            if let Some((min, bits)) = self.present {
+                let d = k.wrapping_sub(*min) as u64;
+                let maybe =
+                    d < bits.len() as u64 * 64 && (bits[(d / 64) as usize] >> (d % 64)) & 1 == 1;
+                if !maybe {
+                    if kind == JoinKind::Anti {
+                        take.push(i as u32);
+                    }
+                    continue;
+                }
+            }
+            if k < prev {
+                pos = 0;
+            }
+            prev = k;
+            pos = gallop(sorted, pos, k);
+            let mut end = pos;
+            while end < sorted.len() && sorted[end].into() == k {
+                end += 1;
+            }
+            if self.packs.is_some_and(|p| !p[i]) {
+                end = pos;
+            }
+            let hit = end > pos;
+            match kind {
+                JoinKind::Inner => {
+                    for p in pos..end {
+                        take.push(i as u32);
+                        build.push(self.rows.map_or(p as u32, |r| r[p]));
+                    }
+                }
+                JoinKind::Semi if hit => take.push(i as u32),
+                JoinKind::Anti if !hit => take.push(i as u32),
+                _ => {}
+            }
+        }
+    }
+}
+
 /// The first position at or after `from` whose key is not below `k` (`sorted` ascending):
 /// doubling steps, then a binary search within the last step.
-fn gallop(sorted: &[i64], from: usize, k: i64) -> usize {
+fn gallop<T: Copy + Into<i64>>(sorted: &[T], from: usize, k: i64) -> usize {
     let n = sorted.len();
-    if from >= n || sorted[from] >= k {
+    if from >= n || sorted[from].into() >= k {
         return from;
     }
     let mut step = 1;
     let mut lo = from;
-    while lo + step < n && sorted[lo + step] < k {
+    while lo + step < n && sorted[lo + step].into() < k {
         lo += step;
         step *= 2;
     }
     let hi = (lo + step + 1).min(n);
-    lo + sorted[lo..hi].partition_point(|&x| x < k)
+    lo + sorted[lo..hi].partition_point(|&x| x.into() < k)
 }
 
 /// A presence bitmap when the keys' range is at most 64 bits per key (8 bytes, what keeping
@@ -449,14 +575,14 @@ fn sorted(keys: Vec<i64>) -> Index {
     };
     if keys.windows(2).all(|w| w[0] <= w[1]) {
         return Index::Sorted {
-            keys,
+            keys: keys.into(),
             rows: None,
             present,
         };
     }
     let (keys, rows) = radix_sort_pairs(&keys);
     Index::Sorted {
-        keys,
+        keys: keys.into(),
         rows: Some(rows),
         present,
     }
@@ -545,16 +671,44 @@ mod tests {
 
     #[test]
     fn every_join_method_equals_an_equi_join_duplicates_included() {
+        // Keys within 32 bits are kept narrow; offset beyond them, wide.
+        for offset in [0, 1 << 40] {
+            join_methods_equal_an_equi_join(offset);
+        }
+    }
+
+    #[test]
+    fn ints_narrow_until_a_value_needs_64_bits() {
+        let mut ints = Ints::from(vec![1, -2, i32::MAX as i64]);
+        assert!(matches!(ints, Ints::Narrow(_)));
+        assert_eq!(ints.bytes(), 12);
+        ints.extend(&[i32::MIN as i64 - 1]);
+        assert!(matches!(ints, Ints::Wide(_)));
+        ints.append(Ints::from(vec![7]));
+        assert_eq!(
+            ints.to_vec(),
+            vec![1, -2, i32::MAX as i64, i32::MIN as i64 - 1, 7]
+        );
+        assert_eq!(ints.gather(&[4, 0, 3]), vec![7, 1, i32::MIN as i64 - 1]);
+        assert_eq!(ints.last(), Some(7));
+        let mut narrow = Ints::from(vec![3]);
+        narrow.append(Ints::from(vec![1 << 33]));
+        assert_eq!(narrow.to_vec(), vec![3, 1 << 33]);
+        assert_eq!(Ints::default().last(), None);
+    }
+
+    fn join_methods_equal_an_equi_join(offset: i64) {
+        let shift = |v: Vec<i64>| -> Vec<i64> { v.into_iter().map(|x| x + offset).collect() };
         let unique_dense: Vec<i64> = {
             let mut v: Vec<i64> = (10..410).collect();
             v.reverse();
-            v
+            shift(v)
         };
-        let sorted_dups: Vec<i64> = (0..600).map(|i| i / 3 * 2).collect();
-        let random_dups = values(9, 700, 300);
-        let mut ascending_probe = values(11, 900, 500);
+        let sorted_dups: Vec<i64> = shift((0..600).map(|i| i / 3 * 2).collect());
+        let random_dups = shift(values(9, 700, 300));
+        let mut ascending_probe = shift(values(11, 900, 500));
         ascending_probe.sort();
-        let probes = [values(10, 900, 500), ascending_probe];
+        let probes = [shift(values(10, 900, 500)), ascending_probe];
         let cases = [
             (&unique_dense, "positional"),
             (&sorted_dups, "merge"),
@@ -562,7 +716,7 @@ mod tests {
         ];
         for (build, method) in cases {
             let built = Built::new(
-                vec![Kept::Int(build.clone())],
+                vec![Kept::Int(build.clone().into())],
                 Vec::new(),
                 &[0],
                 JoinMethod::Auto,
@@ -573,7 +727,7 @@ mod tests {
             assert_eq!(built.unique_keys(), method == "positional", "{method}");
             // Without room for the positional slots, sorted pairs (and the same answers).
             let tight = Built::within(
-                vec![Kept::Int(build.clone())],
+                vec![Kept::Int(build.clone().into())],
                 Vec::new(),
                 &[0],
                 JoinMethod::Auto,
@@ -584,7 +738,7 @@ mod tests {
             assert_ne!(tight.method(), "positional");
             assert_eq!(tight.unique_keys(), method == "positional", "{method}");
             let merged = Built::new(
-                vec![Kept::Int(build.clone())],
+                vec![Kept::Int(build.clone().into())],
                 Vec::new(),
                 &[0],
                 JoinMethod::Merge,
@@ -592,7 +746,7 @@ mod tests {
             )
             .unwrap();
             let present = Built::new(
-                vec![Kept::Int(build.clone())],
+                vec![Kept::Int(build.clone().into())],
                 Vec::new(),
                 &[0],
                 JoinMethod::Auto,
@@ -621,7 +775,7 @@ mod tests {
             }
         }
         let err = Built::new(
-            vec![Kept::Int(sorted_dups)],
+            vec![Kept::Int(sorted_dups.into())],
             Vec::new(),
             &[0],
             JoinMethod::Positional,
@@ -635,7 +789,7 @@ mod tests {
         let (mut a, b) = (values(21, 400, 20), values(22, 400, 30));
         a[0] = 0;
         let built = Built::new(
-            vec![Kept::Int(a.clone()), Kept::Int(b.clone())],
+            vec![Kept::Int(a.clone().into()), Kept::Int(b.clone().into())],
             Vec::new(),
             &[0, 1],
             JoinMethod::Auto,
@@ -671,7 +825,7 @@ mod tests {
             assert_eq!(got, want, "{kind:?}");
         }
         let wide = Built::new(
-            vec![Kept::Int(vec![1 << 40]), Kept::Int(vec![1])],
+            vec![Kept::Int(vec![1 << 40].into()), Kept::Int(vec![1].into())],
             Vec::new(),
             &[0, 1],
             JoinMethod::Auto,
