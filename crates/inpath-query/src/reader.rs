@@ -374,11 +374,7 @@ impl TableReader {
                     .downcast_ref::<arrow_array::Int32Array>()
                     .ok_or_else(|| damaged("a dictionary page did not decode to codes".into()))?
                     .clone();
-                let dict = arrow_array::DictionaryArray::<arrow_array::types::Int32Type>::try_new(
-                    keys,
-                    values.clone(),
-                )
-                .map_err(|e| damaged(e.to_string()))?;
+                let dict = crate::arch::dictionary_array(keys, values.clone()).map_err(damaged)?;
                 Arc::new(dict) as ArrayRef
             }
             None => array,

@@ -842,4 +842,85 @@ fn the_transformer_computes_exactly_with_select_scale_and_min_max() {
         e.contains("instruction 1") && e.contains("overflowed"),
         "{e}"
     );
+
+    // Constants folded and broadcast (never filled out unless summed), and bounds that are
+    // loose (r4 = qty - qty is bounded by twice qty's largest magnitude but is 0): r5's bound
+    // overflows, its values do not, and the answer is exact.
+    let ops = vec![
+        Op::Load { column: 3 },       // r0 qty
+        Op::Const { value: 7 },       // r1
+        Op::Const { value: 3 },       // r2
+        Op::Scale { src: 1, pow: 1 }, // r3 = 70
+        Op::Sub(0, 0),                // r4 = 0
+        Op::Const {
+            value: i64::MAX / 2,
+        }, // r5
+        Op::Mul(4, 5),                // r6 = 0, bound beyond 64 bits
+        Op::Mul(3, 2),                // r7 = 210
+        Op::Select {
+            test: 0,
+            op: CmpOp::Gt,
+            value: 10,
+            then: 7,
+            otherwise: 0,
+        }, // r8
+        Op::Add(1, 0),                // r9 = 7 + qty
+        Op::Sub(1, 0),                // r10 = 7 - qty
+        Op::Mul(0, 2),                // r11 = qty * 3
+    ];
+    let sums = [7usize, 8, 9, 10, 11, 6];
+    let task = TableTask {
+        table: "t".into(),
+        mask: MaskSource::All,
+        joins: Vec::new(),
+        flags: Vec::new(),
+        filter: None,
+        keep: Vec::new(),
+        selector: Selector::default(),
+        transformer: Program { ops },
+        operator: Operator::Aggregate {
+            aggs: sums
+                .iter()
+                .map(|&r| Agg {
+                    func: AggFunc::Sum,
+                    arg: Some(r),
+                    scale: 0,
+                })
+                .collect(),
+        },
+        output: Output {
+            fields: sums
+                .iter()
+                .map(|r| (format!("r{r}"), "Decimal128(38, 0)".to_string()))
+                .collect(),
+        },
+        order: None,
+    };
+    let mut want = [0i128; 6];
+    for q in qty.iter().flatten() {
+        let q = q as i128;
+        let row = [210, if q > 10 { 210 } else { q }, 7 + q, 7 - q, q * 3, 0];
+        for (w, v) in want.iter_mut().zip(row) {
+            *w += v;
+        }
+    }
+    let batches: Vec<RecordBatch> = device
+        .submit(&TaskGraph::single(task))
+        .unwrap()
+        .map(|b| b.unwrap())
+        .collect();
+    let mut got = [0i128; 6];
+    for b in &batches {
+        for (c, g) in got.iter_mut().enumerate() {
+            *g += b
+                .column(c)
+                .as_any()
+                .downcast_ref::<Decimal128Array>()
+                .unwrap()
+                .iter()
+                .flatten()
+                .sum::<i128>();
+        }
+    }
+    assert_eq!(got, want);
 }

@@ -1849,7 +1849,10 @@ impl<'a> Lane<'a> {
                 if plan.task.operator == Operator::Nop {
                     self.keep(page, &arrays, &block, &m)?;
                 } else {
-                    let registers = self.transform(&arrays, &block, &m, n, &column_name)?;
+                    let Registers {
+                        values: registers,
+                        bounds,
+                    } = self.transform(&arrays, &block, &m, n, &column_name)?;
                     match plan.task.filter {
                         Some(f) if registers[f].contains(&0) => {
                             // Only the rows the filter keeps, registers and places compacted.
@@ -1859,9 +1862,13 @@ impl<'a> Lane<'a> {
                             let pick = |v: &[u32]| -> Vec<u32> {
                                 keep.iter().map(|&i| v[i as usize]).collect()
                             };
+                            // (Constants the operator never reads are held as no rows.)
                             let regs: Vec<Vec<i64>> = registers
                                 .iter()
-                                .map(|r| keep.iter().map(|&i| r[i as usize]).collect())
+                                .map(|r| match r.len() == n {
+                                    true => keep.iter().map(|&i| r[i as usize]).collect(),
+                                    false => Vec::new(),
+                                })
                                 .collect();
                             let rows = pick(&block.indices());
                             let kept: Vec<Vec<u32>> = m
@@ -1873,13 +1880,14 @@ impl<'a> Lane<'a> {
                                 self.aggregate(
                                     &arrays,
                                     &regs,
+                                    &bounds,
                                     &Rows::Pick(&rows),
                                     &kept,
                                     keep.len(),
                                 )?;
                             }
                         }
-                        _ => self.aggregate(&arrays, &registers, &block, &m, n)?,
+                        _ => self.aggregate(&arrays, &registers, &bounds, &block, &m, n)?,
                     }
                 }
                 start += n;
@@ -1978,7 +1986,7 @@ impl<'a> Lane<'a> {
         matched: &[&[u32]],
         n: usize,
         column_name: &dyn Fn(usize) -> String,
-    ) -> Result<Vec<Vec<i64>>> {
+    ) -> Result<Registers> {
         let overflow = |i: usize| Error::Offload {
             detail: format!(
                 "transformer instruction {i} of table {} overflowed 64 bits; the query runs \
@@ -1986,9 +1994,17 @@ impl<'a> Lane<'a> {
                 self.plan.task.table
             ),
         };
-        let mut regs: Vec<Vec<i64>> = Vec::with_capacity(self.plan.task.transformer.ops.len());
-        for (i, op) in self.plan.task.transformer.ops.iter().enumerate() {
-            let out: Vec<i64> = match *op {
+        let ops = &self.plan.task.transformer.ops;
+        let mut regs: Vec<Vec<i64>> = Vec::with_capacity(ops.len());
+        // Per register, a bound on its values' magnitudes: loads are scanned once, computed
+        // registers bounded from their operands' bounds, so an operation that cannot
+        // overflow runs as a plain vector loop without scanning its operands again.
+        let mut bounds: Vec<u64> = Vec::with_capacity(ops.len());
+        // Registers that hold one value on every row.
+        let mut consts: Vec<Option<i64>> = Vec::with_capacity(ops.len());
+        let fits = |b: u64| b <= i64::MAX as u64;
+        for (i, op) in ops.iter().enumerate() {
+            let (out, bound, constant): (Vec<i64>, u64, Option<i64>) = match *op {
                 Op::Load { column } => {
                     let array = &arrays[&column];
                     if array.null_count() > 0 {
@@ -2004,76 +2020,94 @@ impl<'a> Lane<'a> {
                         // Unselected rows compute on zeros: they never overflow.
                         arch::keep_selected::run(&mut values, mask);
                     }
-                    values
+                    let bound = arch::max_abs::run(&values);
+                    (values, bound, None)
                 }
-                Op::Flag { flag } => flag_values(&self.flag_words[flag], rows),
+                Op::Flag { flag } => (flag_values(&self.flag_words[flag], rows), 1, None),
                 Op::Fetch { join, column } => {
-                    self.plan.builds[join].ints(column)?.gather(matched[join])
+                    let values = self.plan.builds[join].ints(column)?.gather(matched[join]);
+                    let bound = arch::max_abs::run(&values);
+                    (values, bound, None)
                 }
-                Op::Const { value } => vec![value; n],
-                Op::Add(a, b) | Op::Sub(a, b) | Op::Mul(a, b)
-                    if no_overflow(op, &regs[a], &regs[b]) =>
-                {
+                // Constants are held as values, filled out only where the operator reads them.
+                Op::Const { value } => (Vec::new(), value.unsigned_abs(), Some(value)),
+                Op::Scale { src, pow } => {
+                    let f = 10i64.checked_pow(pow).ok_or_else(|| overflow(i))?;
+                    let bound = bounds[src].saturating_mul(f as u64);
+                    match consts[src] {
+                        Some(v) => {
+                            let v = v.checked_mul(f).ok_or_else(|| overflow(i))?;
+                            (Vec::new(), v.unsigned_abs(), Some(v))
+                        }
+                        None if fits(bound) => (
+                            regs[src].iter().map(|p| p.wrapping_mul(f)).collect(),
+                            bound,
+                            None,
+                        ),
+                        None => {
+                            let mut of = false;
+                            let out: Vec<i64> = regs[src]
+                                .iter()
+                                .map(|p| {
+                                    let (r, o) = p.overflowing_mul(f);
+                                    of |= o;
+                                    r
+                                })
+                                .collect();
+                            if of {
+                                return Err(overflow(i));
+                            }
+                            let bound = arch::max_abs::run(&out);
+                            (out, bound, None)
+                        }
+                    }
+                }
+                Op::Add(a, b) | Op::Sub(a, b) | Op::Mul(a, b) => {
                     let code = match op {
                         Op::Add(..) => 0,
                         Op::Sub(..) => 1,
                         _ => 2,
                     };
-                    arch::wrapping_op::run(code, &regs[a], &regs[b])
-                }
-                Op::Add(a, b) | Op::Sub(a, b) | Op::Mul(a, b) => {
-                    let (x, y) = (&regs[a], &regs[b]);
-                    let mut of = false;
-                    let out: Vec<i64> = match op {
-                        Op::Add(..) => x
-                            .iter()
-                            .zip(y)
-                            .map(|(p, q)| {
-                                let (r, o) = p.overflowing_add(*q);
-                                of |= o;
-                                r
-                            })
-                            .collect(),
-                        Op::Sub(..) => x
-                            .iter()
-                            .zip(y)
-                            .map(|(p, q)| {
-                                let (r, o) = p.overflowing_sub(*q);
-                                of |= o;
-                                r
-                            })
-                            .collect(),
-                        _ => x
-                            .iter()
-                            .zip(y)
-                            .map(|(p, q)| {
-                                let (r, o) = p.overflowing_mul(*q);
-                                of |= o;
-                                r
-                            })
-                            .collect(),
+                    let bound = if code == 2 {
+                        bounds[a].saturating_mul(bounds[b])
+                    } else {
+                        bounds[a].saturating_add(bounds[b])
                     };
-                    if of {
-                        return Err(overflow(i));
+                    if let (Some(x), Some(y)) = (consts[a], consts[b]) {
+                        let v = match code {
+                            0 => x.checked_add(y),
+                            1 => x.checked_sub(y),
+                            _ => x.checked_mul(y),
+                        }
+                        .ok_or_else(|| overflow(i))?;
+                        (Vec::new(), v.unsigned_abs(), Some(v))
+                    } else if fits(bound) {
+                        let out = match (consts[a], consts[b]) {
+                            // A constant operand is broadcast, never filled out.
+                            (Some(x), _) => broadcast_op(code, &regs[b], |_| x, |q| q),
+                            (_, Some(y)) => broadcast_op(code, &regs[a], |p| p, |_| y),
+                            _ => arch::wrapping_op::run(code, &regs[a], &regs[b]),
+                        };
+                        (out, bound, None)
+                    } else {
+                        let (x, y) = (filled(&regs, &consts, a, n), filled(&regs, &consts, b, n));
+                        let out = if no_overflow(op, &x, &y) {
+                            // The bounds were loose; the operands' own magnitudes are not.
+                            arch::wrapping_op::run(code, &x, &y)
+                        } else {
+                            checked_op(code, &x, &y).ok_or_else(|| overflow(i))?
+                        };
+                        let bound = arch::max_abs::run(&out);
+                        (out, bound, None)
                     }
-                    out
                 }
-                Op::Year { src } => regs[src].iter().map(|&d| year_of_days(d)).collect(),
-                Op::Scale { src, pow } => {
-                    let f = 10i64.checked_pow(pow).ok_or_else(|| overflow(i))?;
-                    let mut of = false;
-                    let out = regs[src]
+                Op::Year { src } => {
+                    let out: Vec<i64> = filled(&regs, &consts, src, n)
                         .iter()
-                        .map(|p| {
-                            let (r, o) = p.overflowing_mul(f);
-                            of |= o;
-                            r
-                        })
+                        .map(|&d| year_of_days(d))
                         .collect();
-                    if of {
-                        return Err(overflow(i));
-                    }
-                    out
+                    let bound = arch::max_abs::run(&out);
+                    (out, bound, None)
                 }
                 Op::Select {
                     test,
@@ -2081,15 +2115,47 @@ impl<'a> Lane<'a> {
                     value,
                     then,
                     otherwise,
-                } => regs[test]
-                    .iter()
-                    .zip(regs[then].iter().zip(&regs[otherwise]))
-                    .map(|(t, (a, b))| if op.holds(*t, value) { *a } else { *b })
-                    .collect(),
+                } => (
+                    filled(&regs, &consts, test, n)
+                        .iter()
+                        .zip(
+                            filled(&regs, &consts, then, n)
+                                .iter()
+                                .zip(filled(&regs, &consts, otherwise, n).iter()),
+                        )
+                        .map(|(t, (a, b))| if op.holds(*t, value) { *a } else { *b })
+                        .collect(),
+                    bounds[then].max(bounds[otherwise]),
+                    None,
+                ),
             };
             regs.push(out);
+            bounds.push(bound);
+            consts.push(constant);
         }
-        Ok(regs)
+        // The constants the operator reads (an aggregate's argument, a group key, the
+        // filter), filled out.
+        let plan = self.plan;
+        let read = plan
+            .aggs()
+            .iter()
+            .filter_map(|a| a.arg)
+            .chain(plan.keys().iter().filter_map(|k| match *k {
+                GroupKey::Register(r) => Some(r),
+                _ => None,
+            }))
+            .chain(plan.task.filter);
+        for r in read {
+            if let (Some(v), Some(reg)) = (consts.get(r).copied().flatten(), regs.get_mut(r)) {
+                if reg.len() != n {
+                    *reg = vec![v; n];
+                }
+            }
+        }
+        Ok(Registers {
+            values: regs,
+            bounds,
+        })
     }
 
     /// Group ids of the selected rows (all zero without keys), adding new groups.
@@ -2290,6 +2356,7 @@ impl<'a> Lane<'a> {
         &mut self,
         arrays: &HashMap<usize, ArrayRef>,
         registers: &[Vec<i64>],
+        bounds: &[u64],
         rows: &Rows,
         matched: &[&[u32]],
         n: usize,
@@ -2319,6 +2386,10 @@ impl<'a> Lane<'a> {
         } else {
             Vec::new()
         };
+        // A register summed by several aggregates (Q1's sum and avg of one column) is summed
+        // once per block where the groups are few.
+        let few = single || groups <= FEW_GROUPS || self.block_mask.is_some();
+        let mut summed: Vec<(usize, Vec<i128>)> = Vec::new();
         for (a, agg) in self.plan.aggs().iter().enumerate() {
             let acc = &mut self.groups.acc[a];
             let count = &mut self.groups.count[a];
@@ -2335,10 +2406,27 @@ impl<'a> Lane<'a> {
             }
             match (agg.func, agg.arg) {
                 (AggFunc::CountAll | AggFunc::Count, _) => {}
-                (AggFunc::Sum | AggFunc::Avg, Some(r)) if single => {
-                    acc[0] += exact_sum(&registers[r])
+                (AggFunc::Sum | AggFunc::Avg, Some(r)) if few => {
+                    let at = match summed.iter().position(|(reg, _)| *reg == r) {
+                        Some(at) => at,
+                        None => {
+                            let mut part = vec![0i128; acc.len()];
+                            if single {
+                                part[0] = exact_sum(&registers[r], bounds[r]);
+                            } else {
+                                sum_by_group(&ids, &registers[r], bounds[r], &mut part);
+                            }
+                            summed.push((r, part));
+                            summed.len() - 1
+                        }
+                    };
+                    for (x, p) in acc.iter_mut().zip(&summed[at].1) {
+                        *x += p;
+                    }
                 }
-                (AggFunc::Sum | AggFunc::Avg, Some(r)) => sum_by_group(&ids, &registers[r], acc),
+                (AggFunc::Sum | AggFunc::Avg, Some(r)) => {
+                    sum_by_group(&ids, &registers[r], bounds[r], acc)
+                }
                 (AggFunc::Min | AggFunc::Max, Some(r)) => {
                     let max = agg.func == AggFunc::Max;
                     for (&g, &v) in ids.iter().zip(&registers[r]) {
@@ -2727,6 +2815,47 @@ fn year_of_days(days: i64) -> i64 {
     yoe + era * 400 + i64::from(january_or_february)
 }
 
+/// Register `r` as `n` values: a constant filled out.
+fn filled<'a>(
+    regs: &'a [Vec<i64>],
+    consts: &[Option<i64>],
+    r: usize,
+    n: usize,
+) -> std::borrow::Cow<'a, [i64]> {
+    match consts[r] {
+        Some(v) if regs[r].len() != n => std::borrow::Cow::Owned(vec![v; n]),
+        _ => std::borrow::Cow::Borrowed(&regs[r]),
+    }
+}
+
+/// `x op y` (0 add, 1 subtract, 2 multiply, wrapping: the caller has bounded the result)
+/// over `v`, one operand a constant: `x(q)` and `y(q)` give the operands for row value `q`.
+fn broadcast_op(code: u8, v: &[i64], x: impl Fn(i64) -> i64, y: impl Fn(i64) -> i64) -> Vec<i64> {
+    match code {
+        0 => v.iter().map(|&q| x(q).wrapping_add(y(q))).collect(),
+        1 => v.iter().map(|&q| x(q).wrapping_sub(y(q))).collect(),
+        _ => v.iter().map(|&q| x(q).wrapping_mul(y(q))).collect(),
+    }
+}
+
+/// `x op y` row by row (0 add, 1 subtract, 2 multiply), or none where a row overflows.
+fn checked_op(code: u8, x: &[i64], y: &[i64]) -> Option<Vec<i64>> {
+    x.iter()
+        .zip(y)
+        .map(|(&p, &q)| match code {
+            0 => p.checked_add(q),
+            1 => p.checked_sub(q),
+            _ => p.checked_mul(q),
+        })
+        .collect()
+}
+
+/// A block's transformer registers, with a bound on each register's magnitudes.
+struct Registers {
+    values: Vec<Vec<i64>>,
+    bounds: Vec<u64>,
+}
+
 /// Whether `x op y` cannot overflow 64 bits on any row, by the operands' largest magnitudes.
 fn no_overflow(op: &Op, x: &[i64], y: &[i64]) -> bool {
     let (a, b) = (arch::max_abs::run(x), arch::max_abs::run(y));
@@ -2736,17 +2865,18 @@ fn no_overflow(op: &Op, x: &[i64], y: &[i64]) -> bool {
     }
 }
 
-/// Whether `values` sum in 64 bits without overflow, whatever their order (every partial sum
-/// is bounded by n * max |v|).
-fn sums_in_i64(values: &[i64]) -> bool {
-    let max = arch::max_abs::run(values);
-    max.checked_mul(values.len() as u64)
+/// Whether `values`, each of magnitude at most `bound`, sum in 64 bits without overflow,
+/// whatever their order (every partial sum is bounded by n * bound).
+fn sums_in_i64(values: &[i64], bound: u64) -> bool {
+    bound
+        .checked_mul(values.len() as u64)
         .is_some_and(|t| t <= i64::MAX as u64)
 }
 
-/// The exact sum of a block: in 64 bits (vectorised) when it cannot overflow, else 128.
-fn exact_sum(values: &[i64]) -> i128 {
-    if sums_in_i64(values) {
+/// The exact sum of a block (values of magnitude at most `bound`): in 64 bits (vectorised)
+/// when it cannot overflow, else 128.
+fn exact_sum(values: &[i64], bound: u64) -> i128 {
+    if sums_in_i64(values, bound) {
         arch::sum::run(values) as i128
     } else {
         values.iter().map(|&v| v as i128).sum()
@@ -2759,15 +2889,15 @@ const FEW_GROUPS: usize = 8;
 /// Adds a block's values into their groups' 128-bit sums. With few groups, four interleaved
 /// 64-bit partial sums per group break the chain of dependent adds on a hot group (rows of a
 /// block fall on the same few groups, as in TPC-H Q1's four).
-fn sum_by_group(ids: &[u32], values: &[i64], acc: &mut [i128]) {
+fn sum_by_group(ids: &[u32], values: &[i64], bound: u64, acc: &mut [i128]) {
     let groups = acc.len();
-    if groups <= FEW_GROUPS && sums_in_i64(values) {
+    if groups <= FEW_GROUPS && sums_in_i64(values, bound) {
         let mut part = vec![0i64; groups];
         arch::group_sums::run(ids, values, &mut part);
         for (a, p) in acc.iter_mut().zip(part) {
             *a += p as i128;
         }
-    } else if groups <= 1024 && groups <= ids.len() && sums_in_i64(values) {
+    } else if groups <= 1024 && groups <= ids.len() && sums_in_i64(values, bound) {
         let mut part = vec![0i64; groups * 4];
         let mut chunks = ids.chunks_exact(4).zip(values.chunks_exact(4));
         for (g, v) in &mut chunks {
