@@ -184,25 +184,25 @@ impl ForBlock<'_> {
         }
     }
 
-    /// Unpacks the bit-packed deltas (width 1 to 32) into `out`, each through `f`.
-    fn unpack_into<T>(&self, out: &mut [T], f: impl Fn(u32) -> T) {
-        self.unpack_blocks(|base, deltas| {
-            for (o, &d) in out[base..base + deltas.len()].iter_mut().zip(deltas) {
-                *o = f(d);
-            }
-        });
+    /// The bit-packed deltas (width 1 to 32), each through `f`, appended block by block: the
+    /// output is written once, never zeroed first (a page's values are 512 KiB at 64 bits).
+    fn unpack_collect<T: Copy>(&self, f: impl Fn(u32) -> T) -> Vec<T> {
+        let mut out = Vec::with_capacity(self.n);
+        self.unpack_blocks(|_, deltas| out.extend(deltas.iter().map(|&d| f(d))));
+        // (The blocks hold every value: `read_for` checked their length.)
+        out.resize(self.n, f(0));
+        out
     }
 
     /// The values as i64 (reference + delta, wrapping: the writer never wraps).
     pub fn to_i64(&self) -> Vec<i64> {
-        let mut out = vec![0i64; self.n];
         let r = self.reference as i64;
         if self.width <= 32 && self.width > 0 {
             // The hot path: unpack whole blocks straight into the output.
-            self.unpack_into(&mut out, |d| r.wrapping_add(d as i64));
-        } else {
-            self.for_each(|i, d| out[i] = r.wrapping_add(d as i64));
+            return self.unpack_collect(|d| r.wrapping_add(d as i64));
         }
+        let mut out = vec![0i64; self.n];
+        self.for_each(|i, d| out[i] = r.wrapping_add(d as i64));
         out
     }
 
@@ -218,11 +218,10 @@ impl ForBlock<'_> {
             return None;
         }
         let r = self.reference as i64;
-        let mut out = vec![r as i32; self.n];
-        if self.width > 0 {
-            self.unpack_into(&mut out, |d| (r + d as i64) as i32);
+        if self.width == 0 {
+            return Some(vec![r as i32; self.n]);
         }
-        Some(out)
+        Some(self.unpack_collect(|d| (r + d as i64) as i32))
     }
 
     /// The deltas themselves (width 0 to 32), the bit-packed blocks unpacked and nothing added.
@@ -230,11 +229,10 @@ impl ForBlock<'_> {
         if self.width > 32 {
             return None;
         }
-        let mut out = vec![0u32; self.n];
-        if self.width > 0 {
-            self.unpack_into(&mut out, |d| d);
+        if self.width == 0 {
+            return Some(vec![0u32; self.n]);
         }
-        Some(out)
+        Some(self.unpack_collect(|d| d))
     }
 
     /// The values as i128.

@@ -19,6 +19,7 @@ use arrow_array::{
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::row::{Row, RowConverter, SortField};
 use serde::Serialize;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::str::FromStr;
@@ -1863,11 +1864,13 @@ impl<'a> Lane<'a> {
                                 keep.iter().map(|&i| v[i as usize]).collect()
                             };
                             // (Constants the operator never reads are held as no rows.)
-                            let regs: Vec<Vec<i64>> = registers
+                            let regs: Vec<Cow<[i64]>> = registers
                                 .iter()
-                                .map(|r| match r.len() == n {
-                                    true => keep.iter().map(|&i| r[i as usize]).collect(),
-                                    false => Vec::new(),
+                                .map(|r| {
+                                    Cow::Owned(match r.len() == n {
+                                        true => keep.iter().map(|&i| r[i as usize]).collect(),
+                                        false => Vec::new(),
+                                    })
                                 })
                                 .collect();
                             let rows = pick(&block.indices());
@@ -1978,15 +1981,28 @@ impl<'a> Lane<'a> {
         Ok(())
     }
 
+    /// `values` with a masked block's unselected rows zeroed, for arithmetic checked row by
+    /// row (an unselected row must not fail a query); as they are otherwise.
+    fn selected_only<'v>(&self, values: &'v [i64]) -> Cow<'v, [i64]> {
+        match &self.block_mask {
+            Some(mask) => {
+                let mut owned = values.to_vec();
+                arch::keep_selected::run(&mut owned, mask);
+                Cow::Owned(owned)
+            }
+            None => Cow::Borrowed(values),
+        }
+    }
+
     /// Runs the Row Transformer over the selected rows, vector at a time.
-    fn transform(
+    fn transform<'p>(
         &self,
-        arrays: &HashMap<usize, ArrayRef>,
+        arrays: &'p HashMap<usize, ArrayRef>,
         rows: &Rows,
         matched: &[&[u32]],
         n: usize,
         column_name: &dyn Fn(usize) -> String,
-    ) -> Result<Registers> {
+    ) -> Result<Registers<'p>> {
         let overflow = |i: usize| Error::Offload {
             detail: format!(
                 "transformer instruction {i} of table {} overflowed 64 bits; the query runs \
@@ -1995,7 +2011,7 @@ impl<'a> Lane<'a> {
             ),
         };
         let ops = &self.plan.task.transformer.ops;
-        let mut regs: Vec<Vec<i64>> = Vec::with_capacity(ops.len());
+        let mut regs: Vec<Cow<'p, [i64]>> = Vec::with_capacity(ops.len());
         // Per register, a bound on its values' magnitudes: loads are scanned once, computed
         // registers bounded from their operands' bounds, so an operation that cannot
         // overflow runs as a plain vector loop without scanning its operands again.
@@ -2004,7 +2020,7 @@ impl<'a> Lane<'a> {
         let mut consts: Vec<Option<i64>> = Vec::with_capacity(ops.len());
         let fits = |b: u64| b <= i64::MAX as u64;
         for (i, op) in ops.iter().enumerate() {
-            let (out, bound, constant): (Vec<i64>, u64, Option<i64>) = match *op {
+            let (out, bound, constant): (Cow<'p, [i64]>, u64, Option<i64>) = match *op {
                 Op::Load { column } => {
                     let array = &arrays[&column];
                     if array.null_count() > 0 {
@@ -2015,38 +2031,47 @@ impl<'a> Lane<'a> {
                             ),
                         });
                     }
-                    let mut values = load(array, rows, &column_name(column))?;
-                    if let Some(mask) = &self.block_mask {
-                        // Unselected rows compute on zeros: they never overflow.
-                        arch::keep_selected::run(&mut values, mask);
-                    }
+                    // A run of 64-bit values is read where it lies. (Unselected rows of a
+                    // masked block compute too: the bounds cover them, and an operation
+                    // whose bound overflows zeroes them first.)
+                    let values = match (array.data_type(), rows) {
+                        (DataType::Int64, &Rows::Range(start, len)) => Cow::Borrowed(
+                            &array.as_primitive::<Int64Type>().values()[start..start + len],
+                        ),
+                        _ => Cow::Owned(load(array, rows, &column_name(column))?),
+                    };
                     let bound = arch::max_abs::run(&values);
                     (values, bound, None)
                 }
-                Op::Flag { flag } => (flag_values(&self.flag_words[flag], rows), 1, None),
+                Op::Flag { flag } => (
+                    Cow::Owned(flag_values(&self.flag_words[flag], rows)),
+                    1,
+                    None,
+                ),
                 Op::Fetch { join, column } => {
                     let values = self.plan.builds[join].ints(column)?.gather(matched[join]);
                     let bound = arch::max_abs::run(&values);
-                    (values, bound, None)
+                    (Cow::Owned(values), bound, None)
                 }
                 // Constants are held as values, filled out only where the operator reads them.
-                Op::Const { value } => (Vec::new(), value.unsigned_abs(), Some(value)),
+                Op::Const { value } => (Cow::Owned(Vec::new()), value.unsigned_abs(), Some(value)),
                 Op::Scale { src, pow } => {
                     let f = 10i64.checked_pow(pow).ok_or_else(|| overflow(i))?;
                     let bound = bounds[src].saturating_mul(f as u64);
                     match consts[src] {
                         Some(v) => {
                             let v = v.checked_mul(f).ok_or_else(|| overflow(i))?;
-                            (Vec::new(), v.unsigned_abs(), Some(v))
+                            (Cow::Owned(Vec::new()), v.unsigned_abs(), Some(v))
                         }
                         None if fits(bound) => (
-                            regs[src].iter().map(|p| p.wrapping_mul(f)).collect(),
+                            Cow::Owned(regs[src].iter().map(|p| p.wrapping_mul(f)).collect()),
                             bound,
                             None,
                         ),
                         None => {
                             let mut of = false;
-                            let out: Vec<i64> = regs[src]
+                            let out: Vec<i64> = self
+                                .selected_only(&regs[src])
                                 .iter()
                                 .map(|p| {
                                     let (r, o) = p.overflowing_mul(f);
@@ -2058,7 +2083,7 @@ impl<'a> Lane<'a> {
                                 return Err(overflow(i));
                             }
                             let bound = arch::max_abs::run(&out);
-                            (out, bound, None)
+                            (Cow::Owned(out), bound, None)
                         }
                     }
                 }
@@ -2080,7 +2105,7 @@ impl<'a> Lane<'a> {
                             _ => x.checked_mul(y),
                         }
                         .ok_or_else(|| overflow(i))?;
-                        (Vec::new(), v.unsigned_abs(), Some(v))
+                        (Cow::Owned(Vec::new()), v.unsigned_abs(), Some(v))
                     } else if fits(bound) {
                         let out = match (consts[a], consts[b]) {
                             // A constant operand is broadcast, never filled out.
@@ -2088,9 +2113,10 @@ impl<'a> Lane<'a> {
                             (_, Some(y)) => broadcast_op(code, &regs[a], |p| p, |_| y),
                             _ => arch::wrapping_op::run(code, &regs[a], &regs[b]),
                         };
-                        (out, bound, None)
+                        (Cow::Owned(out), bound, None)
                     } else {
                         let (x, y) = (filled(&regs, &consts, a, n), filled(&regs, &consts, b, n));
+                        let (x, y) = (self.selected_only(&x), self.selected_only(&y));
                         let out = if no_overflow(op, &x, &y) {
                             // The bounds were loose; the operands' own magnitudes are not.
                             arch::wrapping_op::run(code, &x, &y)
@@ -2098,7 +2124,7 @@ impl<'a> Lane<'a> {
                             checked_op(code, &x, &y).ok_or_else(|| overflow(i))?
                         };
                         let bound = arch::max_abs::run(&out);
-                        (out, bound, None)
+                        (Cow::Owned(out), bound, None)
                     }
                 }
                 Op::Year { src } => {
@@ -2107,7 +2133,7 @@ impl<'a> Lane<'a> {
                         .map(|&d| year_of_days(d))
                         .collect();
                     let bound = arch::max_abs::run(&out);
-                    (out, bound, None)
+                    (Cow::Owned(out), bound, None)
                 }
                 Op::Select {
                     test,
@@ -2116,15 +2142,17 @@ impl<'a> Lane<'a> {
                     then,
                     otherwise,
                 } => (
-                    filled(&regs, &consts, test, n)
-                        .iter()
-                        .zip(
-                            filled(&regs, &consts, then, n)
-                                .iter()
-                                .zip(filled(&regs, &consts, otherwise, n).iter()),
-                        )
-                        .map(|(t, (a, b))| if op.holds(*t, value) { *a } else { *b })
-                        .collect(),
+                    Cow::Owned(
+                        filled(&regs, &consts, test, n)
+                            .iter()
+                            .zip(
+                                filled(&regs, &consts, then, n)
+                                    .iter()
+                                    .zip(filled(&regs, &consts, otherwise, n).iter()),
+                            )
+                            .map(|(t, (a, b))| if op.holds(*t, value) { *a } else { *b })
+                            .collect(),
+                    ),
                     bounds[then].max(bounds[otherwise]),
                     None,
                 ),
@@ -2148,7 +2176,7 @@ impl<'a> Lane<'a> {
         for r in read {
             if let (Some(v), Some(reg)) = (consts.get(r).copied().flatten(), regs.get_mut(r)) {
                 if reg.len() != n {
-                    *reg = vec![v; n];
+                    *reg = Cow::Owned(vec![v; n]);
                 }
             }
         }
@@ -2162,7 +2190,7 @@ impl<'a> Lane<'a> {
     fn group_ids(
         &mut self,
         arrays: &HashMap<usize, ArrayRef>,
-        registers: &[Vec<i64>],
+        registers: &[Cow<'_, [i64]>],
         rows: &Rows,
         matched: &[&[u32]],
         n: usize,
@@ -2202,7 +2230,7 @@ impl<'a> Lane<'a> {
                     }
                 }
                 Identity::Register(r) => {
-                    columns.push(registers[*r].clone());
+                    columns.push(registers[*r].to_vec());
                     sizes.push(None);
                 }
                 // Build rows are numbered densely: a key the dense table can take.
@@ -2355,7 +2383,7 @@ impl<'a> Lane<'a> {
     fn aggregate(
         &mut self,
         arrays: &HashMap<usize, ArrayRef>,
-        registers: &[Vec<i64>],
+        registers: &[Cow<'_, [i64]>],
         bounds: &[u64],
         rows: &Rows,
         matched: &[&[u32]],
@@ -2429,7 +2457,7 @@ impl<'a> Lane<'a> {
                 }
                 (AggFunc::Min | AggFunc::Max, Some(r)) => {
                     let max = agg.func == AggFunc::Max;
-                    for (&g, &v) in ids.iter().zip(&registers[r]) {
+                    for (&g, &v) in ids.iter().zip(registers[r].iter()) {
                         let (g, v) = (g as usize, v as i128);
                         if count[g] == 0 || (max && v > acc[g]) || (!max && v < acc[g]) {
                             acc[g] = v;
@@ -2817,14 +2845,14 @@ fn year_of_days(days: i64) -> i64 {
 
 /// Register `r` as `n` values: a constant filled out.
 fn filled<'a>(
-    regs: &'a [Vec<i64>],
+    regs: &'a [Cow<'_, [i64]>],
     consts: &[Option<i64>],
     r: usize,
     n: usize,
-) -> std::borrow::Cow<'a, [i64]> {
+) -> Cow<'a, [i64]> {
     match consts[r] {
-        Some(v) if regs[r].len() != n => std::borrow::Cow::Owned(vec![v; n]),
-        _ => std::borrow::Cow::Borrowed(&regs[r]),
+        Some(v) if regs[r].len() != n => Cow::Owned(vec![v; n]),
+        _ => Cow::Borrowed(&regs[r]),
     }
 }
 
@@ -2851,8 +2879,8 @@ fn checked_op(code: u8, x: &[i64], y: &[i64]) -> Option<Vec<i64>> {
 }
 
 /// A block's transformer registers, with a bound on each register's magnitudes.
-struct Registers {
-    values: Vec<Vec<i64>>,
+struct Registers<'a> {
+    values: Vec<Cow<'a, [i64]>>,
     bounds: Vec<u64>,
 }
 
