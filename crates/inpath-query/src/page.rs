@@ -517,7 +517,7 @@ pub(crate) fn decode(
                             (1i128 << block.width) - 1
                         };
                         block.reference + widest < dict.len() as i128
-                            || k.iter().all(|&c| (c as usize) < dict.len())
+                            || crate::arch::codes_within::run(k, dict.len())
                     }) {
                         return Ok((
                             Arc::new(Int32Array::new(ScalarBuffer::from(keys), None)),

@@ -2109,8 +2109,8 @@ impl<'a> Lane<'a> {
                     } else if fits(bound) {
                         let out = match (consts[a], consts[b]) {
                             // A constant operand is broadcast, never filled out.
-                            (Some(x), _) => broadcast_op(code, &regs[b], |_| x, |q| q),
-                            (_, Some(y)) => broadcast_op(code, &regs[a], |p| p, |_| y),
+                            (Some(x), _) => arch::const_op::run(code, x, &regs[b], true),
+                            (_, Some(y)) => arch::const_op::run(code, y, &regs[a], false),
                             _ => arch::wrapping_op::run(code, &regs[a], &regs[b]),
                         };
                         (Cow::Owned(out), bound, None)
@@ -2853,16 +2853,6 @@ fn filled<'a>(
     match consts[r] {
         Some(v) if regs[r].len() != n => Cow::Owned(vec![v; n]),
         _ => Cow::Borrowed(&regs[r]),
-    }
-}
-
-/// `x op y` (0 add, 1 subtract, 2 multiply, wrapping: the caller has bounded the result)
-/// over `v`, one operand a constant: `x(q)` and `y(q)` give the operands for row value `q`.
-fn broadcast_op(code: u8, v: &[i64], x: impl Fn(i64) -> i64, y: impl Fn(i64) -> i64) -> Vec<i64> {
-    match code {
-        0 => v.iter().map(|&q| x(q).wrapping_add(y(q))).collect(),
-        1 => v.iter().map(|&q| x(q).wrapping_sub(y(q))).collect(),
-        _ => v.iter().map(|&q| x(q).wrapping_mul(y(q))).collect(),
     }
 }
 
