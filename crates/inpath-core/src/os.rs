@@ -42,6 +42,17 @@ impl Mapping {
     /// address space, a filesystem without mmap, the guard table full): the caller then streams
     /// it with read(2) instead.
     pub fn map(file: File, path: &Path) -> Option<Mapping> {
+        Mapping::map_with(file, path, Some(memmap2::Advice::Sequential))
+    }
+
+    /// As [`Mapping::map`] for a file read many times at any offset (a column file whose
+    /// pages are read one by one, query after query): no access pattern is advised, so pages
+    /// stay mapped once touched.
+    pub fn map_for_reads(file: File, path: &Path) -> Option<Mapping> {
+        Mapping::map_with(file, path, None)
+    }
+
+    fn map_with(file: File, path: &Path, advice: Option<memmap2::Advice>) -> Option<Mapping> {
         guard::install();
         // SAFETY: the mapping is read-only and private to this process. The one way another
         // process can invalidate it, truncating the file, raises SIGBUS on access; the guard
@@ -53,7 +64,9 @@ impl Mapping {
             return None;
         }
         let guard = guard::Slot::register(map.as_ptr() as usize, map.len())?;
-        let _ = map.advise(memmap2::Advice::Sequential);
+        if let Some(advice) = advice {
+            let _ = map.advise(advice);
+        }
         Some(Mapping {
             guard,
             map,
@@ -234,8 +247,9 @@ mod guard {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::sync::{Once, OnceLock};
 
-    /// How many files may be mapped at once; a further one is streamed instead.
-    const SLOTS: usize = 64;
+    /// How many files may be mapped at once; a further one is streamed instead. (A query
+    /// session maps its tables' column files: TPC-H has 61.)
+    const SLOTS: usize = 256;
 
     struct Entry {
         start: AtomicUsize,

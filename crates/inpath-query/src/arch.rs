@@ -220,9 +220,8 @@ fn group_sums_one_pass<const G: usize>(ids: &[u32], values: &[i64], out: &mut [i
         let vc: [i64; 8] = values[i..i + 8].try_into().expect("8 values");
         for (g, lanes) in acc.iter_mut().enumerate() {
             let g = g as u32;
-            *lanes = std::array::from_fn(|l| {
-                lanes[l].wrapping_add(if ic[l] == g { vc[l] } else { 0 })
-            });
+            *lanes =
+                std::array::from_fn(|l| lanes[l].wrapping_add(if ic[l] == g { vc[l] } else { 0 }));
         }
         i += 8;
     }
@@ -475,8 +474,16 @@ mod tests {
                     let c = w.first().copied().unwrap_or(-7);
                     let first: Vec<i64> = v.iter().map(|&b| f(c, b)).collect();
                     let second: Vec<i64> = v.iter().map(|&a| f(a, c)).collect();
-                    assert_eq!(const_op::at(level, op, c, &v, true), first, "{level} op {op}");
-                    assert_eq!(const_op::at(level, op, c, &v, false), second, "{level} op {op}");
+                    assert_eq!(
+                        const_op::at(level, op, c, &v, true),
+                        first,
+                        "{level} op {op}"
+                    );
+                    assert_eq!(
+                        const_op::at(level, op, c, &v, false),
+                        second,
+                        "{level} op {op}"
+                    );
                 }
                 let want: Vec<i64> = rows.iter().map(|&r| v[r as usize]).collect();
                 assert_eq!(gather_i64::at(level, &v, &rows), want, "{level}");

@@ -20,6 +20,10 @@ pub struct TableReader {
     manifest: Manifest,
     schema: SchemaRef,
     files: Vec<File>,
+    /// Per column: the file mapped on its first page read (`None` inside: it could not be
+    /// mapped, and pages are read with pread). Pages are then unsealed straight from the
+    /// page cache, not copied into a buffer first (pread's copy was a fifth of Q6).
+    maps: Vec<std::sync::OnceLock<Option<inpath_core::source::Mapping>>>,
     unsealer: Unsealer,
     /// Per column: the dictionary as an Arrow array when the column reads back as a
     /// `DictionaryArray` ([`TableReader::with_dictionary_arrays`]).
@@ -168,6 +172,7 @@ impl TableReader {
             schema: Arc::new(Schema::new(fields)),
             manifest,
             dictionary_values: vec![None; files.len()],
+            maps: files.iter().map(|_| std::sync::OnceLock::new()).collect(),
             files,
             unsealer: Unsealer::new(keys),
         })
@@ -325,6 +330,46 @@ impl TableReader {
             static RECORD: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
         }
         let len = meta.len as usize;
+        let unseal = |record: &[u8]| {
+            self.unsealer
+                .unseal(record)
+                .map_err(|source| Error::PageSeal {
+                    table: self.manifest.table.clone(),
+                    column: c.name.clone(),
+                    page,
+                    source: Box::new(source),
+                })
+        };
+        let map = self.maps[column].get_or_init(|| {
+            let file = self.files[column].try_clone().ok()?;
+            inpath_core::source::Mapping::map_for_reads(file, &self.dir.join(&c.file))
+        });
+        if let Some(map) = map {
+            let bytes = map.bytes();
+            let record = usize::try_from(meta.offset)
+                .ok()
+                .and_then(|start| bytes.get(start..start.checked_add(len)?))
+                .ok_or_else(|| {
+                    Error::io(
+                        self.dir.join(&c.file),
+                        std::io::Error::new(
+                            std::io::ErrorKind::UnexpectedEof,
+                            format!(
+                                "page {page} lies at bytes {}..{} of a {}-byte file",
+                                meta.offset,
+                                meta.offset.saturating_add(meta.len),
+                                bytes.len()
+                            ),
+                        ),
+                    )
+                })?;
+            let page = unseal(record);
+            // A file truncated under the mapping read as zeros: never taken as its pages.
+            map.check_unchanged().map_err(|e| {
+                Error::io(self.dir.join(&c.file), std::io::Error::other(e.to_string()))
+            })?;
+            return page;
+        }
         RECORD.with(|record| {
             let mut record = record.borrow_mut();
             if record.len() < len {
@@ -334,14 +379,7 @@ impl TableReader {
             self.files[column]
                 .read_exact_at(record, meta.offset)
                 .map_err(|e| Error::io(self.dir.join(&c.file), e))?;
-            self.unsealer
-                .unseal(record)
-                .map_err(|source| Error::PageSeal {
-                    table: self.manifest.table.clone(),
-                    column: c.name.clone(),
-                    page,
-                    source: Box::new(source),
-                })
+            unseal(record)
         })
     }
 

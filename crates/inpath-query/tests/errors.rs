@@ -366,3 +366,31 @@ fn bad_arguments() {
         Error::Parameter { .. }
     ));
 }
+
+#[test]
+fn a_column_file_truncated_while_open_is_an_error_never_zeros() {
+    // Pages are read from the mapped file; cutting the file under the mapping turns the
+    // pages past its new end into zeros, which must be reported, not decoded.
+    let (_d, t) = table(0);
+    let reader = TableReader::open(&t, &ring()).unwrap();
+    let pages = reader.page_count();
+    assert!(pages >= 3, "{pages}");
+    reader.read_page(3, 0).unwrap();
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(t.join("3.col"))
+        .unwrap();
+    let len = file.metadata().unwrap().len();
+    file.set_len(len / 3).unwrap();
+    let e = reader
+        .read_page(3, pages - 1)
+        .expect_err("a page past the file's new end");
+    assert!(
+        matches!(e, Error::Io { .. } | Error::PageSeal { .. }),
+        "{e:?}"
+    );
+    assert!(
+        e.to_string().contains("3.col") || e.to_string().contains("page"),
+        "{e}"
+    );
+}
