@@ -136,32 +136,112 @@ pub(crate) fn cmp_generic<T: Copy + PartialOrd>(values: &[T], op: u8, c: T) -> V
     out
 }
 
-kernel! {
+/// Defines a comparison kernel module `$name` (`run`, `at`) over `$ty` values: portable and
+/// AVX2 from [`cmp_bits`]; AVX-512 by mask compares, `$lanes` values a compare, whose masks
+/// are the mask words' bits as they are (compilers build each word from 64 vector lanes by OR
+/// reductions otherwise: a third of Q6's device time).
+macro_rules! cmp_kernel {
+    ($(#[$doc:meta])* $name:ident, $ty:ty, $cmp:ident, $set1:ident, $lanes:literal, $mask:ty) => {
+        $(#[$doc])*
+        pub(crate) mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            fn imp(values: &[$ty], op: u8, c: $ty) -> Vec<u64> {
+                let mut out = Vec::new();
+                super::cmp_bits(values, op, c, &mut out);
+                out
+            }
+
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx2,fma,bmi1,bmi2,lzcnt,popcnt")]
+            unsafe fn v3(values: &[$ty], op: u8, c: $ty) -> Vec<u64> {
+                imp(values, op, c)
+            }
+
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(
+                enable = "avx512f,avx512bw,avx512cd,avx512dq,avx512vl,avx2,fma,bmi1,bmi2,lzcnt,popcnt"
+            )]
+            unsafe fn v4(values: &[$ty], op: u8, c: $ty) -> Vec<u64> {
+                use std::arch::x86_64::*;
+                const PER_WORD: usize = 64 / $lanes;
+                let full = values.len() / 64;
+                let mut out: Vec<u64> = Vec::with_capacity(values.len().div_ceil(64));
+                let cv = $set1(c as _);
+                macro_rules! words {
+                    ($pred:expr) => {
+                        for w in 0..full {
+                            let mut word = 0u64;
+                            for k in 0..PER_WORD {
+                                let at = w * 64 + k * $lanes;
+                                // SAFETY: `at + $lanes <= full * 64 <= values.len()`; an
+                                // unaligned load of $lanes values.
+                                let v = unsafe {
+                                    _mm512_loadu_si512(values.as_ptr().add(at) as *const _)
+                                };
+                                let m: $mask = $cmp::<{ $pred }>(v, cv);
+                                word |= (m as u64) << (k * $lanes);
+                            }
+                            out.push(word);
+                        }
+                    };
+                }
+                match op {
+                    EQ => words!(_MM_CMPINT_EQ),
+                    NE => words!(_MM_CMPINT_NE),
+                    LT => words!(_MM_CMPINT_LT),
+                    LE => words!(_MM_CMPINT_LE),
+                    GT => words!(_MM_CMPINT_NLE),
+                    _ => words!(_MM_CMPINT_NLT),
+                }
+                // The last partial word, as the portable kernel makes it.
+                let mut rest = Vec::new();
+                super::cmp_bits(&values[full * 64..], op, c, &mut rest);
+                out.extend(rest);
+                out
+            }
+
+            /// Runs the kernel at `level`, or the highest level below it the CPU has.
+            #[allow(dead_code)]
+            pub(crate) fn at(level: Level, values: &[$ty], op: u8, c: $ty) -> Vec<u64> {
+                let level = level.min(inpath_core::isa::detected());
+                #[cfg(target_arch = "x86_64")]
+                {
+                    if level >= Level::Avx512 {
+                        // SAFETY: `detected()` found every feature `v4` enables.
+                        return unsafe { v4(values, op, c) };
+                    }
+                    if level >= Level::Avx2 {
+                        // SAFETY: `detected()` found every feature `v3` enables.
+                        return unsafe { v3(values, op, c) };
+                    }
+                }
+                let _ = level;
+                imp(values, op, c)
+            }
+
+            /// Runs the kernel at the level [`level`](super::level) picked.
+            #[allow(dead_code)]
+            pub(crate) fn run(values: &[$ty], op: u8, c: $ty) -> Vec<u64> {
+                at(super::level(), values, op, c)
+            }
+        }
+    };
+}
+
+cmp_kernel!(
     /// Mask words of an `i64` column compared with a constant (operators [`EQ`]..[`GE`]).
-    cmp_i64(values: &[i64], op: u8, c: i64) -> Vec<u64> {
-        let mut out = Vec::new();
-        super::cmp_bits(values, op, c, &mut out);
-        out
-    }
-}
-
-kernel! {
+    cmp_i64, i64, _mm512_cmp_epi64_mask, _mm512_set1_epi64, 8, u8
+);
+cmp_kernel!(
     /// Mask words of 32-bit deltas compared with a constant (the selector on bit-packed pages).
-    cmp_u32(values: &[u32], op: u8, c: u32) -> Vec<u64> {
-        let mut out = Vec::new();
-        super::cmp_bits(values, op, c, &mut out);
-        out
-    }
-}
-
-kernel! {
+    cmp_u32, u32, _mm512_cmp_epu32_mask, _mm512_set1_epi32, 16, u16
+);
+cmp_kernel!(
     /// Mask words of an `i32` column (dates, 32-bit integers) compared with a constant.
-    cmp_i32(values: &[i32], op: u8, c: i32) -> Vec<u64> {
-        let mut out = Vec::new();
-        super::cmp_bits(values, op, c, &mut out);
-        out
-    }
-}
+    cmp_i32, i32, _mm512_cmp_epi32_mask, _mm512_set1_epi32, 16, u16
+);
 
 kernel! {
     /// The largest absolute value (as u64, so `i64::MIN` fits), 0 for no values: with the
