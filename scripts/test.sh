@@ -57,7 +57,7 @@ done
 
 # The portable code must build for aarch64 (Graviton, Ampere, Apple): check the crates that hold
 # kernels for that target, warnings as errors. The query engine's `arch` module holds only
-# `cfg(target_arch = "x86_64")` wrappers around plain Rust loops, whose portable path is the one
+# `cfg(target_arch = "x86_64")` wrappers around plain Rust loops (and AVX-512 mask compares), whose portable path is the one
 # an aarch64 build compiles; checking the query engine and the CLI here would add a second
 # DataFusion build. Needs rustup's aarch64 standard library and a cross C compiler (zstd's C
 # sources); where they cannot be had, say so and go on.
