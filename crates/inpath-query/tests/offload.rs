@@ -8,8 +8,8 @@ use arrow_array::{ArrayRef, Date32Array, Decimal128Array, Int64Array, RecordBatc
 use common::*;
 use datafusion::datasource::MemTable;
 use inpath_query::offload::graph::{
-    Agg, AggFunc, CmpOp, Comparator, MaskSource, Operator, Output, Program, Selector, TableTask,
-    Test,
+    Agg, AggFunc, CmpOp, Comparator, MaskSource, Op, Operator, Output, Program, Selector,
+    TableTask, Test,
 };
 use inpath_query::offload::{Device, LocalDevice, TaskGraph, GRAPH_VERSION};
 use inpath_query::sql::OffloadOptions;
@@ -664,9 +664,25 @@ fn bad_graphs_and_budgets_give_clear_errors() {
     assert!(ok.iter().all(|r| r.is_ok()));
 }
 
+/// An AGGREGATE task over every row of table `t`: `ops`, then `aggs` emitted as `fields`.
+fn aggregate_over_t(ops: Vec<Op>, aggs: Vec<Agg>, fields: Vec<(String, String)>) -> TableTask {
+    TableTask {
+        table: "t".into(),
+        mask: MaskSource::All,
+        joins: Vec::new(),
+        flags: Vec::new(),
+        filter: None,
+        keep: Vec::new(),
+        selector: Selector::default(),
+        transformer: Program { ops },
+        operator: Operator::Aggregate { aggs },
+        output: Output { fields },
+        order: None,
+    }
+}
+
 #[test]
 fn the_transformer_computes_exactly_with_select_scale_and_min_max() {
-    use inpath_query::offload::graph::Op;
     let dir = tempfile::tempdir().unwrap();
     let (batch, _) = random_table(dir.path(), 7_000, 23);
     let reader = Arc::new(TableReader::open(&dir.path().join("t"), &KeyRing::new()).unwrap());
@@ -705,50 +721,38 @@ fn the_transformer_computes_exactly_with_select_scale_and_min_max() {
         },
         Op::Mul(4, 3),
     ];
-    let task = TableTask {
-        table: "t".into(),
-        mask: MaskSource::All,
-        joins: Vec::new(),
-        flags: Vec::new(),
-        filter: None,
-        keep: Vec::new(),
-        selector: Selector::default(),
-        transformer: Program { ops },
-        operator: Operator::Aggregate {
-            aggs: vec![
-                Agg {
-                    func: AggFunc::Sum,
-                    arg: Some(5),
-                    scale: 4,
-                },
-                Agg {
-                    func: AggFunc::Min,
-                    arg: Some(4),
-                    scale: 2,
-                },
-                Agg {
-                    func: AggFunc::Max,
-                    arg: Some(5),
-                    scale: 4,
-                },
-                Agg {
-                    func: AggFunc::Avg,
-                    arg: Some(4),
-                    scale: 2,
-                },
-            ],
-        },
-        output: Output {
-            fields: vec![
-                ("sum".into(), "Decimal128(38, 4)".into()),
-                ("min".into(), "Decimal128(15, 2)".into()),
-                ("max".into(), "Decimal128(38, 4)".into()),
-                ("avg_count".into(), "UInt64".into()),
-                ("avg_sum".into(), "Float64".into()),
-            ],
-        },
-        order: None,
-    };
+    let task = aggregate_over_t(
+        ops,
+        vec![
+            Agg {
+                func: AggFunc::Sum,
+                arg: Some(5),
+                scale: 4,
+            },
+            Agg {
+                func: AggFunc::Min,
+                arg: Some(4),
+                scale: 2,
+            },
+            Agg {
+                func: AggFunc::Max,
+                arg: Some(5),
+                scale: 4,
+            },
+            Agg {
+                func: AggFunc::Avg,
+                arg: Some(4),
+                scale: 2,
+            },
+        ],
+        vec![
+            ("sum".into(), "Decimal128(38, 4)".into()),
+            ("min".into(), "Decimal128(15, 2)".into()),
+            ("max".into(), "Decimal128(38, 4)".into()),
+            ("avg_count".into(), "UInt64".into()),
+            ("avg_sum".into(), "Float64".into()),
+        ],
+    );
     let (mut sum, mut min, mut max, mut count, mut total) =
         (0i128, i128::MAX, i128::MIN, 0u64, 0i128);
     for i in 0..batch.num_rows() {
@@ -809,29 +813,15 @@ fn the_transformer_computes_exactly_with_select_scale_and_min_max() {
     assert!((got_total - total as f64 / 100.0).abs() <= 1e-9 * (total as f64 / 100.0).abs());
 
     // An overflow is an error naming the instruction, never a wrapped value.
-    let overflow = TableTask {
-        table: "t".into(),
-        mask: MaskSource::All,
-        joins: Vec::new(),
-        flags: Vec::new(),
-        filter: None,
-        keep: Vec::new(),
-        selector: Selector::default(),
-        transformer: Program {
-            ops: vec![Op::Load { column: 0 }, Op::Scale { src: 0, pow: 17 }],
-        },
-        operator: Operator::Aggregate {
-            aggs: vec![Agg {
-                func: AggFunc::Sum,
-                arg: Some(1),
-                scale: 19,
-            }],
-        },
-        output: Output {
-            fields: vec![("s".into(), "Decimal128(38, 19)".into())],
-        },
-        order: None,
-    };
+    let overflow = aggregate_over_t(
+        vec![Op::Load { column: 0 }, Op::Scale { src: 0, pow: 17 }],
+        vec![Agg {
+            func: AggFunc::Sum,
+            arg: Some(1),
+            scale: 19,
+        }],
+        vec![("s".into(), "Decimal128(38, 19)".into())],
+    );
     let e = device
         .submit(&TaskGraph::single(overflow))
         .unwrap()
@@ -869,33 +859,19 @@ fn the_transformer_computes_exactly_with_select_scale_and_min_max() {
         Op::Mul(0, 2),                // r11 = qty * 3
     ];
     let sums = [7usize, 8, 9, 10, 11, 6];
-    let task = TableTask {
-        table: "t".into(),
-        mask: MaskSource::All,
-        joins: Vec::new(),
-        flags: Vec::new(),
-        filter: None,
-        keep: Vec::new(),
-        selector: Selector::default(),
-        transformer: Program { ops },
-        operator: Operator::Aggregate {
-            aggs: sums
-                .iter()
-                .map(|&r| Agg {
-                    func: AggFunc::Sum,
-                    arg: Some(r),
-                    scale: 0,
-                })
-                .collect(),
-        },
-        output: Output {
-            fields: sums
-                .iter()
-                .map(|r| (format!("r{r}"), "Decimal128(38, 0)".to_string()))
-                .collect(),
-        },
-        order: None,
-    };
+    let task = aggregate_over_t(
+        ops,
+        sums.iter()
+            .map(|&r| Agg {
+                func: AggFunc::Sum,
+                arg: Some(r),
+                scale: 0,
+            })
+            .collect(),
+        sums.iter()
+            .map(|r| (format!("r{r}"), "Decimal128(38, 0)".to_string()))
+            .collect(),
+    );
     let mut want = [0i128; 6];
     for q in qty.iter().flatten() {
         let q = q as i128;
