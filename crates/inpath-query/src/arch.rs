@@ -136,12 +136,15 @@ pub(crate) fn cmp_generic<T: Copy + PartialOrd>(values: &[T], op: u8, c: T) -> V
     out
 }
 
-/// Defines a comparison kernel module `$name` (`run`, `at`) over `$ty` values: portable and
-/// AVX2 from [`cmp_bits`]; AVX-512 by mask compares, `$lanes` values a compare, whose masks
-/// are the mask words' bits as they are (compilers build each word from 64 vector lanes by OR
-/// reductions otherwise: a third of Q6's device time).
+/// Defines a comparison kernel module `$name` (`run`, `at`) over `$ty` values: portable from
+/// [`cmp_bits`]; AVX2 by compares and move masks, `$lanes2` values a compare; AVX-512 by mask
+/// compares, `$lanes` values a compare, whose masks are the mask words' bits as they are
+/// (compilers build each word from 64 vector lanes by OR reductions otherwise: a quarter of
+/// Q6's device time).
 macro_rules! cmp_kernel {
-    ($(#[$doc:meta])* $name:ident, $ty:ty, $cmp:ident, $set1:ident, $lanes:literal, $mask:ty) => {
+    ($(#[$doc:meta])* $name:ident, $ty:ty, $cmp:ident, $set1:ident, $lanes:literal, $mask:ty,
+     avx2: $set1_2:ident, $eq2:ident, $gt2:ident, $movemask:ident, $cast:ident, $lanes2:literal,
+     $flip:expr) => {
         $(#[$doc])*
         pub(crate) mod $name {
             #[allow(unused_imports)]
@@ -153,10 +156,55 @@ macro_rules! cmp_kernel {
                 out
             }
 
+            /// AVX2: equal and greater-than compares (unsigned values with their top bit
+            /// flipped first, AVX2 comparing signed), the lanes' top bits gathered by a move
+            /// mask; the other operators are their negations and swaps.
             #[cfg(target_arch = "x86_64")]
             #[target_feature(enable = "avx2,fma,bmi1,bmi2,lzcnt,popcnt")]
             unsafe fn v3(values: &[$ty], op: u8, c: $ty) -> Vec<u64> {
-                imp(values, op, c)
+                use std::arch::x86_64::*;
+                const PER_WORD: usize = 64 / $lanes2;
+                const ALL: u64 = (1u64 << $lanes2) - 1;
+                let full = values.len() / 64;
+                let mut out: Vec<u64> = Vec::with_capacity(values.len().div_ceil(64));
+                let flip = $set1_2($flip);
+                let cv = _mm256_xor_si256($set1_2(c as _), flip);
+                // (compare, swap the operands, negate the result)
+                let (eq, swap, negate) = match op {
+                    EQ => (true, false, false),
+                    NE => (true, false, true),
+                    GT => (false, false, false),
+                    LE => (false, false, true),
+                    LT => (false, true, false),
+                    _ => (false, true, true),
+                };
+                for w in 0..full {
+                    let mut word = 0u64;
+                    for k in 0..PER_WORD {
+                        let at = w * 64 + k * $lanes2;
+                        // SAFETY: `at + $lanes2 <= full * 64 <= values.len()`; an unaligned
+                        // load of 32 bytes.
+                        let v = unsafe {
+                            _mm256_loadu_si256(values.as_ptr().add(at) as *const __m256i)
+                        };
+                        let v = _mm256_xor_si256(v, flip);
+                        let r = match (eq, swap) {
+                            (true, _) => $eq2(v, cv),
+                            (false, false) => $gt2(v, cv),
+                            (false, true) => $gt2(cv, v),
+                        };
+                        let mut m = $movemask($cast(r)) as u64 & ALL;
+                        if negate {
+                            m ^= ALL;
+                        }
+                        word |= m << (k * $lanes2);
+                    }
+                    out.push(word);
+                }
+                let mut rest = Vec::new();
+                super::cmp_bits(&values[full * 64..], op, c, &mut rest);
+                out.extend(rest);
+                out
             }
 
             #[cfg(target_arch = "x86_64")]
@@ -232,15 +280,21 @@ macro_rules! cmp_kernel {
 
 cmp_kernel!(
     /// Mask words of an `i64` column compared with a constant (operators [`EQ`]..[`GE`]).
-    cmp_i64, i64, _mm512_cmp_epi64_mask, _mm512_set1_epi64, 8, u8
+    cmp_i64, i64, _mm512_cmp_epi64_mask, _mm512_set1_epi64, 8, u8,
+    avx2: _mm256_set1_epi64x, _mm256_cmpeq_epi64, _mm256_cmpgt_epi64, _mm256_movemask_pd,
+    _mm256_castsi256_pd, 4, 0
 );
 cmp_kernel!(
     /// Mask words of 32-bit deltas compared with a constant (the selector on bit-packed pages).
-    cmp_u32, u32, _mm512_cmp_epu32_mask, _mm512_set1_epi32, 16, u16
+    cmp_u32, u32, _mm512_cmp_epu32_mask, _mm512_set1_epi32, 16, u16,
+    avx2: _mm256_set1_epi32, _mm256_cmpeq_epi32, _mm256_cmpgt_epi32, _mm256_movemask_ps,
+    _mm256_castsi256_ps, 8, i32::MIN
 );
 cmp_kernel!(
     /// Mask words of an `i32` column (dates, 32-bit integers) compared with a constant.
-    cmp_i32, i32, _mm512_cmp_epi32_mask, _mm512_set1_epi32, 16, u16
+    cmp_i32, i32, _mm512_cmp_epi32_mask, _mm512_set1_epi32, 16, u16,
+    avx2: _mm256_set1_epi32, _mm256_cmpeq_epi32, _mm256_cmpgt_epi32, _mm256_movemask_ps,
+    _mm256_castsi256_ps, 8, 0
 );
 
 kernel! {
@@ -521,6 +575,21 @@ mod tests {
                         cmp_u32::at(level, &deltas, op, (c - min) as u32),
                         got,
                         "{level}"
+                    );
+                    // Deltas with and without the top bit compare unsigned.
+                    let high: Vec<u32> = deltas
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &d)| if i % 3 == 0 { d | (1 << 31) } else { d })
+                        .collect();
+                    let ch = (c - min) as u32;
+                    let want_high = cmp_generic(&high, op, ch);
+                    assert_eq!(cmp_u32::at(level, &high, op, ch), want_high, "{level}");
+                    let wide: Vec<i64> = v.iter().map(|&x| x << 40).collect();
+                    assert_eq!(
+                        cmp_i64::at(level, &wide, op, c << 40),
+                        got,
+                        "{level} 64-bit"
                     );
                 }
                 let max = v.iter().map(|x| x.unsigned_abs()).max().unwrap_or(0);
