@@ -201,9 +201,8 @@ macro_rules! cmp_kernel {
                     }
                     out.push(word);
                 }
-                let mut rest = Vec::new();
-                super::cmp_bits(&values[full * 64..], op, c, &mut rest);
-                out.extend(rest);
+                // The last partial word, as the portable kernel makes it.
+                super::cmp_bits(&values[full * 64..], op, c, &mut out);
                 out
             }
 
@@ -244,9 +243,7 @@ macro_rules! cmp_kernel {
                     _ => words!(_MM_CMPINT_NLT),
                 }
                 // The last partial word, as the portable kernel makes it.
-                let mut rest = Vec::new();
-                super::cmp_bits(&values[full * 64..], op, c, &mut rest);
-                out.extend(rest);
+                super::cmp_bits(&values[full * 64..], op, c, &mut out);
                 out
             }
 
