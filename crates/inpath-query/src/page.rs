@@ -333,7 +333,7 @@ fn push_bitmap(out: &mut Vec<u8>, bits: &[bool]) {
 /// The deltas and reference of a FOR page of `rows` values without a validity bitmap whose
 /// deltas are at most 32 bits wide; `None` for any other page (which [`decode`] then reads,
 /// or reports as damaged).
-pub(crate) fn for_deltas(bytes: &[u8], rows: usize) -> Option<(Vec<u32>, i128)> {
+pub(crate) fn for_deltas(bytes: &[u8], rows: usize) -> Option<ForDeltas> {
     if bytes.len() < PAGE_HEADER
         || Encoding::from_code(bytes[0]) != Some(Encoding::For)
         || bytes[1..4] != [0, 0, 0]
@@ -346,7 +346,21 @@ pub(crate) fn for_deltas(bytes: &[u8], rows: usize) -> Option<(Vec<u32>, i128)> 
     if used != rest.len() {
         return None;
     }
-    Some((block.deltas_u32()?, block.reference))
+    Some(ForDeltas {
+        deltas: block.deltas_u32()?,
+        reference: block.reference,
+        width: block.width,
+    })
+}
+
+/// A FOR page's values as their deltas from the page's reference: value = reference + delta.
+pub(crate) struct ForDeltas {
+    /// One delta per row.
+    pub deltas: Vec<u32>,
+    /// The page's reference (its smallest value).
+    pub reference: i128,
+    /// Bits per delta (0 to 32): every delta is below 2^width.
+    pub width: u8,
 }
 
 pub(crate) fn decode(

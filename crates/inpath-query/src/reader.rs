@@ -303,43 +303,57 @@ impl TableReader {
 
     /// A page of a non-null integer, date or decimal column as the deltas of its bit-packed
     /// values from the page's reference (value = reference + delta), without decoding the
-    /// values: the offload device's selector compares there. `None` when the page is not
+    /// values: the offload device's selector compares there, and its transformer loads
+    /// reference + delta for only the rows it reads. `None` when the page is not
     /// stored that way (nulls, deltas wider than 32 bits, another encoding).
     pub(crate) fn read_page_deltas(
         &self,
         column: usize,
         page: usize,
-    ) -> Result<Option<(Vec<u32>, i128)>> {
+    ) -> Result<Option<page::ForDeltas>> {
         let c = self.column_meta(column)?;
         self.check_page(page)?;
         let meta = &c.pages[page];
         if meta.encoding != crate::format::Encoding::For || meta.null_count != 0 {
             return Ok(None);
         }
-        let bytes = self.page_bytes(column, page)?;
-        Ok(page::for_deltas(&bytes, self.manifest.page_rows(page)))
+        let rows = self.manifest.page_rows(page);
+        self.with_page_bytes(column, page, |bytes| page::for_deltas(bytes, rows))
     }
 
-    /// A page's bytes, unsealed.
-    fn page_bytes(&self, column: usize, page: usize) -> Result<Vec<u8>> {
+    /// `f` over a page's bytes, unsealed: a page stored as it is (plain pages) is read where
+    /// the column file is mapped, any other is opened into a buffer the thread keeps (a fresh
+    /// one would be zeroed for every page first).
+    fn with_page_bytes<R>(
+        &self,
+        column: usize,
+        page: usize,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R> {
         let c = self.column_meta(column)?;
         let meta = &c.pages[page];
-        // The sealed record goes through a buffer the thread keeps (unsealing copies it out):
-        // a fresh one would be zeroed for every page first.
         thread_local! {
             static RECORD: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+            static PAGE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
         }
         let len = meta.len as usize;
-        let unseal = |record: &[u8]| {
-            self.unsealer
-                .unseal(record)
-                .map_err(|source| Error::PageSeal {
-                    table: self.manifest.table.clone(),
-                    column: c.name.clone(),
-                    page,
-                    source: Box::new(source),
-                })
+        let unseal_then = |record: &[u8], f: &mut dyn FnMut(&[u8]) -> R| {
+            PAGE.with(|buffer| {
+                let mut buffer = buffer.borrow_mut();
+                let bytes = self
+                    .unsealer
+                    .unseal_in(record, &mut buffer)
+                    .map_err(|source| Error::PageSeal {
+                        table: self.manifest.table.clone(),
+                        column: c.name.clone(),
+                        page,
+                        source: Box::new(source),
+                    })?;
+                Ok(f(bytes))
+            })
         };
+        let mut f = Some(f);
+        let mut call = |bytes: &[u8]| (f.take().expect("called once"))(bytes);
         let map = self.maps[column].get_or_init(|| {
             let file = self.files[column].try_clone().ok()?;
             inpath_core::source::Mapping::map_for_reads(file, &self.dir.join(&c.file))
@@ -363,12 +377,13 @@ impl TableReader {
                         ),
                     )
                 })?;
-            let page = unseal(record);
-            // A file truncated under the mapping read as zeros: never taken as its pages.
+            let result = unseal_then(record, &mut call);
+            // A file truncated under the mapping reads as zeros: never taken as its pages (the
+            // check comes after `f`, which may have read the page where it is mapped).
             map.check_unchanged().map_err(|e| {
                 Error::io(self.dir.join(&c.file), std::io::Error::other(e.to_string()))
             })?;
-            return page;
+            return result;
         }
         RECORD.with(|record| {
             let mut record = record.borrow_mut();
@@ -379,7 +394,7 @@ impl TableReader {
             self.files[column]
                 .read_exact_at(record, meta.offset)
                 .map_err(|e| Error::io(self.dir.join(&c.file), e))?;
-            unseal(record)
+            unseal_then(record, &mut call)
         })
     }
 
@@ -387,7 +402,6 @@ impl TableReader {
         let c = self.column_meta(column)?;
         self.check_page(page)?;
         let meta = &c.pages[page];
-        let bytes = self.page_bytes(column, page)?;
         let damaged = |detail: String| Error::PageDamaged {
             table: self.manifest.table.clone(),
             column: c.name.clone(),
@@ -395,16 +409,20 @@ impl TableReader {
             detail,
         };
         let values = self.dictionary_values[column].as_ref();
-        let (array, encoding) = page::decode(
-            &bytes,
-            self.manifest.page_rows(page),
-            c.logical,
-            c.nullable,
-            c.dictionary.as_deref(),
-            values.is_some(),
-            narrow,
-        )
-        .map_err(damaged)?;
+        let rows = self.manifest.page_rows(page);
+        let (array, encoding) = self
+            .with_page_bytes(column, page, |bytes| {
+                page::decode(
+                    bytes,
+                    rows,
+                    c.logical,
+                    c.nullable,
+                    c.dictionary.as_deref(),
+                    values.is_some(),
+                    narrow,
+                )
+            })?
+            .map_err(damaged)?;
         let array = match values {
             Some(values) => {
                 let keys = array

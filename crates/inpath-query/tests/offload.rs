@@ -900,3 +900,136 @@ fn the_transformer_computes_exactly_with_select_scale_and_min_max() {
     }
     assert_eq!(got, want);
 }
+
+/// Pages kept bit-packed (issue 14, fifth part) load exactly at the edges of 64 bits: values
+/// just below i64::MAX and just above i64::MIN (narrow deltas from extreme references, so
+/// their bounds overflow and the arithmetic is checked), with a selector on the same column;
+/// a decimal beyond 64 bits is an error, never a wrapped value.
+#[test]
+fn packed_pages_load_exactly_at_the_edges_of_64_bits() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = 5_000usize;
+    let mut r = rand::rngs::StdRng::seed_from_u64(77);
+    let high: Vec<i64> = (0..rows).map(|_| i64::MAX - r.gen_range(0..1000)).collect();
+    let low: Vec<i64> = (0..rows).map(|_| i64::MIN + r.gen_range(0..1000)).collect();
+    let wide: Vec<i128> = (0..rows)
+        .map(|_| (1i128 << 70) + r.gen_range(0..1000))
+        .collect();
+    let schema = Arc::new(arrow_schema::Schema::new(vec![
+        arrow_schema::Field::new("high", arrow_schema::DataType::Int64, false),
+        arrow_schema::Field::new("low", arrow_schema::DataType::Int64, false),
+        arrow_schema::Field::new("wide", arrow_schema::DataType::Decimal128(38, 0), false),
+    ]));
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(Int64Array::from(high.clone())),
+            Arc::new(Int64Array::from(low.clone())),
+            Arc::new(
+                Decimal128Array::from_iter_values(wide.iter().copied())
+                    .with_precision_and_scale(38, 0)
+                    .unwrap(),
+            ),
+        ],
+    )
+    .unwrap();
+    let table = dir.path().join("t");
+    let mut w = TableWriter::create(
+        &table,
+        schema,
+        WriteOptions {
+            rows_per_page: 700,
+            ..WriteOptions::default()
+        },
+    )
+    .unwrap();
+    w.write(&batch).unwrap();
+    w.finish().unwrap();
+    let reader = Arc::new(TableReader::open(&table, &KeyRing::new()).unwrap());
+    let device = LocalDevice::new(HashMap::from([("t".to_string(), reader)]), 2, 64 << 20).unwrap();
+    // sum(high - (MAX - 2000)) and sum(low - (MIN + 2000)) over rows with high > MAX - 500.
+    let cut = i64::MAX - 500;
+    let mut task = aggregate_over_t(
+        vec![
+            Op::Load { column: 0 },
+            Op::Const {
+                value: i64::MAX - 2000,
+            },
+            Op::Sub(0, 1),
+            Op::Load { column: 1 },
+            Op::Const {
+                value: i64::MIN + 2000,
+            },
+            Op::Sub(3, 4),
+        ],
+        vec![
+            Agg {
+                func: AggFunc::Sum,
+                arg: Some(2),
+                scale: 0,
+            },
+            Agg {
+                func: AggFunc::Sum,
+                arg: Some(5),
+                scale: 0,
+            },
+        ],
+        vec![
+            ("a".into(), "Decimal128(38, 0)".into()),
+            ("b".into(), "Decimal128(38, 0)".into()),
+        ],
+    );
+    task.selector = Selector {
+        products: vec![vec![Comparator {
+            column: 0,
+            test: Test::Int {
+                op: CmpOp::Gt,
+                value: cut as i128,
+            },
+        }]],
+    };
+    let (mut a, mut b) = (0i128, 0i128);
+    for i in 0..rows {
+        if high[i] > cut {
+            a += high[i] as i128 - (i64::MAX - 2000) as i128;
+            b += low[i] as i128 - (i64::MIN + 2000) as i128;
+        }
+    }
+    let batches: Vec<RecordBatch> = device
+        .submit(&TaskGraph::single(task))
+        .unwrap()
+        .map(|b| b.unwrap())
+        .collect();
+    let sum = |c: usize| -> i128 {
+        batches
+            .iter()
+            .flat_map(|b| {
+                b.column(c)
+                    .as_any()
+                    .downcast_ref::<Decimal128Array>()
+                    .unwrap()
+                    .iter()
+                    .flatten()
+                    .collect::<Vec<_>>()
+            })
+            .sum()
+    };
+    assert_eq!((sum(0), sum(1)), (a, b));
+    // The decimal beyond 64 bits: a clear error naming the range.
+    let beyond = aggregate_over_t(
+        vec![Op::Load { column: 2 }],
+        vec![Agg {
+            func: AggFunc::Sum,
+            arg: Some(0),
+            scale: 0,
+        }],
+        vec![("s".into(), "Decimal128(38, 0)".into())],
+    );
+    let e = device
+        .submit(&TaskGraph::single(beyond))
+        .unwrap()
+        .find_map(|r| r.err())
+        .unwrap()
+        .to_string();
+    assert!(e.contains("64-bit range"), "{e}");
+}

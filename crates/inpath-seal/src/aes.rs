@@ -415,6 +415,33 @@ impl Gcm {
         Ok(tag.into())
     }
 
+    /// As [`Gcm::decrypt`], reading the ciphertext from `src` and writing the plaintext into
+    /// `dst` (the same length): one pass over memory instead of a copy and then two. When the
+    /// tag does not match, `dst` is zeroed.
+    ///
+    /// # Panics
+    /// When `src` and `dst` differ in length.
+    #[must_use]
+    pub fn decrypt_to(
+        &self,
+        nonce: &[u8; 12],
+        aad: &[u8],
+        src: &[u8],
+        dst: &mut [u8],
+        tag: &[u8; 16],
+    ) -> bool {
+        assert_eq!(src.len(), dst.len(), "GCM output length");
+        if let Some(k) = &self.fast {
+            return crate::vaes::gcm_decrypt_to(k, nonce, aad, src, dst, tag);
+        }
+        dst.copy_from_slice(src);
+        let ok = self.decrypt(nonce, aad, dst, tag);
+        if !ok {
+            dst.zeroize();
+        }
+        ok
+    }
+
     /// Checks `tag` over `aad` and the ciphertext `data` and decrypts `data` in place. Returns
     /// `false` (authentication failed) when the tag does not match; `data` must then be
     /// discarded.

@@ -1183,6 +1183,20 @@ fn bulk_crc32c(data: &[u8]) -> u32 {
     crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, data) as u32
 }
 
+/// The error for a GCM record whose tag failed: damage when the payload's CRC (unkeyed, so it
+/// cannot vouch for anything, only point at corruption) does not match, else a wrong key or a
+/// forgery.
+fn gcm_refused(h: &Header, payload: &[u8]) -> Error {
+    let computed = bulk_crc32c(payload);
+    if computed != h.payload_crc {
+        return Error::PayloadChecksum {
+            stored: h.payload_crc,
+            computed,
+        };
+    }
+    Error::AuthenticationFailed { key_id: h.key_id }
+}
+
 /// Opens records with keys from a [`KeyRing`].
 pub struct Unsealer {
     keys: HashMap<u32, (AnyAes, Option<Gcm>)>,
@@ -1223,6 +1237,43 @@ impl Unsealer {
     pub fn unseal(&self, record: &[u8]) -> Result<Vec<u8>> {
         let (page, used) = self.unseal_prefix(record, &mut Workspace::new())?;
         if used != record.len() {
+            return Err(Error::TrailingData {
+                format: "seal record",
+                bytes: (record.len() - used) as u64,
+            });
+        }
+        Ok(page)
+    }
+
+    /// Opens exactly one record, as [`Unsealer::unseal`], without copying where it can: a
+    /// record that stores its page as it is (no compression, no cipher) gives the page as a
+    /// slice of `record` once its CRCs check; any other is opened into `page` (its memory
+    /// reused; on error it is left empty).
+    pub fn unseal_in<'a>(&self, record: &'a [u8], page: &'a mut Vec<u8>) -> Result<&'a [u8]> {
+        let h = Header::parse(record, self.max_page)?;
+        if h.stored() && h.cipher == Cipher::None && h.record_len() == record.len() as u64 {
+            let payload = &record[HEADER_LEN..];
+            let computed = bulk_crc32c(payload);
+            if computed != h.payload_crc {
+                return Err(Error::PayloadChecksum {
+                    stored: h.payload_crc,
+                    computed,
+                });
+            }
+            if computed != h.page_crc {
+                return Err(Error::corrupt(
+                    "seal record",
+                    format!(
+                        "page CRC-32C is {:08x}, computed {computed:08x}",
+                        h.page_crc
+                    ),
+                ));
+            }
+            return Ok(payload);
+        }
+        let used = self.unseal_prefix_into(record, &mut Workspace::new(), page)?;
+        if used != record.len() {
+            page.clear();
             return Err(Error::TrailingData {
                 format: "seal record",
                 bytes: (record.len() - used) as u64,
@@ -1306,13 +1357,40 @@ impl Unsealer {
                 });
             }
             Some(page_crc)
+        } else if h.stored() && h.cipher == Cipher::Gcm {
+            // The body is the page: decrypted from the record straight into it, one pass. GCM's
+            // tag authenticates the payload, so its CRC is computed only when the tag fails.
+            let Some((gcm, tag_at)) = keys
+                .and_then(|(_, gcm)| gcm.as_ref())
+                .zip(payload.len().checked_sub(GCM_TAG))
+            else {
+                unreachable!("key lengths and the GCM payload length checked above")
+            };
+            let tag: [u8; 16] = payload[tag_at..].try_into().expect("16 bytes");
+            page.resize(tag_at, 0);
+            let aad = h.to_bytes();
+            let nonce: [u8; 12] = h.iv[..12].try_into().expect("12 bytes");
+            if !gcm.decrypt_to(&nonce, &aad[..48], &payload[..tag_at], page, &tag) {
+                return Err(gcm_refused(&h, payload));
+            }
+            if tag_at as u64 != h.page_len {
+                return Err(wrong_key(format!(
+                    "stored body is {tag_at} bytes, the header says {}",
+                    h.page_len
+                )));
+            }
+            None
         } else {
-            let computed = bulk_crc32c(payload);
-            if computed != h.payload_crc {
-                return Err(Error::PayloadChecksum {
-                    stored: h.payload_crc,
-                    computed,
-                });
+            // GCM authenticates the payload: its CRC only tells damage from a wrong key once
+            // the tag has failed.
+            if h.cipher != Cipher::Gcm {
+                let computed = bulk_crc32c(payload);
+                if computed != h.payload_crc {
+                    return Err(Error::PayloadChecksum {
+                        stored: h.payload_crc,
+                        computed,
+                    });
+                }
             }
             // Decrypt a copy of the payload: in the page buffer when the body is the page, else in
             // the workspace's body buffer.
@@ -1335,7 +1413,7 @@ impl Unsealer {
                     let aad = h.to_bytes();
                     let nonce: [u8; 12] = h.iv[..12].try_into().expect("12 bytes");
                     if !gcm.decrypt(&nonce, &aad[..48], &mut body, &tag) {
-                        return Err(Error::AuthenticationFailed { key_id: h.key_id });
+                        return Err(gcm_refused(&h, payload));
                     }
                 }
                 _ => unreachable!("key lengths checked above"),

@@ -135,7 +135,7 @@ impl GcmKeys {
 }
 
 #[cfg(target_arch = "x86_64")]
-pub(crate) use x86::{gcm_decrypt, gcm_encrypt};
+pub(crate) use x86::{gcm_decrypt, gcm_decrypt_to, gcm_encrypt};
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) use x86::{
@@ -195,6 +195,16 @@ mod portable_stubs {
     pub(crate) fn gcm_decrypt(
         _: &super::GcmKeys,
         _: &[u8; 12],
+        _: &[u8],
+        _: &mut [u8],
+        _: &[u8; 16],
+    ) -> bool {
+        unreachable!("no RoundKeys on this architecture")
+    }
+    pub(crate) fn gcm_decrypt_to(
+        _: &super::GcmKeys,
+        _: &[u8; 12],
+        _: &[u8],
         _: &[u8],
         _: &mut [u8],
         _: &[u8; 16],
@@ -947,6 +957,71 @@ mod x86 {
             *t ^= e;
         }
         s
+    }
+
+    /// AES-GCM decryption from `src` into `dst` (same length) in one pass: GHASH over each chunk of
+    /// the ciphertext, then CTR from it into the output. Returns whether the tag matches; when it
+    /// does not, `dst` is zeroed (no unauthenticated plaintext is left behind).
+    pub(crate) fn gcm_decrypt_to(
+        keys: &GcmKeys,
+        nonce: &[u8; 12],
+        aad: &[u8],
+        src: &[u8],
+        dst: &mut [u8],
+        tag: &[u8; 16],
+    ) -> bool {
+        assert_eq!(src.len(), dst.len(), "GCM output length");
+        if src.len() as u64 > GCM_MAX {
+            return false;
+        }
+        let ok = gcm_check_to(keys, nonce, aad, src, dst, tag);
+        if !ok {
+            dst.zeroize();
+        }
+        ok
+    }
+
+    /// The tag over `aad` and the ciphertext `src`, decrypting `src` into `dst` chunk by
+    /// chunk (each chunk hashed, then run through CTR, while it is in the L1 cache); whether
+    /// it equals `tag` (compared in constant time).
+    fn gcm_check_to(
+        keys: &GcmKeys,
+        nonce: &[u8; 12],
+        aad: &[u8],
+        src: &[u8],
+        dst: &mut [u8],
+        tag: &[u8; 16],
+    ) -> bool {
+        let mut j0 = [0u8; 16];
+        j0[..12].copy_from_slice(nonce);
+        j0[15] = 1;
+        let mut lengths = [0u8; 16];
+        lengths[..8].copy_from_slice(&(aad.len() as u64 * 8).to_be_bytes());
+        lengths[8..].copy_from_slice(&(src.len() as u64 * 8).to_be_bytes());
+        let mut counter = u128::from_be_bytes(gcm_counter(nonce));
+        let mut y = [0u8; 16];
+        // SAFETY (every `ghash_into` call): a `GcmKeys` holds a `RoundKeys`, which exists
+        // only when `supported()` found every feature enabled.
+        unsafe { ghash_into(keys, &mut y, aad) };
+        for (s, d) in src.chunks(GCM_CHUNK).zip(dst.chunks_mut(GCM_CHUNK)) {
+            unsafe { ghash_into(keys, &mut y, s) };
+            ctr_apply_to(&keys.aes, &counter.to_be_bytes(), s, d);
+            counter = counter.wrapping_add((s.len() / 16) as u128);
+        }
+        unsafe { ghash_into(keys, &mut y, &lengths) };
+        let mut expected = [0u8; 16];
+        // SAFETY: as above.
+        unsafe { unreflect(&y, &mut expected) };
+        y.zeroize();
+        super::x86::encrypt_block(&keys.aes, &mut j0);
+        for (t, e) in expected.iter_mut().zip(j0) {
+            *t ^= e;
+        }
+        let diff = expected
+            .iter()
+            .zip(tag)
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b));
+        std::hint::black_box(diff) == 0
     }
 
     /// GHASH state `y` (reflected bytes) updated with `data`, zero-padded to whole blocks.

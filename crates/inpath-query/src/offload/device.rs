@@ -9,6 +9,7 @@ use super::graph::{
 use super::join::{pack_keys, read_places, Built, Ints, Kept, Places};
 use crate::arch;
 use crate::error::{Error, Result};
+use crate::format::LogicalType;
 use crate::reader::TableReader;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Date32Type, Decimal128Type, Int32Type, Int64Type};
@@ -661,8 +662,8 @@ struct Prepared {
     schema: SchemaRef,
     /// Columns the selector reads, then those only the program reads.
     selector_columns: Vec<usize>,
-    /// Selector columns read by nothing but integer comparators: compared on their
-    /// bit-packed deltas, never decoded into values.
+    /// Columns read only as integers: kept as their pages' bit-packed deltas where a page
+    /// allows ([`Packed`]), never decoded whole.
     packed_columns: Vec<usize>,
     program_columns: Vec<usize>,
     /// Per output column, in order: what fills it.
@@ -740,27 +741,26 @@ impl Prepared {
             }
         }
         let selector_columns = task.selector.columns();
-        let packed_columns: Vec<usize> = selector_columns
-            .iter()
-            .copied()
-            .filter(|&c| {
+        // Integer columns read as nothing but integers (integer comparators, transformer
+        // loads, join keys, kept values) stay bit-packed.
+        let packable =
+            |c: usize| {
                 let only_int_tests =
                     task.selector.products.iter().flatten().all(|cmp| {
                         !cmp.columns().contains(&c) || matches!(cmp.test, Test::Int { .. })
                     });
-                let elsewhere = task.transformer.columns().contains(&c)
-                    || task.flags.iter().any(|f| f.columns().contains(&c))
-                    || task
-                        .joins
-                        .iter()
-                        .flat_map(|j| j.probe_keys.iter())
-                        .chain(task.keep.iter())
-                        .any(|s| *s == Source::Column(c))
+                let otherwise = task.flags.iter().any(|f| f.columns().contains(&c))
                     || matches!(&task.operator, Operator::AggregateGroupBy { keys, .. }
-                        if keys.contains(&GroupKey::Dictionary { column: c }));
-                only_int_tests && !elsewhere
-            })
-            .collect();
+                    if keys.contains(&GroupKey::Dictionary { column: c }));
+                let integer = matches!(
+                    reader.manifest().columns[c].logical,
+                    LogicalType::Int32
+                        | LogicalType::Int64
+                        | LogicalType::Date32
+                        | LogicalType::Decimal128 { .. }
+                );
+                only_int_tests && !otherwise && integer
+            };
         // Join keys and kept columns of the table are read with the program's columns.
         let sources = task
             .joins
@@ -783,6 +783,12 @@ impl Prepared {
         program_columns.sort_unstable();
         program_columns.dedup();
         program_columns.retain(|c| !selector_columns.contains(c));
+        let packed_columns: Vec<usize> = selector_columns
+            .iter()
+            .chain(&program_columns)
+            .copied()
+            .filter(|&c| packable(c))
+            .collect();
         if builds.len() != task.joins.len() {
             return Err(bad(format!(
                 "{} joins but {} builds",
@@ -966,6 +972,58 @@ impl Rows<'_> {
 /// Rows of this many at a time go through the transformer and the operator: registers stay
 /// in cache and within the memory budget.
 const BLOCK: usize = 4096;
+
+/// A page of an integer, date or decimal column kept as its bit-packed deltas, unpacked to 32
+/// bits and never widened: the selector compares the deltas, and loads add the reference for
+/// only the rows they read (a page's values at 64 bits would be twice the bytes, written for
+/// every row, where Q6 reads 2 % of them).
+struct Packed {
+    deltas: Vec<u32>,
+    reference: i128,
+    /// Every value is within `reference..=reference + span`.
+    span: u32,
+}
+
+impl Packed {
+    fn new(d: crate::page::ForDeltas) -> Packed {
+        let mut span = match d.width {
+            0 => 0,
+            w => u32::MAX >> (32 - u32::from(w.min(32))),
+        };
+        // The width's span can pass i64::MAX where the values do not: then the largest delta.
+        if d.reference + i128::from(span) > i128::from(i64::MAX) {
+            span = d.deltas.iter().copied().max().unwrap_or(0);
+        }
+        Packed {
+            deltas: d.deltas,
+            reference: d.reference,
+            span,
+        }
+    }
+
+    /// The values at `rows` as i64, and a bound on every value's magnitude (from the page's
+    /// reference and width, without scanning).
+    fn load(&self, rows: &Rows, what: &str) -> Result<(Vec<i64>, u64)> {
+        let top = self.reference + i128::from(self.span);
+        let (Ok(reference), Ok(_)) = (i64::try_from(self.reference), i64::try_from(top)) else {
+            return Err(Error::Offload {
+                detail: format!("{what}: a value is outside the device's 64-bit range"),
+            });
+        };
+        let bound = self.reference.unsigned_abs().max(top.unsigned_abs()) as u64;
+        let values = match *rows {
+            Rows::Range(start, n) => self.deltas[start..start + n]
+                .iter()
+                .map(|&d| reference + i64::from(d))
+                .collect(),
+            Rows::Pick(picks) => picks
+                .iter()
+                .map(|&r| reference + i64::from(self.deltas[r as usize]))
+                .collect(),
+        };
+        Ok((values, bound))
+    }
+}
 
 /// An integer column's values at `rows` as i64 (dates as days, decimals as scaled integers).
 fn load(array: &ArrayRef, rows: &Rows, what: &str) -> Result<Vec<i64>> {
@@ -1301,6 +1359,8 @@ struct Lane<'a> {
     kept_bytes: u64,
     /// The task's flags over the page being read, as mask words.
     flag_words: Vec<Vec<u64>>,
+    /// The page's columns kept bit-packed, by column.
+    packed: HashMap<usize, Packed>,
     /// Whether the lane has sent partial groups to the host early.
     spilled: bool,
     /// The selection of the block in hand when every row of the page goes through the
@@ -1551,6 +1611,7 @@ impl<'a> Lane<'a> {
             kept_places: vec![Vec::new(); plan.origins.len()],
             kept_bytes: 0,
             flag_words: Vec::new(),
+            packed: HashMap::new(),
             spilled: false,
             block_mask: None,
         }
@@ -1639,22 +1700,29 @@ impl<'a> Lane<'a> {
             arrays.insert(c, a);
             Ok::<(), Error>(())
         };
-        // Packed selector columns: the deltas from the page's reference, 32 bits each.
-        let mut packed: HashMap<usize, (Vec<u32>, i128)> = HashMap::new();
+        // Packed columns: the deltas from the page's reference, 32 bits each.
+        let read_packed = |c: usize, packed: &mut HashMap<usize, Packed>, held: &mut u64| {
+            if !plan.packed_columns.contains(&c) {
+                return Ok::<bool, Error>(false);
+            }
+            let meta = reader.zone_map(c, page)?;
+            let Some(deltas) = reader.read_page_deltas(c, page)? else {
+                return Ok(false);
+            };
+            Counters::add(&self.counters.bytes_read, meta.len);
+            let bytes = deltas.deltas.len() as u64 * 4;
+            *held += bytes;
+            self.counters.hold(bytes);
+            packed.insert(c, Packed::new(deltas));
+            Ok(true)
+        };
+        let mut packed = std::mem::take(&mut self.packed);
+        packed.clear();
         let result = (|| {
             for &c in &plan.selector_columns {
-                if plan.packed_columns.contains(&c) {
-                    let meta = reader.zone_map(c, page)?;
-                    if let Some((deltas, reference)) = reader.read_page_deltas(c, page)? {
-                        Counters::add(&self.counters.bytes_read, meta.len);
-                        let bytes = deltas.len() as u64 * 4;
-                        held += bytes;
-                        self.counters.hold(bytes);
-                        packed.insert(c, (deltas, reference));
-                        continue;
-                    }
+                if !read_packed(c, &mut packed, &mut held)? {
+                    read(c, &mut arrays, &mut held)?;
                 }
-                read(c, &mut arrays, &mut held)?;
             }
             let column_name = |c: usize| {
                 format!(
@@ -1679,8 +1747,8 @@ impl<'a> Lane<'a> {
                         Some(at) => at,
                         None => {
                             let w = match (&cmp.test, packed.get(&cmp.column)) {
-                                (&Test::Int { op, value }, Some((deltas, reference))) => {
-                                    delta_words(deltas, *reference, op, value)
+                                (&Test::Int { op, value }, Some(p)) => {
+                                    delta_words(&p.deltas, p.reference, op, value)
                                 }
                                 _ => comparator_or_columns(&arrays, cmp, &column_name(cmp.column))?,
                             };
@@ -1704,8 +1772,11 @@ impl<'a> Lane<'a> {
             Counters::add(&self.counters.pages_read, 1);
             Counters::add(&self.counters.rows_selected, selected as u64);
             for &c in &plan.program_columns {
-                read(c, &mut arrays, &mut held)?;
+                if !read_packed(c, &mut packed, &mut held)? {
+                    read(c, &mut arrays, &mut held)?;
+                }
             }
+            self.packed = packed;
             self.flag_words = plan
                 .task
                 .flags
@@ -1776,7 +1847,7 @@ impl<'a> Lane<'a> {
                                 flag_values(&self.flag_words[f], &Rows::Pick(&picked))
                             }
                             Source::Column(c) => {
-                                load(&arrays[&c], &Rows::Pick(&picked), &column_name(c))?
+                                self.load_column(&arrays, c, &Rows::Pick(&picked), &column_name(c))?
                             }
                             Source::Build { join: k, column } => {
                                 plan.builds[k].ints(column)?.gather(&matched[k])
@@ -1898,8 +1969,23 @@ impl<'a> Lane<'a> {
             Ok(())
         })();
         self.block_mask = None;
+        self.packed.clear();
         self.counters.release(held);
         result.map(|()| held)
+    }
+
+    /// Column `c`'s values at `rows` as i64, from its packed page where it has one.
+    fn load_column(
+        &self,
+        arrays: &HashMap<usize, ArrayRef>,
+        c: usize,
+        rows: &Rows,
+        what: &str,
+    ) -> Result<Vec<i64>> {
+        match self.packed.get(&c) {
+            Some(p) => Ok(p.load(rows, what)?.0),
+            None => load(&arrays[&c], rows, what),
+        }
     }
 
     /// Adds a block of rows to what a build task keeps.
@@ -1931,7 +2017,9 @@ impl<'a> Lane<'a> {
             let KeepAs::Int(src) = *how else { continue };
             let values: Vec<i64> = match src {
                 Source::Flag(f) => flag_values(&self.flag_words[f], rows),
-                Source::Column(col) => load(&arrays[&col], rows, &format!("kept column {col}"))?,
+                Source::Column(col) => {
+                    self.load_column(arrays, col, rows, &format!("kept column {col}"))?
+                }
                 Source::Build { join, column } => {
                     plan.builds[join].ints(column)?.gather(matched[join])
                 }
@@ -2021,6 +2109,10 @@ impl<'a> Lane<'a> {
         let fits = |b: u64| b <= i64::MAX as u64;
         for (i, op) in ops.iter().enumerate() {
             let (out, bound, constant): (Cow<'p, [i64]>, u64, Option<i64>) = match *op {
+                Op::Load { column } if self.packed.contains_key(&column) => {
+                    let (values, bound) = self.packed[&column].load(rows, &column_name(column))?;
+                    (Cow::Owned(values), bound, None)
+                }
                 Op::Load { column } => {
                     let array = &arrays[&column];
                     if array.null_count() > 0 {
