@@ -150,10 +150,8 @@ macro_rules! cmp_kernel {
             #[allow(unused_imports)]
             use super::*;
 
-            fn imp(values: &[$ty], op: u8, c: $ty) -> Vec<u64> {
-                let mut out = Vec::new();
-                super::cmp_bits(values, op, c, &mut out);
-                out
+            fn imp(values: &[$ty], op: u8, c: $ty, out: &mut Vec<u64>) {
+                super::cmp_bits(values, op, c, out);
             }
 
             /// AVX2: equal and greater-than compares (unsigned values with their top bit
@@ -161,12 +159,12 @@ macro_rules! cmp_kernel {
             /// mask; the other operators are their negations and swaps.
             #[cfg(target_arch = "x86_64")]
             #[target_feature(enable = "avx2,fma,bmi1,bmi2,lzcnt,popcnt")]
-            unsafe fn v3(values: &[$ty], op: u8, c: $ty) -> Vec<u64> {
+            unsafe fn v3(values: &[$ty], op: u8, c: $ty, out: &mut Vec<u64>) {
                 use std::arch::x86_64::*;
                 const PER_WORD: usize = 64 / $lanes2;
                 const ALL: u64 = (1u64 << $lanes2) - 1;
                 let full = values.len() / 64;
-                let mut out: Vec<u64> = Vec::with_capacity(values.len().div_ceil(64));
+                out.reserve(values.len().div_ceil(64));
                 let flip = $set1_2($flip);
                 let cv = _mm256_xor_si256($set1_2(c as _), flip);
                 // (compare, swap the operands, negate the result)
@@ -202,19 +200,18 @@ macro_rules! cmp_kernel {
                     out.push(word);
                 }
                 // The last partial word, as the portable kernel makes it.
-                super::cmp_bits(&values[full * 64..], op, c, &mut out);
-                out
+                super::cmp_bits(&values[full * 64..], op, c, out);
             }
 
             #[cfg(target_arch = "x86_64")]
             #[target_feature(
                 enable = "avx512f,avx512bw,avx512cd,avx512dq,avx512vl,avx2,fma,bmi1,bmi2,lzcnt,popcnt"
             )]
-            unsafe fn v4(values: &[$ty], op: u8, c: $ty) -> Vec<u64> {
+            unsafe fn v4(values: &[$ty], op: u8, c: $ty, out: &mut Vec<u64>) {
                 use std::arch::x86_64::*;
                 const PER_WORD: usize = 64 / $lanes;
                 let full = values.len() / 64;
-                let mut out: Vec<u64> = Vec::with_capacity(values.len().div_ceil(64));
+                out.reserve(values.len().div_ceil(64));
                 let cv = $set1(c as _);
                 macro_rules! words {
                     ($pred:expr) => {
@@ -243,33 +240,49 @@ macro_rules! cmp_kernel {
                     _ => words!(_MM_CMPINT_NLT),
                 }
                 // The last partial word, as the portable kernel makes it.
-                super::cmp_bits(&values[full * 64..], op, c, &mut out);
-                out
+                super::cmp_bits(&values[full * 64..], op, c, out);
             }
 
-            /// Runs the kernel at `level`, or the highest level below it the CPU has.
+            /// Appends the mask words of `values` to `out`, at `level` or the highest level
+            /// below it the CPU has.
             #[allow(dead_code)]
-            pub(crate) fn at(level: Level, values: &[$ty], op: u8, c: $ty) -> Vec<u64> {
+            pub(crate) fn at_into(level: Level, values: &[$ty], op: u8, c: $ty, out: &mut Vec<u64>) {
                 let level = level.min(inpath_core::isa::detected());
                 #[cfg(target_arch = "x86_64")]
                 {
                     if level >= Level::Avx512 {
                         // SAFETY: `detected()` found every feature `v4` enables.
-                        return unsafe { v4(values, op, c) };
+                        return unsafe { v4(values, op, c, out) };
                     }
                     if level >= Level::Avx2 {
                         // SAFETY: `detected()` found every feature `v3` enables.
-                        return unsafe { v3(values, op, c) };
+                        return unsafe { v3(values, op, c, out) };
                     }
                 }
                 let _ = level;
-                imp(values, op, c)
+                imp(values, op, c, out)
+            }
+
+            /// The mask words of `values`, at `level` or the highest level below it the CPU
+            /// has.
+            #[allow(dead_code)]
+            pub(crate) fn at(level: Level, values: &[$ty], op: u8, c: $ty) -> Vec<u64> {
+                let mut out = Vec::new();
+                at_into(level, values, op, c, &mut out);
+                out
             }
 
             /// Runs the kernel at the level [`level`](super::level) picked.
             #[allow(dead_code)]
             pub(crate) fn run(values: &[$ty], op: u8, c: $ty) -> Vec<u64> {
                 at(super::level(), values, op, c)
+            }
+
+            /// Appends the mask words of `values` to `out`, at the level
+            /// [`level`](super::level) picked: a page compared block by block.
+            #[allow(dead_code)]
+            pub(crate) fn run_into(values: &[$ty], op: u8, c: $ty, out: &mut Vec<u64>) {
+                at_into(super::level(), values, op, c, out)
             }
         }
     };
@@ -573,6 +586,12 @@ mod tests {
                         got,
                         "{level}"
                     );
+                    // Appended block by block (128 values, as pages are unpacked).
+                    let mut blocks = Vec::new();
+                    for chunk in deltas.chunks(128) {
+                        cmp_u32::at_into(level, chunk, op, (c - min) as u32, &mut blocks);
+                    }
+                    assert_eq!(blocks, got, "{level} by blocks");
                     // Deltas with and without the top bit compare unsigned.
                     let high: Vec<u32> = deltas
                         .iter()

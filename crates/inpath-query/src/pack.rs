@@ -18,6 +18,9 @@ use bitpacking::{BitPacker, BitPacker4x};
 
 /// Values per bit-packed block.
 pub const BLOCK: usize = BitPacker4x::BLOCK_LEN;
+/// Deltas per run that [`ForBlock::unpack_deltas`] hands on at once: 8 KiB of them, in the L1
+/// cache for whatever reads them next.
+pub const RUN: usize = 16 * BLOCK;
 /// Length of the FOR block header.
 pub const FOR_HEADER: usize = 24;
 
@@ -224,15 +227,60 @@ impl ForBlock<'_> {
         Some(self.unpack_collect(|d| (r + d as i64) as i32))
     }
 
-    /// The deltas themselves (width 0 to 32), the bit-packed blocks unpacked and nothing added.
-    pub fn deltas_u32(&self) -> Option<Vec<u32>> {
-        if self.width > 32 {
-            return None;
+    /// The deltas themselves (width 0 to 32), a run of blocks at a time: each run of up to
+    /// [`RUN`] deltas goes to `each(first value's index, deltas)` while it is in the L1 cache.
+    /// With `keep`, the deltas are unpacked straight into it (its contents replaced, its
+    /// memory reused: no zeroing, no copy) and handed to `each` from there. `false` (nothing
+    /// done) when the width is over 32.
+    pub fn unpack_deltas(
+        &self,
+        keep: Option<&mut Vec<u32>>,
+        mut each: impl FnMut(usize, &[u32]),
+    ) -> bool {
+        let width = self.width;
+        if width > 32 {
+            return false;
         }
-        if self.width == 0 {
-            return Some(vec![0u32; self.n]);
+        let packer = BitPacker4x::new();
+        let step = 16 * width as usize;
+        let blocks = self.n.div_ceil(BLOCK);
+        // Unpacks blocks `first..first + slots.len() / BLOCK` into `slots`.
+        let unpack = |first: usize, slots: &mut [u32]| {
+            for (k, out) in slots.chunks_exact_mut(BLOCK).enumerate() {
+                let at = (first + k) * step;
+                if width == 0 {
+                    out.fill(0);
+                } else {
+                    packer.decompress(&self.data[at..at + step], out, width);
+                }
+            }
+        };
+        let per_run = RUN / BLOCK;
+        match keep {
+            Some(out) => {
+                // Whole blocks: `resize` writes only slots the buffer never had.
+                out.resize(blocks * BLOCK, 0);
+                for first in (0..blocks).step_by(per_run) {
+                    let end = (first + per_run).min(blocks);
+                    let slots = &mut out[first * BLOCK..end * BLOCK];
+                    unpack(first, slots);
+                    let n = (self.n - first * BLOCK).min(slots.len());
+                    each(first * BLOCK, &slots[..n]);
+                }
+                out.truncate(self.n);
+            }
+            None => {
+                let mut run = [0u32; RUN];
+                for first in (0..blocks).step_by(per_run) {
+                    let end = (first + per_run).min(blocks);
+                    let slots = &mut run[..(end - first) * BLOCK];
+                    unpack(first, slots);
+                    let n = (self.n - first * BLOCK).min(slots.len());
+                    each(first * BLOCK, &slots[..n]);
+                }
+            }
         }
-        Some(self.unpack_collect(|d| d))
+        true
     }
 
     /// The values as i128.
@@ -256,6 +304,48 @@ mod tests {
         assert_eq!(width_for(1 << 32), 64);
         assert_eq!(width_for(u64::MAX as u128), 64);
         assert_eq!(width_for(u128::MAX), 128);
+    }
+
+    /// `unpack_deltas` gives every delta once, in order, in runs of at most `RUN`, into a
+    /// kept buffer of any earlier contents or none, for any width and length; widths over 32
+    /// decline.
+    #[test]
+    fn unpack_deltas_equals_the_values_less_the_reference() {
+        for (len, spread) in [
+            (0usize, 1i128),
+            (1, 1),
+            (127, 5),
+            (128, 1 << 20),
+            (1000, 3),
+            (333, 1 << 32),
+            (300, 1),
+        ] {
+            let values: Vec<i128> = (0..len as i128).map(|i| 40 + (i * 7919) % spread).collect();
+            let mut bytes = Vec::new();
+            encode_for(&values, None, &mut bytes);
+            let (block, _) = parse_for(&bytes, len).unwrap();
+            let want: Vec<u32> = values
+                .iter()
+                .map(|&v| (v - block.reference) as u32)
+                .collect();
+            if block.width > 32 {
+                assert!(!block.unpack_deltas(None, |_, _| {}));
+                continue;
+            }
+            for keep in [None, Some(Vec::new()), Some(vec![9u32; 5000])] {
+                let mut seen = Vec::new();
+                let mut kept = keep.clone();
+                assert!(block.unpack_deltas(kept.as_mut(), |base, d| {
+                    assert_eq!(base, seen.len());
+                    assert!(d.len() <= RUN);
+                    seen.extend_from_slice(d);
+                }));
+                assert_eq!(seen, want, "len {len} spread {spread}");
+                if let Some(k) = kept {
+                    assert_eq!(k, want);
+                }
+            }
+        }
     }
 
     /// `to_i32` gives `to_i64`'s values where the width cannot reach past i32, and declines

@@ -330,10 +330,10 @@ fn push_bitmap(out: &mut Vec<u8>, bits: &[bool]) {
 /// Decodes a page of `rows` rows of a column of type `logical` into an Arrow array.
 /// `dictionary` is the column's dictionary. Errors are descriptions (the caller names the
 /// table, column and page).
-/// The deltas and reference of a FOR page of `rows` values without a validity bitmap whose
-/// deltas are at most 32 bits wide; `None` for any other page (which [`decode`] then reads,
-/// or reports as damaged).
-pub(crate) fn for_deltas(bytes: &[u8], rows: usize) -> Option<ForDeltas> {
+/// The FOR block of a FOR page of `rows` values without a validity bitmap whose deltas are
+/// at most 32 bits wide; `None` for any other page (which [`decode`] then reads, or reports as
+/// damaged).
+pub(crate) fn for_block(bytes: &[u8], rows: usize) -> Option<pack::ForBlock<'_>> {
     if bytes.len() < PAGE_HEADER
         || Encoding::from_code(bytes[0]) != Some(Encoding::For)
         || bytes[1..4] != [0, 0, 0]
@@ -343,24 +343,7 @@ pub(crate) fn for_deltas(bytes: &[u8], rows: usize) -> Option<ForDeltas> {
     }
     let rest = &bytes[PAGE_HEADER..];
     let (block, used) = pack::parse_for(rest, rows).ok()?;
-    if used != rest.len() {
-        return None;
-    }
-    Some(ForDeltas {
-        deltas: block.deltas_u32()?,
-        reference: block.reference,
-        width: block.width,
-    })
-}
-
-/// A FOR page's values as their deltas from the page's reference: value = reference + delta.
-pub(crate) struct ForDeltas {
-    /// One delta per row.
-    pub deltas: Vec<u32>,
-    /// The page's reference (its smallest value).
-    pub reference: i128,
-    /// Bits per delta (0 to 32): every delta is below 2^width.
-    pub width: u8,
+    (used == rest.len() && block.width <= 32).then_some(block)
 }
 
 pub(crate) fn decode(

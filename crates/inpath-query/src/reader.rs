@@ -301,16 +301,17 @@ impl TableReader {
         self.read_page_as(column, page, true)
     }
 
-    /// A page of a non-null integer, date or decimal column as the deltas of its bit-packed
-    /// values from the page's reference (value = reference + delta), without decoding the
-    /// values: the offload device's selector compares there, and its transformer loads
-    /// reference + delta for only the rows it reads. `None` when the page is not
-    /// stored that way (nulls, deltas wider than 32 bits, another encoding).
-    pub(crate) fn read_page_deltas(
+    /// `f` over a page of a non-null integer, date or decimal column as its FOR block (value =
+    /// reference + delta) without decoding the values: the offload device's selector compares
+    /// the deltas, and its transformer loads reference + delta for only the rows it reads.
+    /// `None` when the page is not stored that way (nulls, deltas wider than 32 bits, another
+    /// encoding).
+    pub(crate) fn read_page_for<R>(
         &self,
         column: usize,
         page: usize,
-    ) -> Result<Option<page::ForDeltas>> {
+        f: impl FnOnce(&crate::pack::ForBlock<'_>) -> R,
+    ) -> Result<Option<R>> {
         let c = self.column_meta(column)?;
         self.check_page(page)?;
         let meta = &c.pages[page];
@@ -318,7 +319,9 @@ impl TableReader {
             return Ok(None);
         }
         let rows = self.manifest.page_rows(page);
-        self.with_page_bytes(column, page, |bytes| page::for_deltas(bytes, rows))
+        self.with_page_bytes(column, page, |bytes| {
+            page::for_block(bytes, rows).map(|b| f(&b))
+        })
     }
 
     /// `f` over a page's bytes, unsealed: a page stored as it is (plain pages) is read where

@@ -865,39 +865,72 @@ mod x86 {
         _mm_xor_si128(_mm256_castsi256_si128(y), _mm256_extracti128_si256::<1>(y))
     }
 
-    /// GHASH state `y` (reflected) updated with `data` (zero-padded to whole blocks).
+    /// How far ahead GHASH prefetches: about a memory latency's worth of its steps.
+    const PREFETCH: usize = 2048;
+
+    /// The powers of H for a 256-byte GHASH step: register k multiplies blocks 4k..4k+3 of
+    /// the 16 by H^(16-4k)..H^(13-4k).
+    #[inline]
     #[target_feature(enable = "avx512f,avx512bw,vaes,vpclmulqdq,pclmulqdq,aes")]
-    fn ghash(keys: &GcmKeys, mut y: __m128i, data: &[u8]) -> __m128i {
-        let swap = _mm512_broadcast_i32x4(_mm_set_epi8(
-            0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
-        ));
-        // Register k multiplies blocks 4k..4k+3 of 16 by H^(16-4k)..H^(13-4k).
+    fn step_powers(keys: &GcmKeys) -> [__m512i; 4] {
         let mut hp = [_mm512_setzero_si512(); 4];
         for (k, v) in hp.iter_mut().enumerate() {
             let lanes: [[u8; 16]; 4] = std::array::from_fn(|l| keys.h[15 - 4 * k - l]);
             *v = gather(&lanes);
         }
+        hp
+    }
+
+    /// GHASH state `y` (reflected) after the 16 blocks of `blocks` (as stored, not reflected):
+    /// one reduction for all sixteen products.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,vaes,vpclmulqdq,pclmulqdq,aes")]
+    fn ghash_step(hp: &[__m512i; 4], y: __m128i, blocks: &[__m512i; 4]) -> __m128i {
+        let swap = _mm512_broadcast_i32x4(_mm_set_epi8(
+            0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
+        ));
+        let mut lo = _mm512_setzero_si512();
+        let mut hi = _mm512_setzero_si512();
+        let mut mid = _mm512_setzero_si512();
+        for (k, (h, b)) in hp.iter().zip(blocks).enumerate() {
+            let mut x = _mm512_shuffle_epi8(*b, swap);
+            if k == 0 {
+                x = _mm512_xor_si512(x, _mm512_zextsi128_si512(y));
+            }
+            lo = _mm512_xor_si512(lo, _mm512_clmulepi64_epi128::<0x00>(x, *h));
+            hi = _mm512_xor_si512(hi, _mm512_clmulepi64_epi128::<0x11>(x, *h));
+            mid = _mm512_xor_si512(mid, _mm512_clmulepi64_epi128::<0x10>(x, *h));
+            mid = _mm512_xor_si512(mid, _mm512_clmulepi64_epi128::<0x01>(x, *h));
+        }
+        let (l, h, m) = (fold4(lo), fold4(hi), fold4(mid));
+        reduce(
+            _mm_xor_si128(l, _mm_slli_si128::<8>(m)),
+            _mm_xor_si128(h, _mm_srli_si128::<8>(m)),
+        )
+    }
+
+    /// Asks for the four cache lines `PREFETCH` bytes past `at` in `data`: a record read from
+    /// the page cache is first touched by GHASH, and the hardware prefetchers stop at 4 KiB
+    /// pages, so the lines' memory latency is overlapped by asking ahead.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,vaes,vpclmulqdq,pclmulqdq,aes")]
+    fn prefetch_ahead(data: &[u8], at: usize) {
+        let ahead = data.as_ptr().wrapping_add(at + PREFETCH);
+        for line in 0..4 {
+            _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64 * line) as *const i8);
+        }
+    }
+
+    /// GHASH state `y` (reflected) updated with `data` (zero-padded to whole blocks).
+    #[target_feature(enable = "avx512f,avx512bw,vaes,vpclmulqdq,pclmulqdq,aes")]
+    fn ghash(keys: &GcmKeys, mut y: __m128i, data: &[u8]) -> __m128i {
+        let hp = step_powers(keys);
         let h1 = load128(&keys.h[0]);
         let mut at = 0;
         while at + 256 <= data.len() {
-            let mut lo = _mm512_setzero_si512();
-            let mut hi = _mm512_setzero_si512();
-            let mut mid = _mm512_setzero_si512();
-            for (k, h) in hp.iter().enumerate() {
-                let mut x = _mm512_shuffle_epi8(load512(data, at + 64 * k), swap);
-                if k == 0 {
-                    x = _mm512_xor_si512(x, _mm512_zextsi128_si512(y));
-                }
-                lo = _mm512_xor_si512(lo, _mm512_clmulepi64_epi128::<0x00>(x, *h));
-                hi = _mm512_xor_si512(hi, _mm512_clmulepi64_epi128::<0x11>(x, *h));
-                mid = _mm512_xor_si512(mid, _mm512_clmulepi64_epi128::<0x10>(x, *h));
-                mid = _mm512_xor_si512(mid, _mm512_clmulepi64_epi128::<0x01>(x, *h));
-            }
-            let (l, h, m) = (fold4(lo), fold4(hi), fold4(mid));
-            y = reduce(
-                _mm_xor_si128(l, _mm_slli_si128::<8>(m)),
-                _mm_xor_si128(h, _mm_srli_si128::<8>(m)),
-            );
+            prefetch_ahead(data, at);
+            let blocks: [__m512i; 4] = std::array::from_fn(|k| load512(data, at + 64 * k));
+            y = ghash_step(&hp, y, &blocks);
             at += 256;
         }
         for block in data[at..].chunks(16) {
@@ -907,6 +940,53 @@ mod x86 {
             padded.zeroize();
         }
         y
+    }
+
+    /// GCM decryption's whole 256-byte steps of `src` into `dst`, stitched: each step's
+    /// ciphertext is hashed into `y` and XORed with the keystream of its 16 counter blocks
+    /// (from `counter`, whose low word does not wrap) in the same loop, so that the AES rounds
+    /// overlap GHASH's multiplications and the loads' latency. Returns the bytes done.
+    #[target_feature(enable = "avx512f,avx512bw,vaes,vpclmulqdq,pclmulqdq,aes")]
+    fn gcm_decrypt_steps<const NR: usize>(
+        keys: &GcmKeys,
+        y: &mut [u8; 16],
+        counter: &[u8; 16],
+        src: &[u8],
+        dst: &mut [u8],
+    ) -> usize {
+        let rk = broadcast(&keys.aes.enc);
+        let hp = step_powers(keys);
+        // Counter blocks with their low word little-endian, as in `ctr32`.
+        let mut le = *counter;
+        le[12..16].reverse();
+        let swap = _mm512_broadcast_i32x4(_mm_set_epi8(
+            12, 13, 14, 15, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0,
+        ));
+        let mut ctr = _mm512_add_epi32(
+            _mm512_broadcast_i32x4(load128(&le)),
+            _mm512_set_epi32(3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0),
+        );
+        le.zeroize();
+        let four = _mm512_set_epi32(4, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0);
+        let mut acc = load128(y);
+        let mut at = 0;
+        while at + 256 <= src.len() {
+            prefetch_ahead(src, at);
+            let mut x = [_mm512_setzero_si512(); 4];
+            for v in x.iter_mut() {
+                *v = _mm512_shuffle_epi8(ctr, swap);
+                ctr = _mm512_add_epi32(ctr, four);
+            }
+            encrypt_regs::<NR, 4>(&rk, &mut x);
+            let blocks: [__m512i; 4] = std::array::from_fn(|k| load512(src, at + 64 * k));
+            acc = ghash_step(&hp, acc, &blocks);
+            for (k, (b, v)) in blocks.iter().zip(&x).enumerate() {
+                store512(dst, at + 64 * k, _mm512_xor_si512(*b, *v));
+            }
+            at += 256;
+        }
+        store128(y, acc);
+        at
     }
 
     /// Bytes per step of the fused GCM loop: CTR and GHASH on the same chunk while it is in
@@ -1003,11 +1083,19 @@ mod x86 {
         // SAFETY (every `ghash_into` call): a `GcmKeys` holds a `RoundKeys`, which exists
         // only when `supported()` found every feature enabled.
         unsafe { ghash_into(keys, &mut y, aad) };
-        for (s, d) in src.chunks(GCM_CHUNK).zip(dst.chunks_mut(GCM_CHUNK)) {
-            unsafe { ghash_into(keys, &mut y, s) };
-            ctr_apply_to(&keys.aes, &counter.to_be_bytes(), s, d);
-            counter = counter.wrapping_add((s.len() / 16) as u128);
-        }
+        // Whole steps stitched; the last partial step hashed, then run through CTR.
+        // SAFETY: as above.
+        let done = by_rounds!(&keys.aes, NR => unsafe {
+            gcm_decrypt_steps::<NR>(keys, &mut y, &counter.to_be_bytes(), src, dst)
+        });
+        counter = counter.wrapping_add((done / 16) as u128);
+        unsafe { ghash_into(keys, &mut y, &src[done..]) };
+        ctr_apply_to(
+            &keys.aes,
+            &counter.to_be_bytes(),
+            &src[done..],
+            &mut dst[done..],
+        );
         unsafe { ghash_into(keys, &mut y, &lengths) };
         let mut expected = [0u8; 16];
         // SAFETY: as above.

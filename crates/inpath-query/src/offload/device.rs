@@ -665,6 +665,8 @@ struct Prepared {
     /// Columns read only as integers: kept as their pages' bit-packed deltas where a page
     /// allows ([`Packed`]), never decoded whole.
     packed_columns: Vec<usize>,
+    /// Packed columns loaded beyond the selector (their deltas kept for the page).
+    packed_kept: Vec<usize>,
     program_columns: Vec<usize>,
     /// Per output column, in order: what fills it.
     emit: Vec<Emit>,
@@ -789,6 +791,21 @@ impl Prepared {
             .copied()
             .filter(|&c| packable(c))
             .collect();
+        // Of those, the ones read beyond the selector: their deltas stay for the page.
+        let loaded = |c: usize| {
+            task.transformer.columns().contains(&c)
+                || task
+                    .joins
+                    .iter()
+                    .flat_map(|j| j.probe_keys.iter())
+                    .chain(task.keep.iter())
+                    .any(|s| *s == Source::Column(c))
+        };
+        let packed_kept: Vec<usize> = packed_columns
+            .iter()
+            .copied()
+            .filter(|&c| loaded(c))
+            .collect();
         if builds.len() != task.joins.len() {
             return Err(bad(format!(
                 "{} joins but {} builds",
@@ -888,6 +905,7 @@ impl Prepared {
             schema,
             selector_columns,
             packed_columns,
+            packed_kept,
             program_columns,
             emit,
             builds,
@@ -985,18 +1003,18 @@ struct Packed {
 }
 
 impl Packed {
-    fn new(d: crate::page::ForDeltas) -> Packed {
-        let mut span = match d.width {
+    fn new(deltas: Vec<u32>, reference: i128, width: u8) -> Packed {
+        let mut span = match width {
             0 => 0,
             w => u32::MAX >> (32 - u32::from(w.min(32))),
         };
         // The width's span can pass i64::MAX where the values do not: then the largest delta.
-        if d.reference + i128::from(span) > i128::from(i64::MAX) {
-            span = d.deltas.iter().copied().max().unwrap_or(0);
+        if reference + i128::from(span) > i128::from(i64::MAX) {
+            span = deltas.iter().copied().max().unwrap_or(0);
         }
         Packed {
-            deltas: d.deltas,
-            reference: d.reference,
+            deltas,
+            reference,
             span,
         }
     }
@@ -1173,17 +1191,15 @@ fn comparator_or_columns(
     }
 }
 
-/// Mask words of `reference + delta op value` over a page's bit-packed deltas, compared in
-/// the deltas' own 32 bits: `value - reference` clamped to [-1, 2^32] keeps every operator's
-/// answer (deltas are in [0, 2^32)), and outside [0, 2^32) every row answers alike.
-fn delta_words(deltas: &[u32], reference: i128, op: CmpOp, value: i128) -> Vec<u64> {
+/// How `reference + delta op value` is answered over deltas in [0, 2^32): by the comparison
+/// kernel in the deltas' own 32 bits, `Ok((operator, value - reference))`, or alike for every
+/// row, `Err(answer)`, when `value - reference` is outside [0, 2^32) (clamped to [-1, 2^32]
+/// it keeps every operator's answer).
+fn delta_test(reference: i128, op: CmpOp, value: i128) -> std::result::Result<(u8, u32), bool> {
     let t = value - reference;
     match u32::try_from(t) {
-        Ok(c) => arch::cmp_u32::run(deltas, op_code(op), c),
-        Err(_) => {
-            let all = op.holds(0i128, t.clamp(-1, 1 << 32));
-            pack_bits(deltas.len(), |_| all)
-        }
+        Ok(c) => Ok((op_code(op), c)),
+        Err(_) => Err(op.holds(0i128, t.clamp(-1, 1 << 32))),
     }
 }
 
@@ -1361,6 +1377,9 @@ struct Lane<'a> {
     flag_words: Vec<Vec<u64>>,
     /// The page's columns kept bit-packed, by column.
     packed: HashMap<usize, Packed>,
+    /// Delta buffers of earlier pages, for the next to unpack into (not held against the
+    /// budget: at most a page of each packed column).
+    spare_deltas: Vec<Vec<u32>>,
     /// Whether the lane has sent partial groups to the host early.
     spilled: bool,
     /// The selection of the block in hand when every row of the page goes through the
@@ -1612,6 +1631,7 @@ impl<'a> Lane<'a> {
             kept_bytes: 0,
             flag_words: Vec::new(),
             packed: HashMap::new(),
+            spare_deltas: Vec::new(),
             spilled: false,
             block_mask: None,
         }
@@ -1700,29 +1720,27 @@ impl<'a> Lane<'a> {
             arrays.insert(c, a);
             Ok::<(), Error>(())
         };
-        // Packed columns: the deltas from the page's reference, 32 bits each.
-        let read_packed = |c: usize, packed: &mut HashMap<usize, Packed>, held: &mut u64| {
-            if !plan.packed_columns.contains(&c) {
-                return Ok::<bool, Error>(false);
-            }
-            let meta = reader.zone_map(c, page)?;
-            let Some(deltas) = reader.read_page_deltas(c, page)? else {
-                return Ok(false);
-            };
-            Counters::add(&self.counters.bytes_read, meta.len);
-            let bytes = deltas.deltas.len() as u64 * 4;
-            *held += bytes;
-            self.counters.hold(bytes);
-            packed.insert(c, Packed::new(deltas));
-            Ok(true)
-        };
-        let mut packed = std::mem::take(&mut self.packed);
-        packed.clear();
         let result = (|| {
+            // Mask words per comparator: a comparator repeated across products (an OR of ANDs
+            // distributed) is evaluated once per page; a packed column's comparators all in
+            // the pass that unpacks it.
+            let mut seen: Vec<(&Comparator, Vec<u64>)> = Vec::new();
             for &c in &plan.selector_columns {
-                if !read_packed(c, &mut packed, &mut held)? {
-                    read(c, &mut arrays, &mut held)?;
+                if plan.packed_columns.contains(&c) {
+                    let mut tests: Vec<&Comparator> = Vec::new();
+                    for cmp in plan.task.selector.products.iter().flatten() {
+                        if cmp.column == c && !tests.contains(&cmp) {
+                            tests.push(cmp);
+                        }
+                    }
+                    let keep = plan.packed_kept.contains(&c);
+                    if let Some((words, bytes)) = self.unpack_column(c, page, &tests, keep)? {
+                        held += bytes;
+                        seen.extend(tests.into_iter().zip(words));
+                        continue;
+                    }
                 }
+                read(c, &mut arrays, &mut held)?;
             }
             let column_name = |c: usize| {
                 format!(
@@ -1737,21 +1755,13 @@ impl<'a> Lane<'a> {
                     *last = (1u64 << (rows % 64)) - 1;
                 }
             }
-            // A comparator repeated across products (an OR of ANDs distributed) is evaluated
-            // once per page.
-            let mut seen: Vec<(&Comparator, Vec<u64>)> = Vec::new();
             for product in &plan.task.selector.products {
                 let mut any = vec![0u64; mask.len()];
                 for cmp in product {
                     let at = match seen.iter().position(|(c, _)| *c == cmp) {
                         Some(at) => at,
                         None => {
-                            let w = match (&cmp.test, packed.get(&cmp.column)) {
-                                (&Test::Int { op, value }, Some(p)) => {
-                                    delta_words(&p.deltas, p.reference, op, value)
-                                }
-                                _ => comparator_or_columns(&arrays, cmp, &column_name(cmp.column))?,
-                            };
+                            let w = comparator_or_columns(&arrays, cmp, &column_name(cmp.column))?;
                             seen.push((cmp, w));
                             seen.len() - 1
                         }
@@ -1772,11 +1782,14 @@ impl<'a> Lane<'a> {
             Counters::add(&self.counters.pages_read, 1);
             Counters::add(&self.counters.rows_selected, selected as u64);
             for &c in &plan.program_columns {
-                if !read_packed(c, &mut packed, &mut held)? {
-                    read(c, &mut arrays, &mut held)?;
+                if plan.packed_columns.contains(&c) {
+                    if let Some((_, bytes)) = self.unpack_column(c, page, &[], true)? {
+                        held += bytes;
+                        continue;
+                    }
                 }
+                read(c, &mut arrays, &mut held)?;
             }
-            self.packed = packed;
             self.flag_words = plan
                 .task
                 .flags
@@ -1969,9 +1982,68 @@ impl<'a> Lane<'a> {
             Ok(())
         })();
         self.block_mask = None;
-        self.packed.clear();
+        let packed = std::mem::take(&mut self.packed);
+        self.spare_deltas
+            .extend(packed.into_values().map(|p| p.deltas));
         self.counters.release(held);
         result.map(|()| held)
+    }
+
+    /// Reads column `c` of `page` as its bit-packed deltas where the page is stored that way:
+    /// the selector's comparators `tests` on it answered run by run as the deltas are
+    /// unpacked (their mask words returned in order, each run of blocks compared while in the
+    /// L1 cache), and the deltas kept for loads where `keep`. Returns the words and the bytes
+    /// held, or `None` (nothing read) for a page stored otherwise.
+    fn unpack_column(
+        &mut self,
+        c: usize,
+        page: usize,
+        tests: &[&Comparator],
+        keep: bool,
+    ) -> Result<Option<(Vec<Vec<u64>>, u64)>> {
+        let reader = &self.plan.reader;
+        let rows = reader.manifest().page_rows(page);
+        // Buffers of earlier pages are reused: unpacking writes into them in place.
+        let mut buffer = keep.then(|| self.spare_deltas.pop().unwrap_or_default());
+        let unpacked = reader.read_page_for(c, page, |block| {
+            let kernels: Vec<std::result::Result<(u8, u32), bool>> = tests
+                .iter()
+                .map(|cmp| match cmp.test {
+                    Test::Int { op, value } => delta_test(block.reference, op, value),
+                    // (Packed columns have integer comparators only.)
+                    _ => Err(false),
+                })
+                .collect();
+            let mut words: Vec<Vec<u64>> = kernels
+                .iter()
+                .map(|_| Vec::with_capacity(words_for(rows)))
+                .collect();
+            block.unpack_deltas(buffer.as_mut(), |_, deltas| {
+                for (kernel, w) in kernels.iter().zip(words.iter_mut()) {
+                    if let Ok((op, value)) = *kernel {
+                        arch::cmp_u32::run_into(deltas, op, value, w);
+                    }
+                }
+            });
+            for (kernel, w) in kernels.iter().zip(words.iter_mut()) {
+                if let Err(all) = *kernel {
+                    *w = pack_bits(rows, |_| all);
+                }
+            }
+            (block.reference, block.width, words)
+        })?;
+        let Some((reference, width, words)) = unpacked else {
+            self.spare_deltas.extend(buffer);
+            return Ok(None);
+        };
+        Counters::add(&self.counters.bytes_read, reader.zone_map(c, page)?.len);
+        let mut held = 0;
+        if let Some(deltas) = buffer {
+            held = deltas.len() as u64 * 4;
+            self.counters.hold(held);
+            self.packed.insert(c, Packed::new(deltas, reference, width));
+        }
+        Ok(Some((words, held)))
     }
 
     /// Column `c`'s values at `rows` as i64, from its packed page where it has one.
