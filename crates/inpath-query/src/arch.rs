@@ -460,6 +460,29 @@ kernel! {
 }
 
 kernel! {
+    /// `reference + deltas[i]` for each delta: a bit-packed page's values (wrapping; the
+    /// caller checked that the reference plus the largest delta fits in i64).
+    offset_u32(deltas: &[u32], reference: i64) -> Vec<i64> {
+        super::written(deltas.len(), |out| {
+            for (o, &d) in out.iter_mut().zip(deltas) {
+                o.write(reference.wrapping_add(d as i64));
+            }
+        })
+    }
+}
+
+kernel! {
+    /// `reference + deltas[rows[i]]` for each row.
+    gather_offset_u32(deltas: &[u32], rows: &[u32], reference: i64) -> Vec<i64> {
+        super::written(rows.len(), |out| {
+            for (o, &r) in out.iter_mut().zip(rows) {
+                o.write(reference.wrapping_add(deltas[r as usize] as i64));
+            }
+        })
+    }
+}
+
+kernel! {
     /// The group id in `slots` of each row's slot; `u32::MAX` where the slot has no group yet
     /// or lies beyond the table.
     slot_ids(at: &[i64], slots: &[u32]) -> Vec<u32> {
@@ -654,6 +677,18 @@ mod tests {
                 assert_eq!(gather_i64::at(level, &v, &rows), want, "{level}");
                 let v32: Vec<i32> = v.iter().map(|&x| x as i32).collect();
                 assert_eq!(gather_i32::at(level, &v32, &rows), want, "{level}");
+                // As deltas from a reference near either end of i64.
+                for reference in [-3i64, i64::MIN + 5, i64::MAX - u32::MAX as i64] {
+                    let deltas: Vec<u32> = v.iter().map(|&x| x as u32).collect();
+                    let all: Vec<i64> = deltas.iter().map(|&d| reference + d as i64).collect();
+                    assert_eq!(offset_u32::at(level, &deltas, reference), all, "{level}");
+                    let picked: Vec<i64> = rows.iter().map(|&r| all[r as usize]).collect();
+                    assert_eq!(
+                        gather_offset_u32::at(level, &deltas, &rows, reference),
+                        picked,
+                        "{level}"
+                    );
+                }
                 let slots: Vec<u32> = (0..40u32)
                     .map(|s| if s % 7 == 0 { u32::MAX } else { s * 3 })
                     .collect();

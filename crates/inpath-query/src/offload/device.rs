@@ -1030,14 +1030,10 @@ impl Packed {
         };
         let bound = self.reference.unsigned_abs().max(top.unsigned_abs()) as u64;
         let values = match *rows {
-            Rows::Range(start, n) => self.deltas[start..start + n]
-                .iter()
-                .map(|&d| reference + i64::from(d))
-                .collect(),
-            Rows::Pick(picks) => picks
-                .iter()
-                .map(|&r| reference + i64::from(self.deltas[r as usize]))
-                .collect(),
+            Rows::Range(start, n) => {
+                arch::offset_u32::run(&self.deltas[start..start + n], reference)
+            }
+            Rows::Pick(picks) => arch::gather_offset_u32::run(&self.deltas, picks, reference),
         };
         Ok((values, bound))
     }
