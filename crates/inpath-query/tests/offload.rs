@@ -681,6 +681,29 @@ fn aggregate_over_t(ops: Vec<Op>, aggs: Vec<Agg>, fields: Vec<(String, String)>)
     }
 }
 
+/// An AGGREGATE task over table `t`: `ops`, then the sum of register `arg` at `scale`.
+fn sum_over_t(ops: Vec<Op>, arg: usize, scale: i8) -> TableTask {
+    aggregate_over_t(
+        ops,
+        vec![Agg {
+            func: AggFunc::Sum,
+            arg: Some(arg),
+            scale,
+        }],
+        vec![("s".into(), format!("Decimal128(38, {scale})"))],
+    )
+}
+
+/// The first error `task` gives on `device`, as text.
+fn first_error(device: &LocalDevice, task: TableTask) -> String {
+    device
+        .submit(&TaskGraph::single(task))
+        .unwrap()
+        .find_map(|r| r.err())
+        .expect("an error")
+        .to_string()
+}
+
 #[test]
 fn the_transformer_computes_exactly_with_select_scale_and_min_max() {
     let dir = tempfile::tempdir().unwrap();
@@ -813,21 +836,12 @@ fn the_transformer_computes_exactly_with_select_scale_and_min_max() {
     assert!((got_total - total as f64 / 100.0).abs() <= 1e-9 * (total as f64 / 100.0).abs());
 
     // An overflow is an error naming the instruction, never a wrapped value.
-    let overflow = aggregate_over_t(
+    let overflow = sum_over_t(
         vec![Op::Load { column: 0 }, Op::Scale { src: 0, pow: 17 }],
-        vec![Agg {
-            func: AggFunc::Sum,
-            arg: Some(1),
-            scale: 19,
-        }],
-        vec![("s".into(), "Decimal128(38, 19)".into())],
+        1,
+        19,
     );
-    let e = device
-        .submit(&TaskGraph::single(overflow))
-        .unwrap()
-        .find_map(|r| r.err())
-        .unwrap()
-        .to_string();
+    let e = first_error(&device, overflow);
     assert!(
         e.contains("instruction 1") && e.contains("overflowed"),
         "{e}"
@@ -1016,20 +1030,6 @@ fn packed_pages_load_exactly_at_the_edges_of_64_bits() {
     };
     assert_eq!((sum(0), sum(1)), (a, b));
     // The decimal beyond 64 bits: a clear error naming the range.
-    let beyond = aggregate_over_t(
-        vec![Op::Load { column: 2 }],
-        vec![Agg {
-            func: AggFunc::Sum,
-            arg: Some(0),
-            scale: 0,
-        }],
-        vec![("s".into(), "Decimal128(38, 0)".into())],
-    );
-    let e = device
-        .submit(&TaskGraph::single(beyond))
-        .unwrap()
-        .find_map(|r| r.err())
-        .unwrap()
-        .to_string();
+    let e = first_error(&device, sum_over_t(vec![Op::Load { column: 2 }], 0, 0));
     assert!(e.contains("64-bit range"), "{e}");
 }

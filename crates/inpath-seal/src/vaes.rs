@@ -472,6 +472,26 @@ mod x86 {
         }
     }
 
+    /// The first register of counter blocks from `block` (blocks +0..+3, each kept with its
+    /// low word little-endian so that VPADDD counts), the shuffle that byte-swaps them back
+    /// before encryption, and the step of four blocks.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,vaes,aes")]
+    fn counter_lanes(block: &[u8; 16]) -> (__m512i, __m512i, __m512i) {
+        let mut le = *block;
+        le[12..16].reverse();
+        let swap = _mm512_broadcast_i32x4(_mm_set_epi8(
+            12, 13, 14, 15, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0,
+        ));
+        let ctr = _mm512_add_epi32(
+            _mm512_broadcast_i32x4(load128(&le)),
+            _mm512_set_epi32(3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0),
+        );
+        le.zeroize();
+        let four = _mm512_set_epi32(4, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0);
+        (ctr, swap, four)
+    }
+
     /// CTR where the low 32-bit word of the counter does not wrap within `data`'s blocks; in
     /// place, or (`OUT`) from `src` to `data`.
     #[target_feature(enable = "avx512f,avx512bw,vaes,aes")]
@@ -483,19 +503,7 @@ mod x86 {
     ) {
         debug_assert!(!OUT || src.len() == data.len());
         let rk = broadcast(&keys.enc);
-        // Counter blocks are kept with their low word little-endian, so VPADDD counts, and
-        // byte-swapped back before encryption.
-        let mut le = *block;
-        le[12..16].reverse();
-        let swap = _mm512_broadcast_i32x4(_mm_set_epi8(
-            12, 13, 14, 15, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0,
-        ));
-        let mut ctr = _mm512_add_epi32(
-            _mm512_broadcast_i32x4(load128(&le)),
-            _mm512_set_epi32(3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0),
-        );
-        le.zeroize();
-        let four = _mm512_set_epi32(4, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0);
+        let (mut ctr, swap, four) = counter_lanes(block);
         let mut at = 0;
         while at + WIDE * 16 <= data.len() {
             let mut x = [_mm512_setzero_si512(); 8];
@@ -956,18 +964,7 @@ mod x86 {
     ) -> usize {
         let rk = broadcast(&keys.aes.enc);
         let hp = step_powers(keys);
-        // Counter blocks with their low word little-endian, as in `ctr32`.
-        let mut le = *counter;
-        le[12..16].reverse();
-        let swap = _mm512_broadcast_i32x4(_mm_set_epi8(
-            12, 13, 14, 15, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0,
-        ));
-        let mut ctr = _mm512_add_epi32(
-            _mm512_broadcast_i32x4(load128(&le)),
-            _mm512_set_epi32(3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0),
-        );
-        le.zeroize();
-        let four = _mm512_set_epi32(4, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0);
+        let (mut ctr, swap, four) = counter_lanes(counter);
         let mut acc = load128(y);
         let mut at = 0;
         while at + 256 <= src.len() {
@@ -1039,9 +1036,9 @@ mod x86 {
         s
     }
 
-    /// AES-GCM decryption from `src` into `dst` (same length) in one pass: GHASH over each chunk of
-    /// the ciphertext, then CTR from it into the output. Returns whether the tag matches; when it
-    /// does not, `dst` is zeroed (no unauthenticated plaintext is left behind).
+    /// AES-GCM decryption from `src` into `dst` (same length) in one pass (GHASH and CTR
+    /// stitched, [`gcm_decrypt_steps`]). Returns whether the tag matches; when it does not,
+    /// `dst` is zeroed (no unauthenticated plaintext is left behind).
     pub(crate) fn gcm_decrypt_to(
         keys: &GcmKeys,
         nonce: &[u8; 12],
@@ -1061,9 +1058,9 @@ mod x86 {
         ok
     }
 
-    /// The tag over `aad` and the ciphertext `src`, decrypting `src` into `dst` chunk by
-    /// chunk (each chunk hashed, then run through CTR, while it is in the L1 cache); whether
-    /// it equals `tag` (compared in constant time).
+    /// The tag over `aad` and the ciphertext `src`, decrypting `src` into `dst` (whole
+    /// 256-byte steps stitched, the rest hashed then run through CTR); whether it equals `tag`
+    /// (compared in constant time).
     fn gcm_check_to(
         keys: &GcmKeys,
         nonce: &[u8; 12],
