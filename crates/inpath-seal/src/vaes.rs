@@ -1000,17 +1000,11 @@ mod x86 {
         data: &mut [u8],
         decrypt: bool,
     ) -> [u8; 16] {
-        let mut j0 = [0u8; 16];
-        j0[..12].copy_from_slice(nonce);
-        j0[15] = 1;
-        let mut lengths = [0u8; 16];
-        lengths[..8].copy_from_slice(&(aad.len() as u64 * 8).to_be_bytes());
-        lengths[8..].copy_from_slice(&(data.len() as u64 * 8).to_be_bytes());
         // The 32-bit counter starts at 2 and cannot wrap within GCM_MAX, so the 128-bit
         // counter of `ctr_apply` gives the same blocks as GCM's inc32.
         let mut counter = u128::from_be_bytes(gcm_counter(nonce));
         let mut y = [0u8; 16];
-        // SAFETY (all three `ghash_into` calls): a `GcmKeys` holds a `RoundKeys`, which exists
+        // SAFETY (every `ghash_into` call): a `GcmKeys` holds a `RoundKeys`, which exists
         // only when `supported()` found every feature enabled.
         unsafe { ghash_into(keys, &mut y, aad) };
         for chunk in data.chunks_mut(GCM_CHUNK) {
@@ -1023,12 +1017,31 @@ mod x86 {
             }
             counter = counter.wrapping_add((chunk.len() / 16) as u128);
         }
-        unsafe { ghash_into(keys, &mut y, &lengths) };
-        // `y` is kept reflected between calls; the tag is E(J0) ^ GHASH.
+        gcm_tag(keys, &mut y, nonce, aad.len(), data.len())
+    }
+
+    /// The tag from the GHASH state `y` after the AAD and the ciphertext (`aad_len` and
+    /// `len` bytes): the lengths block hashed in, then E(J0) ^ GHASH. `y` is wiped.
+    fn gcm_tag(
+        keys: &GcmKeys,
+        y: &mut [u8; 16],
+        nonce: &[u8; 12],
+        aad_len: usize,
+        len: usize,
+    ) -> [u8; 16] {
+        let mut lengths = [0u8; 16];
+        lengths[..8].copy_from_slice(&(aad_len as u64 * 8).to_be_bytes());
+        lengths[8..].copy_from_slice(&(len as u64 * 8).to_be_bytes());
+        // SAFETY (both calls): a `GcmKeys` holds a `RoundKeys`, which exists only when
+        // `supported()` found every feature enabled.
+        unsafe { ghash_into(keys, y, &lengths) };
+        // `y` is kept reflected between calls.
         let mut s = [0u8; 16];
-        // SAFETY: as above.
-        unsafe { unreflect(&y, &mut s) };
+        unsafe { unreflect(y, &mut s) };
         y.zeroize();
+        let mut j0 = [0u8; 16];
+        j0[..12].copy_from_slice(nonce);
+        j0[15] = 1;
         super::x86::encrypt_block(&keys.aes, &mut j0);
         for (t, e) in s.iter_mut().zip(j0) {
             *t ^= e;
@@ -1069,12 +1082,6 @@ mod x86 {
         dst: &mut [u8],
         tag: &[u8; 16],
     ) -> bool {
-        let mut j0 = [0u8; 16];
-        j0[..12].copy_from_slice(nonce);
-        j0[15] = 1;
-        let mut lengths = [0u8; 16];
-        lengths[..8].copy_from_slice(&(aad.len() as u64 * 8).to_be_bytes());
-        lengths[8..].copy_from_slice(&(src.len() as u64 * 8).to_be_bytes());
         let mut counter = u128::from_be_bytes(gcm_counter(nonce));
         let mut y = [0u8; 16];
         // SAFETY (every `ghash_into` call): a `GcmKeys` holds a `RoundKeys`, which exists
@@ -1093,15 +1100,7 @@ mod x86 {
             &src[done..],
             &mut dst[done..],
         );
-        unsafe { ghash_into(keys, &mut y, &lengths) };
-        let mut expected = [0u8; 16];
-        // SAFETY: as above.
-        unsafe { unreflect(&y, &mut expected) };
-        y.zeroize();
-        super::x86::encrypt_block(&keys.aes, &mut j0);
-        for (t, e) in expected.iter_mut().zip(j0) {
-            *t ^= e;
-        }
+        let expected = gcm_tag(keys, &mut y, nonce, aad.len(), src.len());
         let diff = expected
             .iter()
             .zip(tag)
