@@ -248,6 +248,23 @@ fn joins_on_the_device_equal_the_host_for_any_lanes_and_fall_back_when_builds_ou
     assert_eq!(s.graphs_refused, 1, "{s:?}");
 }
 
+/// Writes `batch` as table `t` under `dir` in pages of `rows_per_page` rows; returns its path.
+fn write_t(dir: &Path, batch: &RecordBatch, rows_per_page: usize) -> std::path::PathBuf {
+    let table = dir.join("t");
+    let mut w = TableWriter::create(
+        &table,
+        batch.schema(),
+        WriteOptions {
+            rows_per_page,
+            ..WriteOptions::default()
+        },
+    )
+    .unwrap();
+    w.write(batch).unwrap();
+    w.finish().unwrap();
+    table
+}
+
 /// A table with random decimals, dates, integers and two dictionary strings, written in small
 /// pages; the same rows in DataFusion's memory table.
 fn random_table(dir: &Path, rows: usize, seed: u64) -> (RecordBatch, SqlSession) {
@@ -286,18 +303,7 @@ fn random_table(dir: &Path, rows: usize, seed: u64) -> (RecordBatch, SqlSession)
     ]));
     let batch =
         RecordBatch::try_new(schema.clone(), vec![price, disc, day, qty, flag, name]).unwrap();
-    let table = dir.join("t");
-    let mut w = TableWriter::create(
-        &table,
-        schema,
-        WriteOptions {
-            rows_per_page: 1000,
-            ..WriteOptions::default()
-        },
-    )
-    .unwrap();
-    w.write(&batch).unwrap();
-    w.finish().unwrap();
+    write_t(dir, &batch, 1000);
     let session = SqlSession::open(dir, &KeyRing::new(), 2).unwrap();
     (batch, session)
 }
@@ -947,18 +953,7 @@ fn packed_pages_load_exactly_at_the_edges_of_64_bits() {
         ],
     )
     .unwrap();
-    let table = dir.path().join("t");
-    let mut w = TableWriter::create(
-        &table,
-        schema,
-        WriteOptions {
-            rows_per_page: 700,
-            ..WriteOptions::default()
-        },
-    )
-    .unwrap();
-    w.write(&batch).unwrap();
-    w.finish().unwrap();
+    let table = write_t(dir.path(), &batch, 700);
     let reader = Arc::new(TableReader::open(&table, &KeyRing::new()).unwrap());
     let device = LocalDevice::new(HashMap::from([("t".to_string(), reader)]), 2, 64 << 20).unwrap();
     // sum(high - (MAX - 2000)) and sum(low - (MIN + 2000)) over rows with high > MAX - 500.
