@@ -327,11 +327,11 @@ impl TableReader {
     /// `f` over a page's bytes, unsealed: a page stored as it is (plain pages) is read where
     /// the column file is mapped, any other is opened into a buffer the thread keeps (a fresh
     /// one would be zeroed for every page first).
-    fn with_page_bytes<R>(
+    fn with_page_bytes<R, F: FnOnce(&[u8]) -> R>(
         &self,
         column: usize,
         page: usize,
-        f: impl FnOnce(&[u8]) -> R,
+        f: F,
     ) -> Result<R> {
         let c = self.column_meta(column)?;
         let meta = &c.pages[page];
@@ -340,7 +340,8 @@ impl TableReader {
             static PAGE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
         }
         let len = meta.len as usize;
-        let unseal_then = |record: &[u8], f: &mut dyn FnMut(&[u8]) -> R| {
+        // (`f` goes to exactly one of the two calls below.)
+        let unseal_then = |record: &[u8], f: F| {
             PAGE.with(|buffer| {
                 let mut buffer = buffer.borrow_mut();
                 let bytes = self
@@ -355,8 +356,6 @@ impl TableReader {
                 Ok(f(bytes))
             })
         };
-        let mut f = Some(f);
-        let mut call = |bytes: &[u8]| (f.take().expect("called once"))(bytes);
         let map = self.maps[column].get_or_init(|| {
             let file = self.files[column].try_clone().ok()?;
             inpath_core::source::Mapping::map_for_reads(file, &self.dir.join(&c.file))
@@ -380,7 +379,7 @@ impl TableReader {
                         ),
                     )
                 })?;
-            let result = unseal_then(record, &mut call);
+            let result = unseal_then(record, f);
             // A file truncated under the mapping reads as zeros: never taken as its pages (the
             // check comes after `f`, which may have read the page where it is mapped).
             map.check_unchanged().map_err(|e| {
@@ -397,7 +396,7 @@ impl TableReader {
             self.files[column]
                 .read_exact_at(record, meta.offset)
                 .map_err(|e| Error::io(self.dir.join(&c.file), e))?;
-            unseal_then(record, &mut call)
+            unseal_then(record, f)
         })
     }
 

@@ -1183,6 +1183,14 @@ fn bulk_crc32c(data: &[u8]) -> u32 {
     crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, data) as u32
 }
 
+/// The error for a plain record whose page CRC does not match: damage.
+fn page_crc_damage(stored: u32, computed: u32) -> Error {
+    Error::corrupt(
+        "seal record",
+        format!("page CRC-32C is {stored:08x}, computed {computed:08x}"),
+    )
+}
+
 /// The error for a GCM record whose tag failed: damage when the payload's CRC (unkeyed, so it
 /// cannot vouch for anything, only point at corruption) does not match, else a wrong key or a
 /// forgery.
@@ -1261,13 +1269,7 @@ impl Unsealer {
                 });
             }
             if computed != h.page_crc {
-                return Err(Error::corrupt(
-                    "seal record",
-                    format!(
-                        "page CRC-32C is {:08x}, computed {computed:08x}",
-                        h.page_crc
-                    ),
-                ));
+                return Err(page_crc_damage(h.page_crc, computed));
             }
             return Ok(payload);
         }
@@ -1456,13 +1458,7 @@ impl Unsealer {
             let computed = page_crc.unwrap_or_else(|| bulk_crc32c(page));
             if computed != h.page_crc {
                 if h.cipher == Cipher::None {
-                    return Err(Error::corrupt(
-                        "seal record",
-                        format!(
-                            "page CRC-32C is {:08x}, computed {computed:08x}",
-                            h.page_crc
-                        ),
-                    ));
+                    return Err(page_crc_damage(h.page_crc, computed));
                 }
                 return Err(wrong_key(format!(
                     "page CRC-32C mismatch: stored {:08x}, computed {computed:08x}",
