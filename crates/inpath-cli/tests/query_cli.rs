@@ -378,4 +378,57 @@ fn offload_from_the_command_line_explains_runs_and_falls_back_on_small_budgets()
         d,
     ));
     assert!(e.contains("fidelity"), "{e}");
+
+    // The device in a process of its own: every answer the same, its counters (with its own
+    // peak memory) come back, and a device that declines still leaves the host to answer.
+    let t = ok(&inpath(
+        &[
+            "query",
+            "tpch",
+            "tpch",
+            "--offload",
+            "--device",
+            "process",
+            "--check",
+            "--json",
+        ],
+        d,
+    ));
+    let queries = t["queries"].as_array().unwrap();
+    assert_eq!(queries.len(), 22);
+    for q in queries {
+        assert_eq!(q["check"], "equal", "{q}");
+    }
+    assert_eq!(queries[0]["device"]["graphs"], 1, "{}", queries[0]);
+    assert!(queries[0]["device"]["process_peak_rss"].as_u64().unwrap() > 0);
+    let small = ok(&inpath(
+        &[
+            "query",
+            "tpch",
+            "tpch",
+            "--queries",
+            "1",
+            "--offload",
+            "--device",
+            "process",
+            "--device-memory",
+            "300KiB",
+            "--check",
+            "--json",
+        ],
+        d,
+    ));
+    assert_eq!(small["queries"][0]["check"], "equal");
+    assert_eq!(small["queries"][0]["device"]["graphs_refused"], 1);
+    // The device's side, over tables it cannot open, names them; --device needs --offload.
+    let e = fails(&inpath(
+        &["query", "serve-device", "no-such-dir", "--lanes", "1"],
+        d,
+    ));
+    assert!(e.contains("no-such-dir"), "{e}");
+    let e = fails(&inpath(
+        &["query", "tpch", "tpch", "--device", "process"],
+        d,
+    ));
+    assert!(e.contains("--offload"), "{e}");
 }

@@ -22,7 +22,8 @@
 use crate::error::{Error, Result};
 use crate::format::{LogicalType, Scalar, MANIFEST_FILE};
 use crate::offload::{
-    Decision, DeviceExec, DeviceStats, Limits, LocalDevice, OffloadRule, TaskGraph,
+    Decision, Device, DeviceExec, DeviceStats, Limits, LocalDevice, OffloadRule, ProcessDevice,
+    TaskGraph,
 };
 use crate::reader::TableReader;
 use async_trait::async_trait;
@@ -905,7 +906,7 @@ pub struct SqlSession {
 }
 
 /// How a session offloads work to a device (see [`crate::offload`]).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct OffloadOptions {
     /// Device memory in bytes; `None`: 40 MiB per TPC-H SF 1 worth of rows (8.66 M rows over
     /// all tables), at least 128 bytes per row of a page and 1 MiB more per lane (one decoded
@@ -915,6 +916,10 @@ pub struct OffloadOptions {
     pub lanes: Option<usize>,
     /// Hardware limits the tasks must fit ([`Limits::LIFTED`] by default).
     pub limits: Limits,
+    /// Run the device in a process of its own ([`ProcessDevice`]): the program and arguments
+    /// that serve the same tables over a pipe (`inpath query serve-device DIR`), to which
+    /// `--lanes N --memory BYTES` are added. `None`: the device runs in this process.
+    pub device_command: Option<Vec<std::ffi::OsString>>,
 }
 
 impl Default for OffloadOptions {
@@ -923,8 +928,38 @@ impl Default for OffloadOptions {
             memory: None,
             lanes: None,
             limits: Limits::LIFTED,
+            device_command: None,
         }
     }
+}
+
+/// Opens every table under `dir` (see [`table_dirs`]), each under its directory's name.
+fn open_tables(
+    dir: &Path,
+    keys: &KeyRing,
+    counters: &Arc<ScanCounters>,
+) -> Result<Vec<(String, ColumnTable)>> {
+    let mut opened = Vec::new();
+    for path in table_dirs(dir)? {
+        let table = ColumnTable::open(&path, keys, counters.clone())?;
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| table.reader().table().to_string());
+        opened.push((name, table));
+    }
+    Ok(opened)
+}
+
+/// A [`LocalDevice`] over every table under `dir` (named as a session over `dir` names
+/// them), with `lanes` lanes and `memory` bytes: what `inpath query serve-device` serves.
+pub fn open_device(dir: &Path, keys: &KeyRing, lanes: usize, memory: u64) -> Result<LocalDevice> {
+    let counters = Arc::new(ScanCounters::default());
+    let readers = open_tables(dir, keys, &counters)?
+        .into_iter()
+        .map(|(name, t)| (name, t.reader))
+        .collect();
+    LocalDevice::new(readers, lanes, memory)
 }
 
 /// Rows of all eight TPC-H tables at SF 1.
@@ -1055,17 +1090,8 @@ impl SqlSession {
         offload: Option<OffloadOptions>,
     ) -> Result<SqlSession> {
         let counters = Arc::new(ScanCounters::default());
-        let mut tables = Vec::new();
-        let mut opened = Vec::new();
-        for path in table_dirs(dir)? {
-            let table = ColumnTable::open(&path, keys, counters.clone())?;
-            let name = path
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_else(|| table.reader().table().to_string());
-            tables.push(name.clone());
-            opened.push((name, table));
-        }
+        let opened = open_tables(dir, keys, &counters)?;
+        let tables = opened.iter().map(|(name, _)| name.clone()).collect();
         let rule = match offload {
             None => None,
             Some(o) => {
@@ -1083,12 +1109,26 @@ impl SqlSession {
                     let floor = (lanes as u64).saturating_mul(page_rows * 128 + (1 << 20));
                     (((rows as f64 / SF1_ROWS as f64) * per_sf) as u64).max(floor)
                 });
-                let readers = opened
-                    .iter()
-                    .map(|(name, t)| (name.clone(), t.reader.clone()))
-                    .collect();
-                let device = LocalDevice::new(readers, lanes, memory)?;
-                Some(Arc::new(OffloadRule::new(Arc::new(device), o.limits)))
+                let device: Arc<dyn Device> = match o.device_command {
+                    None => {
+                        let readers = opened
+                            .iter()
+                            .map(|(name, t)| (name.clone(), t.reader.clone()))
+                            .collect();
+                        Arc::new(LocalDevice::new(readers, lanes, memory)?)
+                    }
+                    Some(argv) => {
+                        let (program, args) = argv.split_first().ok_or_else(|| {
+                            Error::parameter("device command", "empty", "a program to run")
+                        })?;
+                        let mut command = std::process::Command::new(program);
+                        command.args(args);
+                        command.arg("--lanes").arg(lanes.to_string());
+                        command.arg("--memory").arg(memory.to_string());
+                        Arc::new(ProcessDevice::spawn(command)?)
+                    }
+                };
+                Some(Arc::new(OffloadRule::new(device, o.limits)))
             }
         };
         let ctx = SqlSession::new_context(threads, rule.clone())?;
@@ -1113,6 +1153,12 @@ impl SqlSession {
     /// [`reset_stats`](Self::reset_stats) (`None` without offload).
     pub fn device_stats(&self) -> Option<DeviceStats> {
         self.offload.as_ref().map(|r| r.device().stats())
+    }
+
+    /// Whether the device's lanes run in this process, their CPU time counted in its own
+    /// (`None` without offload).
+    pub fn device_in_host_process(&self) -> Option<bool> {
+        self.offload.as_ref().map(|r| r.device().in_host_process())
     }
 
     /// The device's memory budget in bytes (`None` without offload).

@@ -11,7 +11,7 @@ use inpath_query::offload::graph::{
     Agg, AggFunc, CmpOp, Comparator, MaskSource, Op, Operator, Output, Program, Selector,
     TableTask, Test,
 };
-use inpath_query::offload::{Device, LocalDevice, TaskGraph, GRAPH_VERSION};
+use inpath_query::offload::{serve, Device, LocalDevice, ProcessDevice, TaskGraph, GRAPH_VERSION};
 use inpath_query::sql::OffloadOptions;
 use inpath_query::tpch_queries::query;
 use inpath_query::{SqlSession, TableReader, TableWriter, WriteOptions};
@@ -1027,4 +1027,168 @@ fn packed_pages_load_exactly_at_the_edges_of_64_bits() {
     // The decimal beyond 64 bits: a clear error naming the range.
     let e = first_error(&device, sum_over_t(vec![Op::Load { column: 2 }], 0, 0));
     assert!(e.contains("64-bit range"), "{e}");
+}
+
+/// A device served over a pipe (as `--device process` serves one) and its host's end.
+fn piped(device: LocalDevice) -> ProcessDevice {
+    let (from_host, to_device) = std::io::pipe().unwrap();
+    let (from_device, to_host) = std::io::pipe().unwrap();
+    std::thread::spawn(move || serve(device, from_host, to_host));
+    ProcessDevice::connect(to_device, from_device).unwrap()
+}
+
+#[test]
+fn a_device_over_a_pipe_answers_as_the_local_one_declines_and_cancels_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    random_table(dir.path(), 3_000, 5);
+    let reader = Arc::new(TableReader::open(&dir.path().join("t"), &KeyRing::new()).unwrap());
+    let tables = HashMap::from([("t".to_string(), reader)]);
+    let local = LocalDevice::new(tables.clone(), 2, 64 << 20).unwrap();
+    let remote = piped(LocalDevice::new(tables.clone(), 2, 64 << 20).unwrap());
+    assert_eq!(remote.memory_budget(), 64 << 20);
+    assert_eq!(remote.lanes(), 2);
+    assert!(local.in_host_process() && !remote.in_host_process());
+
+    // The same graphs give the same rows: sums, a product, min and max.
+    let tasks = [
+        sum_over_t(vec![Op::Load { column: 0 }], 0, 2),
+        sum_over_t(
+            vec![
+                Op::Load { column: 0 },
+                Op::Load { column: 1 },
+                Op::Mul(0, 1),
+            ],
+            2,
+            4,
+        ),
+        aggregate_over_t(
+            vec![Op::Load { column: 3 }],
+            vec![
+                Agg {
+                    func: AggFunc::Min,
+                    arg: Some(0),
+                    scale: 0,
+                },
+                Agg {
+                    func: AggFunc::Max,
+                    arg: Some(0),
+                    scale: 0,
+                },
+            ],
+            vec![("lo".into(), "Int64".into()), ("hi".into(), "Int64".into())],
+        ),
+    ];
+    let rows = |device: &dyn Device, task: &TableTask| -> Vec<String> {
+        let batches: Vec<RecordBatch> = device
+            .submit(&TaskGraph::single(task.clone()))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        // One partial a lane, in whichever order the lanes finish.
+        let mut rows = rows_text(&batches);
+        rows.sort();
+        rows
+    };
+    for task in &tasks {
+        let want = rows(&local, task);
+        assert!(!want.is_empty());
+        assert_eq!(rows(&remote, task), want, "{task:?}");
+    }
+    // The device process's counters come back, with its own peak memory, and reset.
+    let stats = remote.stats();
+    assert_eq!(stats.graphs, 3);
+    assert!(stats.pages_read >= 9 && stats.bytes_read > 0, "{stats:?}");
+    assert!(stats.process_peak_rss > 0, "{stats:?}");
+    remote.reset_stats();
+    assert_eq!(remote.stats().graphs, 0);
+
+    // Errors cross the pipe: a table the device does not hold, and a budget below one page,
+    // which is a decline (the host then runs the plan itself), as from a local device.
+    let mut bad = tasks[0].clone();
+    bad.table = "nope".into();
+    let e = remote
+        .submit(&TaskGraph::single(bad))
+        .unwrap()
+        .find_map(|r| r.err())
+        .unwrap();
+    assert!(e.to_string().contains("no table \"nope\""), "{e}");
+    let small = piped(LocalDevice::new(tables, 8, 64 << 10).unwrap());
+    let e = small
+        .submit(&TaskGraph::single(tasks[0].clone()))
+        .unwrap()
+        .find_map(|r| r.err())
+        .unwrap();
+    assert!(
+        matches!(e, inpath_query::Error::DeviceDeclined { .. })
+            && e.to_string().contains("cannot hold one page"),
+        "{e}"
+    );
+
+    // A cancelled graph stops, and a stream dropped early cancels; the device goes on.
+    let mut stream = remote.submit(&TaskGraph::single(tasks[1].clone())).unwrap();
+    stream.cancel();
+    assert!(stream.by_ref().count() <= 2);
+    drop(remote.submit(&TaskGraph::single(tasks[1].clone())).unwrap());
+    assert_eq!(rows(&remote, &tasks[2]), rows(&local, &tasks[2]));
+}
+
+#[test]
+fn a_pipe_that_is_not_a_device_is_refused_and_a_device_that_goes_away_fails_its_graphs() {
+    // No hello: something else at the other end.
+    let (from_device, mut to_host) = std::io::pipe().unwrap();
+    let (_, to_device) = std::io::pipe().unwrap();
+    std::io::Write::write_all(&mut to_host, b"hello, world\n").unwrap();
+    drop(to_host);
+    let e = ProcessDevice::connect(to_device, from_device)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("did not say hello"), "{e}");
+    let (from_device, to_host) = std::io::pipe().unwrap();
+    let (_, to_device) = std::io::pipe().unwrap();
+    drop(to_host);
+    let e = ProcessDevice::connect(to_device, from_device)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("did not say hello") && e.contains("closed"),
+        "{e}"
+    );
+
+    // A device whose pipe breaks: its graphs end with an error naming that, never hang.
+    let dir = tempfile::tempdir().unwrap();
+    random_table(dir.path(), 3_000, 6);
+    let reader = Arc::new(TableReader::open(&dir.path().join("t"), &KeyRing::new()).unwrap());
+    let device = LocalDevice::new(HashMap::from([("t".to_string(), reader)]), 2, 64 << 20).unwrap();
+    let (from_host, to_device) = std::io::pipe().unwrap();
+    let (from_device, to_host) = std::io::pipe().unwrap();
+    // The device side answers hello and then reads one frame and stops (as a process that
+    // dies would).
+    let server = std::thread::spawn(move || {
+        let limited = std::io::Read::take(from_host, 4);
+        let _ = serve(device, limited, to_host);
+    });
+    let remote = ProcessDevice::connect(to_device, from_device).unwrap();
+    let task = sum_over_t(vec![Op::Load { column: 0 }], 0, 2);
+    let got: Vec<_> = match remote.submit(&TaskGraph::single(task.clone())) {
+        Ok(stream) => stream.collect(),
+        Err(e) => vec![Err(e)],
+    };
+    server.join().unwrap();
+    let e = got
+        .iter()
+        .find_map(|r| r.as_ref().err())
+        .expect("an error")
+        .to_string();
+    assert!(e.contains("device process"), "{e}");
+    // Later graphs are refused at once.
+    let e = remote
+        .submit(&TaskGraph::single(task))
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(e.contains("exited") || e.contains("cannot"), "{e}");
+    assert_eq!(
+        remote.stats(),
+        inpath_query::offload::DeviceStats::default()
+    );
 }

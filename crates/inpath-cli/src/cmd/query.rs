@@ -36,6 +36,9 @@ enum QueryCommand {
     /// Show what offload makes of the TPC-H queries (or a statement): each query's class
     /// (full, partial, host), its Table Task graphs, and why anything stays on the host.
     Explain(ExplainArgs),
+    /// Serve offload Table Tasks over standard input and output: the device's side of
+    /// `--offload --device process`, which starts it (not run by hand).
+    ServeDevice(ServeDeviceArgs),
 }
 
 /// How a session offloads Table Tasks to the device (issue 14).
@@ -59,11 +62,43 @@ struct OffloadArgs {
     /// instructions, one read port).
     #[arg(long, default_value = "lifted", value_parser = ["lifted", "thesis"], requires = "offload")]
     fidelity: String,
+    /// Where the device runs: `local` (its lanes are threads of this process, default) or
+    /// `process` (a process of its own, `inpath query serve-device`, over a pipe: the pages
+    /// it reads, its build rows and group tables are held in that process's memory, not the
+    /// host's, as on AQUOMAN's flash device).
+    #[arg(long, default_value = "local", value_parser = ["local", "process"], requires = "offload")]
+    device: String,
 }
 
 impl OffloadArgs {
-    fn options(&self) -> Option<inpath_query::sql::OffloadOptions> {
-        self.offload.then(|| inpath_query::sql::OffloadOptions {
+    fn options(
+        &self,
+        dir: &Path,
+        keys: &ReadKeyArgs,
+    ) -> anyhow::Result<Option<inpath_query::sql::OffloadOptions>> {
+        if !self.offload {
+            return Ok(None);
+        }
+        let device_command = if self.device == "process" {
+            let exe = std::env::current_exe()
+                .context("cannot find this program to start the device process")?;
+            let mut argv: Vec<std::ffi::OsString> = vec![
+                exe.into(),
+                "query".into(),
+                "serve-device".into(),
+                dir.into(),
+            ];
+            if let Some(k) = &keys.key_file {
+                argv.extend(["--key-file".into(), k.into()]);
+            }
+            if keys.allow_insecure_key_file {
+                argv.push("--allow-insecure-key-file".into());
+            }
+            Some(argv)
+        } else {
+            None
+        };
+        Ok(Some(inpath_query::sql::OffloadOptions {
             memory: self.device_memory,
             lanes: self.device_lanes,
             limits: if self.fidelity == "thesis" {
@@ -71,8 +106,38 @@ impl OffloadArgs {
             } else {
                 inpath_query::offload::Limits::LIFTED
             },
-        })
+            device_command,
+        }))
     }
+}
+
+/// Arguments of `inpath query serve-device`.
+#[derive(Args)]
+struct ServeDeviceArgs {
+    /// Directory holding the tables (the host's session's DIR).
+    dir: PathBuf,
+    #[command(flatten)]
+    keys: ReadKeyArgs,
+    /// Device lanes (threads).
+    #[arg(long, default_value_t = default_threads())]
+    lanes: usize,
+    /// Device memory, such as 40MiB.
+    #[arg(long, value_parser = crate::common::parse_size, default_value = "40MiB")]
+    memory: u64,
+}
+
+fn serve_device(args: ServeDeviceArgs) -> anyhow::Result<()> {
+    if std::io::stdin().is_terminal() || std::io::stdout().is_terminal() {
+        bail!(
+            "serve-device speaks a binary protocol on its standard input and output; \
+             `inpath query tpch|sql|explain --offload --device process` starts it"
+        );
+    }
+    let ring = args.keys.ring()?;
+    let device = inpath_query::sql::open_device(&args.dir, &ring, args.lanes, args.memory)
+        .map_err(|e| args.keys.hint(e))?;
+    inpath_query::offload::serve(device, std::io::stdin().lock(), std::io::stdout())?;
+    Ok(())
 }
 
 /// Arguments of `inpath query explain`.
@@ -347,6 +412,7 @@ pub fn run(args: QueryArgs) -> anyhow::Result<()> {
         QueryCommand::Tpch(a) => tpch(a),
         QueryCommand::Inspect(a) => inspect(a),
         QueryCommand::Explain(a) => explain(a),
+        QueryCommand::ServeDevice(a) => serve_device(a),
     }
 }
 
@@ -400,7 +466,7 @@ fn open_session(
     offload: &OffloadArgs,
 ) -> anyhow::Result<inpath_query::SqlSession> {
     let ring = keys.ring()?;
-    inpath_query::SqlSession::open_with(dir, &ring, threads, offload.options())
+    inpath_query::SqlSession::open_with(dir, &ring, threads, offload.options(dir, keys)?)
         .map_err(|e| keys.hint(e))
 }
 
@@ -417,7 +483,11 @@ fn device_line(s: &inpath_query::offload::DeviceStats) -> String {
         bytes(s.peak_memory),
         thousands(s.groups_spilled),
         thousands(s.groups_cut)
-    )
+    ) + &if s.process_peak_rss > 0 {
+        format!("; device process peak RSS {}", bytes(s.process_peak_rss))
+    } else {
+        String::new()
+    }
 }
 
 fn explain(args: ExplainArgs) -> anyhow::Result<()> {
@@ -709,8 +779,11 @@ fn tpch(args: TpchArgs) -> anyhow::Result<()> {
             let (u1, s1) = inpath_core::cpu_times();
             stats = session.stats();
             device = session.device_stats();
-            // The process's CPU less the device lanes': the host's share.
-            let device_cpu = device.map_or(0.0, |d| d.cpu_seconds);
+            // The process's CPU less the device lanes' (when they run in it): the host's share.
+            let device_cpu = match session.device_in_host_process() {
+                Some(true) => device.map_or(0.0, |d| d.cpu_seconds),
+                _ => 0.0,
+            };
             cpus.push(((u1 - u0) + (s1 - s0) - device_cpu).max(0.0));
             result = Some(r);
         }

@@ -19,7 +19,7 @@ use arrow_array::{
 };
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::row::{Row, RowConverter, SortField};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -42,10 +42,15 @@ pub trait Device: Send + Sync + std::fmt::Debug {
     fn reset_stats(&self);
     /// The memory the device may hold, in bytes.
     fn memory_budget(&self) -> u64;
+    /// Whether the device's lanes run in the host's process (their CPU time is then part of
+    /// the process's own, and the host's share is the process's less the lanes').
+    fn in_host_process(&self) -> bool {
+        true
+    }
 }
 
 /// What a device did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct DeviceStats {
     /// Graphs run.
     pub graphs: u64,
@@ -79,6 +84,11 @@ pub struct DeviceStats {
     pub graphs_refused: u64,
     /// Groups TOPK left on the device (they could not be among the first k).
     pub groups_cut: u64,
+    /// A device in a process of its own ([`ProcessDevice`](super::ProcessDevice)): that
+    /// process's peak resident set in bytes (its VmHWM). 0 for a device in the host's process,
+    /// whose memory is the host's.
+    #[serde(default)]
+    pub process_peak_rss: u64,
 }
 
 #[derive(Debug, Default)]
@@ -324,13 +334,34 @@ impl Drop for PlanHold {
 /// graph (lanes stop at their next page).
 pub struct DeviceStream {
     rows: Receiver<Result<RecordBatch>>,
-    cancel: Arc<AtomicBool>,
+    pub(crate) cancel: Arc<AtomicBool>,
+    /// Tells a device elsewhere (another process) to stop, once.
+    notify: Option<Box<dyn Fn() + Send + Sync>>,
+    /// The device sent its last item: nothing is left to cancel.
+    done: bool,
 }
 
 impl DeviceStream {
+    /// A stream of what arrives on `rows`; `notify` runs once when it is cancelled (or dropped
+    /// before its end), to stop a device that is not in this process.
+    pub(crate) fn new(
+        rows: Receiver<Result<RecordBatch>>,
+        notify: Option<Box<dyn Fn() + Send + Sync>>,
+    ) -> DeviceStream {
+        DeviceStream {
+            rows,
+            cancel: Arc::new(AtomicBool::new(false)),
+            notify,
+            done: false,
+        }
+    }
+
     /// Stops the graph; lanes finish their current page and exit.
     pub fn cancel(&self) {
-        self.cancel.store(true, Ordering::Relaxed);
+        let first = !self.cancel.swap(true, Ordering::Relaxed);
+        if let (true, Some(notify)) = (first, &self.notify) {
+            notify();
+        }
     }
 }
 
@@ -338,13 +369,17 @@ impl Iterator for DeviceStream {
     type Item = Result<RecordBatch>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        self.rows.recv().ok()
+        let item = self.rows.recv().ok();
+        self.done |= item.is_none();
+        item
     }
 }
 
 impl Drop for DeviceStream {
     fn drop(&mut self) {
-        self.cancel();
+        if !self.done {
+            self.cancel();
+        }
         // Unblock lanes waiting to send; they stop at their next page and exit on their own
         // (they run detached: nothing waits on them).
         while self.rows.try_recv().is_ok() {}
@@ -485,7 +520,8 @@ impl Device for LocalDevice {
         let lane_budget = self.memory_budget.saturating_sub(held) / self.lanes as u64;
         let shared_text = Arc::new(text.clone());
         let (tx, rx) = sync_channel(2 * lanes);
-        let cancel = Arc::new(AtomicBool::new(false));
+        let stream = DeviceStream::new(rx, None);
+        let cancel = stream.cancel.clone();
         // SORT and TOPK: the lanes hand their group tables to a finisher, which merges them
         // (the device's own final aggregate), orders them and sends what can be in the result.
         let finisher = match plan.plan.task.order.clone() {
@@ -551,7 +587,7 @@ impl Device for LocalDevice {
                     detail: format!("cannot start a device lane: {e}"),
                 })?;
         }
-        Ok(DeviceStream { rows: rx, cancel })
+        Ok(stream)
     }
 
     fn stats(&self) -> DeviceStats {
@@ -573,6 +609,7 @@ impl Device for LocalDevice {
             joins_sort_merge: get(&c.joins_sort_merge),
             graphs_refused: get(&c.graphs_refused),
             groups_cut: get(&c.groups_cut),
+            process_peak_rss: 0,
         }
     }
 

@@ -5,6 +5,8 @@
 //!   Swissknife operator).
 //! - [`device`]: the [`Device`] trait and [`LocalDevice`], which runs graphs on its own lanes
 //!   within its own memory budget and counts pages, bytes, CPU time and memory.
+//! - [`process`]: [`ProcessDevice`], the same device in a process of its own over a pipe
+//!   (its pages, builds and groups held in that process's memory, not the host's).
 //! - [`rule`]: the physical optimizer rule that replaces offloadable sub-trees with a
 //!   [`DeviceExec`], and the translation of DataFusion expressions into selectors and
 //!   transformer programs.
@@ -19,8 +21,10 @@
 pub mod device;
 pub mod graph;
 mod join;
+pub mod process;
 pub mod rule;
 
 pub use device::{Device, DeviceStats, DeviceStream, LocalDevice, DEFAULT_MEMORY_PER_SF};
 pub use graph::{TableTask, TaskGraph, GRAPH_VERSION};
+pub use process::{serve, ProcessDevice};
 pub use rule::{Decision, DeviceExec, Limits, OffloadRule};
