@@ -20,7 +20,9 @@ Offload rows (issue 14; `--offload-only` runs just these, on data a full run kep
 every query with `--offload` (AQUOMAN's Table Tasks on the device's own lanes) against the same
 plan without it and DuckDB on its file: wall time, host CPU (the process's getrusage less the
 device lanes' own CPU), host peak RSS (a process per query, VmHWM of /proc/PID/status, which
-counts the binary's code and the mapped column files' pages too) and its peak anonymous part
+counts the binary's code and the mapped column files' pages too) with the device in the
+host's process and in a process of its own (`--device process`; the device process's own peak
+apart), and the host's peak anonymous part
 (RssAnon sampled every millisecond: the heap, what the plan holds), bytes handed to
 the host (DataFusion's scan output without offload; the device's emitted batches with it),
 device CPU and bytes read, and each query's class from `inpath query explain --offload`.
@@ -79,7 +81,7 @@ def peak_rss(cmd):
     RSS, DuckDB loaded: 431 MB.)"""
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     status_path = f"/proc/{proc.pid}/status"
-    hwm = anon = 0
+    hwm = anon = child_hwm = 0
     while True:
         try:
             with open(status_path) as f:
@@ -88,6 +90,13 @@ def peak_rss(cmd):
                         hwm = max(hwm, int(line.split()[1]) * 1024)
                     elif line.startswith("RssAnon:"):
                         anon = max(anon, int(line.split()[1]) * 1024)
+            # A device in a process of its own (--device process): its peak, apart.
+            with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
+                for child in f.read().split():
+                    with open(f"/proc/{child}/status") as c:
+                        for line in c:
+                            if line.startswith("VmHWM:"):
+                                child_hwm = max(child_hwm, int(line.split()[1]) * 1024)
         except OSError:
             pass
         pid, status, _ = os.wait4(proc.pid, os.WNOHANG)
@@ -97,7 +106,7 @@ def peak_rss(cmd):
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         sys.exit(f"query.py: {' '.join(cmd)} failed: {proc.stderr.read().decode()}")
-    return hwm, anon
+    return hwm, anon, child_hwm
 
 
 def offload_runs(dir_, threads, runs, extra=()):
@@ -126,7 +135,8 @@ def offload_rows(report, base, threads, runs, con_file, keys):
                 f"host {sorted(n for n, c in classes.items() if c == 'host')}; thesis limits: full "
                 f"{sorted(n for n, c in thesis_classes.items() if c == 'full')}")
     header = (f"{'q':>3} {'thr':>3} {'class':>7} | {'off s':>7} {'on s':>7} {'sealed on':>9} {'duck s':>7} | "
-              f"{'on/duck':>7} {'host CPU off':>12} {'on':>6} {'RSS off':>8} {'on':>8} {'anon off':>8} {'on':>8} | "
+              f"{'on/duck':>7} {'host CPU off':>12} {'on':>6} {'RSS off':>8} {'on':>8} {'on proc':>8} "
+              f"{'device':>8} {'anon off':>8} {'on':>8} | "
               f"{'to host off':>11} {'on':>9} {'ratio':>7} | {'dev CPU':>7} {'dev read':>9}")
     for t in threads:
         off = offload_runs(plain, t, runs)
@@ -141,7 +151,8 @@ def offload_rows(report, base, threads, runs, con_file, keys):
             o, f, s = off[n], on[n], on_sealed[n]
             rss = {}
             if classes[n] != "host":
-                for mode, extra in [("off", []), ("on", ["--offload"])]:
+                for mode, extra in [("off", []), ("on", ["--offload"]),
+                                    ("process", ["--offload", "--device", "process"])]:
                     rss[mode] = peak_rss([inpath, "query", "tpch", plain, "--queries", str(n),
                                           "--threads", str(t), "--runs", "5", *extra])
             dev = f["device"] or {}
@@ -154,14 +165,18 @@ def offload_rows(report, base, threads, runs, con_file, keys):
                    "duckdb_file_s": duck[n], "host_cpu_off_s": o["host_cpu_seconds"],
                    "host_cpu_on_s": f["host_cpu_seconds"], "rss_off": rss.get("off", (None,))[0], "rss_on": rss.get("on", (None,))[0],
                    "anon_off": rss.get("off", (None, None))[1], "anon_on": rss.get("on", (None, None))[1],
+                   "rss_on_process": rss.get("process", (None,))[0],
+                   "anon_on_process": rss.get("process", (None, None))[1],
+                   "device_process_rss": rss.get("process", (None, None, None))[2],
                    "bytes_to_host_off": sent_off, "bytes_to_host_on": sent_on,
                    "device_cpu_s": dev.get("cpu_seconds"), "device_bytes_read": dev.get("bytes_read"),
                    "device_peak_memory": dev.get("peak_memory"), "groups_spilled": dev.get("groups_spilled")}
             report.rows.append(row)
             ratio = sent_off / sent_on if sent_on else float("inf")
             rss_text = (f"{rss['off'][0] / 2**20:7.0f}M {rss['on'][0] / 2**20:7.0f}M "
+                        f"{rss['process'][0] / 2**20:7.0f}M {rss['process'][2] / 2**20:7.0f}M "
                         f"{rss['off'][1] / 2**20:7.0f}M {rss['on'][1] / 2**20:7.0f}M"
-                        if rss else f"{'-':>8} {'-':>8} {'-':>8} {'-':>8}")
+                        if rss else f"{'-':>8} {'-':>8} {'-':>8} {'-':>8} {'-':>8} {'-':>8}")
             print(f"{n:>3} {t:>3} {classes[n]:>7} | {median(o):7.3f} {median(f):7.3f} {median(s):9.3f} "
                   f"{duck[n]:7.3f} | {median(f) / duck[n]:7.2f} {o['host_cpu_seconds']:12.3f} "
                   f"{f['host_cpu_seconds']:6.3f} {rss_text} | {sent_off / 1e6:10.1f}M {sent_on / 1e6:8.3f}M "
