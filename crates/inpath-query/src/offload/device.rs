@@ -2419,7 +2419,7 @@ impl<'a> Lane<'a> {
                     let codes = dict.keys().values();
                     columns.push(match *rows {
                         Rows::Pick(picks) => arch::gather_i32::run(codes, picks),
-                        Rows::Range(..) => rows.gather(codes, |c| c as i64),
+                        Rows::Range(start, n) => arch::widen_i32::run(&codes[start..start + n]),
                     });
                     sizes.push(Some(dict.values().len()));
                     if self.groups.dictionaries[k].is_none() {
@@ -2615,6 +2615,35 @@ impl<'a> Lane<'a> {
         // once per block where the groups are few.
         let few = single || groups <= FEW_GROUPS || self.block_mask.is_some();
         let mut summed: Vec<(usize, Vec<i128>)> = Vec::new();
+        if few && !single && groups <= arch::MANY_GROUPS {
+            // Every register summed in 64 bits, in one pass over the group ids.
+            let mut regs: Vec<usize> = self
+                .plan
+                .aggs()
+                .iter()
+                .filter_map(|agg| match (agg.func, agg.arg) {
+                    (AggFunc::Sum | AggFunc::Avg, Some(r))
+                        if registers[r].len() >= ids.len()
+                            && sums_in_i64(&registers[r][..ids.len()], bounds[r]) =>
+                    {
+                        Some(r)
+                    }
+                    _ => None,
+                })
+                .collect();
+            regs.sort_unstable();
+            regs.dedup();
+            if regs.len() > 1 {
+                let views: Vec<&[i64]> = regs.iter().map(|&r| &registers[r][..ids.len()]).collect();
+                let mut sums = vec![vec![0i64; groups]; regs.len()];
+                arch::group_sums_many(&ids, &views, &mut sums);
+                summed = regs
+                    .into_iter()
+                    .zip(sums)
+                    .map(|(r, s)| (r, s.into_iter().map(i128::from).collect()))
+                    .collect();
+            }
+        }
         for (a, agg) in self.plan.aggs().iter().enumerate() {
             let acc = &mut self.groups.acc[a];
             let count = &mut self.groups.count[a];
