@@ -8,8 +8,8 @@ use arrow_array::{ArrayRef, Date32Array, Decimal128Array, Int64Array, RecordBatc
 use common::*;
 use datafusion::datasource::MemTable;
 use inpath_query::offload::graph::{
-    Agg, AggFunc, CmpOp, Comparator, MaskSource, Op, Operator, Output, Program, Selector,
-    TableTask, Test,
+    Agg, AggFunc, CmpOp, Comparator, CountGroups, MaskSource, Op, Operator, Output, Program,
+    Selector, TableTask, Test,
 };
 use inpath_query::offload::{serve, Device, LocalDevice, ProcessDevice, TaskGraph, GRAPH_VERSION};
 use inpath_query::sql::OffloadOptions;
@@ -545,6 +545,7 @@ fn the_row_selector_equals_direct_evaluation() {
                 fields: vec![("n".into(), "Int64".into())],
             },
             order: None,
+            count_groups: None,
         };
         let graph = TaskGraph::single(task);
         // The graph survives its JSON form.
@@ -595,6 +596,7 @@ fn bad_graphs_and_budgets_give_clear_errors() {
             fields: vec![("s".into(), "Decimal128(25, 2)".into())],
         },
         order: None,
+        count_groups: None,
     };
     let graph = TaskGraph::single(task.clone());
 
@@ -684,6 +686,7 @@ fn aggregate_over_t(ops: Vec<Op>, aggs: Vec<Agg>, fields: Vec<(String, String)>)
         operator: Operator::Aggregate { aggs },
         output: Output { fields },
         order: None,
+        count_groups: None,
     }
 }
 
@@ -1191,4 +1194,63 @@ fn a_pipe_that_is_not_a_device_is_refused_and_a_device_that_goes_away_fails_its_
         remote.stats(),
         inpath_query::offload::DeviceStats::default()
     );
+}
+
+/// COUNT_GROUPS: `count(DISTINCT x)` grouped by leading keys is counted on the device (the
+/// distinct rows never reach the host) with the host's answers, for any lanes; under a
+/// budget too small for the groups the device declines and the host counts.
+#[test]
+fn count_distinct_is_counted_on_the_device_as_the_host_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let (batch, _) = random_table(dir.path(), 20_000, 13);
+    let reference = in_memory(&batch);
+    let statements = [
+        "SELECT flag, count(DISTINCT qty) FROM t GROUP BY flag",
+        "SELECT flag, count(DISTINCT name) AS c FROM t WHERE qty > 0 GROUP BY flag ORDER BY c \
+         DESC, flag",
+        "SELECT flag, qty, count(DISTINCT day) FROM t WHERE disc < 0.05 GROUP BY flag, qty",
+        "SELECT name, count(DISTINCT flag) FROM t GROUP BY name",
+    ];
+    for (memory, lanes) in [
+        (None, None),
+        (None, Some(1)),
+        (Some(2 << 20), Some(3)),
+        (Some(256 << 10), Some(2)),
+    ] {
+        let on =
+            SqlSession::open_with(dir.path(), &KeyRing::new(), 2, offload(memory, lanes)).unwrap();
+        for sql in statements {
+            let explain = on.explain_offload(sql).unwrap();
+            assert_eq!(explain.class, "full", "{sql}: {:?}", explain.decisions);
+            let last = explain.graphs.last().unwrap().tasks.last().unwrap();
+            assert!(last.count_groups.is_some(), "{sql}: {}", explain.plan);
+            let mut got = rows_text(&on.sql(sql).unwrap().batches);
+            let mut want = reference(sql);
+            if !sql.contains("ORDER BY") {
+                got.sort();
+                want.sort();
+            }
+            assert_eq!(got, want, "{sql}, memory {memory:?}, lanes {lanes:?}");
+        }
+        let s = on.device_stats().unwrap();
+        if memory == Some(256 << 10) {
+            // The name and day groups outgrow 128 KiB a lane: declined, and the host counts
+            // the distinct rows of the plan it replaced (whose device group-by spills).
+            assert!(s.graphs_refused > 0, "{s:?}");
+        } else {
+            assert_eq!((s.graphs_refused, s.groups_spilled), (0, 0), "{s:?}");
+        }
+    }
+
+    // Only the last task's group-by without aggregates, of one key more, counts groups.
+    let reader = Arc::new(TableReader::open(&dir.path().join("t"), &KeyRing::new()).unwrap());
+    let device = LocalDevice::new(HashMap::from([("t".to_string(), reader)]), 2, 64 << 20).unwrap();
+    let mut task = sum_over_t(vec![Op::Load { column: 0 }], 0, 2);
+    task.count_groups = Some(CountGroups { keys: 0 });
+    let e = device
+        .submit(&TaskGraph::single(task))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("counts groups"), "{e}");
 }

@@ -12,9 +12,9 @@ use serde::{Deserialize, Serialize};
 
 /// The graph format this build writes and the newest it reads.
 /// Version 2 added joins (`Join`, `Op::Fetch`, `GroupKey::Build`) and the build tasks'
-/// `keep` lists; version 3 added SORT and TOPK (`TableTask::order`). Older graphs read
-/// unchanged.
-pub const GRAPH_VERSION: u32 = 3;
+/// `keep` lists; version 3 added SORT and TOPK (`TableTask::order`); version 4 the count of
+/// groups (`TableTask::count_groups`). Older graphs read unchanged.
+pub const GRAPH_VERSION: u32 = 4;
 
 /// A Table Task graph.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -201,6 +201,22 @@ impl TaskGraph {
             if task.output.fields.is_empty() {
                 return Err(bad(format!("task {t} outputs no column")));
             }
+            if let Some(c) = task.count_groups {
+                let last = t + 1 == self.tasks.len();
+                let fits = match &task.operator {
+                    Operator::AggregateGroupBy { keys, aggs } => {
+                        aggs.is_empty() && keys.len() == c.keys + 1
+                    }
+                    _ => false,
+                };
+                if !last || !fits || task.order.is_some() {
+                    return Err(bad(format!(
+                        "task {t} counts groups by {} keys: only the last task's                          AGGREGATE_GROUPBY of {} keys and no aggregate, unsorted, counts its                          groups",
+                        c.keys,
+                        c.keys + 1
+                    )));
+                }
+            }
             if let Some(order) = &task.order {
                 if t + 1 != self.tasks.len() || task.operator == Operator::Nop {
                     return Err(bad(format!(
@@ -279,6 +295,22 @@ pub struct TableTask {
     /// and cut to the first `limit` (TOPK) before they go to the host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub order: Option<Order>,
+    /// The last task only, an AGGREGATE_GROUPBY without aggregates (its groups are the
+    /// distinct rows of its keys): its groups merged across the lanes into the SQL's groups,
+    /// then counted by their first `keys` output columns. The rows sent are those columns and
+    /// the count (`Int64`) of groups whose next column is not null: a `count(DISTINCT x)`
+    /// grouped by the leading keys (TPC-H Q16's supplier count), whose distinct rows never
+    /// cross to the host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count_groups: Option<CountGroups>,
+}
+
+/// COUNT_GROUPS: see [`TableTask::count_groups`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CountGroups {
+    /// The leading output columns the groups are counted by; the column after them is the
+    /// one counted.
+    pub keys: usize,
 }
 
 /// SORT (no limit) or TOPK (a limit) over the last task's output rows. The host still sorts
@@ -715,6 +747,7 @@ mod tests {
                 fields: vec![("x".into(), "Int64".into())],
             },
             order: None,
+            count_groups: None,
         }
     }
 

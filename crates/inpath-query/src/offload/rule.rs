@@ -11,8 +11,8 @@
 
 use super::device::Device;
 use super::graph::{
-    Agg, AggFunc, CmpOp, Comparator, GroupKey, Join, JoinKind, JoinMethod, MaskSource, Op,
-    Operator, Order, Output, Program, Selector, SortKey, Source, TableTask, TaskGraph, Test,
+    Agg, AggFunc, CmpOp, Comparator, CountGroups, GroupKey, Join, JoinKind, JoinMethod, MaskSource,
+    Op, Operator, Order, Output, Program, Selector, SortKey, Source, TableTask, TaskGraph, Test,
 };
 use crate::format::LogicalType;
 use crate::reader::TableReader;
@@ -158,6 +158,19 @@ impl PhysicalOptimizerRule for OffloadRule {
                     agg.input_schema(),
                 )?)
             } else if *agg.mode() == AggregateMode::Partial {
+                if let Some(exec) = counted_groups(agg) {
+                    let mut decisions = self.decisions.lock().unwrap_or_else(|e| e.into_inner());
+                    decisions.push(Decision {
+                        table: exec.graph.tasks.last().map(|t| t.table.clone()),
+                        declined: None,
+                        limits_hit: Vec::new(),
+                    });
+                    return Ok(Transformed::new(
+                        Arc::new(exec),
+                        true,
+                        TreeNodeRecursion::Continue,
+                    ));
+                }
                 Arc::new(agg.clone())
             } else {
                 return Ok(Transformed::no(node));
@@ -267,6 +280,76 @@ impl PhysicalOptimizerRule for OffloadRule {
     }
 }
 
+/// COUNT_GROUPS: a Partial `count(x)` grouped by columns `0..k` over a Final aggregate
+/// without aggregates grouped by columns `0..=k` (x the last: DataFusion's plan of
+/// `count(DISTINCT x)`) over a [`DeviceExec`] whose groups are those distinct rows. The device
+/// then merges its lanes' groups and counts them itself, emitting the Partial count's schema:
+/// the distinct rows never cross to the host. The host plan stays as the fallback.
+fn counted_groups(agg: &AggregateExec) -> Option<DeviceExec> {
+    let is_column = |e: &Arc<dyn PhysicalExpr>, i: usize| {
+        e.downcast_ref::<PColumn>().is_some_and(|c| c.index() == i)
+    };
+    let groups = agg.group_expr();
+    let k = groups.expr().len();
+    let [count] = agg.aggr_expr() else {
+        return None;
+    };
+    let plain_count = count.fun().name() == "count"
+        && !count.is_distinct()
+        && count.order_bys().is_empty()
+        && matches!(count.expressions().as_slice(), [x] if is_column(x, k));
+    if k == 0
+        || groups.has_grouping_set()
+        || agg.filter_expr().iter().any(Option::is_some)
+        || !plain_count
+        || !groups
+            .expr()
+            .iter()
+            .enumerate()
+            .all(|(i, (e, _))| is_column(e, i))
+    {
+        return None;
+    }
+    let distinct = agg.input().downcast_ref::<AggregateExec>()?;
+    let inner = distinct.group_expr();
+    if !matches!(
+        distinct.mode(),
+        AggregateMode::Final | AggregateMode::FinalPartitioned
+    ) || !distinct.aggr_expr().is_empty()
+        || inner.has_grouping_set()
+        || inner.expr().len() != k + 1
+        || !inner
+            .expr()
+            .iter()
+            .enumerate()
+            .all(|(i, (e, _))| is_column(e, i))
+    {
+        return None;
+    }
+    let mut below = distinct.input();
+    while let Some(input) = passed_through(below) {
+        below = input;
+    }
+    let d = below.downcast_ref::<DeviceExec>()?;
+    let counted = |graph: &TaskGraph| -> Option<TaskGraph> {
+        let mut graph = graph.clone();
+        let task = graph.tasks.last_mut()?;
+        if task.order.is_some() || task.count_groups.is_some() {
+            return None;
+        }
+        task.count_groups = Some(CountGroups { keys: k });
+        graph.check().is_ok().then_some(graph)
+    };
+    let graph = counted(&d.graph)?;
+    Some(DeviceExec::new(
+        d.device.clone(),
+        graph,
+        d.alternate.as_ref().and_then(counted),
+        agg.schema(),
+        Some(Arc::new(agg.clone())),
+    ))
+}
+
 /// `node` with the [`DeviceExec`] below it sorting its groups by `keys` (columns of `node`'s
 /// output) and keeping the first `limit`, when every node between passes the groups on
 /// unchanged (Final aggregates, column projections, repartitions); none otherwise. Keys
@@ -296,7 +379,8 @@ fn ordered_device(
         let ordered = |graph: &TaskGraph| -> Option<TaskGraph> {
             let mut graph = graph.clone();
             let task = graph.tasks.last_mut()?;
-            if task.operator == Operator::Nop || task.order.is_some() {
+            if task.operator == Operator::Nop || task.order.is_some() || task.count_groups.is_some()
+            {
                 return None;
             }
             task.order = Some(order.clone());
@@ -613,6 +697,7 @@ fn chain_for(node: &Arc<dyn ExecutionPlan>, orient: Orient) -> Result<Chain, Str
             keep: Vec::new(),
             output: Output { fields: Vec::new() },
             order: None,
+            count_groups: None,
         };
         return Ok(Chain {
             tasks: vec![task],
@@ -1793,6 +1878,9 @@ impl DisplayAs for DeviceExec {
                 Some(k) => write!(f, ", TOPK {k} by [{}]", keys.join(", "))?,
                 None => write!(f, ", SORT by [{}]", keys.join(", "))?,
             }
+        }
+        if let Some(c) = task.count_groups {
+            write!(f, ", COUNT_GROUPS by the first {} keys", c.keys)?;
         }
         if let Some(alt) = self.alternate.as_ref().and_then(|g| g.tasks.last()) {
             let joined: Vec<String> = alt
