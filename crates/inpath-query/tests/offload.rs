@@ -1211,14 +1211,16 @@ fn count_distinct_is_counted_on_the_device_as_the_host_counts() {
         "SELECT flag, qty, count(DISTINCT day) FROM t WHERE disc < 0.05 GROUP BY flag, qty",
         "SELECT name, count(DISTINCT flag) FROM t GROUP BY name",
     ];
-    for (memory, lanes) in [
-        (None, None),
-        (None, Some(1)),
-        (Some(2 << 20), Some(3)),
-        (Some(256 << 10), Some(2)),
+    // One thread plans Single aggregates (split around the device), two Partial ones.
+    for (memory, lanes, threads) in [
+        (None, None, 2),
+        (None, Some(1), 1),
+        (Some(2 << 20), Some(3), 2),
+        (Some(256 << 10), Some(2), 2),
     ] {
         let on =
-            SqlSession::open_with(dir.path(), &KeyRing::new(), 2, offload(memory, lanes)).unwrap();
+            SqlSession::open_with(dir.path(), &KeyRing::new(), threads, offload(memory, lanes))
+                .unwrap();
         for sql in statements {
             let explain = on.explain_offload(sql).unwrap();
             assert_eq!(explain.class, "full", "{sql}: {:?}", explain.decisions);

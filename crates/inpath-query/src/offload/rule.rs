@@ -158,23 +158,38 @@ impl PhysicalOptimizerRule for OffloadRule {
                     agg.input_schema(),
                 )?)
             } else if *agg.mode() == AggregateMode::Partial {
-                if let Some(exec) = counted_groups(agg) {
-                    let mut decisions = self.decisions.lock().unwrap_or_else(|e| e.into_inner());
-                    decisions.push(Decision {
-                        table: exec.graph.tasks.last().map(|t| t.table.clone()),
-                        declined: None,
-                        limits_hit: Vec::new(),
-                    });
-                    return Ok(Transformed::new(
-                        Arc::new(exec),
-                        true,
-                        TreeNodeRecursion::Continue,
-                    ));
-                }
                 Arc::new(agg.clone())
             } else {
                 return Ok(Transformed::no(node));
             };
+            // The final host aggregate above a device's Partial, for a Single aggregate.
+            let finish = |exec: Arc<dyn ExecutionPlan>| -> DfResult<Arc<dyn ExecutionPlan>> {
+                Ok(if single {
+                    Arc::new(AggregateExec::try_new(
+                        AggregateMode::Final,
+                        agg.group_expr().as_final(),
+                        agg.aggr_expr().to_vec(),
+                        agg.filter_expr().to_vec(),
+                        exec,
+                        agg.input_schema(),
+                    )?)
+                } else {
+                    exec
+                })
+            };
+            if let Some(exec) = counted_groups(&partial) {
+                let mut decisions = self.decisions.lock().unwrap_or_else(|e| e.into_inner());
+                decisions.push(Decision {
+                    table: exec.graph.tasks.last().map(|t| t.table.clone()),
+                    declined: None,
+                    limits_hit: Vec::new(),
+                });
+                return Ok(Transformed::new(
+                    finish(Arc::new(exec))?,
+                    true,
+                    TreeNodeRecursion::Continue,
+                ));
+            }
             let (table, result) = aggregate_graph(&partial, Orient::Planner);
             // Joins with the larger tables streaming: the graph run when the device cannot
             // hold the first one's builds.
@@ -216,19 +231,11 @@ impl PhysicalOptimizerRule for OffloadRule {
                         partial.schema(),
                         Some(host),
                     ));
-                    let exec: Arc<dyn ExecutionPlan> = if single {
-                        Arc::new(AggregateExec::try_new(
-                            AggregateMode::Final,
-                            agg.group_expr().as_final(),
-                            agg.aggr_expr().to_vec(),
-                            agg.filter_expr().to_vec(),
-                            exec,
-                            agg.input_schema(),
-                        )?)
-                    } else {
-                        exec
-                    };
-                    Ok(Transformed::new(exec, true, TreeNodeRecursion::Continue))
+                    Ok(Transformed::new(
+                        finish(exec)?,
+                        true,
+                        TreeNodeRecursion::Continue,
+                    ))
                 }
                 Err(reason) => {
                     decisions.push(Decision {
