@@ -570,9 +570,7 @@ fn the_row_selector_equals_direct_evaluation() {
 #[test]
 fn bad_graphs_and_budgets_give_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
-    random_table(dir.path(), 3_000, 3);
-    let reader = Arc::new(TableReader::open(&dir.path().join("t"), &KeyRing::new()).unwrap());
-    let tables = HashMap::from([("t".to_string(), reader)]);
+    let tables = t_tables(dir.path(), 3);
     let device = LocalDevice::new(tables.clone(), 2, 64 << 20).unwrap();
     let task = TableTask {
         table: "t".into(),
@@ -1032,6 +1030,13 @@ fn packed_pages_load_exactly_at_the_edges_of_64_bits() {
     assert!(e.contains("64-bit range"), "{e}");
 }
 
+/// Table `t` of `random_table` (3,000 rows) under `dir`, as a device's tables.
+fn t_tables(dir: &Path, seed: u64) -> HashMap<String, Arc<TableReader>> {
+    random_table(dir, 3_000, seed);
+    let reader = Arc::new(TableReader::open(&dir.join("t"), &KeyRing::new()).unwrap());
+    HashMap::from([("t".to_string(), reader)])
+}
+
 /// A device served over a pipe (as `--device process` serves one) and its host's end.
 fn piped(device: LocalDevice) -> ProcessDevice {
     let (from_host, to_device) = std::io::pipe().unwrap();
@@ -1043,9 +1048,7 @@ fn piped(device: LocalDevice) -> ProcessDevice {
 #[test]
 fn a_device_over_a_pipe_answers_as_the_local_one_declines_and_cancels_alike() {
     let dir = tempfile::tempdir().unwrap();
-    random_table(dir.path(), 3_000, 5);
-    let reader = Arc::new(TableReader::open(&dir.path().join("t"), &KeyRing::new()).unwrap());
-    let tables = HashMap::from([("t".to_string(), reader)]);
+    let tables = t_tables(dir.path(), 5);
     let local = LocalDevice::new(tables.clone(), 2, 64 << 20).unwrap();
     let remote = piped(LocalDevice::new(tables.clone(), 2, 64 << 20).unwrap());
     assert_eq!(remote.memory_budget(), 64 << 20);
@@ -1159,9 +1162,7 @@ fn a_pipe_that_is_not_a_device_is_refused_and_a_device_that_goes_away_fails_its_
 
     // A device whose pipe breaks: its graphs end with an error naming that, never hang.
     let dir = tempfile::tempdir().unwrap();
-    random_table(dir.path(), 3_000, 6);
-    let reader = Arc::new(TableReader::open(&dir.path().join("t"), &KeyRing::new()).unwrap());
-    let device = LocalDevice::new(HashMap::from([("t".to_string(), reader)]), 2, 64 << 20).unwrap();
+    let device = LocalDevice::new(t_tables(dir.path(), 6), 2, 64 << 20).unwrap();
     let (from_host, to_device) = std::io::pipe().unwrap();
     let (from_device, to_host) = std::io::pipe().unwrap();
     // The device side answers hello and then reads one frame and stops (as a process that

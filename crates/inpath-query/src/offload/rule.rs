@@ -296,6 +296,14 @@ fn counted_groups(agg: &AggregateExec) -> Option<DeviceExec> {
     let is_column = |e: &Arc<dyn PhysicalExpr>, i: usize| {
         e.downcast_ref::<PColumn>().is_some_and(|c| c.index() == i)
     };
+    // Grouped by the input's leading columns, in order, without grouping sets.
+    let by_leading_columns = |g: &datafusion::physical_plan::aggregates::PhysicalGroupBy| {
+        !g.has_grouping_set()
+            && g.expr()
+                .iter()
+                .enumerate()
+                .all(|(i, (e, _))| is_column(e, i))
+    };
     let groups = agg.group_expr();
     let k = groups.expr().len();
     let [count] = agg.aggr_expr() else {
@@ -306,14 +314,9 @@ fn counted_groups(agg: &AggregateExec) -> Option<DeviceExec> {
         && count.order_bys().is_empty()
         && matches!(count.expressions().as_slice(), [x] if is_column(x, k));
     if k == 0
-        || groups.has_grouping_set()
         || agg.filter_expr().iter().any(Option::is_some)
         || !plain_count
-        || !groups
-            .expr()
-            .iter()
-            .enumerate()
-            .all(|(i, (e, _))| is_column(e, i))
+        || !by_leading_columns(groups)
     {
         return None;
     }
@@ -323,13 +326,8 @@ fn counted_groups(agg: &AggregateExec) -> Option<DeviceExec> {
         distinct.mode(),
         AggregateMode::Final | AggregateMode::FinalPartitioned
     ) || !distinct.aggr_expr().is_empty()
-        || inner.has_grouping_set()
         || inner.expr().len() != k + 1
-        || !inner
-            .expr()
-            .iter()
-            .enumerate()
-            .all(|(i, (e, _))| is_column(e, i))
+        || !by_leading_columns(inner)
     {
         return None;
     }
