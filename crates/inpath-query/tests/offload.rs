@@ -248,6 +248,63 @@ fn joins_on_the_device_equal_the_host_for_any_lanes_and_fall_back_when_builds_ou
     assert_eq!(s.graphs_refused, 1, "{s:?}");
 }
 
+/// Semi and anti joins with a residual `<>` (Q21's shape): the device keeps one row per run of
+/// equal keys with its first value and whether another followed, and answers as the host does,
+/// for builds in key order (lineitem by orderkey) and not (orders by custkey), for any lanes,
+/// and under a budget that cannot hold them (the host answers).
+#[test]
+fn residual_semi_and_anti_joins_equal_the_host_for_any_lanes_and_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    gen(dir.path(), 0.01, plain(), 4096);
+    let off = SqlSession::open(dir.path(), &KeyRing::new(), 2).unwrap();
+    let statements = [
+        "SELECT count(*) AS n, sum(l1.l_quantity) AS q FROM lineitem l1 WHERE \
+         l1.l_receiptdate > l1.l_commitdate AND EXISTS (SELECT * FROM lineitem l2 WHERE \
+         l2.l_orderkey = l1.l_orderkey AND l2.l_suppkey <> l1.l_suppkey) AND NOT EXISTS \
+         (SELECT * FROM lineitem l3 WHERE l3.l_orderkey = l1.l_orderkey AND l3.l_suppkey <> \
+         l1.l_suppkey AND l3.l_receiptdate > l3.l_commitdate)",
+        "SELECT o_orderpriority, count(*) AS n FROM orders o WHERE EXISTS (SELECT * FROM orders \
+         o2 WHERE o2.o_custkey = o.o_custkey AND o2.o_orderkey <> o.o_orderkey AND \
+         o2.o_orderdate < DATE '1993-01-01') GROUP BY o_orderpriority",
+        "SELECT count(*) AS n, sum(ps_availqty) AS a FROM partsupp ps WHERE NOT EXISTS (SELECT * \
+         FROM partsupp p2 WHERE p2.ps_partkey = ps.ps_partkey AND p2.ps_suppkey <> \
+         ps.ps_suppkey AND p2.ps_availqty > 9000)",
+    ];
+    for text in statements {
+        let want = off.sql(text).unwrap();
+        let w = rows_text(&want.batches);
+        assert!(w.iter().all(|r| !r.starts_with("0|")), "{text}: {w:?}");
+        for (memory, lanes) in [(None, 1), (None, 3), (Some(256 << 10), 2)] {
+            let on =
+                SqlSession::open_with(dir.path(), &KeyRing::new(), 2, offload(memory, Some(lanes)))
+                    .unwrap();
+            assert_eq!(on.explain_offload(text).unwrap().class, "full", "{text}");
+            let got = on.sql(text).unwrap();
+            let (mut g, mut w) = (rows_text(&got.batches), w.clone());
+            g.sort();
+            w.sort();
+            same_rows(&g, &w, &format!("{text}, lanes {lanes}, memory {memory:?}"));
+            let s = on.device_stats().unwrap();
+            if memory.is_some() {
+                assert!(s.graphs_refused >= 1, "{s:?}");
+            } else {
+                assert!(s.bytes_sent > 0 && s.rows_kept > 0, "{text}: {s:?}");
+            }
+        }
+    }
+    // The residual's columns stay with the build rows, not the keys alone.
+    let on = SqlSession::open_with(dir.path(), &KeyRing::new(), 2, offload(None, None)).unwrap();
+    let graph = &on.explain_offload(statements[0]).unwrap().graphs[0];
+    let residuals = graph
+        .tasks
+        .iter()
+        .flat_map(|t| &t.joins)
+        .filter(|j| j.residual.is_some())
+        .count();
+    assert_eq!(residuals, 2, "{}", graph.to_json());
+    assert_eq!(graph.version, GRAPH_VERSION);
+}
+
 /// Writes `batch` as table `t` under `dir` in pages of `rows_per_page` rows; returns its path.
 fn write_t(dir: &Path, batch: &RecordBatch, rows_per_page: usize) -> std::path::PathBuf {
     let table = dir.join("t");

@@ -6,7 +6,10 @@ use super::graph::{
     Agg, AggFunc, CmpOp, Comparator, GroupKey, MaskSource, Op, Operator, Order, SortKey, Source,
     TableTask, TaskGraph, Test,
 };
-use super::join::{pack_keys, read_places, Built, Ints, Kept, Places};
+use super::join::{
+    encode_residual, pack_keys, read_places, residual_first, residual_several, Built, Ints, Kept,
+    Places,
+};
 use crate::arch;
 use crate::error::{Error, Result};
 use crate::format::LogicalType;
@@ -192,15 +195,29 @@ impl LocalDevice {
         reserve: u64,
     ) -> Result<Built> {
         let (keys, method) = (&join.build_keys, join.method);
-        let presence_only = join.kind != super::graph::JoinKind::Inner;
+        // A residual condition reads the build rows' values: no presence bitmap then.
+        let presence_only = join.kind != super::graph::JoinKind::Inner && join.residual.is_none();
         let builds = join_builds(task, built)?;
         let held: u64 = built.iter().flatten().map(|b| b.bytes()).sum();
         let reader = self.reader(&task.table)?;
         let schema = Arc::new(Schema::empty());
         let mut plan = Prepared::new(reader, task.clone(), schema, builds)?;
         // A semi or anti join needs each key once: lanes drop a row whose keys repeat the
-        // row before (a table in key order keeps one row per key).
+        // row before (a table in key order keeps one row per key). With a residual
+        // condition, one row per run of equal keys, summarizing the run's values.
         plan.distinct = presence_only;
+        if let Some(r) = &join.residual {
+            if !plan.origins.is_empty() || !plan.keep_as.iter().all(|k| matches!(k, KeepAs::Int(_)))
+            {
+                return Err(Error::DeviceDeclined {
+                    detail: format!(
+                        "a residual join condition on columns of {} not kept by value",
+                        task.table
+                    ),
+                });
+            }
+            plan.summarize = Some(r.build);
+        }
         let pages = plan.pruned_pages()?;
         let total = plan.reader.page_count() as u64;
         Counters::add(&self.counters.pages_skipped, total - pages.len() as u64);
@@ -298,6 +315,25 @@ impl LocalDevice {
             });
         }
         Ok(b)
+    }
+}
+
+/// Runs `body`; if it panics, the stream gets an error naming `what` instead of ending as if
+/// complete (a lane that dies must never look like a lane that found nothing).
+fn failing_loudly(
+    tx: &std::sync::mpsc::SyncSender<Result<RecordBatch>>,
+    what: &str,
+    body: impl FnOnce(),
+) {
+    if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
+        let why = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        let _ = tx.send(Err(Error::Offload {
+            detail: format!("{what} failed: {why}"),
+        }));
     }
 }
 
@@ -442,7 +478,7 @@ impl Device for LocalDevice {
             columns.extend(task.transformer.columns());
             columns.extend(task.flags.iter().flat_map(Comparator::columns));
             columns.extend(task.joins.iter().flat_map(|j| {
-                j.probe_keys.iter().filter_map(|k| match k {
+                j.probe_sources().filter_map(|k| match k {
                     Source::Column(c) => Some(*c),
                     _ => None,
                 })
@@ -533,10 +569,12 @@ impl Device for LocalDevice {
                 std::thread::Builder::new()
                     .name("inpath-device-sort".into())
                     .spawn(move || {
-                        let cpu = inpath_core::thread_cpu_seconds();
-                        finish_groups(&plan.plan, order.as_ref(), grx, lanes, &counters, &tx);
-                        let used = (inpath_core::thread_cpu_seconds() - cpu).max(0.0);
-                        Counters::add(&counters.cpu_micros, (used * 1e6) as u64);
+                        failing_loudly(&tx.clone(), "the device's sorter", move || {
+                            let cpu = inpath_core::thread_cpu_seconds();
+                            finish_groups(&plan.plan, order.as_ref(), grx, lanes, &counters, &tx);
+                            let used = (inpath_core::thread_cpu_seconds() - cpu).max(0.0);
+                            Counters::add(&counters.cpu_micros, (used * 1e6) as u64);
+                        })
                     })
                     .map_err(|e| Error::Offload {
                         detail: format!("cannot start the device's sorter: {e}"),
@@ -562,28 +600,33 @@ impl Device for LocalDevice {
             std::thread::Builder::new()
                 .name("inpath-device".into())
                 .spawn(move || {
-                    let cpu = inpath_core::thread_cpu_seconds();
-                    let mut lane = Lane::new(&plan.plan, &counters, lane_budget);
-                    let result = lane.run(&run, &cancel, &mut |batch| {
-                        Counters::add(&counters.bytes_sent, batch.get_array_memory_size() as u64);
-                        tx.send(Ok(batch)).is_ok()
-                    });
-                    if let (Ok(()), Some(finisher)) = (&result, finisher) {
-                        let groups = std::mem::replace(&mut lane.groups, Groups::new(0, 0));
-                        let _ = finisher.send((groups, lane.spilled));
-                    }
-                    lane.release();
-                    if let Err(e) = result {
-                        if matches!(e, Error::DeviceDeclined { .. }) {
-                            Counters::add(&counters.graphs_refused, 1);
-                            if let Ok(mut d) = declined.lock() {
-                                d.insert(text.as_ref().clone());
-                            }
+                    failing_loudly(&tx.clone(), "a device lane", move || {
+                        let cpu = inpath_core::thread_cpu_seconds();
+                        let mut lane = Lane::new(&plan.plan, &counters, lane_budget);
+                        let result = lane.run(&run, &cancel, &mut |batch| {
+                            Counters::add(
+                                &counters.bytes_sent,
+                                batch.get_array_memory_size() as u64,
+                            );
+                            tx.send(Ok(batch)).is_ok()
+                        });
+                        if let (Ok(()), Some(finisher)) = (&result, finisher) {
+                            let groups = std::mem::replace(&mut lane.groups, Groups::new(0, 0));
+                            let _ = finisher.send((groups, lane.spilled));
                         }
-                        let _ = tx.send(Err(e));
-                    }
-                    let used = (inpath_core::thread_cpu_seconds() - cpu).max(0.0);
-                    Counters::add(&counters.cpu_micros, (used * 1e6) as u64);
+                        lane.release();
+                        if let Err(e) = result {
+                            if matches!(e, Error::DeviceDeclined { .. }) {
+                                Counters::add(&counters.graphs_refused, 1);
+                                if let Ok(mut d) = declined.lock() {
+                                    d.insert(text.as_ref().clone());
+                                }
+                            }
+                            let _ = tx.send(Err(e));
+                        }
+                        let used = (inpath_core::thread_cpu_seconds() - cpu).max(0.0);
+                        Counters::add(&counters.cpu_micros, (used * 1e6) as u64);
+                    })
                 })
                 .map_err(|e| Error::Offload {
                     detail: format!("cannot start a device lane: {e}"),
@@ -869,6 +912,10 @@ struct Prepared {
     /// A build for a semi or anti join: rows repeating the previous row's kept values are
     /// dropped.
     distinct: bool,
+    /// A build for a semi or anti join with a residual condition on kept column `c`: one row
+    /// per run of equal keys (every other kept column), `c` holding the run's first value
+    /// and whether another followed (see `join::encode_residual`).
+    summarize: Option<usize>,
 }
 
 /// How a build task keeps a column.
@@ -952,7 +999,7 @@ impl Prepared {
         let sources = task
             .joins
             .iter()
-            .flat_map(|j| j.probe_keys.iter().copied())
+            .flat_map(|j| j.probe_sources().copied())
             .chain(task.keep.iter().copied());
         let mut program_columns: Vec<usize> = task.transformer.columns();
         program_columns.extend(task.flags.iter().flat_map(Comparator::columns));
@@ -982,7 +1029,7 @@ impl Prepared {
                 || task
                     .joins
                     .iter()
-                    .flat_map(|j| j.probe_keys.iter())
+                    .flat_map(|j| j.probe_sources())
                     .chain(task.keep.iter())
                     .any(|s| *s == Source::Column(c))
         };
@@ -1099,6 +1146,7 @@ impl Prepared {
             keep_as,
             origins,
             distinct: false,
+            summarize: None,
         })
     }
 
@@ -2046,9 +2094,8 @@ impl<'a> Lane<'a> {
             } else {
                 let mut picked: Vec<u32> = sel.unwrap_or_else(|| (0..rows as u32).collect());
                 for (j, join) in plan.task.joins.iter().enumerate() {
-                    let mut parts: Vec<Vec<i64>> = Vec::with_capacity(join.probe_keys.len());
-                    for key in &join.probe_keys {
-                        parts.push(match *key {
+                    let values = |src: &Source, matched: &[Vec<u32>]| -> Result<Vec<i64>> {
+                        Ok(match *src {
                             Source::Flag(f) => {
                                 flag_values(&self.flag_words[f], &Rows::Pick(&picked))
                             }
@@ -2058,12 +2105,28 @@ impl<'a> Lane<'a> {
                             Source::Build { join: k, column } => {
                                 plan.builds[k].ints(column)?.gather(&matched[k])
                             }
-                        });
+                        })
+                    };
+                    let mut parts: Vec<Vec<i64>> = Vec::with_capacity(join.probe_keys.len());
+                    for key in &join.probe_keys {
+                        parts.push(values(key, &matched)?);
                     }
                     // A probe key beyond what packs cannot equal any build key (they all pack).
                     let (keys, packs) = pack_keys(parts);
-                    let (take, build_rows) =
-                        plan.builds[j].probe(&keys, packs.as_deref(), join.kind);
+                    let (take, build_rows) = match &join.residual {
+                        None => plan.builds[j].probe(&keys, packs.as_deref(), join.kind),
+                        Some(r) => {
+                            let v = values(&r.probe, &matched)?;
+                            let take = plan.builds[j].probe_residual(
+                                &keys,
+                                packs.as_deref(),
+                                join.kind,
+                                &v,
+                                r.build,
+                            )?;
+                            (take, Vec::new())
+                        }
+                    };
                     picked = take.iter().map(|&i| picked[i as usize]).collect();
                     for m in matched.iter_mut().filter(|m| !m.is_empty()) {
                         *m = take.iter().map(|&i| m[i as usize]).collect();
@@ -2253,6 +2316,75 @@ impl<'a> Lane<'a> {
         }
     }
 
+    /// A residual build's block of rows as one row per run of equal keys (every kept column
+    /// but `value`), continuing the run the lane kept last: the run's first value, marked when
+    /// another value follows in it (`join::encode_residual`).
+    fn summarize_runs(
+        &mut self,
+        columns: Vec<(usize, Vec<i64>)>,
+        value: usize,
+    ) -> Result<Vec<(usize, Vec<i64>)>> {
+        let Some(v) = columns.iter().position(|(c, _)| *c == value) else {
+            return Ok(columns);
+        };
+        let n = columns[v].1.len();
+        let mut out: Vec<(usize, Vec<i64>)> =
+            columns.iter().map(|(c, _)| (*c, Vec::new())).collect();
+        for i in 0..n {
+            let x = columns[v].1[i];
+            let same_key = |row: &dyn Fn(usize) -> Option<i64>| {
+                columns
+                    .iter()
+                    .enumerate()
+                    .filter(|&(k, _)| k != v)
+                    .all(|(k, (_, vals))| row(k) == Some(vals[i]))
+            };
+            let in_block = !out[v].1.is_empty();
+            let continues = if in_block {
+                same_key(&|k| out[k].1.last().copied())
+            } else {
+                same_key(&|k| self.kept_ints[columns[k].0].last())
+            };
+            if continues {
+                let first = if in_block {
+                    out[v].1.last().copied()
+                } else {
+                    self.kept_ints[value].last()
+                };
+                let Some(first) = first else { continue };
+                if residual_first(first) != x && !residual_several(first) {
+                    let marked = first | 1;
+                    if in_block {
+                        if let Some(last) = out[v].1.last_mut() {
+                            *last = marked;
+                        }
+                    } else {
+                        let before = self.kept_ints[value].bytes();
+                        self.kept_ints[value].set_last(marked);
+                        let grown = (self.kept_ints[value].bytes() - before) as u64;
+                        self.kept_bytes += grown;
+                        self.counters.hold(grown);
+                    }
+                }
+                continue;
+            }
+            for (k, (_, vals)) in columns.iter().enumerate() {
+                let x = if k == v {
+                    encode_residual(vals[i]).ok_or_else(|| Error::DeviceDeclined {
+                        detail: format!(
+                            "a residual join value {} beyond what the device keeps (+-2^62)",
+                            vals[i]
+                        ),
+                    })?
+                } else {
+                    vals[i]
+                };
+                out[k].1.push(x);
+            }
+        }
+        Ok(out)
+    }
+
     /// Adds a block of rows to what a build task keeps.
     fn keep(
         &mut self,
@@ -2291,7 +2423,9 @@ impl<'a> Lane<'a> {
             };
             columns.push((c, values));
         }
-        if plan.distinct && plan.origins.is_empty() && !columns.is_empty() {
+        if let Some(v) = plan.summarize {
+            columns = self.summarize_runs(columns, v)?;
+        } else if plan.distinct && plan.origins.is_empty() && !columns.is_empty() {
             // Rows equal to the row before them (the last kept, across blocks) are dropped.
             let n = columns[0].1.len();
             let same_as = |i: usize, j: usize| columns.iter().all(|(_, v)| v[i] == v[j]);

@@ -13,8 +13,9 @@ use serde::{Deserialize, Serialize};
 /// The graph format this build writes and the newest it reads.
 /// Version 2 added joins (`Join`, `Op::Fetch`, `GroupKey::Build`) and the build tasks'
 /// `keep` lists; version 3 added SORT and TOPK (`TableTask::order`); version 4 the count of
-/// groups (`TableTask::count_groups`). Older graphs read unchanged.
-pub const GRAPH_VERSION: u32 = 4;
+/// groups (`TableTask::count_groups`); version 5 semi and anti joins with a residual
+/// condition (`Join::residual`). Older graphs read unchanged.
+pub const GRAPH_VERSION: u32 = 5;
 
 /// A Table Task graph.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -112,13 +113,28 @@ impl TaskGraph {
                         )));
                     }
                 }
-                for key in &join.probe_keys {
+                for key in join.probe_sources() {
                     if let Source::Build { join: k, .. } = *key {
                         if k >= j {
                             return Err(bad(format!(
                                 "task {t}, join {j}: its key comes from join {k}, not before it"
                             )));
                         }
+                    }
+                }
+                if let Some(r) = &join.residual {
+                    if join.kind == JoinKind::Inner {
+                        return Err(bad(format!(
+                            "task {t}, join {j}: a residual condition on an inner join (semi \
+                             and anti joins only)"
+                        )));
+                    }
+                    if r.build >= build.keep.len() || join.build_keys.contains(&r.build) {
+                        return Err(bad(format!(
+                            "task {t}, join {j}: residual build column {} is not a column task \
+                             {} keeps beside its keys",
+                            r.build, join.build
+                        )));
                     }
                 }
             }
@@ -145,6 +161,16 @@ impl TaskGraph {
                         return Err(bad(format!(
                             "task {t} fetches column {column} of join {join}, which is not an \
                              inner join of {joins} with that column"
+                        )));
+                    }
+                }
+            }
+            for (j, join) in task.joins.iter().enumerate() {
+                for s in join.probe_sources() {
+                    if !source_ok(s) {
+                        return Err(bad(format!(
+                            "task {t}, join {j} reads {s:?}, which no earlier inner join or flag \
+                             gives"
                         )));
                     }
                 }
@@ -368,6 +394,31 @@ pub struct Join {
     /// How the rows are matched.
     #[serde(default)]
     pub method: JoinMethod,
+    /// Semi and anti joins only: a build row matches only where its kept column differs
+    /// from this task's value as well (TPC-H Q21's `l2.l_suppkey <> l1.l_suppkey`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub residual: Option<Residual>,
+}
+
+impl Join {
+    /// The values of this task's rows the join reads: its keys, then its residual's value.
+    pub fn probe_sources(&self) -> impl Iterator<Item = &Source> {
+        self.probe_keys
+            .iter()
+            .chain(self.residual.as_ref().map(|r| &r.probe))
+    }
+}
+
+/// The condition beyond the keys of a semi or anti join: `probe <> build` on integers without
+/// nulls. The build then keeps one row per run of equal keys (a table in key order: one per
+/// key), with its first value and whether another value followed, so "some build row of this
+/// key holds another value" is answered exactly from at most one row per run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Residual {
+    /// This task's value.
+    pub probe: Source,
+    /// The build task's kept column compared with it (not one of its keys).
+    pub build: usize,
 }
 
 /// Which rows a join keeps.
@@ -773,6 +824,7 @@ mod tests {
             build_keys: vec![0],
             kind: JoinKind::Inner,
             method: JoinMethod::Auto,
+            residual: None,
         }];
         probe.transformer.ops.push(Op::Fetch { join: 0, column: 1 });
         let good = TaskGraph {
@@ -826,5 +878,26 @@ mod tests {
         refused(&|g| g.tasks[1].filter = Some(9), "filters on register 9");
         refused(&|g| g.tasks[0].keep.clear(), "keeps no column");
         refused(&|g| g.tasks.truncate(1), "the last task is NOP");
+        let residual = |probe: Source, build: usize| {
+            move |g: &mut TaskGraph| {
+                let join = &mut g.tasks[1].joins[0];
+                join.kind = JoinKind::Anti;
+                join.residual = Some(Residual { probe, build });
+                g.tasks[1].transformer.ops[1] = Op::Load { column: 3 };
+            }
+        };
+        let mut semi = good.clone();
+        residual(Source::Column(3), 1)(&mut semi);
+        semi.check().unwrap();
+        refused(
+            &|g| {
+                residual(Source::Column(3), 1)(g);
+                g.tasks[1].joins[0].kind = JoinKind::Inner;
+            },
+            "a residual condition on an inner join",
+        );
+        refused(&residual(Source::Column(3), 0), "residual build column 0");
+        refused(&residual(Source::Column(3), 2), "residual build column 2");
+        refused(&residual(Source::Flag(0), 1), "reads Flag(0)");
     }
 }

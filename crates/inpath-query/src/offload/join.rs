@@ -104,6 +104,23 @@ impl Ints {
         }
     }
 
+    /// Sets the last value (widening every value held when it needs 64 bits).
+    pub(crate) fn set_last(&mut self, value: i64) {
+        let Some(i) = self.len().checked_sub(1) else {
+            return;
+        };
+        if let Ints::Narrow(v) = self {
+            if let Ok(x) = i32::try_from(value) {
+                v[i] = x;
+                return;
+            }
+            *self = Ints::Wide(v.iter().map(|&x| x as i64).collect());
+        }
+        if let Ints::Wide(v) = self {
+            v[i] = value;
+        }
+    }
+
     /// Appends `other`, taking it as it is when nothing is held yet.
     pub(crate) fn append(&mut self, other: Ints) {
         if self.len() == 0 {
@@ -193,13 +210,21 @@ enum Index {
     /// Keys ascending, with the row each came from (`None`: the build was already sorted, row
     /// `i` is pair `i`).
     Sorted {
-        keys: Ints,
+        keys: SortedKeys,
         rows: Option<Vec<u32>>,
         /// A presence bitmap over the keys' range, where it is small: a probe key absent from
         /// it is rejected with one load instead of a search (a few parts against every
         /// lineitem).
         present: Option<(i64, Vec<u64>)>,
     },
+}
+
+/// The sorted keys of an index: its own, or (a one-column key that arrived sorted) the kept
+/// key column itself, not held twice.
+#[derive(Debug)]
+enum SortedKeys {
+    Own(Ints),
+    Kept(usize),
 }
 
 /// The rows a build task kept on the device, indexed by its join key.
@@ -280,8 +305,19 @@ impl Built {
         } else {
             None
         };
+        let arrived_sorted = key_columns.len() == 1 && keys.windows(2).all(|w| w[0] <= w[1]);
         let index = match (method, bitmap) {
             (_, Some(bitmap)) => bitmap,
+            (JoinMethod::Auto | JoinMethod::Merge, None) if arrived_sorted => {
+                match positional(&keys, room).filter(|_| method == JoinMethod::Auto) {
+                    Some(index) => index,
+                    None => Index::Sorted {
+                        present: presence(&keys),
+                        keys: SortedKeys::Kept(key_columns[0]),
+                        rows: None,
+                    },
+                }
+            }
             (JoinMethod::Positional, None) => positional(&keys, u64::MAX).ok_or_else(|| {
                 bad("positional join on keys that are not unique and dense".into())
             })?,
@@ -291,21 +327,33 @@ impl Built {
             },
             (JoinMethod::Merge, None) => sorted(keys),
         };
-        let unique = match &index {
+        let mut built = Built {
+            columns,
+            places,
+            index,
+            rows,
+            unique: false,
+        };
+        built.unique = match &built.index {
             Index::Positional { .. } => true,
-            Index::Sorted { keys, .. } => match keys {
+            Index::Sorted { keys, .. } => match built.sorted_keys(keys) {
                 Ints::Narrow(v) => v.windows(2).all(|w| w[0] < w[1]),
                 Ints::Wide(v) => v.windows(2).all(|w| w[0] < w[1]),
             },
             Index::Bitmap { .. } => false,
         };
-        Ok(Built {
-            columns,
-            places,
-            index,
-            rows,
-            unique,
-        })
+        Ok(built)
+    }
+
+    fn sorted_keys<'a>(&'a self, keys: &'a SortedKeys) -> &'a Ints {
+        static NONE: Ints = Ints::Narrow(Vec::new());
+        match keys {
+            SortedKeys::Own(k) => k,
+            SortedKeys::Kept(c) => match self.columns.get(*c) {
+                Some(Kept::Int(v)) => v,
+                _ => &NONE,
+            },
+        }
     }
 
     /// Rows kept.
@@ -340,8 +388,11 @@ impl Built {
                 rows,
                 present,
             } => {
-                keys.bytes()
-                    + rows.as_ref().map_or(0, |r| r.len() * 4)
+                let own = match keys {
+                    SortedKeys::Own(k) => k.bytes(),
+                    SortedKeys::Kept(_) => 0,
+                };
+                own + rows.as_ref().map_or(0, |r| r.len() * 4)
                     + present.as_ref().map_or(0, |(_, b)| b.len() * 8)
             }
         };
@@ -414,13 +465,59 @@ impl Built {
                     packs,
                     kind,
                 };
-                match sorted {
+                match self.sorted_keys(sorted) {
                     Ints::Narrow(v) => probe.run(v, keys, &mut take, &mut build),
                     Ints::Wide(v) => probe.run(v, keys, &mut take, &mut build),
                 }
             }
         }
         (take, build)
+    }
+}
+
+/// A residual build's value as kept: the run's first value times two, plus one once another
+/// value followed it (`None` beyond +-2^62). Values that fit 31 bits stay 32-bit when kept.
+pub(crate) fn encode_residual(first: i64) -> Option<i64> {
+    first.checked_mul(2)
+}
+
+/// The run's first value of a kept residual value.
+pub(crate) fn residual_first(kept: i64) -> i64 {
+    kept >> 1
+}
+
+/// Whether another value followed the first in the run.
+pub(crate) fn residual_several(kept: i64) -> bool {
+    kept & 1 == 1
+}
+
+impl Built {
+    /// A semi or anti join with a residual `probe <> build` condition: the probe positions
+    /// kept. A probe row matches when some build row of its key holds a value other than
+    /// `values[i]`: one whose run held several values, or whose first value differs. (Build
+    /// rows summarize runs of equal keys; a key in several runs has several rows, and the
+    /// answer over them is the answer over the rows they summarize.)
+    pub(crate) fn probe_residual(
+        &self,
+        keys: &[i64],
+        packs: Option<&[bool]>,
+        kind: JoinKind,
+        values: &[i64],
+        column: usize,
+    ) -> Result<Vec<u32>> {
+        let kept = self.ints(column)?;
+        let (pairs, rows) = self.probe(keys, packs, JoinKind::Inner);
+        let mut other = vec![false; keys.len()];
+        for (&i, &b) in pairs.iter().zip(&rows) {
+            let k = kept.get(b as usize);
+            if residual_several(k) || residual_first(k) != values[i as usize] {
+                other[i as usize] = true;
+            }
+        }
+        let want = kind == JoinKind::Semi;
+        Ok((0..keys.len() as u32)
+            .filter(|&i| other[i as usize] == want)
+            .collect())
     }
 }
 
@@ -568,23 +665,27 @@ fn positional(keys: &[i64], room: u64) -> Option<Index> {
 
 /// A sorted index: the keys as they are when they already ascend, radix-sorted otherwise.
 fn sorted(keys: Vec<i64>) -> Index {
-    // The bitmap where its range is at most 1 Mi bits beyond 64 a key.
-    let present = match bitmap_within(&keys, 64 * keys.len() as u128 + (1 << 20)) {
-        Some(Index::Bitmap { min, bits }) => Some((min, bits)),
-        _ => None,
-    };
+    let present = presence(&keys);
     if keys.windows(2).all(|w| w[0] <= w[1]) {
         return Index::Sorted {
-            keys: keys.into(),
+            keys: SortedKeys::Own(keys.into()),
             rows: None,
             present,
         };
     }
     let (keys, rows) = radix_sort_pairs(&keys);
     Index::Sorted {
-        keys: keys.into(),
+        keys: SortedKeys::Own(keys.into()),
         rows: Some(rows),
         present,
+    }
+}
+
+/// A sorted index's presence bitmap, where its range is at most 1 Mi bits beyond 64 a key.
+fn presence(keys: &[i64]) -> Option<(i64, Vec<u64>)> {
+    match bitmap_within(keys, 64 * keys.len() as u128 + (1 << 20)) {
+        Some(Index::Bitmap { min, bits }) => Some((min, bits)),
+        _ => None,
     }
 }
 
@@ -832,5 +933,78 @@ mod tests {
             false,
         );
         assert!(matches!(wide, Err(Error::DeviceDeclined { .. })));
+    }
+
+    /// Builds summarized as the lanes summarize them (one row per run of equal keys, runs cut
+    /// where a lane's pages end), for keys in order and not: a residual semi or anti join
+    /// equals a nested loop over the rows themselves, at every method.
+    #[test]
+    fn residual_semi_and_anti_joins_equal_a_nested_loop_over_the_rows_runs_summarize() {
+        let n = 800;
+        let in_order: Vec<i64> = (0..n as i64).map(|i| i / 4).collect();
+        let random = values(22, n, 150);
+        let vals = values(21, n, 5);
+        let probe_keys = values(23, 600, 240);
+        let probe_vals = values(24, 600, 5);
+        for build_keys in [&in_order, &random] {
+            for lanes_rows in [1, 3, n] {
+                let (mut k, mut v) = (Vec::new(), Vec::new());
+                for start in (0..n).step_by(lanes_rows) {
+                    let mut last: Option<usize> = None;
+                    for i in start..(start + lanes_rows).min(n) {
+                        match last.filter(|&l| k[l] == build_keys[i]) {
+                            Some(l) => {
+                                if residual_first(v[l]) != vals[i] {
+                                    v[l] |= 1;
+                                }
+                            }
+                            None => {
+                                k.push(build_keys[i]);
+                                v.push(encode_residual(vals[i]).unwrap());
+                                last = Some(k.len() - 1);
+                            }
+                        }
+                    }
+                }
+                for method in [JoinMethod::Auto, JoinMethod::Merge] {
+                    let built = Built::new(
+                        vec![Kept::Int(k.clone().into()), Kept::Int(v.clone().into())],
+                        Vec::new(),
+                        &[0],
+                        method,
+                        false,
+                    )
+                    .unwrap();
+                    for kind in [JoinKind::Semi, JoinKind::Anti] {
+                        let got = built
+                            .probe_residual(&probe_keys, None, kind, &probe_vals, 1)
+                            .unwrap();
+                        let want: Vec<u32> = (0..probe_keys.len())
+                            .filter(|&i| {
+                                let other = (0..n).any(|j| {
+                                    build_keys[j] == probe_keys[i] && vals[j] != probe_vals[i]
+                                });
+                                other == (kind == JoinKind::Semi)
+                            })
+                            .map(|i| i as u32)
+                            .collect();
+                        assert_eq!(
+                            got,
+                            want,
+                            "{kind:?}, {} rows a lane, {}",
+                            lanes_rows,
+                            built.method()
+                        );
+                        assert!(!want.is_empty());
+                    }
+                }
+            }
+        }
+        assert_eq!(encode_residual(i64::MAX / 2 + 1), None);
+        for x in [-7, 0, 5, i64::MAX / 2, i64::MIN / 2] {
+            let e = encode_residual(x).unwrap();
+            assert_eq!((residual_first(e), residual_several(e)), (x, false));
+            assert_eq!((residual_first(e | 1), residual_several(e | 1)), (x, true));
+        }
     }
 }

@@ -12,7 +12,8 @@
 use super::device::Device;
 use super::graph::{
     Agg, AggFunc, CmpOp, Comparator, CountGroups, GroupKey, Join, JoinKind, JoinMethod, MaskSource,
-    Op, Operator, Order, Output, Program, Selector, SortKey, Source, TableTask, TaskGraph, Test,
+    Op, Operator, Order, Output, Program, Residual, Selector, SortKey, Source, TableTask,
+    TaskGraph, Test,
 };
 use crate::format::LogicalType;
 use crate::reader::TableReader;
@@ -797,25 +798,62 @@ fn join_chain(j: &HashJoinExec, orient: Orient) -> Result<Chain, String> {
     if !build.filters.is_empty() {
         return Err("a filter inside a join's build side".into());
     }
-    if j.filter().is_some() && kind != JoinKind::Inner {
-        return Err(format!(
-            "a {} join with a residual (non-equi) filter",
-            j.join_type()
-        ));
-    }
+    // A semi or anti join's condition beyond the keys: `probe <> build` on integer columns
+    // without nulls (Q21), as (probe column, build column).
+    let residual = match j.filter() {
+        Some(f) if kind != JoinKind::Inner => {
+            let refuse = || {
+                format!(
+                    "a {} join with a residual filter other than `a <> b` on integer columns \
+                     ({})",
+                    j.join_type(),
+                    f.expression()
+                )
+            };
+            let b = f
+                .expression()
+                .downcast_ref::<PBinary>()
+                .filter(|b| *b.op() == SqlOp::NotEq)
+                .ok_or_else(refuse)?;
+            let side_of = |e: &Arc<dyn PhysicalExpr>| {
+                let c = e.downcast_ref::<PColumn>()?;
+                let ci = f.column_indices().get(c.index())?;
+                let left = matches!(ci.side, datafusion::common::JoinSide::Left);
+                Some((left == probe_left, ci.index))
+            };
+            let (x, y) = (side_of(b.left()), side_of(b.right()));
+            let ((_, p), (_, q)) = match (x, y) {
+                (Some(x @ (true, _)), Some(y @ (false, _))) => (x, y),
+                (Some(y @ (false, _)), Some(x @ (true, _))) => (x, y),
+                _ => return Err(refuse()),
+            };
+            let (pc, bc) = (probe.columns.get(p), build.columns.get(q));
+            let (Some(pc), Some(bc)) = (pc, bc) else {
+                return Err(refuse());
+            };
+            join_key(pc).map_err(|e| format!("{}: {e}", refuse()))?;
+            join_key(bc).map_err(|e| format!("{}: {e}", refuse()))?;
+            Some((pc.src, q))
+        }
+        _ => None,
+    };
     // The build chain's last task keeps every column its rows carry; the probe chain's tasks
     // follow the build's, their references to earlier tasks moved along.
     let mut tasks = build.tasks;
     let b = tasks.len() - 1;
-    // A semi or anti join reads nothing of the build rows but their keys.
+    // A semi or anti join reads nothing of the build rows but their keys (and the column of
+    // its residual condition, kept after them).
     let (build_columns_kept, bkey): (Vec<Col>, Vec<usize>) = if kind == JoinKind::Inner {
         (build.columns.clone(), bkey)
     } else {
-        (
-            bkey.iter().map(|&k| build.columns[k].clone()).collect(),
-            (0..bkey.len()).collect(),
-        )
+        let mut kept: Vec<Col> = bkey.iter().map(|&k| build.columns[k].clone()).collect();
+        kept.extend(residual.map(|(_, q)| build.columns[q].clone()));
+        (kept, (0..bkey.len()).collect())
     };
+    let residual = residual.map(|(probe, _)| Residual {
+        probe,
+        build: bkey.len(),
+    });
     let build = Chain {
         tasks: Vec::new(),
         columns: build_columns_kept,
@@ -849,6 +887,7 @@ fn join_chain(j: &HashJoinExec, orient: Orient) -> Result<Chain, String> {
         build_keys: bkey.clone(),
         kind,
         method: JoinMethod::Auto,
+        residual,
     });
     let build_columns: Vec<Col> = build
         .columns
@@ -878,7 +917,7 @@ fn join_chain(j: &HashJoinExec, orient: Orient) -> Result<Chain, String> {
         }
     }
     let mut filters = probe.filters;
-    if let Some(f) = j.filter() {
+    if let Some(f) = j.filter().filter(|_| kind == JoinKind::Inner) {
         // Inner joins: the residual condition filters the joined rows (it commutes with the
         // joins after it).
         let (left, right) = if probe_left {
