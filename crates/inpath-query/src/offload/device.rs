@@ -7,8 +7,7 @@ use super::graph::{
     TableTask, TaskGraph, Test,
 };
 use super::join::{
-    encode_residual, pack_keys, read_places, residual_first, residual_several, Built, Ints, Kept,
-    Places,
+    encode_residual, pack_keys, read_places, residual_first, Built, Ints, Kept, Places,
 };
 use crate::arch;
 use crate::error::{Error, Result};
@@ -2327,60 +2326,61 @@ impl<'a> Lane<'a> {
         let Some(v) = columns.iter().position(|(c, _)| *c == value) else {
             return Ok(columns);
         };
-        let n = columns[v].1.len();
+        let keys: Vec<usize> = (0..columns.len()).filter(|&k| k != v).collect();
+        let values = &columns[v].1;
+        let kept = &self.kept_ints;
+        // Whether row `i`'s keys equal those of row `at` of this block, or (`None`) of the
+        // lane's last kept row.
+        let same = |i: usize, at: Option<usize>| {
+            keys.iter().all(|&k| {
+                let col = &columns[k].1;
+                match at {
+                    Some(j) => col[j] == col[i],
+                    None => kept[columns[k].0].last() == Some(col[i]),
+                }
+            })
+        };
         let mut out: Vec<(usize, Vec<i64>)> =
             columns.iter().map(|(c, _)| (*c, Vec::new())).collect();
-        for i in 0..n {
-            let x = columns[v].1[i];
-            let same_key = |row: &dyn Fn(usize) -> Option<i64>| {
-                columns
-                    .iter()
-                    .enumerate()
-                    .filter(|&(k, _)| k != v)
-                    .all(|(k, (_, vals))| row(k) == Some(vals[i]))
-            };
-            let in_block = !out[v].1.is_empty();
-            let continues = if in_block {
-                same_key(&|k| out[k].1.last().copied())
-            } else {
-                same_key(&|k| self.kept_ints[columns[k].0].last())
-            };
-            if continues {
-                let first = if in_block {
-                    out[v].1.last().copied()
-                } else {
-                    self.kept_ints[value].last()
-                };
-                let Some(first) = first else { continue };
-                if residual_first(first) != x && !residual_several(first) {
-                    let marked = first | 1;
-                    if in_block {
-                        if let Some(last) = out[v].1.last_mut() {
-                            *last = marked;
-                        }
-                    } else {
-                        let before = self.kept_ints[value].bytes();
-                        self.kept_ints[value].set_last(marked);
-                        let grown = (self.kept_ints[value].bytes() - before) as u64;
-                        self.kept_bytes += grown;
-                        self.counters.hold(grown);
+        // The run in progress: where its keys are, its kept value as it started and now.
+        let mut run: Option<(Option<usize>, i64, i64)> =
+            kept[value].last().map(|enc| (None, enc, enc));
+        let mut grown_kept: Option<i64> = None;
+        let mut close =
+            |run: Option<(Option<usize>, i64, i64)>, out: &mut Vec<(usize, Vec<i64>)>| match run {
+                Some((Some(j), _, enc)) => {
+                    for (k, (_, col)) in out.iter_mut().enumerate() {
+                        col.push(if k == v { enc } else { columns[k].1[j] });
                     }
                 }
-                continue;
-            }
-            for (k, (_, vals)) in columns.iter().enumerate() {
-                let x = if k == v {
-                    encode_residual(vals[i]).ok_or_else(|| Error::DeviceDeclined {
+                Some((None, was, enc)) if was != enc => grown_kept = Some(enc),
+                _ => {}
+            };
+        for (i, &x) in values.iter().enumerate() {
+            match &mut run {
+                Some((at, _, enc)) if same(i, *at) => {
+                    if residual_first(*enc) != x {
+                        *enc |= 1;
+                    }
+                }
+                _ => {
+                    close(run.take(), &mut out);
+                    let enc = encode_residual(x).ok_or_else(|| Error::DeviceDeclined {
                         detail: format!(
-                            "a residual join value {} beyond what the device keeps (+-2^62)",
-                            vals[i]
+                            "a residual join value {x} beyond what the device keeps (+-2^62)"
                         ),
-                    })?
-                } else {
-                    vals[i]
-                };
-                out[k].1.push(x);
+                    })?;
+                    run = Some((Some(i), enc, enc));
+                }
             }
+        }
+        close(run, &mut out);
+        if let Some(enc) = grown_kept {
+            let before = self.kept_ints[value].bytes();
+            self.kept_ints[value].set_last(enc);
+            let grown = (self.kept_ints[value].bytes() - before) as u64;
+            self.kept_bytes += grown;
+            self.counters.hold(grown);
         }
         Ok(out)
     }
