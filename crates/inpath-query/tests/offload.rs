@@ -1217,6 +1217,20 @@ fn a_pipe_that_is_not_a_device_is_refused_and_a_device_that_goes_away_fails_its_
         "{e}"
     );
 
+    // A device that reads a frame of a kind it does not know stops with an error naming it
+    // (after its hello), rather than guessing at it.
+    let dir = tempfile::tempdir().unwrap();
+    let device = LocalDevice::new(t_tables(dir.path(), 6), 1, 64 << 20).unwrap();
+    let mut frame = 9u32.to_le_bytes().to_vec();
+    frame.push(99);
+    frame.extend(7u64.to_le_bytes());
+    let (replies, to_host) = std::io::pipe().unwrap();
+    let e = serve(device, &frame[..], to_host).unwrap_err().to_string();
+    assert!(e.contains("unknown kind") && e.contains("99"), "{e}");
+    let mut hello = Vec::new();
+    std::io::Read::read_to_end(&mut { replies }, &mut hello).unwrap();
+    assert!(String::from_utf8_lossy(&hello).contains("\"protocol\":1"));
+
     // A device whose pipe breaks: its graphs end with an error naming that, never hang.
     let dir = tempfile::tempdir().unwrap();
     let device = LocalDevice::new(t_tables(dir.path(), 6), 2, 64 << 20).unwrap();

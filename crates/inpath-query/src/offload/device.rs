@@ -2346,16 +2346,16 @@ impl<'a> Lane<'a> {
         let mut run: Option<(Option<usize>, i64, i64)> =
             kept[value].last().map(|enc| (None, enc, enc));
         let mut grown_kept: Option<i64> = None;
-        let mut close =
-            |run: Option<(Option<usize>, i64, i64)>, out: &mut Vec<(usize, Vec<i64>)>| match run {
-                Some((Some(j), _, enc)) => {
-                    for (k, (_, col)) in out.iter_mut().enumerate() {
-                        col.push(if k == v { enc } else { columns[k].1[j] });
-                    }
+        let mut close = |run: Option<(Option<usize>, i64, i64)>,
+                         out: &mut Vec<(usize, Vec<i64>)>| match run {
+            Some((Some(j), _, enc)) => {
+                for (k, (_, col)) in out.iter_mut().enumerate() {
+                    col.push(if k == v { enc } else { columns[k].1[j] });
                 }
-                Some((None, was, enc)) if was != enc => grown_kept = Some(enc),
-                _ => {}
-            };
+            }
+            Some((None, was, enc)) if was != enc => grown_kept = Some(enc),
+            _ => {}
+        };
         for (i, &x) in values.iter().enumerate() {
             match &mut run {
                 Some((at, _, enc)) if same(i, *at) => {

@@ -151,7 +151,11 @@ pub fn serve(
         };
         match kind {
             SUBMIT => {
-                let (device, out, running) = (device.clone(), output.clone(), running.clone());
+                // The graph is known from here on: a CANCEL that arrives while it is still
+                // being read or its builds run is kept, and stops it once its lanes start.
+                let cancelled = Arc::new(AtomicBool::new(false));
+                lock(&running).insert(id, cancelled.clone());
+                let (device, out, graphs) = (device.clone(), output.clone(), running.clone());
                 let fail = move |out: &Mutex<Box<dyn Write + Send>>, e: Error| {
                     let failure = match e {
                         Error::DeviceDeclined { detail } => Failure {
@@ -176,10 +180,17 @@ pub fn serve(
                         let output = out;
                         match started {
                             Err(e) => {
+                                lock(&graphs).remove(&id);
                                 fail(&output, e);
                             }
                             Ok(stream) => {
-                                lock(&running).insert(id, stream.cancel.clone());
+                                {
+                                    let mut graphs = lock(&graphs);
+                                    if cancelled.load(Ordering::Relaxed) {
+                                        stream.cancel.store(true, Ordering::Relaxed);
+                                    }
+                                    graphs.insert(id, stream.cancel.clone());
+                                }
                                 for item in stream {
                                     let sent = match item.and_then(|b| encode_batch(&b)) {
                                         Ok(bytes) => send(&output, BATCH, id, &bytes),
@@ -192,12 +203,13 @@ pub fn serve(
                                         break;
                                     }
                                 }
-                                lock(&running).remove(&id);
+                                lock(&graphs).remove(&id);
                             }
                         }
                         send(&output, END, id, &[]);
                     });
                 if let Err(e) = spawned {
+                    lock(&running).remove(&id);
                     let failure = Failure {
                         declined: false,
                         detail: format!("cannot start a thread for the graph: {e}"),
