@@ -292,6 +292,28 @@ fn residual_semi_and_anti_joins_equal_the_host_for_any_lanes_and_budget() {
             }
         }
     }
+    // Any other condition beyond the keys stays on the host, its reason named, with the
+    // host's answer.
+    let text = "SELECT count(*) AS n FROM orders o WHERE EXISTS (SELECT * FROM orders o2 WHERE \
+                o2.o_custkey = o.o_custkey AND o2.o_orderdate < o.o_orderdate)";
+    let on = SqlSession::open_with(dir.path(), &KeyRing::new(), 2, offload(None, None)).unwrap();
+    let explained = on.explain_offload(text).unwrap();
+    assert_ne!(explained.class, "full");
+    let reasons: Vec<String> = explained
+        .decisions
+        .iter()
+        .filter_map(|d| d.declined.clone())
+        .collect();
+    assert!(
+        reasons.iter().any(|r| r.contains("other than `a <> b`")),
+        "{reasons:?}"
+    );
+    same_rows(
+        &rows_text(&on.sql(text).unwrap().batches),
+        &rows_text(&off.sql(text).unwrap().batches),
+        text,
+    );
+
     // The residual's columns stay with the build rows, not the keys alone.
     let on = SqlSession::open_with(dir.path(), &KeyRing::new(), 2, offload(None, None)).unwrap();
     let graph = &on.explain_offload(statements[0]).unwrap().graphs[0];
