@@ -2323,8 +2323,11 @@ impl<'a> Lane<'a> {
         columns: Vec<(usize, Vec<i64>)>,
         value: usize,
     ) -> Result<Vec<(usize, Vec<i64>)>> {
+        // Never the rows as they are: the probe reads this column as encoded.
         let Some(v) = columns.iter().position(|(c, _)| *c == value) else {
-            return Ok(columns);
+            return Err(Error::Offload {
+                detail: format!("a residual join's build keeps no integer column {value}"),
+            });
         };
         let keys: Vec<usize> = (0..columns.len()).filter(|&k| k != v).collect();
         let values = &columns[v].1;
