@@ -327,6 +327,78 @@ fn residual_semi_and_anti_joins_equal_the_host_for_any_lanes_and_budget() {
     assert_eq!(graph.version, GRAPH_VERSION);
 }
 
+#[test]
+fn a_join_above_an_offloaded_aggregate_moves_below_it_only_where_the_key_is_unique() {
+    let dir = tempfile::tempdir().unwrap();
+    gen(dir.path(), 0.01, plain(), 4096);
+    let off = SqlSession::open(dir.path(), &KeyRing::new(), 2).unwrap();
+    // Supplier's key is unique: the join with the groups moves onto the device, beside a
+    // filter on the table, one above the aggregate (HAVING, a scalar subquery) and a
+    // projection that computes.
+    let moved = [
+        query(15).unwrap(),
+        "SELECT s_name, s_nationkey, r.total * 2 AS twice FROM (SELECT l_suppkey AS k, \
+         sum(l_quantity) AS total, count(*) AS n FROM lineitem WHERE l_shipdate < DATE \
+         '1995-01-01' GROUP BY l_suppkey) r, supplier WHERE s_suppkey = r.k AND r.n > 25 AND \
+         s_acctbal > 0",
+    ];
+    for text in moved {
+        let want = off.sql(text).unwrap();
+        let mut w = rows_text(&want.batches);
+        w.sort();
+        assert!(!w.is_empty(), "{text}");
+        for (memory, lanes) in [(None, 1), (None, 3), (Some(256 << 10), 2)] {
+            let on =
+                SqlSession::open_with(dir.path(), &KeyRing::new(), 2, offload(memory, Some(lanes)))
+                    .unwrap();
+            let explained = on.explain_offload(text).unwrap();
+            assert_eq!(explained.class, "full", "{text}\n{}", explained.plan);
+            // One graph reads supplier beside lineitem, grouped by its columns too.
+            assert!(
+                explained.graphs.iter().any(|g| {
+                    g.tasks[0].table == "supplier"
+                        && g.tasks.last().is_some_and(|t| {
+                            t.table == "lineitem"
+                                && t.joins.len() == 1
+                                && matches!(&t.operator, Operator::AggregateGroupBy { keys, .. }
+                                    if keys.len() > 1)
+                        })
+                }),
+                "{}",
+                explained.plan
+            );
+            let got = on.sql(text).unwrap();
+            assert_eq!(got.schema.fields().len(), want.schema.fields().len());
+            for (g, w) in got.schema.fields().iter().zip(want.schema.fields()) {
+                assert_eq!(g.name(), w.name(), "{text}");
+            }
+            let mut g = rows_text(&got.batches);
+            g.sort();
+            same_rows(&g, &w, &format!("{text}, lanes {lanes}, memory {memory:?}"));
+        }
+    }
+    // Partsupp's suppkey repeats: the join stays above the aggregate, on the host, with the
+    // host's answer (grouping by partsupp's columns below the join would merge equal rows).
+    let text = "SELECT ps_suppkey, r.total FROM (SELECT l_suppkey AS k, sum(l_quantity) AS total \
+                FROM lineitem GROUP BY l_suppkey) r, partsupp WHERE ps_suppkey = r.k AND \
+                ps_partkey < 300";
+    let on = SqlSession::open_with(dir.path(), &KeyRing::new(), 2, offload(None, None)).unwrap();
+    let explained = on.explain_offload(text).unwrap();
+    assert_eq!(explained.class, "partial", "{}", explained.plan);
+    assert!(explained.graphs.iter().all(|g| g.tasks.len() == 1));
+    let (mut g, mut w) = (
+        rows_text(&on.sql(text).unwrap().batches),
+        rows_text(&off.sql(text).unwrap().batches),
+    );
+    g.sort();
+    w.sort();
+    assert!(
+        w.windows(2).any(|p| p[0] == p[1]),
+        "duplicate rows expected"
+    );
+    same_rows(&g, &w, text);
+}
+
 /// Writes `batch` as table `t` under `dir` in pages of `rows_per_page` rows; returns its path.
 fn write_t(dir: &Path, batch: &RecordBatch, rows_per_page: usize) -> std::path::PathBuf {
     let table = dir.join("t");

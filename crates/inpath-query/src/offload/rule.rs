@@ -22,21 +22,25 @@ use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::JoinType;
+use datafusion::common::NullEquality;
 use datafusion::common::{DataFusionError, ScalarValue};
 use datafusion::execution::TaskContext;
 use datafusion::logical_expr::expr::{InList, Like};
 use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator as SqlOp};
 use datafusion::physical_expr::expressions::{
     BinaryExpr as PBinary, CaseExpr, CastExpr, Column as PColumn, InListExpr, LikeExpr, Literal,
+    UnKnownColumn,
 };
+use datafusion::physical_expr::projection::ProjectionExpr;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr, ScalarFunctionExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::aggregates::PhysicalGroupBy;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::coop::CooperativeExec;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
-use datafusion::physical_plan::filter::FilterExec;
-use datafusion::physical_plan::joins::HashJoinExec;
+use datafusion::physical_plan::filter::{FilterExec, FilterExecBuilder};
+use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
 use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::sorts::sort::SortExec;
@@ -131,6 +135,382 @@ impl OffloadRule {
     pub fn device(&self) -> &Arc<dyn Device> {
         &self.device
     }
+
+    /// The device running `partial` (a Partial aggregate), with what was decided about it;
+    /// none when the device cannot run it.
+    fn device_for(&self, partial: &Arc<AggregateExec>) -> (Decision, Option<DeviceExec>) {
+        let (table, result) = aggregate_graph(partial, Orient::Planner);
+        // Joins with the larger tables streaming: the graph run when the device cannot
+        // hold the first one's builds.
+        let alternate = match aggregate_graph(partial, Orient::LargestProbes).1 {
+            Ok(g) if result.as_ref().is_ok_and(|first| *first != g) => Some(g),
+            _ => None,
+        };
+        let limits_hit = match &result {
+            Ok(graph) => thesis_limits_hit(graph),
+            Err(_) => Vec::new(),
+        };
+        let result = result.and_then(|graph| {
+            let over: Vec<String> = graph_exceeds(&graph, &self.limits)
+                .into_iter()
+                .filter(|(_, declines)| *declines)
+                .map(|(what, _)| what)
+                .collect();
+            if over.is_empty() {
+                Ok(graph)
+            } else {
+                Err(format!("over the thesis's limits: {}", over.join(", ")))
+            }
+        });
+        match result {
+            Ok(graph) => {
+                let alternate =
+                    alternate.filter(|g| graph_exceeds(g, &self.limits).iter().all(|h| !h.1));
+                let host: Arc<dyn ExecutionPlan> = partial.clone();
+                let exec = DeviceExec::new(
+                    self.device.clone(),
+                    graph,
+                    alternate,
+                    partial.schema(),
+                    Some(host),
+                );
+                let decision = Decision {
+                    table,
+                    declined: None,
+                    limits_hit,
+                };
+                (decision, Some(exec))
+            }
+            Err(reason) => {
+                let decision = Decision {
+                    table,
+                    declined: Some(reason),
+                    limits_hit,
+                };
+                (decision, None)
+            }
+        }
+    }
+
+    /// An inner join of a table's rows with an offloaded aggregate's groups (through
+    /// filters and projections above its Final aggregate), on one of its group keys, where
+    /// that table's key is unique: the join moved below the aggregate, so the device reads
+    /// the table beside its pages too and groups by the joined columns as well (TPC-H Q15's
+    /// supplier and `revenue0`). With a unique key each group meets at most one row of the
+    /// table, so the groups are the same, less those without a match, as an inner join
+    /// above them leaves; the filters above the aggregate read only its columns and commute
+    /// with the join. `None` leaves the join as it is: when the device cannot run the
+    /// moved aggregate, the host plan stays the one DataFusion chose.
+    fn join_below_aggregate(
+        &self,
+        node: &Arc<dyn ExecutionPlan>,
+    ) -> DfResult<Option<Arc<dyn ExecutionPlan>>> {
+        let Some(j) = node.downcast_ref::<HashJoinExec>() else {
+            return Ok(None);
+        };
+        if *j.join_type() != JoinType::Inner
+            || j.filter().is_some()
+            || j.null_aware
+            || j.on().len() != 1
+            || j.properties().output_ordering().is_some()
+        {
+            return Ok(None);
+        }
+        let column = |e: &Arc<dyn PhysicalExpr>| e.downcast_ref::<PColumn>().map(|c| c.index());
+        let (Some(lk), Some(rk)) = (column(&j.on()[0].0), column(&j.on()[0].1)) else {
+            return Ok(None);
+        };
+        for dim_left in [true, false] {
+            let (dim, dk, gk) = if dim_left {
+                (j.left(), lk, rk)
+            } else {
+                (j.right(), rk, lk)
+            };
+            let groups = if dim_left { j.right() } else { j.left() };
+            if let Some(plan) = self.pushed_join(j, dim_left, dim, dk, groups, gk)? {
+                return Ok(Some(plan));
+            }
+        }
+        Ok(None)
+    }
+
+    /// [`Self::join_below_aggregate`] with the table's side (`dim`, its key column `dk`)
+    /// and the groups' side (`groups`, its key column `gk`) named.
+    fn pushed_join(
+        &self,
+        j: &HashJoinExec,
+        dim_left: bool,
+        dim: &Arc<dyn ExecutionPlan>,
+        dk: usize,
+        groups: &Arc<dyn ExecutionPlan>,
+        gk: usize,
+    ) -> DfResult<Option<Arc<dyn ExecutionPlan>>> {
+        // The table: a scan whose key column holds each value once.
+        let mut below = dim;
+        while let Some(input) = passed_through(below) {
+            below = input;
+        }
+        let Some(scan) = below.downcast_ref::<ColumnScanExec>() else {
+            return Ok(None);
+        };
+        let Some(&key_column) = scan.projection().get(dk) else {
+            return Ok(None);
+        };
+        if scan.limit().is_some() || dim.schema().fields().len() != scan.projection().len() {
+            return Ok(None);
+        }
+        // The groups: filters and projections over a Final aggregate over a device's Partial.
+        let mut layers: Vec<Layer> = Vec::new();
+        let mut node = groups.clone();
+        let mut key = gk;
+        let final_node = loop {
+            if let Some(input) = passed_through(&node) {
+                node = input.clone();
+            } else if let Some(p) = node.downcast_ref::<ProjectionExec>() {
+                let Some(c) = p
+                    .expr()
+                    .get(key)
+                    .and_then(|e| e.expr.downcast_ref::<PColumn>())
+                else {
+                    return Ok(None);
+                };
+                key = c.index();
+                layers.push(Layer::Projection(p.expr().to_vec()));
+                node = p.input().clone();
+            } else if let Some(f) = node.downcast_ref::<FilterExec>() {
+                let projection = f.projection().as_ref().map(|p| p.to_vec());
+                if let Some(p) = &projection {
+                    key = p[key];
+                }
+                layers.push(Layer::Filter(f.predicate().clone(), projection));
+                node = f.input().clone();
+            } else {
+                break node;
+            }
+        };
+        let Some(f) = final_node.downcast_ref::<AggregateExec>() else {
+            return Ok(None);
+        };
+        let ng = f.group_expr().expr().len();
+        if !matches!(
+            f.mode(),
+            AggregateMode::Final | AggregateMode::FinalPartitioned
+        ) || f.group_expr().has_grouping_set()
+            || key >= ng
+        {
+            return Ok(None);
+        }
+        let mut below = f.input();
+        while let Some(input) = passed_through(below) {
+            below = input;
+        }
+        let Some(partial) = below
+            .downcast_ref::<DeviceExec>()
+            .and_then(|d| d.host.as_ref())
+            .and_then(|h| h.downcast_ref::<AggregateExec>())
+        else {
+            return Ok(None);
+        };
+        if partial.group_expr().expr().len() != ng {
+            return Ok(None);
+        }
+        // The group key down through the projections under the Partial aggregate, to the
+        // rows the join will meet.
+        let Some(mut key) = partial.group_expr().expr()[key]
+            .0
+            .downcast_ref::<PColumn>()
+            .map(|c| c.index())
+        else {
+            return Ok(None);
+        };
+        let mut projections: Vec<Vec<ProjectionExpr>> = Vec::new();
+        let mut rows = partial.input().clone();
+        loop {
+            if let Some(p) = rows.downcast_ref::<ProjectionExec>() {
+                let Some(c) = p
+                    .expr()
+                    .get(key)
+                    .and_then(|e| e.expr.downcast_ref::<PColumn>())
+                else {
+                    return Ok(None);
+                };
+                key = c.index();
+                projections.push(p.expr().to_vec());
+                rows = p.input().clone();
+            } else if let Some(input) = passed_through(&rows) {
+                rows = input.clone();
+            } else {
+                break;
+            }
+        }
+        if !unique_key(scan.reader(), key_column) {
+            return Ok(None);
+        }
+        // The table's columns the join's output reads, each a group key below.
+        let ndim = dim.schema().fields().len();
+        let nl = j.left().schema().fields().len();
+        let width = nl + j.right().schema().fields().len();
+        let out: Vec<usize> = match &j.projection {
+            Some(p) => p.to_vec(),
+            None => (0..width).collect(),
+        };
+        let side = |i: usize| -> (bool, usize) {
+            match (dim_left, i < nl) {
+                (true, true) => (true, i),
+                (true, false) => (false, i - nl),
+                (false, true) => (false, i),
+                (false, false) => (true, i - nl),
+            }
+        };
+        let mut needed: Vec<usize> = Vec::new();
+        for &i in &out {
+            if let (true, d) = side(i) {
+                if !needed.contains(&d) {
+                    needed.push(d);
+                }
+            }
+        }
+        let dim_name = |d: usize| dim.schema().field(d).name().clone();
+        // The join, below the rows' projections: their columns, then the table's.
+        let nr = rows.schema().fields().len();
+        let on = vec![(
+            Arc::new(PColumn::new(&dim_name(dk), dk)) as Arc<dyn PhysicalExpr>,
+            Arc::new(PColumn::new(rows.schema().field(key).name(), key)) as Arc<dyn PhysicalExpr>,
+        )];
+        let joined: Arc<dyn ExecutionPlan> = Arc::new(HashJoinExec::try_new(
+            dim.clone(),
+            rows,
+            on,
+            None,
+            &JoinType::Inner,
+            Some((ndim..ndim + nr).chain(0..ndim).collect()),
+            PartitionMode::CollectLeft,
+            NullEquality::NullEqualsNothing,
+            false,
+        )?);
+        let mut at: Vec<usize> = needed.iter().map(|&d| nr + d).collect();
+        let mut input = joined.clone();
+        for exprs in projections.iter().rev() {
+            let mut exprs = exprs.clone();
+            let first = exprs.len();
+            for (k, &d) in needed.iter().enumerate() {
+                let name = input.schema().field(at[k]).name().clone();
+                let alias = fresh_name(&dim_name(d), exprs.iter().map(|e| e.alias.as_str()));
+                exprs.push(ProjectionExpr {
+                    expr: Arc::new(PColumn::new(&name, at[k])),
+                    alias,
+                });
+                at[k] = first + k;
+            }
+            input = Arc::new(ProjectionExec::try_new(exprs, input)?);
+        }
+        // The Partial aggregate over the joined rows, grouped by the table's columns too.
+        let mut group: Vec<(Arc<dyn PhysicalExpr>, String)> = partial.group_expr().expr().to_vec();
+        for (k, &d) in needed.iter().enumerate() {
+            let name = input.schema().field(at[k]).name().clone();
+            let alias = fresh_name(&dim_name(d), group.iter().map(|(_, n)| n.as_str()));
+            group.push((Arc::new(PColumn::new(&name, at[k])), alias));
+        }
+        let moved = Arc::new(AggregateExec::try_new(
+            AggregateMode::Partial,
+            PhysicalGroupBy::new_single(group),
+            partial.aggr_expr().to_vec(),
+            partial.filter_expr().to_vec(),
+            input.clone(),
+            input.schema(),
+        )?);
+        let (decision, Some(exec)) = self.device_for(&moved) else {
+            return Ok(None);
+        };
+        self.decisions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(decision);
+        let mut plan: Arc<dyn ExecutionPlan> = Arc::new(AggregateExec::try_new(
+            AggregateMode::Final,
+            moved.group_expr().as_final(),
+            moved.aggr_expr().to_vec(),
+            moved.filter_expr().to_vec(),
+            Arc::new(exec),
+            input.schema(),
+        )?);
+        // The filters and projections again, the table's columns carried through them.
+        let nd = needed.len();
+        let mut map: Vec<usize> = (0..f.schema().fields().len())
+            .map(|i| if i < ng { i } else { i + nd })
+            .collect();
+        let mut dims: Vec<usize> = (ng..ng + nd).collect();
+        for layer in layers.iter().rev() {
+            match layer {
+                Layer::Filter(predicate, projection) => {
+                    let mut filter = FilterExecBuilder::new(remap_columns(predicate, &map)?, plan);
+                    if let Some(p) = projection {
+                        let mut keep: Vec<usize> = p.iter().map(|&i| map[i]).collect();
+                        keep.extend(&dims);
+                        filter = filter.apply_projection(Some(keep))?;
+                        map = (0..p.len()).collect();
+                        dims = (p.len()..p.len() + nd).collect();
+                    }
+                    plan = Arc::new(filter.build()?);
+                }
+                Layer::Projection(exprs) => {
+                    let mut moved_exprs = exprs
+                        .iter()
+                        .map(|e| {
+                            Ok(ProjectionExpr {
+                                expr: remap_columns(&e.expr, &map)?,
+                                alias: e.alias.clone(),
+                            })
+                        })
+                        .collect::<DfResult<Vec<_>>>()?;
+                    let first = moved_exprs.len();
+                    for &d in &dims {
+                        let name = plan.schema().field(d).name().clone();
+                        let alias = fresh_name(&name, moved_exprs.iter().map(|e| e.alias.as_str()));
+                        moved_exprs.push(ProjectionExpr {
+                            expr: Arc::new(PColumn::new(&name, d)),
+                            alias,
+                        });
+                    }
+                    map = (0..first).collect();
+                    dims = (first..first + nd).collect();
+                    plan = Arc::new(ProjectionExec::try_new(moved_exprs, plan)?);
+                }
+            }
+        }
+        // The join's output, named as it was.
+        let schema = j.schema();
+        let exprs = out
+            .iter()
+            .zip(schema.fields())
+            .map(|(&i, field)| {
+                let at = match side(i) {
+                    (true, d) => dims[needed.iter().position(|&n| n == d).unwrap_or(0)],
+                    (false, g) => map[g],
+                };
+                let name = plan.schema().field(at).name().clone();
+                ProjectionExpr {
+                    expr: Arc::new(PColumn::new(&name, at)),
+                    alias: field.name().clone(),
+                }
+            })
+            .collect::<Vec<_>>();
+        plan = Arc::new(ProjectionExec::try_new(exprs, plan)?);
+        // As many partitions as the join gave the plan above it, hashed as they were.
+        plan = match j.properties().output_partitioning() {
+            // (A hash on a column the join's projection dropped is named by an unknown
+            // column: no plan above can rely on it.)
+            Partitioning::Hash(exprs, n) if *n > 1 && exprs.iter().all(known_columns) => Arc::new(
+                RepartitionExec::try_new(plan, Partitioning::Hash(exprs.clone(), *n))?,
+            ),
+            p if p.partition_count() > 1 => Arc::new(RepartitionExec::try_new(
+                plan,
+                Partitioning::RoundRobinBatch(p.partition_count()),
+            )?),
+            _ => plan,
+        };
+        Ok(Some(plan))
+    }
 }
 
 impl PhysicalOptimizerRule for OffloadRule {
@@ -191,65 +571,43 @@ impl PhysicalOptimizerRule for OffloadRule {
                     TreeNodeRecursion::Continue,
                 ));
             }
-            let (table, result) = aggregate_graph(&partial, Orient::Planner);
-            // Joins with the larger tables streaming: the graph run when the device cannot
-            // hold the first one's builds.
-            let alternate = match aggregate_graph(&partial, Orient::LargestProbes).1 {
-                Ok(g) if result.as_ref().is_ok_and(|first| *first != g) => Some(g),
-                _ => None,
-            };
-            let limits_hit = match &result {
-                Ok(graph) => thesis_limits_hit(graph),
-                Err(_) => Vec::new(),
-            };
-            let result = result.and_then(|graph| {
-                let over: Vec<String> = graph_exceeds(&graph, &self.limits)
-                    .into_iter()
-                    .filter(|(_, declines)| *declines)
-                    .map(|(what, _)| what)
-                    .collect();
-                if over.is_empty() {
-                    Ok(graph)
-                } else {
-                    Err(format!("over the thesis's limits: {}", over.join(", ")))
-                }
-            });
-            let mut decisions = self.decisions.lock().unwrap_or_else(|e| e.into_inner());
+            let (decision, result) = self.device_for(&partial);
+            self.decisions
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(decision);
             match result {
-                Ok(graph) => {
-                    decisions.push(Decision {
-                        table,
-                        declined: None,
-                        limits_hit,
-                    });
-                    let host: Arc<dyn ExecutionPlan> = partial.clone();
-                    let alternate =
-                        alternate.filter(|g| graph_exceeds(g, &self.limits).iter().all(|h| !h.1));
-                    let exec: Arc<dyn ExecutionPlan> = Arc::new(DeviceExec::new(
-                        self.device.clone(),
-                        graph,
-                        alternate,
-                        partial.schema(),
-                        Some(host),
-                    ));
-                    Ok(Transformed::new(
-                        finish(exec)?,
-                        true,
-                        TreeNodeRecursion::Continue,
-                    ))
-                }
-                Err(reason) => {
-                    decisions.push(Decision {
-                        table,
-                        declined: Some(reason),
-                        limits_hit,
-                    });
-                    Ok(Transformed::no(node))
-                }
+                Some(exec) => Ok(Transformed::new(
+                    finish(Arc::new(exec))?,
+                    true,
+                    TreeNodeRecursion::Continue,
+                )),
+                None => Ok(Transformed::no(node)),
             }
+        })?;
+        // Joins of a table's rows with an offloaded aggregate's groups, on a group key: moved
+        // below the aggregate, into the device's graph.
+        let transformed = transformed.data.transform_up(|node| {
+            Ok(match self.join_below_aggregate(&node)? {
+                Some(plan) => Transformed::yes(plan),
+                None => Transformed::no(node),
+            })
         })?;
         // SORT and TOPK: a sort over an offloaded aggregate's groups.
         let sorted = transformed.data.transform_down(|node| {
+            // The max or min of an offloaded aggregate's groups (Q15's `max(total_revenue)`):
+            // the device sends the groups tied first by that column, TOPK 1.
+            if let Some(key) = extreme_of_column(&node) {
+                let input = node.children()[0].clone();
+                return Ok(match ordered_device(&input, vec![key], Some(1))? {
+                    Some(input) => Transformed::new(
+                        replace_children_if_necessary(node.clone(), vec![input])?,
+                        true,
+                        TreeNodeRecursion::Jump,
+                    ),
+                    None => Transformed::no(node),
+                });
+            }
             let Some(sort) = node.downcast_ref::<SortExec>() else {
                 return Ok(Transformed::no(node));
             };
@@ -286,6 +644,41 @@ impl PhysicalOptimizerRule for OffloadRule {
     fn schema_check(&self) -> bool {
         true
     }
+}
+
+/// For an aggregate without groups whose one aggregate is `max(c)` or `min(c)` of an input
+/// column: `c` as the sort key whose first row (ties included) holds the answer, nulls last.
+fn extreme_of_column(node: &Arc<dyn ExecutionPlan>) -> Option<(usize, SortKey)> {
+    let agg = node.downcast_ref::<AggregateExec>()?;
+    let [a] = agg.aggr_expr() else {
+        return None;
+    };
+    let descending = match a.fun().name() {
+        "max" => true,
+        "min" => false,
+        _ => return None,
+    };
+    if !matches!(agg.mode(), AggregateMode::Partial | AggregateMode::Single)
+        || !agg.group_expr().expr().is_empty()
+        || agg.group_expr().has_grouping_set()
+        || agg.filter_expr().iter().any(Option::is_some)
+        || a.is_distinct()
+    {
+        return None;
+    }
+    let args = a.expressions();
+    let [arg] = args.as_slice() else {
+        return None;
+    };
+    let column = arg.downcast_ref::<PColumn>()?.index();
+    Some((
+        column,
+        SortKey {
+            column,
+            descending,
+            nulls_first: false,
+        },
+    ))
 }
 
 /// COUNT_GROUPS: a Partial `count(x)` grouped by columns `0..k` over a Final aggregate
@@ -644,6 +1037,91 @@ fn passed_through(node: &Arc<dyn ExecutionPlan>) -> Option<&Arc<dyn ExecutionPla
     }
     node.downcast_ref::<CooperativeExec>().map(|c| c.input())
 }
+
+/// A node between a join and the Final aggregate below it.
+enum Layer {
+    Projection(Vec<ProjectionExpr>),
+    /// A filter's predicate and its projection.
+    Filter(Arc<dyn PhysicalExpr>, Option<Vec<usize>>),
+}
+
+/// `expr` with its column `i` read from column `map[i]`.
+fn remap_columns(expr: &Arc<dyn PhysicalExpr>, map: &[usize]) -> DfResult<Arc<dyn PhysicalExpr>> {
+    expr.clone()
+        .transform(|e| {
+            Ok(match e.downcast_ref::<PColumn>() {
+                Some(c) => match map.get(c.index()) {
+                    Some(&to) => Transformed::yes(Arc::new(PColumn::new(c.name(), to)) as _),
+                    None => {
+                        return Err(DataFusionError::Internal(format!(
+                            "column {c} beyond the {} columns moved",
+                            map.len()
+                        )))
+                    }
+                },
+                None => Transformed::no(e),
+            })
+        })
+        .map(|t| t.data)
+}
+
+/// Whether every column `expr` reads is one a plan has (not DataFusion's unknown column).
+fn known_columns(expr: &Arc<dyn PhysicalExpr>) -> bool {
+    let mut known = true;
+    let _ = expr.apply(|e| {
+        known &= !e.is::<UnKnownColumn>();
+        Ok(TreeNodeRecursion::Continue)
+    });
+    known
+}
+
+/// `name`, or with a suffix when `taken` holds it already.
+fn fresh_name<'a>(name: &str, taken: impl Iterator<Item = &'a str> + Clone) -> String {
+    let mut candidate = name.to_string();
+    let mut n = 1;
+    while taken.clone().any(|t| t == candidate) {
+        candidate = format!("{name}#{n}");
+        n += 1;
+    }
+    candidate
+}
+
+/// Whether an integer column holds each value at most once, read beside the plan (a table
+/// of at most [`UNIQUE_CHECK_ROWS`] rows; a larger one, or any read error, counts as not
+/// unique and leaves the plan alone).
+fn unique_key(reader: &TableReader, column: usize) -> bool {
+    let rows = reader.row_count();
+    if rows > UNIQUE_CHECK_ROWS {
+        return false;
+    }
+    let mut values: Vec<i64> = Vec::with_capacity(rows as usize);
+    for page in 0..reader.page_count() {
+        let Ok(array) = reader.read_page(column, page) else {
+            return false;
+        };
+        let Ok(array) = datafusion::arrow::compute::cast(&array, &DataType::Int64) else {
+            return false;
+        };
+        let Some(ints) = array
+            .as_any()
+            .downcast_ref::<datafusion::arrow::array::Int64Array>()
+        else {
+            return false;
+        };
+        if datafusion::arrow::array::Array::null_count(ints) > 0 {
+            return false;
+        }
+        values.extend_from_slice(ints.values());
+    }
+    if values.windows(2).all(|w| w[0] < w[1]) {
+        return true;
+    }
+    values.sort_unstable();
+    values.windows(2).all(|w| w[0] < w[1])
+}
+
+/// The most rows [`unique_key`] reads at plan time (16 MiB of keys).
+const UNIQUE_CHECK_ROWS: u64 = 1 << 21;
 
 /// The tasks for a scan, or a tree of inner, semi and anti equi-joins of scans with column
 /// projections between them, or why not.
