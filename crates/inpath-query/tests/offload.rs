@@ -377,6 +377,35 @@ fn a_join_above_an_offloaded_aggregate_moves_below_it_only_where_the_key_is_uniq
             same_rows(&g, &w, &format!("{text}, lanes {lanes}, memory {memory:?}"));
         }
     }
+    // The max or min of the groups: the device sends the first groups by that column only
+    // (TOPK 1, ties included), and the host's answer is the same.
+    for (text, descending) in [
+        (
+            "SELECT max(t) AS m FROM (SELECT l_suppkey, sum(l_quantity) AS t FROM lineitem \
+             GROUP BY l_suppkey)",
+            true,
+        ),
+        (
+            "SELECT min(t) AS m FROM (SELECT l_partkey, count(*) AS t FROM lineitem GROUP BY \
+             l_partkey)",
+            false,
+        ),
+    ] {
+        let want = rows_text(&off.sql(text).unwrap().batches);
+        for lanes in [1, 3] {
+            let on =
+                SqlSession::open_with(dir.path(), &KeyRing::new(), 2, offload(None, Some(lanes)))
+                    .unwrap();
+            let explained = on.explain_offload(text).unwrap();
+            let order = explained.graphs[0].tasks.last().unwrap().order.clone();
+            let order = order.unwrap_or_else(|| panic!("{}", explained.plan));
+            assert_eq!(order.limit, Some(1));
+            assert_eq!(order.keys[0].descending, descending);
+            same_rows(&rows_text(&on.sql(text).unwrap().batches), &want, text);
+            let s = on.device_stats().unwrap();
+            assert!(s.groups_cut > 0, "{text}: {s:?}");
+        }
+    }
     // Partsupp's suppkey repeats: the join stays above the aggregate, on the host, with the
     // host's answer (grouping by partsupp's columns below the join would merge equal rows).
     let text = "SELECT ps_suppkey, r.total FROM (SELECT l_suppkey AS k, sum(l_quantity) AS total \
