@@ -217,53 +217,14 @@ impl LocalDevice {
             }
             plan.summarize = Some(r.build);
         }
-        let pages = plan.pruned_pages()?;
-        let total = plan.reader.page_count() as u64;
-        Counters::add(&self.counters.pages_skipped, total - pages.len() as u64);
-        let lanes = self.lanes.min(pages.len()).max(1);
         let budget = self.memory_budget.saturating_sub(held + reserve);
-        let lane_budget = budget / lanes as u64;
-        let (per, extra) = (pages.len() / lanes, pages.len() % lanes);
-        let mut runs = Vec::with_capacity(lanes);
-        let mut start = 0;
-        for k in 0..lanes {
-            let len = per + usize::from(k < extra);
-            runs.push(&pages[start..start + len]);
-            start += len;
-        }
-        let never = AtomicBool::new(false);
         type Part = (Vec<Ints>, Vec<Vec<u64>>);
-        let parts: Vec<Result<Part>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = runs
-                .into_iter()
-                .map(|run| {
-                    let (plan, counters, never) = (&plan, &*self.counters, &never);
-                    scope.spawn(move || {
-                        let cpu = inpath_core::thread_cpu_seconds();
-                        let mut lane = Lane::new(plan, counters, lane_budget);
-                        let result = lane.run(run, never, &mut |_| true);
-                        let kept = (
-                            std::mem::take(&mut lane.kept_ints),
-                            std::mem::take(&mut lane.kept_places),
-                        );
-                        lane.release();
-                        let used = (inpath_core::thread_cpu_seconds() - cpu).max(0.0);
-                        Counters::add(&counters.cpu_micros, (used * 1e6) as u64);
-                        result.map(|()| kept)
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join().unwrap_or_else(|_| {
-                        Err(Error::Offload {
-                            detail: "a device lane failed".into(),
-                        })
-                    })
-                })
-                .collect()
-        });
+        let parts: Vec<Result<Part>> = self.on_lanes(&plan, budget, |lane| {
+            (
+                std::mem::take(&mut lane.kept_ints),
+                std::mem::take(&mut lane.kept_places),
+            )
+        })?;
         // The lanes' rows in lane order: pages in table order.
         let mut ints: Vec<Ints> = vec![Ints::default(); task.keep.len()];
         let mut places: Vec<Vec<u64>> = vec![Vec::new(); plan.origins.len()];
@@ -312,6 +273,139 @@ impl LocalDevice {
                     reserve >> 10
                 ),
             });
+        }
+        Ok(b)
+    }
+
+    /// Runs a build task's plan on every lane over its pages (after zone maps), `budget`
+    /// bytes shared among the lanes; `take` collects what each lane holds at its end, in lane
+    /// order (pages in table order).
+    fn on_lanes<T: Send>(
+        &self,
+        plan: &Prepared,
+        budget: u64,
+        take: impl Fn(&mut Lane) -> T + Sync,
+    ) -> Result<Vec<Result<T>>> {
+        let pages = plan.pruned_pages()?;
+        let total = plan.reader.page_count() as u64;
+        Counters::add(&self.counters.pages_skipped, total - pages.len() as u64);
+        let lanes = self.lanes.min(pages.len()).max(1);
+        let lane_budget = budget / lanes as u64;
+        let (per, extra) = (pages.len() / lanes, pages.len() % lanes);
+        let mut runs = Vec::with_capacity(lanes);
+        let mut start = 0;
+        for k in 0..lanes {
+            let len = per + usize::from(k < extra);
+            runs.push(&pages[start..start + len]);
+            start += len;
+        }
+        let never = AtomicBool::new(false);
+        Ok(std::thread::scope(|scope| {
+            let handles: Vec<_> = runs
+                .into_iter()
+                .map(|run| {
+                    let (counters, never, take) = (&*self.counters, &never, &take);
+                    scope.spawn(move || {
+                        let cpu = inpath_core::thread_cpu_seconds();
+                        let mut lane = Lane::new(plan, counters, lane_budget);
+                        let result = lane.run(run, never, &mut |_| true);
+                        let held = take(&mut lane);
+                        lane.release();
+                        let used = (inpath_core::thread_cpu_seconds() - cpu).max(0.0);
+                        Counters::add(&counters.cpu_micros, (used * 1e6) as u64);
+                        result.map(|()| held)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(Error::Offload {
+                            detail: "a device lane failed".into(),
+                        })
+                    })
+                })
+                .collect()
+        }))
+    }
+
+    /// Runs a build task that aggregates by group on every lane, merges the lanes' groups
+    /// into the SQL's groups and indexes them, as rows (keys, then values), by `key`. Every
+    /// column must be an integer without nulls; groups that outgrow a lane decline.
+    fn build_groups(
+        &self,
+        task: &TableTask,
+        built: &[Option<Arc<Built>>],
+        join: &super::graph::Join,
+        reserve: u64,
+    ) -> Result<Built> {
+        let declined = |detail: String| Error::DeviceDeclined { detail };
+        if join.residual.is_some() {
+            return Err(declined(format!(
+                "a residual condition on the groups of {}",
+                task.table
+            )));
+        }
+        let builds = join_builds(task, built)?;
+        let held: u64 = built.iter().flatten().map(|b| b.bytes()).sum();
+        let reader = self.reader(&task.table)?;
+        let schema = output_schema(task)?;
+        let mut plan = Prepared::new(reader, task.clone(), schema, builds)?;
+        plan.hold_groups = true;
+        let budget = self.memory_budget.saturating_sub(held + reserve);
+        let parts = self.on_lanes(&plan, budget, |lane| {
+            std::mem::replace(&mut lane.groups, Groups::new(0, 0))
+        })?;
+        let tables = parts.into_iter().collect::<Result<Vec<Groups>>>()?;
+        let group_bytes: u64 = tables.iter().map(Groups::bytes).sum();
+        self.counters.hold(group_bytes);
+        let rows = (|| {
+            let Some(groups) = Groups::merged(tables, plan.aggs()) else {
+                return Ok(None);
+            };
+            let groups = plan.regroup(groups)?;
+            plan.emit_groups(&groups).map(Some)
+        })();
+        self.counters.release(group_bytes);
+        let width = task.output.fields.len();
+        let columns: Vec<Kept> = match rows? {
+            None => (0..width).map(|_| Kept::Int(Ints::default())).collect(),
+            Some(batch) => batch
+                .columns()
+                .iter()
+                .zip(batch.schema().fields())
+                .map(|(a, f)| {
+                    let values = integers(a).ok_or_else(|| {
+                        declined(format!(
+                            "group column {} of {} ({}) kept for a join: only integers \
+                             without nulls within 64 bits are",
+                            f.name(),
+                            task.table,
+                            f.data_type()
+                        ))
+                    })?;
+                    Ok(Kept::Int(Ints::from(values)))
+                })
+                .collect::<Result<_>>()?,
+        };
+        let b = Built::within(
+            columns,
+            Vec::new(),
+            &join.build_keys,
+            join.method,
+            join.kind != super::graph::JoinKind::Inner,
+            budget,
+        )?;
+        Counters::add(&self.counters.rows_kept, b.len() as u64);
+        if b.bytes() > budget {
+            return Err(declined(format!(
+                "the {} groups of {} kept for a join take {} KiB; the device has {} KiB left",
+                b.len(),
+                task.table,
+                b.bytes().div_ceil(1024),
+                budget >> 10
+            )));
         }
         Ok(b)
     }
@@ -502,7 +596,10 @@ impl Device for LocalDevice {
                     ),
                 });
             };
-            let b = self.build(task, &built, join, reserve);
+            let b = match task.operator {
+                Operator::Nop => self.build(task, &built, join, reserve),
+                _ => self.build_groups(task, &built, join, reserve),
+            };
             let b = match b {
                 Ok(b) => b,
                 Err(e) => {
@@ -560,7 +657,9 @@ impl Device for LocalDevice {
         // SORT and TOPK: the lanes hand their group tables to a finisher, which merges them
         // (the device's own final aggregate), orders them and sends what can be in the result.
         let task = &plan.plan.task;
-        let finisher = match task.order.is_some() || task.count_groups.is_some() {
+        let finisher = match (task.order.is_some() || task.count_groups.is_some())
+            && task.operator != Operator::Nop
+        {
             true => {
                 let order = task.order.clone();
                 let (gtx, grx) = std::sync::mpsc::channel::<(Groups, bool)>();
@@ -582,6 +681,30 @@ impl Device for LocalDevice {
             }
             false => None,
         };
+        // A NOP last task: the lanes hand their kept rows to a finisher, which orders and cuts
+        // them (TOPK), reads their late columns and sends them.
+        let rows_finisher = match task.operator == Operator::Nop {
+            true => {
+                let order = task.order.clone();
+                let (rtx, rrx) = std::sync::mpsc::channel::<LaneRows>();
+                let (plan, tx, counters) = (plan.clone(), tx.clone(), self.counters.clone());
+                std::thread::Builder::new()
+                    .name("inpath-device-rows".into())
+                    .spawn(move || {
+                        failing_loudly(&tx.clone(), "the device's row sorter", move || {
+                            let cpu = inpath_core::thread_cpu_seconds();
+                            finish_rows(&plan.plan, order.as_ref(), rrx, lanes, &counters, &tx);
+                            let used = (inpath_core::thread_cpu_seconds() - cpu).max(0.0);
+                            Counters::add(&counters.cpu_micros, (used * 1e6) as u64);
+                        })
+                    })
+                    .map_err(|e| Error::Offload {
+                        detail: format!("cannot start the device's row sorter: {e}"),
+                    })?;
+                Some(rtx)
+            }
+            false => None,
+        };
         let (per, extra) = (pages.len() / lanes, pages.len() % lanes);
         let mut start = 0;
         for k in 0..lanes {
@@ -595,7 +718,7 @@ impl Device for LocalDevice {
                 self.counters.clone(),
             );
             let (declined, text) = (self.declined.clone(), shared_text.clone());
-            let finisher = finisher.clone();
+            let (finisher, rows_finisher) = (finisher.clone(), rows_finisher.clone());
             std::thread::Builder::new()
                 .name("inpath-device".into())
                 .spawn(move || {
@@ -612,6 +735,13 @@ impl Device for LocalDevice {
                         if let (Ok(()), Some(finisher)) = (&result, finisher) {
                             let groups = std::mem::replace(&mut lane.groups, Groups::new(0, 0));
                             let _ = finisher.send((groups, lane.spilled));
+                        }
+                        if let (Ok(()), Some(rows)) = (&result, rows_finisher) {
+                            let _ = rows.send((
+                                k,
+                                std::mem::take(&mut lane.kept_ints),
+                                std::mem::take(&mut lane.kept_places),
+                            ));
                         }
                         lane.release();
                         if let Err(e) = result {
@@ -720,6 +850,49 @@ fn finish_groups(
             Counters::add(&counters.bytes_sent, b.get_array_memory_size() as u64);
         }
         let _ = tx.send(batch);
+    }
+}
+
+/// What a lane of a NOP last task kept: its place among the lanes, its kept columns' values
+/// and its late columns' row places.
+type LaneRows = (usize, Vec<Ints>, Vec<Vec<u64>>);
+
+/// The finisher of a NOP last task: takes every lane's kept rows, in lane order (pages in
+/// table order), orders them and keeps the first `limit` (TOPK, rows tied with the last
+/// included) and sends them. A lane that failed has sent its error instead; then nothing is
+/// sent here.
+fn finish_rows(
+    plan: &Prepared,
+    order: Option<&Order>,
+    rows_rx: Receiver<LaneRows>,
+    lanes: usize,
+    counters: &Counters,
+    tx: &std::sync::mpsc::SyncSender<Result<RecordBatch>>,
+) {
+    let mut parts: Vec<LaneRows> = rows_rx.iter().take(lanes).collect();
+    if parts.len() < lanes {
+        return;
+    }
+    parts.sort_by_key(|p| p.0);
+    let mut ints: Vec<Ints> = vec![Ints::default(); plan.task.keep.len()];
+    let mut places: Vec<Vec<u64>> = vec![Vec::new(); plan.origins.len()];
+    for (_, i, p) in parts {
+        for (all, part) in ints.iter_mut().zip(i) {
+            all.append(part);
+        }
+        for (all, part) in places.iter_mut().zip(p) {
+            all.extend(part);
+        }
+    }
+    match plan.emit_rows(&ints, &places, order, counters) {
+        Ok(None) => {}
+        Ok(Some(batch)) => {
+            Counters::add(&counters.bytes_sent, batch.get_array_memory_size() as u64);
+            let _ = tx.send(Ok(batch));
+        }
+        Err(e) => {
+            let _ = tx.send(Err(e));
+        }
     }
 }
 
@@ -915,6 +1088,9 @@ struct Prepared {
     /// per run of equal keys (every other kept column), `c` holding the run's first value
     /// and whether another followed (see `join::encode_residual`).
     summarize: Option<usize>,
+    /// A build that aggregates: lanes hold their groups for the device to merge into build
+    /// rows, and never spill them (partial groups are no join's rows).
+    hold_groups: bool,
 }
 
 /// How a build task keeps a column.
@@ -1146,6 +1322,7 @@ impl Prepared {
             origins,
             distinct: false,
             summarize: None,
+            hold_groups: false,
         })
     }
 
@@ -1909,13 +2086,18 @@ impl<'a> Lane<'a> {
                 && self.groups.len > 0
                 && worst + self.groups.bytes() > self.budget
             {
-                if self.plan.task.count_groups.is_some() {
-                    // Counted groups must all be on the device: nothing has been sent, so the
-                    // host can still count them.
+                if self.plan.task.count_groups.is_some() || self.plan.hold_groups {
+                    // Counted groups, and groups a later task joins, must all be on the
+                    // device: nothing has been sent, so the host can still run the plan.
                     return Err(Error::DeviceDeclined {
                         detail: format!(
-                            "the {} groups to count outgrow the lane's {} KiB",
+                            "the {} groups {} outgrow the lane's {} KiB",
                             self.groups.len,
+                            if self.plan.hold_groups {
+                                "a later task joins"
+                            } else {
+                                "to count"
+                            },
                             self.budget >> 10
                         ),
                     });
@@ -1932,9 +2114,13 @@ impl<'a> Lane<'a> {
             last_page = last_page.max(self.page(page)?);
         }
         let task = &self.plan.task;
-        if task.operator == Operator::Nop || task.order.is_some() || task.count_groups.is_some() {
-            // A build task's rows stay in the lane for the device to collect; so do groups
-            // to be sorted, for the device to merge across lanes first.
+        if task.operator == Operator::Nop
+            || task.order.is_some()
+            || task.count_groups.is_some()
+            || self.plan.hold_groups
+        {
+            // A NOP task's rows stay in the lane for the device to collect; so do groups to be
+            // sorted or joined, for the device to merge across lanes first.
         } else if self.plan.keys().is_empty() || self.groups.len > 0 {
             let batch = self.emit_groups()?;
             emit(batch);
@@ -3292,6 +3478,89 @@ impl Prepared {
         Ok(merge_groups(g, self.aggs(), |_, i| canon[i]))
     }
 
+    /// A NOP task's kept rows as a batch of its output schema (its kept columns), ordered by
+    /// `order`'s leading keys kept by value and cut to its limit, rows tied with the last one
+    /// kept included (a later key kept late is left to the host's sort); none without rows.
+    fn emit_rows(
+        &self,
+        ints: &[Ints],
+        places: &[Vec<u64>],
+        order: Option<&Order>,
+        counters: &Counters,
+    ) -> Result<Option<RecordBatch>> {
+        let n = ints
+            .iter()
+            .map(Ints::len)
+            .chain(places.iter().map(Vec::len))
+            .max()
+            .unwrap_or(0);
+        if n == 0 {
+            return Ok(None);
+        }
+        let mut picks: Vec<u32> = (0..n as u32).collect();
+        if let Some(order) = order {
+            let keys: Vec<(&Ints, bool)> = order
+                .keys
+                .iter()
+                .map_while(|k| match self.keep_as.get(k.column)? {
+                    KeepAs::Int(_) => Some((&ints[k.column], k.descending)),
+                    KeepAs::Late { .. } => None,
+                })
+                .collect();
+            let cmp = |a: u32, b: u32| {
+                for &(values, descending) in &keys {
+                    let o = values.get(a as usize).cmp(&values.get(b as usize));
+                    let o = if descending { o.reverse() } else { o };
+                    if o != std::cmp::Ordering::Equal {
+                        return o;
+                    }
+                }
+                std::cmp::Ordering::Equal
+            };
+            if !keys.is_empty() {
+                picks.sort_by(|&a, &b| cmp(a, b));
+                if let Some(limit) = order.limit.filter(|&k| k < n) {
+                    let last = picks[limit - 1];
+                    let end = limit
+                        + picks[limit..]
+                            .iter()
+                            .take_while(|&&r| cmp(r, last) == std::cmp::Ordering::Equal)
+                            .count();
+                    picks.truncate(end);
+                    Counters::add(&counters.groups_cut, (n - end) as u64);
+                }
+            }
+        }
+        let bad = |detail: String| Error::Offload { detail };
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.keep_as.len());
+        for (i, field) in self.schema.fields().iter().enumerate() {
+            let ty = field.data_type();
+            let array = match self.keep_as.get(i) {
+                Some(KeepAs::Int(_)) => int_array(
+                    picks.iter().map(|&r| Some(ints[i].get(r as usize) as i128)),
+                    ty,
+                    field.name(),
+                )?,
+                Some(&KeepAs::Late { origin, column }) => {
+                    let at: Vec<u64> = picks.iter().map(|&r| places[origin][r as usize]).collect();
+                    let reader = self.origin_reader(self.origins[origin]);
+                    let taken = read_places(&reader, column, &at)?;
+                    if taken.data_type() == ty {
+                        taken
+                    } else {
+                        datafusion::arrow::compute::cast(&taken, ty)
+                            .map_err(|e| bad(format!("column {}: {e}", field.name())))?
+                    }
+                }
+                None => return Err(bad(format!("output column {} is not kept", field.name()))),
+            };
+            columns.push(array);
+        }
+        RecordBatch::try_new(self.schema.clone(), columns)
+            .map(Some)
+            .map_err(|e| bad(format!("the rows sent do not fit the output schema: {e}")))
+    }
+
     /// A group table as a batch of the task's output schema.
     fn emit_groups(&self, g: &Groups) -> Result<RecordBatch> {
         let schema = &self.schema;
@@ -3471,6 +3740,38 @@ fn arrow_select_take(values: &ArrayRef, codes: &Int32Array) -> Result<ArrayRef> 
 }
 
 /// Exact integers as an array of an integer, date or decimal type; out of range is an error.
+/// An integer-like array's values as 64-bit integers (decimals as their unscaled values);
+/// none for other types, nulls, or a decimal beyond 64 bits.
+fn integers(array: &ArrayRef) -> Option<Vec<i64>> {
+    use datafusion::arrow::array::AsArray;
+    use datafusion::arrow::datatypes::{Date32Type, Decimal128Type, Int32Type as I32, Int64Type};
+    if array.null_count() > 0 {
+        return None;
+    }
+    Some(match array.data_type() {
+        DataType::Int64 => array.as_primitive::<Int64Type>().values().to_vec(),
+        DataType::Int32 => array
+            .as_primitive::<I32>()
+            .values()
+            .iter()
+            .map(|&v| v as i64)
+            .collect(),
+        DataType::Date32 => array
+            .as_primitive::<Date32Type>()
+            .values()
+            .iter()
+            .map(|&v| v as i64)
+            .collect(),
+        DataType::Decimal128(..) => array
+            .as_primitive::<Decimal128Type>()
+            .values()
+            .iter()
+            .map(|&v| i64::try_from(v).ok())
+            .collect::<Option<Vec<_>>>()?,
+        _ => return None,
+    })
+}
+
 fn int_array(
     values: impl Iterator<Item = Option<i128>>,
     ty: &DataType,

@@ -14,8 +14,10 @@ use serde::{Deserialize, Serialize};
 /// Version 2 added joins (`Join`, `Op::Fetch`, `GroupKey::Build`) and the build tasks'
 /// `keep` lists; version 3 added SORT and TOPK (`TableTask::order`); version 4 the count of
 /// groups (`TableTask::count_groups`); version 5 semi and anti joins with a residual
-/// condition (`Join::residual`). Older graphs read unchanged.
-pub const GRAPH_VERSION: u32 = 5;
+/// condition (`Join::residual`); version 6 builds that aggregate (an AGGREGATE_GROUPBY task
+/// whose merged groups are the rows a later task joins) and a last task that is NOP (its kept
+/// rows go to the host, sorted and cut by TOPK). Older graphs read unchanged.
+pub const GRAPH_VERSION: u32 = 6;
 
 /// A Table Task graph.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -88,10 +90,16 @@ impl TaskGraph {
                         join.build
                     )));
                 };
-                if build.operator != Operator::Nop {
+                let grouped = matches!(build.operator, Operator::AggregateGroupBy { .. });
+                if !(build.operator == Operator::Nop
+                    || grouped
+                        && build.keep.is_empty()
+                        && build.order.is_none()
+                        && build.count_groups.is_none())
+                {
                     return Err(bad(format!(
-                        "task {t}, join {j}: build task {} aggregates; a build task is NOP \
-                         and keeps its rows on the device",
+                        "task {t}, join {j}: build task {} is neither NOP (keeping its rows) \
+                         nor an unsorted AGGREGATE_GROUPBY keeping nothing but its groups",
                         join.build
                     )));
                 }
@@ -104,11 +112,11 @@ impl TaskGraph {
                     )));
                 }
                 for &key in &join.build_keys {
-                    if key >= build.keep.len() {
+                    if key >= build.row_width() {
                         return Err(bad(format!(
                             "task {t}, join {j}: build key {key} beyond the {} columns task {} \
                              keeps",
-                            build.keep.len(),
+                            build.row_width(),
                             join.build
                         )));
                     }
@@ -129,7 +137,7 @@ impl TaskGraph {
                              and anti joins only)"
                         )));
                     }
-                    if r.build >= build.keep.len() || join.build_keys.contains(&r.build) {
+                    if r.build >= build.row_width() || join.build_keys.contains(&r.build) {
                         return Err(bad(format!(
                             "task {t}, join {j}: residual build column {} is not a column task \
                              {} keeps beside its keys",
@@ -140,7 +148,7 @@ impl TaskGraph {
             }
             let build_columns = |k: usize| -> Option<usize> {
                 let join = task.joins.get(k)?;
-                (join.kind == JoinKind::Inner).then(|| self.tasks[join.build].keep.len())
+                (join.kind == JoinKind::Inner).then(|| self.tasks[join.build].row_width())
             };
             let source_ok = |s: &Source| match *s {
                 Source::Column(_) => true,
@@ -192,10 +200,13 @@ impl TaskGraph {
                     if task.keep.is_empty() {
                         return Err(bad(format!("NOP task {t} keeps no column")));
                     }
-                    if t + 1 == self.tasks.len() {
-                        return Err(bad(
-                            "the last task is NOP; it must aggregate what goes to the host".into(),
-                        ));
+                    if t + 1 == self.tasks.len() && task.output.fields.len() != task.keep.len() {
+                        return Err(bad(format!(
+                            "the last task is NOP: it sends the {} columns it keeps, but \
+                             declares {}",
+                            task.keep.len(),
+                            task.output.fields.len()
+                        )));
                     }
                 }
                 Operator::Aggregate { aggs } => {
@@ -244,9 +255,9 @@ impl TaskGraph {
                 }
             }
             if let Some(order) = &task.order {
-                if t + 1 != self.tasks.len() || task.operator == Operator::Nop {
+                if t + 1 != self.tasks.len() {
                     return Err(bad(format!(
-                        "task {t} sorts: only the last task's aggregate is sorted"
+                        "task {t} sorts: only the last task's rows or groups are sorted"
                     )));
                 }
                 if order.keys.is_empty() || order.limit == Some(0) {
@@ -329,6 +340,17 @@ pub struct TableTask {
     /// cross to the host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub count_groups: Option<CountGroups>,
+}
+
+impl TableTask {
+    /// The columns of the rows a build task holds for later joins: what a NOP task keeps, or
+    /// an aggregating task's output columns (its groups' keys and values).
+    pub fn row_width(&self) -> usize {
+        match self.operator {
+            Operator::Nop => self.keep.len(),
+            _ => self.output.fields.len(),
+        }
+    }
 }
 
 /// COUNT_GROUPS: see [`TableTask::count_groups`].
@@ -849,8 +871,58 @@ mod tests {
                     }],
                 }
             },
-            "build task 0 aggregates",
+            "build task 0 is neither NOP",
         );
+        // A build that aggregates by group: its groups (keys, then values) are its rows.
+        let grouped = |g: &mut TaskGraph| {
+            g.tasks[0].operator = Operator::AggregateGroupBy {
+                keys: vec![GroupKey::Register(0)],
+                aggs: vec![Agg {
+                    func: AggFunc::Min,
+                    arg: Some(0),
+                    scale: 0,
+                }],
+            };
+            g.tasks[0].keep.clear();
+            g.tasks[0].output.fields = vec![
+                ("k".into(), "Int64".into()),
+                ("m".into(), "Int64".into()),
+            ];
+        };
+        let mut aggregated = good.clone();
+        grouped(&mut aggregated);
+        aggregated.check().unwrap();
+        refused(
+            &|g| {
+                grouped(g);
+                g.tasks[1].joins[0].build_keys = vec![2];
+            },
+            "build key 2 beyond the 2 columns",
+        );
+        refused(
+            &|g| {
+                grouped(g);
+                g.tasks[0].keep = vec![Source::Column(0)];
+            },
+            "build task 0 is neither NOP",
+        );
+        // The last task may be NOP: its kept rows go to the host, sorted and cut.
+        let mut rows = good.clone();
+        rows.tasks[1].operator = Operator::Nop;
+        rows.tasks[1].keep = vec![Source::Column(1), Source::Build { join: 0, column: 1 }];
+        rows.tasks[1].output.fields.push(("y".into(), "Int64".into()));
+        rows.tasks[1].order = Some(Order {
+            keys: vec![SortKey {
+                column: 1,
+                descending: true,
+                nulls_first: false,
+            }],
+            limit: Some(10),
+        });
+        rows.check().unwrap();
+        rows.tasks[1].output.fields.pop();
+        let e = rows.check().unwrap_err().to_string();
+        assert!(e.contains("sends the 2 columns it keeps, but declares 1"), "{e}");
         refused(
             &|g| g.tasks[1].joins[0].build_keys = vec![5],
             "build key 5 beyond",

@@ -192,6 +192,82 @@ impl OffloadRule {
         }
     }
 
+    /// The rows of `input`, a tree of joins of scans (and of offloaded aggregates' groups)
+    /// under a sort with a limit, sent by the device: a graph whose last task is NOP, its
+    /// kept columns `input`'s, ordered by `keys` and cut to `limit` (TOPK, ties included; the
+    /// host's sort still orders and cuts what arrives). None when the device cannot produce
+    /// them: the plan stays as it is.
+    fn rows_device(
+        &self,
+        input: &Arc<dyn ExecutionPlan>,
+        keys: &[(usize, SortKey)],
+        limit: usize,
+    ) -> Option<DeviceExec> {
+        // Rows of one table alone, unjoined, stay with the host's scan: a lane would keep
+        // every selected row until its pages are done.
+        let mut joins = 0;
+        let _ = input.apply(|n| {
+            joins += usize::from(n.is::<HashJoinExec>());
+            Ok(TreeNodeRecursion::Continue)
+        });
+        if joins == 0 {
+            return None;
+        }
+        let schema = input.schema();
+        let graph = |orient: Orient| -> Result<TaskGraph, String> {
+            let chain = chain_for(input, orient)?;
+            if chain.grouped || !chain.filters.is_empty() {
+                return Err("groups, or a filter on the rows sent".into());
+            }
+            let Chain {
+                mut tasks, columns, ..
+            } = chain;
+            let mut fields = Vec::new();
+            for f in schema.fields() {
+                let text = f.data_type().to_string();
+                if DataType::from_str(&text).ok().as_ref() != Some(f.data_type()) {
+                    return Err(format!("column {} has a type the graph cannot name", f.name()));
+                }
+                fields.push((f.name().clone(), text));
+            }
+            let last = tasks.last_mut().ok_or("no task")?;
+            last.keep = columns.iter().map(|c| c.src).collect();
+            last.output = Output { fields };
+            last.order = Some(Order {
+                keys: keys.iter().map(|&(_, k)| k).collect(),
+                limit: Some(limit),
+            });
+            let graph = TaskGraph {
+                version: super::GRAPH_VERSION,
+                tasks,
+            };
+            graph.check().map_err(|e| e.to_string())?;
+            if graph_exceeds(&graph, &self.limits).iter().any(|h| h.1) {
+                return Err("over the thesis's limits".into());
+            }
+            Ok(graph)
+        };
+        let first = graph(Orient::Planner).ok()?;
+        let alternate = graph(Orient::LargestProbes)
+            .ok()
+            .filter(|g| *g != first);
+        self.decisions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Decision {
+                table: first.tasks.last().map(|t| t.table.clone()),
+                declined: None,
+                limits_hit: thesis_limits_hit(&first),
+            });
+        Some(DeviceExec::new(
+            self.device.clone(),
+            first,
+            alternate,
+            schema,
+            Some(input.clone()),
+        ))
+    }
+
     /// An inner join of a table's rows with an offloaded aggregate's groups (through
     /// filters and projections above its Final aggregate), on one of its group keys, where
     /// that table's key is unique: the join moved below the aggregate, so the device reads
@@ -626,7 +702,18 @@ impl PhysicalOptimizerRule for OffloadRule {
                     Some((c.index(), key))
                 })
                 .collect();
-            match ordered_device(sort.input(), keys, sort.fetch())? {
+            let input = match ordered_device(sort.input(), keys.clone(), sort.fetch())? {
+                Some(input) => Some(input),
+                // TOPK over the rows of a tree of joins (Q2): the device sends the rows that
+                // can be first.
+                None => match sort.fetch() {
+                    Some(limit) if !keys.is_empty() => self
+                        .rows_device(sort.input(), &keys, limit)
+                        .map(|d| Arc::new(d) as Arc<dyn ExecutionPlan>),
+                    _ => None,
+                },
+            };
+            match input {
                 Some(input) => {
                     let node = replace_children_if_necessary(node.clone(), vec![input])?;
                     Ok(Transformed::new(node, true, TreeNodeRecursion::Jump))
@@ -984,6 +1071,14 @@ fn aggregate_graph(
         }
     }
     let rows = match chain_for(&node, orient) {
+        Ok(rows) if rows.grouped => {
+            return (
+                None,
+                Err("its input is an aggregate's groups (the device joins them, but does not \
+                     aggregate them again)"
+                    .into()),
+            )
+        }
         Ok(rows) => rows,
         Err(why) => return (None, Err(why)),
     };
@@ -1024,6 +1119,9 @@ struct Chain {
     filters: Vec<(Arc<dyn PhysicalExpr>, SchemaRef, Vec<Col>)>,
     /// Rows of the pipeline task's table.
     rows: u64,
+    /// The rows are an offloaded aggregate's groups: the last task aggregates, and each
+    /// column's source is `Source::Column` of its output column.
+    grouped: bool,
 }
 
 /// The input of a node that passes its input's rows on unchanged, only moved between
@@ -1188,6 +1286,7 @@ fn chain_for(node: &Arc<dyn ExecutionPlan>, orient: Orient) -> Result<Chain, Str
             columns,
             filters: Vec::new(),
             rows: reader.row_count(),
+            grouped: false,
         });
     }
     if let Some(j) = node.downcast_ref::<HashJoinExec>() {
@@ -1214,23 +1313,139 @@ fn chain_for(node: &Arc<dyn ExecutionPlan>, orient: Orient) -> Result<Chain, Str
         }
         return Ok(chain);
     }
+    if let Some(agg) = node.downcast_ref::<AggregateExec>() {
+        return groups_chain(agg);
+    }
     Err(format!(
         "its input holds {}, which the device does not run yet",
         node.name()
     ))
 }
 
-/// A join key: an integer column without nulls.
-fn join_key(col: &Col) -> Result<(), String> {
+/// The groups of a Final aggregate over a [`DeviceExec`]'s Partial, as rows a join can keep
+/// on the device: the device's graph, its aggregate task last (a build whose merged groups
+/// are its rows). Each column is a group key that is a column of the aggregated rows, or
+/// the min or max of one, so it has that column's type, and no nulls where it has none.
+fn groups_chain(f: &AggregateExec) -> Result<Chain, String> {
+    let refuse = |why: &str| Err(format!("an aggregate's groups joined: {why}"));
+    if !matches!(
+        f.mode(),
+        AggregateMode::Final | AggregateMode::FinalPartitioned
+    ) || f.group_expr().has_grouping_set()
+        || f.group_expr().expr().is_empty()
+    {
+        return refuse("not the Final aggregate of a group-by");
+    }
+    let mut below = f.input();
+    while let Some(input) = passed_through(below) {
+        below = input;
+    }
+    let Some(d) = below.downcast_ref::<DeviceExec>() else {
+        return refuse("its Partial aggregate is not on the device");
+    };
+    let Some(partial) = d.host.as_ref().and_then(|h| h.downcast_ref::<AggregateExec>()) else {
+        return refuse("no Partial aggregate under the device");
+    };
+    let Some(task) = d.graph.tasks.last() else {
+        return refuse("an empty graph");
+    };
+    if !matches!(task.operator, Operator::AggregateGroupBy { .. })
+        || task.order.is_some()
+        || task.count_groups.is_some()
+        || d.graph.tasks.iter().any(|t| t.mask != MaskSource::All)
+    {
+        return refuse("the device's task is not a plain group-by");
+    }
+    // The rows under the Partial aggregate, through its projections.
+    let mut layers: Vec<Vec<Arc<dyn PhysicalExpr>>> = Vec::new();
+    let mut node = partial.input().clone();
+    loop {
+        if let Some(p) = node.downcast_ref::<ProjectionExec>() {
+            layers.push(p.expr().iter().map(|e| e.expr.clone()).collect());
+            node = p.input().clone();
+        } else if let Some(input) = passed_through(&node) {
+            node = input.clone();
+        } else {
+            break;
+        }
+    }
+    let rows = chain_for(&node, Orient::Planner)?;
+    let row_column = |e: &Arc<dyn PhysicalExpr>| -> Option<Col> {
+        let mut at = e.downcast_ref::<PColumn>()?.index();
+        for layer in &layers {
+            at = layer.get(at)?.downcast_ref::<PColumn>()?.index();
+        }
+        rows.columns.get(at).cloned()
+    };
+    let mut columns = Vec::new();
+    for (e, name) in partial.group_expr().expr() {
+        let Some(c) = row_column(e) else {
+            return refuse(&format!("group key {name} is not a column"));
+        };
+        columns.push(c);
+    }
+    for a in partial.aggr_expr() {
+        let args = a.expressions();
+        let plain = matches!(a.fun().name(), "min" | "max")
+            && !a.is_distinct()
+            && a.state_fields().map(|f| f.len()).unwrap_or(0) == 1;
+        let c = match args.as_slice() {
+            [arg] if plain => row_column(arg),
+            _ => None,
+        };
+        let Some(c) = c else {
+            return refuse(&format!("{} is not the min or max of a column", a.name()));
+        };
+        columns.push(c);
+    }
+    if columns.len() != task.output.fields.len() || columns.len() != f.schema().fields().len() {
+        return refuse("its output is not its keys and one value per aggregate");
+    }
+    let columns = columns
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| Col {
+            src: Source::Column(i),
+            equals: None,
+            ..c
+        })
+        .collect();
+    Ok(Chain {
+        tasks: d.graph.tasks.clone(),
+        columns,
+        filters: Vec::new(),
+        // Never the larger side: groups are kept, never streamed.
+        rows: 0,
+        grouped: true,
+    })
+}
+
+/// A join key: an integer or decimal column without nulls; its scale (keys are compared as
+/// scaled integers, so both sides of a pair must have the same).
+fn join_key(col: &Col) -> Result<i8, String> {
     let field = col.reader.schema().field(col.column).clone();
     let meta = &col.reader.manifest().columns[col.column];
     if field.is_nullable() {
         return Err(format!("join key {} may hold nulls", meta.name));
     }
     match meta.logical {
-        LogicalType::Int32 | LogicalType::Int64 | LogicalType::Date32 => Ok(()),
+        LogicalType::Int32 | LogicalType::Int64 | LogicalType::Date32 => Ok(0),
+        LogicalType::Decimal128 { scale, .. } => Ok(scale),
         other => Err(format!("join key {} is {other:?}", meta.name)),
     }
+}
+
+/// Two join keys compared as scaled integers: both without nulls, at the same scale.
+fn join_keys(probe: &Col, build: &Col) -> Result<(), String> {
+    let (p, b) = (join_key(probe)?, join_key(build)?);
+    if p != b {
+        return Err(format!(
+            "join keys {} and {} at scales {p} and {b}",
+            probe.reader.manifest().columns[probe.column].name,
+            build.reader.manifest().columns[build.column].name
+        ));
+    }
+    Ok(())
 }
 
 fn join_chain(j: &HashJoinExec, orient: Orient) -> Result<Chain, String> {
@@ -1269,9 +1484,13 @@ fn join_chain(j: &HashJoinExec, orient: Orient) -> Result<Chain, String> {
     } else {
         (right, left, rk, lk)
     };
+    if probe.grouped {
+        return Err("an aggregate's groups on a join's streaming side (the device holds groups \
+                    as a build only)"
+            .into());
+    }
     for (&p, &b) in pkey.iter().zip(&bkey) {
-        join_key(&probe.columns[p])?;
-        join_key(&build.columns[b])?;
+        join_keys(&probe.columns[p], &build.columns[b])?;
     }
     if !build.filters.is_empty() {
         return Err("a filter inside a join's build side".into());
@@ -1309,8 +1528,7 @@ fn join_chain(j: &HashJoinExec, orient: Orient) -> Result<Chain, String> {
             let (Some(pc), Some(bc)) = (pc, bc) else {
                 return Err(refuse());
             };
-            join_key(pc).map_err(|e| format!("{}: {e}", refuse()))?;
-            join_key(bc).map_err(|e| format!("{}: {e}", refuse()))?;
+            join_keys(pc, bc).map_err(|e| format!("{}: {e}", refuse()))?;
             Some((pc.src, q))
         }
         _ => None,
@@ -1321,7 +1539,18 @@ fn join_chain(j: &HashJoinExec, orient: Orient) -> Result<Chain, String> {
     let b = tasks.len() - 1;
     // A semi or anti join reads nothing of the build rows but their keys (and the column of
     // its residual condition, kept after them).
-    let (build_columns_kept, bkey): (Vec<Col>, Vec<usize>) = if kind == JoinKind::Inner {
+    // An aggregate's groups: its output columns are its rows' columns, named by place.
+    let output_column = |c: &Col| match c.src {
+        Source::Column(i) => i,
+        _ => usize::MAX,
+    };
+    if build.grouped && residual.is_some() {
+        return Err("a residual condition on an aggregate's groups".into());
+    }
+    let (build_columns_kept, bkey): (Vec<Col>, Vec<usize>) = if build.grouped {
+        let keys = bkey.iter().map(|&k| output_column(&build.columns[k])).collect();
+        (build.columns.clone(), keys)
+    } else if kind == JoinKind::Inner {
         (build.columns.clone(), bkey)
     } else {
         let mut kept: Vec<Col> = bkey.iter().map(|&k| build.columns[k].clone()).collect();
@@ -1332,23 +1561,27 @@ fn join_chain(j: &HashJoinExec, orient: Orient) -> Result<Chain, String> {
         probe,
         build: bkey.len(),
     });
+    let grouped = build.grouped;
     let build = Chain {
         tasks: Vec::new(),
         columns: build_columns_kept,
         filters: Vec::new(),
         rows: build.rows,
+        grouped,
     };
-    tasks[b].keep = build.columns.iter().map(|c| c.src).collect();
-    tasks[b].output = Output {
-        fields: build
-            .columns
-            .iter()
-            .map(|c| {
-                let f = c.reader.schema().field(c.column).clone();
-                (f.name().clone(), f.data_type().to_string())
-            })
-            .collect(),
-    };
+    if !grouped {
+        tasks[b].keep = build.columns.iter().map(|c| c.src).collect();
+        tasks[b].output = Output {
+            fields: build
+                .columns
+                .iter()
+                .map(|c| {
+                    let f = c.reader.schema().field(c.column).clone();
+                    (f.name().clone(), f.data_type().to_string())
+                })
+                .collect(),
+        };
+    }
     let shift = tasks.len();
     for mut t in probe.tasks {
         for join in &mut t.joins {
@@ -1374,7 +1607,7 @@ fn join_chain(j: &HashJoinExec, orient: Orient) -> Result<Chain, String> {
         .map(|(i, c)| Col {
             src: Source::Build {
                 join: at,
-                column: i,
+                column: if grouped { output_column(c) } else { i },
             },
             reader: c.reader.clone(),
             column: c.column,
@@ -1449,6 +1682,7 @@ fn join_chain(j: &HashJoinExec, orient: Orient) -> Result<Chain, String> {
         columns,
         filters,
         rows: probe.rows,
+        grouped: false,
     })
 }
 
