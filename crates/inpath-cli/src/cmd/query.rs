@@ -533,11 +533,12 @@ fn explain(args: ExplainArgs) -> anyhow::Result<()> {
         for d in &e.decisions {
             match (&d.declined, &d.table) {
                 (Some(why), Some(table)) => {
-                    notes.push(format!("aggregate over {table}: host ({why})"))
+                    notes.push(format!("{} over {table}: host ({why})", d.what))
                 }
-                (Some(why), None) => notes.push(format!("aggregate: host ({why})")),
+                (Some(why), None) => notes.push(format!("{}: host ({why})", d.what)),
                 (None, table) => notes.push(format!(
-                    "aggregate over {}: device",
+                    "{} over {}: device",
+                    d.what,
                     table.as_deref().unwrap_or("?")
                 )),
             }
@@ -566,6 +567,7 @@ fn explain(args: ExplainArgs) -> anyhow::Result<()> {
             "graphs": e.graphs,
             "host_scans": e.host_scans,
             "decisions": e.decisions.iter().map(|d| serde_json::json!({
+                "what": d.what,
                 "table": d.table,
                 "offloaded": d.declined.is_none(),
                 "declined": d.declined,

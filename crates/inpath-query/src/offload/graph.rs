@@ -884,10 +884,8 @@ mod tests {
                 }],
             };
             g.tasks[0].keep.clear();
-            g.tasks[0].output.fields = vec![
-                ("k".into(), "Int64".into()),
-                ("m".into(), "Int64".into()),
-            ];
+            g.tasks[0].output.fields =
+                vec![("k".into(), "Int64".into()), ("m".into(), "Int64".into())];
         };
         let mut aggregated = good.clone();
         grouped(&mut aggregated);
@@ -910,7 +908,10 @@ mod tests {
         let mut rows = good.clone();
         rows.tasks[1].operator = Operator::Nop;
         rows.tasks[1].keep = vec![Source::Column(1), Source::Build { join: 0, column: 1 }];
-        rows.tasks[1].output.fields.push(("y".into(), "Int64".into()));
+        rows.tasks[1]
+            .output
+            .fields
+            .push(("y".into(), "Int64".into()));
         rows.tasks[1].order = Some(Order {
             keys: vec![SortKey {
                 column: 1,
@@ -922,7 +923,10 @@ mod tests {
         rows.check().unwrap();
         rows.tasks[1].output.fields.pop();
         let e = rows.check().unwrap_err().to_string();
-        assert!(e.contains("sends the 2 columns it keeps, but declares 1"), "{e}");
+        assert!(
+            e.contains("sends the 2 columns it keeps, but declares 1"),
+            "{e}"
+        );
         refused(
             &|g| g.tasks[1].joins[0].build_keys = vec![5],
             "build key 5 beyond",

@@ -94,6 +94,9 @@ impl Limits {
 /// What the rule decided about each aggregate it looked at, in plan order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Decision {
+    /// What the device was asked to run: `aggregate`, or `rows` (a tree of joins whose rows
+    /// go to the host under a sort with a limit).
+    pub what: &'static str,
     /// The table the aggregate reads (when it reaches a scan).
     pub table: Option<String>,
     /// `None` when offloaded, else why not.
@@ -175,6 +178,7 @@ impl OffloadRule {
                     Some(host),
                 );
                 let decision = Decision {
+                    what: "aggregate",
                     table,
                     declined: None,
                     limits_hit,
@@ -183,6 +187,7 @@ impl OffloadRule {
             }
             Err(reason) => {
                 let decision = Decision {
+                    what: "aggregate",
                     table,
                     declined: Some(reason),
                     limits_hit,
@@ -226,7 +231,10 @@ impl OffloadRule {
             for f in schema.fields() {
                 let text = f.data_type().to_string();
                 if DataType::from_str(&text).ok().as_ref() != Some(f.data_type()) {
-                    return Err(format!("column {} has a type the graph cannot name", f.name()));
+                    return Err(format!(
+                        "column {} has a type the graph cannot name",
+                        f.name()
+                    ));
                 }
                 fields.push((f.name().clone(), text));
             }
@@ -248,13 +256,12 @@ impl OffloadRule {
             Ok(graph)
         };
         let first = graph(Orient::Planner).ok()?;
-        let alternate = graph(Orient::LargestProbes)
-            .ok()
-            .filter(|g| *g != first);
+        let alternate = graph(Orient::LargestProbes).ok().filter(|g| *g != first);
         self.decisions
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(Decision {
+                what: "rows",
                 table: first.tasks.last().map(|t| t.table.clone()),
                 declined: None,
                 limits_hit: thesis_limits_hit(&first),
@@ -637,6 +644,7 @@ impl PhysicalOptimizerRule for OffloadRule {
             if let Some(exec) = counted_groups(&partial) {
                 let mut decisions = self.decisions.lock().unwrap_or_else(|e| e.into_inner());
                 decisions.push(Decision {
+                    what: "aggregate",
                     table: exec.graph.tasks.last().map(|t| t.table.clone()),
                     declined: None,
                     limits_hit: Vec::new(),
@@ -1074,9 +1082,11 @@ fn aggregate_graph(
         Ok(rows) if rows.grouped => {
             return (
                 None,
-                Err("its input is an aggregate's groups (the device joins them, but does not \
+                Err(
+                    "its input is an aggregate's groups (the device joins them, but does not \
                      aggregate them again)"
-                    .into()),
+                        .into(),
+                ),
             )
         }
         Ok(rows) => rows,
@@ -1343,7 +1353,11 @@ fn groups_chain(f: &AggregateExec) -> Result<Chain, String> {
     let Some(d) = below.downcast_ref::<DeviceExec>() else {
         return refuse("its Partial aggregate is not on the device");
     };
-    let Some(partial) = d.host.as_ref().and_then(|h| h.downcast_ref::<AggregateExec>()) else {
+    let Some(partial) = d
+        .host
+        .as_ref()
+        .and_then(|h| h.downcast_ref::<AggregateExec>())
+    else {
         return refuse("no Partial aggregate under the device");
     };
     let Some(task) = d.graph.tasks.last() else {
@@ -1485,9 +1499,11 @@ fn join_chain(j: &HashJoinExec, orient: Orient) -> Result<Chain, String> {
         (right, left, rk, lk)
     };
     if probe.grouped {
-        return Err("an aggregate's groups on a join's streaming side (the device holds groups \
+        return Err(
+            "an aggregate's groups on a join's streaming side (the device holds groups \
                     as a build only)"
-            .into());
+                .into(),
+        );
     }
     for (&p, &b) in pkey.iter().zip(&bkey) {
         join_keys(&probe.columns[p], &build.columns[b])?;
@@ -1548,7 +1564,10 @@ fn join_chain(j: &HashJoinExec, orient: Orient) -> Result<Chain, String> {
         return Err("a residual condition on an aggregate's groups".into());
     }
     let (build_columns_kept, bkey): (Vec<Col>, Vec<usize>) = if build.grouped {
-        let keys = bkey.iter().map(|&k| output_column(&build.columns[k])).collect();
+        let keys = bkey
+            .iter()
+            .map(|&k| output_column(&build.columns[k]))
+            .collect();
         (build.columns.clone(), keys)
     } else if kind == JoinKind::Inner {
         (build.columns.clone(), bkey)
