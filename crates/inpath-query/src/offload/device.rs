@@ -853,6 +853,36 @@ fn finish_groups(
     }
 }
 
+/// The rows (of `n`) ordered by `keys` (values, descending) and cut to the first `limit`,
+/// rows tied with the last one kept included; all rows, in order, without keys.
+fn first_rows(keys: &[(&Ints, bool)], n: usize, limit: Option<usize>) -> Vec<u32> {
+    let mut picks: Vec<u32> = (0..n as u32).collect();
+    if keys.is_empty() {
+        return picks;
+    }
+    let cmp = |a: u32, b: u32| {
+        for &(values, descending) in keys {
+            let o = values.get(a as usize).cmp(&values.get(b as usize));
+            let o = if descending { o.reverse() } else { o };
+            if o != std::cmp::Ordering::Equal {
+                return o;
+            }
+        }
+        std::cmp::Ordering::Equal
+    };
+    picks.sort_by(|&a, &b| cmp(a, b));
+    if let Some(limit) = limit.filter(|&k| k > 0 && k < n) {
+        let last = picks[limit - 1];
+        let end = limit
+            + picks[limit..]
+                .iter()
+                .take_while(|&&r| cmp(r, last) == std::cmp::Ordering::Equal)
+                .count();
+        picks.truncate(end);
+    }
+    picks
+}
+
 /// What a lane of a NOP last task kept: its place among the lanes, its kept columns' values
 /// and its late columns' row places.
 type LaneRows = (usize, Vec<Ints>, Vec<Vec<u64>>);
@@ -2112,6 +2142,7 @@ impl<'a> Lane<'a> {
                 }
             }
             last_page = last_page.max(self.page(page)?);
+            self.keep_first_rows();
         }
         let task = &self.plan.task;
         if task.operator == Operator::Nop
@@ -2126,6 +2157,55 @@ impl<'a> Lane<'a> {
             emit(batch);
         }
         Ok(())
+    }
+
+    /// A NOP last task under TOPK: once the rows kept outnumber the limit by far, only those
+    /// that can still be among the first stay (ties included), so a lane holds about the
+    /// limit's rows, not every row it selected.
+    fn keep_first_rows(&mut self) {
+        let plan = self.plan;
+        let (Some(order), Operator::Nop) = (&plan.task.order, &plan.task.operator) else {
+            return;
+        };
+        let Some(limit) = order.limit else {
+            return;
+        };
+        if plan.hold_groups || plan.distinct || plan.summarize.is_some() {
+            return;
+        }
+        let n = self
+            .kept_ints
+            .iter()
+            .map(Ints::len)
+            .chain(self.kept_places.iter().map(Vec::len))
+            .max()
+            .unwrap_or(0);
+        if n <= 2 * limit + 1024 {
+            return;
+        }
+        let keys = plan.order_keys(&self.kept_ints, order);
+        let mut picks = first_rows(&keys, n, Some(limit));
+        if picks.len() == n {
+            return;
+        }
+        // Page order among the rows left, as they came.
+        picks.sort_unstable();
+        Counters::add(&self.counters.groups_cut, (n - picks.len()) as u64);
+        let before = self.kept_bytes;
+        let mut after = 0u64;
+        for values in &mut self.kept_ints {
+            if values.len() == n {
+                *values = Ints::from(values.gather(&picks));
+            }
+            after += values.bytes() as u64;
+        }
+        for places in &mut self.kept_places {
+            *places = picks.iter().map(|&r| places[r as usize]).collect();
+            after += places.len() as u64 * 8;
+        }
+        let freed = before.saturating_sub(after);
+        self.kept_bytes -= freed;
+        self.counters.release(freed);
     }
 
     /// Reads, selects, transforms and aggregates one page; returns the bytes it held.
@@ -3497,40 +3577,14 @@ impl Prepared {
         if n == 0 {
             return Ok(None);
         }
-        let mut picks: Vec<u32> = (0..n as u32).collect();
-        if let Some(order) = order {
-            let keys: Vec<(&Ints, bool)> = order
-                .keys
-                .iter()
-                .map_while(|k| match self.keep_as.get(k.column)? {
-                    KeepAs::Int(_) => Some((&ints[k.column], k.descending)),
-                    KeepAs::Late { .. } => None,
-                })
-                .collect();
-            let cmp = |a: u32, b: u32| {
-                for &(values, descending) in &keys {
-                    let o = values.get(a as usize).cmp(&values.get(b as usize));
-                    let o = if descending { o.reverse() } else { o };
-                    if o != std::cmp::Ordering::Equal {
-                        return o;
-                    }
-                }
-                std::cmp::Ordering::Equal
-            };
-            if !keys.is_empty() {
-                picks.sort_by(|&a, &b| cmp(a, b));
-                if let Some(limit) = order.limit.filter(|&k| k < n) {
-                    let last = picks[limit - 1];
-                    let end = limit
-                        + picks[limit..]
-                            .iter()
-                            .take_while(|&&r| cmp(r, last) == std::cmp::Ordering::Equal)
-                            .count();
-                    picks.truncate(end);
-                    Counters::add(&counters.groups_cut, (n - end) as u64);
-                }
+        let picks = match order {
+            Some(order) => {
+                let picks = first_rows(&self.order_keys(ints, order), n, order.limit);
+                Counters::add(&counters.groups_cut, (n - picks.len()) as u64);
+                picks
             }
-        }
+            None => (0..n as u32).collect(),
+        };
         let bad = |detail: String| Error::Offload { detail };
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.keep_as.len());
         for (i, field) in self.schema.fields().iter().enumerate() {
@@ -3559,6 +3613,19 @@ impl Prepared {
         RecordBatch::try_new(self.schema.clone(), columns)
             .map(Some)
             .map_err(|e| bad(format!("the rows sent do not fit the output schema: {e}")))
+    }
+
+    /// The leading sort keys of a NOP task's rows that it keeps by value, with whether each is
+    /// descending (a key kept late ends them: the host's sort orders by it).
+    fn order_keys<'i>(&self, ints: &'i [Ints], order: &Order) -> Vec<(&'i Ints, bool)> {
+        order
+            .keys
+            .iter()
+            .map_while(|k| match self.keep_as.get(k.column)? {
+                KeepAs::Int(_) => Some((ints.get(k.column)?, k.descending)),
+                KeepAs::Late { .. } => None,
+            })
+            .collect()
     }
 
     /// A group table as a batch of the task's output schema.
