@@ -504,6 +504,33 @@ fn groups_kept_for_joins_and_topk_rows_equal_the_host_for_any_lanes_and_budget()
     assert!(s.graphs_refused >= 1, "{s:?}");
 }
 
+#[test]
+fn string_prefixes_select_on_the_device_as_the_host_does() {
+    let dir = tempfile::tempdir().unwrap();
+    gen(dir.path(), 0.01, plain(), 4096);
+    let off = SqlSession::open(dir.path(), &KeyRing::new(), 2).unwrap();
+    let on = SqlSession::open_with(dir.path(), &KeyRing::new(), 2, offload(None, None)).unwrap();
+    let sum = "SELECT count(*) AS n, sum(c_acctbal) AS b FROM customer WHERE ";
+    // (condition, on the device)
+    for (condition, device) in [
+        ("substr(c_phone, 1, 2) IN ('13', '31', '23')", true),
+        ("substring(c_phone from 1 for 2) NOT IN ('13', '31')", true),
+        ("substr(c_phone, 1, 3) = '13-'", true),
+        ("substr(c_phone, 1, 2) <> '25'", true),
+        // A wildcard or a value of another length is no prefix test: the host's.
+        ("substr(c_phone, 1, 2) IN ('1_', '31')", false),
+        ("substr(c_phone, 1, 2) <> '1'", false),
+        ("substr(c_phone, 2, 2) = '3-'", false),
+    ] {
+        let text = format!("{sum}{condition}");
+        let want = rows_text(&off.sql(&text).unwrap().batches);
+        assert!(!want[0].starts_with("0|"), "{text}: {want:?}");
+        same_rows(&rows_text(&on.sql(&text).unwrap().batches), &want, &text);
+        let class = on.explain_offload(&text).unwrap().class;
+        assert_eq!(class == "full", device, "{text}: {class}");
+    }
+}
+
 /// Writes `batch` as table `t` under `dir` in pages of `rows_per_page` rows; returns its path.
 fn write_t(dir: &Path, batch: &RecordBatch, rows_per_page: usize) -> std::path::PathBuf {
     let table = dir.join("t");

@@ -2377,6 +2377,18 @@ fn conjunct_products(expr: &Expr, reader: &TableReader) -> Result<Vec<Vec<Compar
             list,
             negated,
         }) => {
+            // `substr(c, 1, n) IN ('ab', ...)`: each item a LIKE 'ab%' (Q22's country codes).
+            if let Some((column, n)) = prefix_of(expr, reader) {
+                let items = list
+                    .iter()
+                    .map(|v| prefix_like(column, n, v, *negated))
+                    .collect::<Result<Vec<_>, _>>()?;
+                return Ok(if *negated {
+                    items.into_iter().map(|c| vec![c]).collect()
+                } else {
+                    vec![items]
+                });
+            }
             let column = column_of(expr, reader)?;
             if reader.manifest().columns[column].logical == LogicalType::Utf8 {
                 let values = list
@@ -2415,6 +2427,10 @@ fn disjuncts(expr: &Expr, reader: &TableReader) -> Result<Vec<Comparator>, Strin
             if matches!(left.as_ref(), Expr::Literal(..)) {
                 let swapped = op.swap().ok_or_else(|| format!("{expr}"))?;
                 Ok(vec![comparator(right, swapped, left, reader)?])
+            } else if let (Some((column, n)), SqlOp::Eq | SqlOp::NotEq) =
+                (prefix_of(left, reader), op)
+            {
+                Ok(vec![prefix_like(column, n, right, *op == SqlOp::NotEq)?])
             } else {
                 Ok(vec![comparator(left, *op, right, reader)?])
             }
@@ -2445,6 +2461,61 @@ fn disjuncts(expr: &Expr, reader: &TableReader) -> Result<Vec<Comparator>, Strin
         }
         other => Err(format!("{other}")),
     }
+}
+
+/// `substr(c, 1, n)` (or `substring(c from 1 for n)`) of a string column without nulls: the
+/// column and `n`.
+fn prefix_of(expr: &Expr, reader: &TableReader) -> Option<(usize, i64)> {
+    let Expr::ScalarFunction(f) = expr else {
+        return None;
+    };
+    if !matches!(f.func.name(), "substr" | "substring") {
+        return None;
+    }
+    let [column, start, len] = f.args.as_slice() else {
+        return None;
+    };
+    // A dictionary column is cast to plain strings first: the same values.
+    let c = match column {
+        Expr::Column(c) => c,
+        Expr::Cast(datafusion::logical_expr::Cast { expr, field })
+            if matches!(field.data_type(), DataType::Utf8 | DataType::Utf8View) =>
+        {
+            match expr.as_ref() {
+                Expr::Column(c) => c,
+                _ => return None,
+            }
+        }
+        _ => return None,
+    };
+    let int = |e: &Expr| match e {
+        Expr::Literal(ScalarValue::Int64(Some(v)), _) => Some(*v),
+        Expr::Literal(ScalarValue::Int32(Some(v)), _) => Some(*v as i64),
+        _ => None,
+    };
+    let column = reader.column_index(&c.name)?;
+    let meta = &reader.manifest().columns[column];
+    (int(start)? == 1 && meta.logical == LogicalType::Utf8 && !meta.nullable)
+        .then_some((column, int(len)?))
+        .filter(|&(_, n)| n > 0)
+}
+
+/// `substr(c, 1, n) = v` as `c LIKE 'v%'`: exact where `v` has `n` characters and no LIKE
+/// wildcard (a shorter value of `c` is its own prefix, and equals no such `v`).
+fn prefix_like(column: usize, n: i64, v: &Expr, negated: bool) -> Result<Comparator, String> {
+    let text = string_literal(v).ok_or_else(|| format!("a prefix compared with {v}"))?;
+    if text.chars().count() as i64 != n || text.contains(['%', '_', '\\']) {
+        return Err(format!(
+            "a prefix of {n} characters compared with {text:?} (not {n} plain characters)"
+        ));
+    }
+    Ok(Comparator {
+        column,
+        test: Test::Like {
+            pattern: format!("{text}%"),
+            negated,
+        },
+    })
 }
 
 fn column_of(expr: &Expr, reader: &TableReader) -> Result<usize, String> {
