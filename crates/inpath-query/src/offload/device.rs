@@ -1585,15 +1585,24 @@ where
 
 /// A SQL LIKE match (`%` any run, `_` one character; no escape).
 fn like(text: &str, pattern: &str) -> bool {
+    if text.is_ascii() && pattern.is_ascii() {
+        return like_units(text.as_bytes(), pattern.as_bytes(), b'%', b'_');
+    }
     let t: Vec<char> = text.chars().collect();
     let p: Vec<char> = pattern.chars().collect();
+    like_units(&t, &p, '%', '_')
+}
+
+/// SQL LIKE over units (bytes of ASCII text, or chars): `any` matches any run, `one` one unit;
+/// backtracking to the last `any` only, linear for patterns of one `any`.
+fn like_units<T: PartialEq + Copy>(t: &[T], p: &[T], any: T, one: T) -> bool {
     let (mut ti, mut pi) = (0usize, 0usize);
     let (mut star, mut mark) = (None::<usize>, 0usize);
     while ti < t.len() {
-        if pi < p.len() && (p[pi] == '_' || (p[pi] != '%' && p[pi] == t[ti])) {
+        if pi < p.len() && (p[pi] == one || (p[pi] != any && p[pi] == t[ti])) {
             ti += 1;
             pi += 1;
-        } else if pi < p.len() && p[pi] == '%' {
+        } else if pi < p.len() && p[pi] == any {
             star = Some(pi);
             mark = ti;
             pi += 1;
@@ -1605,10 +1614,48 @@ fn like(text: &str, pattern: &str) -> bool {
             return false;
         }
     }
-    while pi < p.len() && p[pi] == '%' {
+    while pi < p.len() && p[pi] == any {
         pi += 1;
     }
     pi == p.len()
+}
+
+/// A LIKE pattern read once for a page: the common shapes (`ab%`, `%ab`, `%ab%`, `ab`, no `_`)
+/// as plain string tests, any other by the general matcher.
+enum LikeMatcher<'p> {
+    Exact(&'p str),
+    Prefix(&'p str),
+    Suffix(&'p str),
+    Contains(&'p str),
+    General(&'p str),
+}
+
+impl<'p> LikeMatcher<'p> {
+    fn new(pattern: &'p str) -> LikeMatcher<'p> {
+        if pattern.contains('_') {
+            return LikeMatcher::General(pattern);
+        }
+        let inner = pattern.trim_matches('%');
+        if inner.contains('%') {
+            return LikeMatcher::General(pattern);
+        }
+        match (pattern.starts_with('%'), pattern.ends_with('%')) {
+            (false, false) => LikeMatcher::Exact(inner),
+            (false, true) => LikeMatcher::Prefix(inner),
+            (true, false) => LikeMatcher::Suffix(inner),
+            (true, true) => LikeMatcher::Contains(inner),
+        }
+    }
+
+    fn matches(&self, s: &str) -> bool {
+        match *self {
+            LikeMatcher::Exact(v) => s == v,
+            LikeMatcher::Prefix(v) => s.starts_with(v),
+            LikeMatcher::Suffix(v) => s.ends_with(v),
+            LikeMatcher::Contains(v) => s.contains(v),
+            LikeMatcher::General(p) => like(s, p),
+        }
+    }
 }
 
 /// The mask words of one comparator over a page column.
@@ -1713,11 +1760,15 @@ fn columns_words(a: &ArrayRef, b: &ArrayRef, op: CmpOp, what: &str) -> Result<Ve
 
 fn comparator_words(array: &ArrayRef, test: &Test, what: &str) -> Result<Vec<u64>> {
     let rows = array.len();
+    let matcher = match test {
+        Test::Like { pattern, .. } => Some(LikeMatcher::new(pattern)),
+        _ => None,
+    };
     let string_test = |s: &str| -> bool {
-        match test {
-            Test::StrIn { values, negated } => values.iter().any(|v| v == s) != *negated,
-            Test::Like { pattern, negated } => like(s, pattern) != *negated,
-            Test::Int { .. } | Test::Columns { .. } => false,
+        match (test, &matcher) {
+            (Test::StrIn { values, negated }, _) => values.iter().any(|v| v == s) != *negated,
+            (Test::Like { negated, .. }, Some(m)) => m.matches(s) != *negated,
+            _ => false,
         }
     };
     let mut words = match (test, array.data_type()) {
@@ -3922,8 +3973,25 @@ mod tests {
             ("aaa", "%a%a%a%", true),
             ("aa", "%a%a%a%", false),
             ("special requests", "%special%requests%", true),
+            ("13-719-553-3346", "13%", true),
+            ("1", "13%", false),
+            ("", "", true),
+            ("a", "", false),
+            ("%", "%", true),
+            ("ab", "%b", true),
+            ("ab", "%a", false),
+            ("crème brûlée", "crème%", true),
+            ("crème brûlée", "cr_me%", true),
+            ("crème brûlée", "%br_l%", true),
+            ("crème", "cr_e", false),
         ] {
             assert_eq!(like(text, pattern), want, "{text:?} LIKE {pattern:?}");
+            let m = LikeMatcher::new(pattern);
+            assert_eq!(
+                m.matches(text),
+                want,
+                "{text:?} LIKE {pattern:?} (read once)"
+            );
         }
     }
 }
