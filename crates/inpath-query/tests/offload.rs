@@ -29,6 +29,20 @@ fn offload(memory: Option<u64>, lanes: Option<usize>) -> Option<OffloadOptions> 
     })
 }
 
+/// TPC-H SF 0.01 as plain pages in a temporary directory, and a session over it without
+/// offload.
+fn sf001_plain() -> (tempfile::TempDir, SqlSession) {
+    let dir = tempfile::tempdir().unwrap();
+    gen(dir.path(), 0.01, plain(), 4096);
+    let off = SqlSession::open(dir.path(), &KeyRing::new(), 2).unwrap();
+    (dir, off)
+}
+
+/// A session over `dir` with offload on: `memory` bytes (the default when none), `lanes`.
+fn offloaded(dir: &Path, memory: Option<u64>, lanes: usize) -> SqlSession {
+    SqlSession::open_with(dir, &KeyRing::new(), 2, offload(memory, Some(lanes))).unwrap()
+}
+
 /// Rows as sorted text, for comparing results whose row order the query leaves open.
 fn rows_text(batches: &[RecordBatch]) -> Vec<String> {
     let options = arrow_cast_options();
@@ -254,9 +268,7 @@ fn joins_on_the_device_equal_the_host_for_any_lanes_and_fall_back_when_builds_ou
 /// and under a budget that cannot hold them (the host answers).
 #[test]
 fn residual_semi_and_anti_joins_equal_the_host_for_any_lanes_and_budget() {
-    let dir = tempfile::tempdir().unwrap();
-    gen(dir.path(), 0.01, plain(), 4096);
-    let off = SqlSession::open(dir.path(), &KeyRing::new(), 2).unwrap();
+    let (dir, off) = sf001_plain();
     let statements = [
         "SELECT count(*) AS n, sum(l1.l_quantity) AS q FROM lineitem l1 WHERE \
          l1.l_receiptdate > l1.l_commitdate AND EXISTS (SELECT * FROM lineitem l2 WHERE \
@@ -275,9 +287,7 @@ fn residual_semi_and_anti_joins_equal_the_host_for_any_lanes_and_budget() {
         let w = rows_text(&want.batches);
         assert!(w.iter().all(|r| !r.starts_with("0|")), "{text}: {w:?}");
         for (memory, lanes) in [(None, 1), (None, 3), (Some(256 << 10), 2)] {
-            let on =
-                SqlSession::open_with(dir.path(), &KeyRing::new(), 2, offload(memory, Some(lanes)))
-                    .unwrap();
+            let on = offloaded(dir.path(), memory, lanes);
             assert_eq!(on.explain_offload(text).unwrap().class, "full", "{text}");
             let got = on.sql(text).unwrap();
             let (mut g, mut w) = (rows_text(&got.batches), w.clone());
@@ -329,9 +339,7 @@ fn residual_semi_and_anti_joins_equal_the_host_for_any_lanes_and_budget() {
 
 #[test]
 fn a_join_above_an_offloaded_aggregate_moves_below_it_only_where_the_key_is_unique() {
-    let dir = tempfile::tempdir().unwrap();
-    gen(dir.path(), 0.01, plain(), 4096);
-    let off = SqlSession::open(dir.path(), &KeyRing::new(), 2).unwrap();
+    let (dir, off) = sf001_plain();
     // Supplier's key is unique: the join with the groups moves onto the device, beside a
     // filter on the table, one above the aggregate (HAVING, a scalar subquery) and a
     // projection that computes.
@@ -348,9 +356,7 @@ fn a_join_above_an_offloaded_aggregate_moves_below_it_only_where_the_key_is_uniq
         w.sort();
         assert!(!w.is_empty(), "{text}");
         for (memory, lanes) in [(None, 1), (None, 3), (Some(256 << 10), 2)] {
-            let on =
-                SqlSession::open_with(dir.path(), &KeyRing::new(), 2, offload(memory, Some(lanes)))
-                    .unwrap();
+            let on = offloaded(dir.path(), memory, lanes);
             let explained = on.explain_offload(text).unwrap();
             assert_eq!(explained.class, "full", "{text}\n{}", explained.plan);
             // One graph reads supplier beside lineitem, grouped by its columns too.
@@ -406,6 +412,37 @@ fn a_join_above_an_offloaded_aggregate_moves_below_it_only_where_the_key_is_uniq
             assert!(s.groups_cut > 0, "{text}: {s:?}");
         }
     }
+    // Q15's filter `total_revenue = (select max(total_revenue) ...)` over the same aggregate:
+    // both graphs send only the groups tied first (TOPK 1).
+    let on = offloaded(dir.path(), None, 2);
+    let explained = on.explain_offload(query(15).unwrap()).unwrap();
+    for g in &explained.graphs {
+        let order = g.tasks.last().unwrap().order.as_ref();
+        assert_eq!(order.and_then(|o| o.limit), Some(1), "{}", explained.plan);
+    }
+    on.sql(query(15).unwrap()).unwrap();
+    let s = on.device_stats().unwrap();
+    // Both graphs cut their 100 suppliers' groups to the first.
+    assert!(s.groups_cut > 100, "{s:?}");
+    // A maximum of another aggregate's groups cuts nothing: a group below the filter's own
+    // first may equal it.
+    let text = "SELECT k, c FROM (SELECT l_suppkey AS k, count(*) AS c FROM lineitem GROUP BY \
+                l_suppkey) WHERE c = (SELECT max(c2) FROM (SELECT l_suppkey AS k2, count(*) AS \
+                c2 FROM lineitem WHERE l_quantity < 25 GROUP BY l_suppkey))";
+    let explained = on.explain_offload(text).unwrap();
+    let main = explained
+        .graphs
+        .iter()
+        .find(|g| g.tasks[0].selector.products.is_empty())
+        .unwrap_or_else(|| panic!("{}", explained.plan));
+    assert!(main.tasks[0].order.is_none(), "{}", explained.plan);
+    let (mut g, mut w) = (
+        rows_text(&on.sql(text).unwrap().batches),
+        rows_text(&off.sql(text).unwrap().batches),
+    );
+    g.sort();
+    w.sort();
+    same_rows(&g, &w, text);
     // Partsupp's suppkey repeats: the join stays above the aggregate, on the host, with the
     // host's answer (grouping by partsupp's columns below the join would merge equal rows).
     let text = "SELECT ps_suppkey, r.total FROM (SELECT l_suppkey AS k, sum(l_quantity) AS total \
@@ -430,9 +467,7 @@ fn a_join_above_an_offloaded_aggregate_moves_below_it_only_where_the_key_is_uniq
 
 #[test]
 fn groups_kept_for_joins_and_topk_rows_equal_the_host_for_any_lanes_and_budget() {
-    let dir = tempfile::tempdir().unwrap();
-    gen(dir.path(), 0.01, plain(), 4096);
-    let off = SqlSession::open(dir.path(), &KeyRing::new(), 2).unwrap();
+    let (dir, off) = sf001_plain();
     // (statement, a build of groups on the device)
     let statements = [
         // Q2: parts whose supply cost is the region's minimum, a semi join with the groups of
@@ -459,9 +494,7 @@ fn groups_kept_for_joins_and_topk_rows_equal_the_host_for_any_lanes_and_budget()
         let want = rows_text(&off.sql(text).unwrap().batches);
         assert!(!want.is_empty(), "{text}");
         for (memory, lanes) in [(None, 1), (None, 3), (Some(256 << 10), 2)] {
-            let on =
-                SqlSession::open_with(dir.path(), &KeyRing::new(), 2, offload(memory, Some(lanes)))
-                    .unwrap();
+            let on = offloaded(dir.path(), memory, lanes);
             let explained = on.explain_offload(text).unwrap();
             assert_eq!(explained.class, "full", "{text}\n{}", explained.plan);
             let graph = explained.graphs.last().unwrap();
@@ -506,9 +539,7 @@ fn groups_kept_for_joins_and_topk_rows_equal_the_host_for_any_lanes_and_budget()
 
 #[test]
 fn string_prefixes_select_on_the_device_as_the_host_does() {
-    let dir = tempfile::tempdir().unwrap();
-    gen(dir.path(), 0.01, plain(), 4096);
-    let off = SqlSession::open(dir.path(), &KeyRing::new(), 2).unwrap();
+    let (dir, off) = sf001_plain();
     let on = SqlSession::open_with(dir.path(), &KeyRing::new(), 2, offload(None, None)).unwrap();
     let sum = "SELECT count(*) AS n, sum(c_acctbal) AS b FROM customer WHERE ";
     // (condition, on the device)

@@ -430,6 +430,32 @@ fn failing_loudly(
     }
 }
 
+/// Starts the device's `what` (a finisher of the last task) on a thread of its own, its CPU
+/// time counted as the device's; if it panics, the stream gets an error naming it.
+fn spawn_finisher(
+    what: &str,
+    tx: &std::sync::mpsc::SyncSender<Result<RecordBatch>>,
+    counters: &Arc<Counters>,
+    body: impl FnOnce(&Counters, &std::sync::mpsc::SyncSender<Result<RecordBatch>>) + Send + 'static,
+) -> Result<()> {
+    let (tx, counters) = (tx.clone(), counters.clone());
+    let name = format!("the device's {what}");
+    std::thread::Builder::new()
+        .name("inpath-device-finish".into())
+        .spawn(move || {
+            failing_loudly(&tx.clone(), &name, move || {
+                let cpu = inpath_core::thread_cpu_seconds();
+                body(&counters, &tx);
+                let used = (inpath_core::thread_cpu_seconds() - cpu).max(0.0);
+                Counters::add(&counters.cpu_micros, (used * 1e6) as u64);
+            })
+        })
+        .map(|_| ())
+        .map_err(|e| Error::Offload {
+            detail: format!("cannot start the device's {what}: {e}"),
+        })
+}
+
 /// The builds of a task's joins, in join order.
 fn join_builds(task: &TableTask, built: &[Option<Arc<Built>>]) -> Result<Vec<Arc<Built>>> {
     task.joins
@@ -661,22 +687,12 @@ impl Device for LocalDevice {
             && task.operator != Operator::Nop
         {
             true => {
-                let order = task.order.clone();
                 let (gtx, grx) = std::sync::mpsc::channel::<(Groups, bool)>();
-                let (plan, tx, counters) = (plan.clone(), tx.clone(), self.counters.clone());
-                std::thread::Builder::new()
-                    .name("inpath-device-sort".into())
-                    .spawn(move || {
-                        failing_loudly(&tx.clone(), "the device's sorter", move || {
-                            let cpu = inpath_core::thread_cpu_seconds();
-                            finish_groups(&plan.plan, order.as_ref(), grx, lanes, &counters, &tx);
-                            let used = (inpath_core::thread_cpu_seconds() - cpu).max(0.0);
-                            Counters::add(&counters.cpu_micros, (used * 1e6) as u64);
-                        })
-                    })
-                    .map_err(|e| Error::Offload {
-                        detail: format!("cannot start the device's sorter: {e}"),
-                    })?;
+                let plan = plan.clone();
+                let order = task.order.clone();
+                spawn_finisher("sorter", &tx, &self.counters, move |counters, tx| {
+                    finish_groups(&plan.plan, order.as_ref(), grx, lanes, counters, tx)
+                })?;
                 Some(gtx)
             }
             false => None,
@@ -685,22 +701,12 @@ impl Device for LocalDevice {
         // them (TOPK), reads their late columns and sends them.
         let rows_finisher = match task.operator == Operator::Nop {
             true => {
-                let order = task.order.clone();
                 let (rtx, rrx) = std::sync::mpsc::channel::<LaneRows>();
-                let (plan, tx, counters) = (plan.clone(), tx.clone(), self.counters.clone());
-                std::thread::Builder::new()
-                    .name("inpath-device-rows".into())
-                    .spawn(move || {
-                        failing_loudly(&tx.clone(), "the device's row sorter", move || {
-                            let cpu = inpath_core::thread_cpu_seconds();
-                            finish_rows(&plan.plan, order.as_ref(), rrx, lanes, &counters, &tx);
-                            let used = (inpath_core::thread_cpu_seconds() - cpu).max(0.0);
-                            Counters::add(&counters.cpu_micros, (used * 1e6) as u64);
-                        })
-                    })
-                    .map_err(|e| Error::Offload {
-                        detail: format!("cannot start the device's row sorter: {e}"),
-                    })?;
+                let plan = plan.clone();
+                let order = task.order.clone();
+                spawn_finisher("row sorter", &tx, &self.counters, move |counters, tx| {
+                    finish_rows(&plan.plan, order.as_ref(), rrx, lanes, counters, tx)
+                })?;
                 Some(rtx)
             }
             false => None,

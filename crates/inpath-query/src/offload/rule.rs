@@ -32,6 +32,7 @@ use datafusion::physical_expr::expressions::{
     UnKnownColumn,
 };
 use datafusion::physical_expr::projection::ProjectionExpr;
+use datafusion::physical_expr::scalar_subquery::ScalarSubqueryExpr;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr, ScalarFunctionExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::PhysicalGroupBy;
@@ -43,6 +44,7 @@ use datafusion::physical_plan::filter::{FilterExec, FilterExecBuilder};
 use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
 use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::repartition::RepartitionExec;
+use datafusion::physical_plan::scalar_subquery::ScalarSubqueryExec;
 use datafusion::physical_plan::sorts::sort::SortExec;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
@@ -227,17 +229,7 @@ impl OffloadRule {
             let Chain {
                 mut tasks, columns, ..
             } = chain;
-            let mut fields = Vec::new();
-            for f in schema.fields() {
-                let text = f.data_type().to_string();
-                if DataType::from_str(&text).ok().as_ref() != Some(f.data_type()) {
-                    return Err(format!(
-                        "column {} has a type the graph cannot name",
-                        f.name()
-                    ));
-                }
-                fields.push((f.name().clone(), text));
-            }
+            let fields = output_fields(&schema)?;
             let last = tasks.last_mut().ok_or("no task")?;
             last.keep = columns.iter().map(|c| c.src).collect();
             last.output = Output { fields };
@@ -387,9 +379,12 @@ impl OffloadRule {
         while let Some(input) = passed_through(below) {
             below = input;
         }
-        let Some(partial) = below
-            .downcast_ref::<DeviceExec>()
-            .and_then(|d| d.host.as_ref())
+        let Some(device) = below.downcast_ref::<DeviceExec>() else {
+            return Ok(None);
+        };
+        let Some(partial) = device
+            .host
+            .as_ref()
             .and_then(|h| h.downcast_ref::<AggregateExec>())
         else {
             return Ok(None);
@@ -502,9 +497,10 @@ impl OffloadRule {
             input.clone(),
             input.schema(),
         )?);
-        let (decision, Some(exec)) = self.device_for(&moved) else {
+        let (decision, Some(mut exec)) = self.device_for(&moved) else {
             return Ok(None);
         };
+        exec.origin = Some(unsorted(device.origin.as_ref().unwrap_or(&device.graph)));
         self.decisions
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -729,7 +725,22 @@ impl PhysicalOptimizerRule for OffloadRule {
                 None => Ok(Transformed::no(node)),
             }
         })?;
-        Ok(sorted.data)
+        // `x = (select max(x) ...)` over the same aggregate's groups (Q15): the device sends
+        // only the groups tied first by `x`.
+        let cut = sorted.data.transform_down(|node| {
+            let Some(s) = node.downcast_ref::<ScalarSubqueryExec>() else {
+                return Ok(Transformed::no(node));
+            };
+            Ok(match extreme_filters(s)? {
+                Some(input) => {
+                    let mut children: Vec<Arc<dyn ExecutionPlan>> = vec![input];
+                    children.extend(s.subqueries().iter().map(|l| l.plan.clone()));
+                    Transformed::yes(replace_children_if_necessary(node.clone(), children)?)
+                }
+                None => Transformed::no(node),
+            })
+        })?;
+        Ok(cut.data)
     }
 
     fn name(&self) -> &str {
@@ -774,6 +785,151 @@ fn extreme_of_column(node: &Arc<dyn ExecutionPlan>) -> Option<(usize, SortKey)> 
             nulls_first: false,
         },
     ))
+}
+
+/// A graph without its last task's SORT or TOPK: the groups it computes, however it sends
+/// them.
+fn unsorted(graph: &TaskGraph) -> TaskGraph {
+    let mut graph = graph.clone();
+    if let Some(task) = graph.tasks.last_mut() {
+        task.order = None;
+    }
+    graph
+}
+
+/// The aggregate whose value column `x` of `node` is: through pass-through nodes, a Final
+/// aggregate over a [`DeviceExec`]; (the graph its groups come from, unsorted; which of its
+/// aggregates). None otherwise.
+fn aggregate_value(node: &Arc<dyn ExecutionPlan>, x: usize) -> Option<(TaskGraph, usize)> {
+    let mut node = node;
+    while let Some(input) = passed_through(node) {
+        node = input;
+    }
+    let f = node.downcast_ref::<AggregateExec>()?;
+    if !matches!(
+        f.mode(),
+        AggregateMode::Final | AggregateMode::FinalPartitioned
+    ) || f.group_expr().has_grouping_set()
+    {
+        return None;
+    }
+    let a = x.checked_sub(f.group_expr().expr().len())?;
+    f.aggr_expr().get(a)?;
+    let mut below = f.input();
+    while let Some(input) = passed_through(below) {
+        below = input;
+    }
+    let d = below.downcast_ref::<DeviceExec>()?;
+    Some((unsorted(d.origin.as_ref().unwrap_or(&d.graph)), a))
+}
+
+/// `s`'s input with the device under each filter `x = (subquery)` cut to the groups tied
+/// first by `x` (TOPK 1), where the subquery is `max(x)` (or `min`) of the same aggregate's
+/// groups: a group whose `x` is not the first cannot pass the filter. The groups under the
+/// filter may be fewer than the subquery's (a join moved below the aggregate drops some),
+/// never others: their first `x` is the subquery's or below it, and the filter still decides.
+/// None when nothing changes.
+fn extreme_filters(s: &ScalarSubqueryExec) -> DfResult<Option<Arc<dyn ExecutionPlan>>> {
+    // Each subquery that is the max or min of an offloaded aggregate's value column.
+    let mut extremes = Vec::new();
+    for link in s.subqueries() {
+        let mut top = &link.plan;
+        while let Some(input) = passed_through(top) {
+            top = input;
+        }
+        let Some(agg) = top.downcast_ref::<AggregateExec>() else {
+            continue;
+        };
+        if !matches!(agg.mode(), AggregateMode::Final | AggregateMode::Single) {
+            continue;
+        }
+        let mut partial = agg.input();
+        while let Some(input) = passed_through(partial) {
+            partial = input;
+        }
+        let partial = match agg.mode() {
+            AggregateMode::Single => top,
+            _ => partial,
+        };
+        let Some((column, key)) = extreme_of_column(partial) else {
+            continue;
+        };
+        let Some(p) = partial.downcast_ref::<AggregateExec>() else {
+            continue;
+        };
+        // Through column projections to the aggregate's value.
+        let mut node = p.input();
+        let mut x = column;
+        while let Some(proj) = node.downcast_ref::<ProjectionExec>() {
+            let Some(c) = proj
+                .expr()
+                .get(x)
+                .and_then(|e| e.expr.downcast_ref::<PColumn>())
+            else {
+                break;
+            };
+            x = c.index();
+            node = proj.input();
+        }
+        if let Some((graph, a)) = aggregate_value(node, x) {
+            extremes.push((link.index, graph, a, key.descending));
+        }
+    }
+    if extremes.is_empty() {
+        return Ok(None);
+    }
+    // A nested subquery's expressions read another container: leave those plans alone.
+    let mut nested = false;
+    let _ = s.input().apply(|n| {
+        nested |= n.is::<ScalarSubqueryExec>();
+        Ok(TreeNodeRecursion::Continue)
+    });
+    if nested {
+        return Ok(None);
+    }
+    let changed = s.input().clone().transform_down(|node| {
+        let Some(f) = node.downcast_ref::<FilterExec>() else {
+            return Ok(Transformed::no(node));
+        };
+        let Some(b) = f
+            .predicate()
+            .downcast_ref::<PBinary>()
+            .filter(|b| *b.op() == SqlOp::Eq)
+        else {
+            return Ok(Transformed::no(node));
+        };
+        #[allow(deprecated)] // the only way to the subquery's slot in DataFusion 55
+        let sides = [(b.left(), b.right()), (b.right(), b.left())]
+            .into_iter()
+            .find_map(|(c, q)| {
+                let x = c.downcast_ref::<PColumn>()?.index();
+                let index = q.downcast_ref::<ScalarSubqueryExpr>()?.index();
+                Some((x, index))
+            });
+        let Some((x, index)) = sides else {
+            return Ok(Transformed::no(node));
+        };
+        let Some((_, graph, a, descending)) = extremes.iter().find(|e| e.0 == index) else {
+            return Ok(Transformed::no(node));
+        };
+        if aggregate_value(f.input(), x).as_ref() != Some(&(graph.clone(), *a)) {
+            return Ok(Transformed::no(node));
+        }
+        let key = SortKey {
+            column: x,
+            descending: *descending,
+            nulls_first: false,
+        };
+        Ok(match ordered_device(f.input(), vec![(x, key)], Some(1))? {
+            Some(input) => Transformed::new(
+                replace_children_if_necessary(node.clone(), vec![input])?,
+                true,
+                TreeNodeRecursion::Jump,
+            ),
+            None => Transformed::no(node),
+        })
+    })?;
+    Ok(changed.transformed.then_some(changed.data))
 }
 
 /// COUNT_GROUPS: a Partial `count(x)` grouped by columns `0..k` over a Final aggregate
@@ -883,13 +1039,15 @@ fn ordered_device(
         let Some(graph) = ordered(&d.graph) else {
             return Ok(None);
         };
-        return Ok(Some(Arc::new(DeviceExec::new(
+        let mut exec = DeviceExec::new(
             d.device.clone(),
             graph,
             d.alternate.as_ref().and_then(ordered),
             d.schema.clone(),
             d.host.clone(),
-        ))));
+        );
+        exec.origin = d.origin.clone();
+        return Ok(Some(Arc::new(exec)));
     }
     if let Some(input) = passed_through(node) {
         return below(input, keys);
@@ -1144,6 +1302,25 @@ fn passed_through(node: &Arc<dyn ExecutionPlan>) -> Option<&Arc<dyn ExecutionPla
         return Some(c.input());
     }
     node.downcast_ref::<CooperativeExec>().map(|c| c.input())
+}
+
+/// A schema's columns as a task's output fields (name, Arrow type as text), or which one a
+/// graph cannot name.
+fn output_fields(schema: &SchemaRef) -> Result<Vec<(String, String)>, String> {
+    schema
+        .fields()
+        .iter()
+        .map(|f| {
+            let text = f.data_type().to_string();
+            if DataType::from_str(&text).ok().as_ref() != Some(f.data_type()) {
+                return Err(format!(
+                    "output column {} has a type the graph cannot name",
+                    f.name()
+                ));
+            }
+            Ok((f.name().clone(), text))
+        })
+        .collect()
 }
 
 /// A node between a join and the Final aggregate below it.
@@ -1755,18 +1932,7 @@ fn build_graph(
                 .map_err(|e| format!("{}: {e}", a.name()))?,
         );
     }
-    let schema = agg.schema();
-    let mut fields = Vec::new();
-    for f in schema.fields() {
-        let text = f.data_type().to_string();
-        if DataType::from_str(&text).ok().as_ref() != Some(f.data_type()) {
-            return Err(format!(
-                "output column {} has a type the graph cannot name",
-                f.name()
-            ));
-        }
-        fields.push((f.name().clone(), text));
-    }
+    let fields = output_fields(&agg.schema())?;
     let operator = if keys.is_empty() {
         Operator::Aggregate { aggs }
     } else {
@@ -2642,6 +2808,9 @@ pub struct DeviceExec {
     /// The host plan it replaced, run instead when the device cannot hold the graph's build
     /// rows (not a child: the plan above sees the device only).
     host: Option<Arc<dyn ExecutionPlan>>,
+    /// The graph this one was made from by moving a join below its aggregate (unsorted): its
+    /// groups' values are among that graph's.
+    origin: Option<TaskGraph>,
 }
 
 impl DeviceExec {
@@ -2665,6 +2834,7 @@ impl DeviceExec {
             schema,
             props: Arc::new(props),
             host,
+            origin: None,
         }
     }
 
