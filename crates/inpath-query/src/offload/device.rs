@@ -291,14 +291,7 @@ impl LocalDevice {
         Counters::add(&self.counters.pages_skipped, total - pages.len() as u64);
         let lanes = self.lanes.min(pages.len()).max(1);
         let lane_budget = budget / lanes as u64;
-        let (per, extra) = (pages.len() / lanes, pages.len() % lanes);
-        let mut runs = Vec::with_capacity(lanes);
-        let mut start = 0;
-        for k in 0..lanes {
-            let len = per + usize::from(k < extra);
-            runs.push(&pages[start..start + len]);
-            start += len;
-        }
+        let runs = lane_runs(&pages, lanes);
         let never = AtomicBool::new(false);
         Ok(std::thread::scope(|scope| {
             let handles: Vec<_> = runs
@@ -454,6 +447,19 @@ fn spawn_finisher(
         .map_err(|e| Error::Offload {
             detail: format!("cannot start the device's {what}: {e}"),
         })
+}
+
+/// `pages` split into `lanes` consecutive runs whose lengths differ by at most one.
+fn lane_runs(pages: &[usize], lanes: usize) -> Vec<&[usize]> {
+    let (per, extra) = (pages.len() / lanes, pages.len() % lanes);
+    let mut runs = Vec::with_capacity(lanes);
+    let mut start = 0;
+    for k in 0..lanes {
+        let len = per + usize::from(k < extra);
+        runs.push(&pages[start..start + len]);
+        start += len;
+    }
+    runs
 }
 
 /// The builds of a task's joins, in join order.
@@ -711,12 +717,8 @@ impl Device for LocalDevice {
             }
             false => None,
         };
-        let (per, extra) = (pages.len() / lanes, pages.len() % lanes);
-        let mut start = 0;
-        for k in 0..lanes {
-            let len = per + usize::from(k < extra);
-            let run = pages[start..start + len].to_vec();
-            start += len;
+        for (k, run) in lane_runs(&pages, lanes).into_iter().enumerate() {
+            let run = run.to_vec();
             let (plan, tx, cancel, counters) = (
                 plan.clone(),
                 tx.clone(),

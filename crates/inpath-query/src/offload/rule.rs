@@ -114,6 +114,9 @@ pub struct OffloadRule {
     device: Arc<dyn Device>,
     limits: Limits,
     decisions: Arc<Mutex<Vec<Decision>>>,
+    /// Whether a table's key column is unique ([`unique_key`]), by table and column: read
+    /// once per session, not each time a statement is planned.
+    unique_keys: Mutex<HashMap<(String, usize), bool>>,
 }
 
 impl OffloadRule {
@@ -123,6 +126,7 @@ impl OffloadRule {
             device,
             limits,
             decisions: Arc::new(Mutex::new(Vec::new())),
+            unique_keys: Mutex::new(HashMap::new()),
         }
     }
 
@@ -342,14 +346,10 @@ impl OffloadRule {
             if let Some(input) = passed_through(&node) {
                 node = input.clone();
             } else if let Some(p) = node.downcast_ref::<ProjectionExec>() {
-                let Some(c) = p
-                    .expr()
-                    .get(key)
-                    .and_then(|e| e.expr.downcast_ref::<PColumn>())
-                else {
+                let Some(c) = projected_column(p, key) else {
                     return Ok(None);
                 };
-                key = c.index();
+                key = c;
                 layers.push(Layer::Projection(p.expr().to_vec()));
                 node = p.input().clone();
             } else if let Some(f) = node.downcast_ref::<FilterExec>() {
@@ -405,14 +405,10 @@ impl OffloadRule {
         let mut rows = partial.input().clone();
         loop {
             if let Some(p) = rows.downcast_ref::<ProjectionExec>() {
-                let Some(c) = p
-                    .expr()
-                    .get(key)
-                    .and_then(|e| e.expr.downcast_ref::<PColumn>())
-                else {
+                let Some(c) = projected_column(p, key) else {
                     return Ok(None);
                 };
-                key = c.index();
+                key = c;
                 projections.push(p.expr().to_vec());
                 rows = p.input().clone();
             } else if let Some(input) = passed_through(&rows) {
@@ -421,7 +417,13 @@ impl OffloadRule {
                 break;
             }
         }
-        if !unique_key(scan.reader(), key_column) {
+        let unique = *self
+            .unique_keys
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry((scan.reader().table().to_string(), key_column))
+            .or_insert_with(|| unique_key(scan.reader(), key_column));
+        if !unique {
             return Ok(None);
         }
         // The table's columns the join's output reads, each a group key below.
@@ -861,14 +863,10 @@ fn extreme_filters(s: &ScalarSubqueryExec) -> DfResult<Option<Arc<dyn ExecutionP
         let mut node = p.input();
         let mut x = column;
         while let Some(proj) = node.downcast_ref::<ProjectionExec>() {
-            let Some(c) = proj
-                .expr()
-                .get(x)
-                .and_then(|e| e.expr.downcast_ref::<PColumn>())
-            else {
+            let Some(c) = projected_column(proj, x) else {
                 break;
             };
-            x = c.index();
+            x = c;
             node = proj.input();
         }
         if let Some((graph, a)) = aggregate_value(node, x) {
@@ -1321,6 +1319,11 @@ fn output_fields(schema: &SchemaRef) -> Result<Vec<(String, String)>, String> {
             Ok((f.name().clone(), text))
         })
         .collect()
+}
+
+/// The input column that output column `i` of a projection passes on unchanged, if it does.
+fn projected_column(p: &ProjectionExec, i: usize) -> Option<usize> {
+    Some(p.expr().get(i)?.expr.downcast_ref::<PColumn>()?.index())
 }
 
 /// A node between a join and the Final aggregate below it.
