@@ -1539,6 +1539,14 @@ fn count_distinct_is_counted_on_the_device_as_the_host_counts() {
          DESC, flag",
         "SELECT flag, qty, count(DISTINCT day) FROM t WHERE disc < 0.05 GROUP BY flag, qty",
         "SELECT name, count(DISTINCT flag) FROM t GROUP BY name",
+        // Sorted whole by every column: the device sorts the counts' rows (strings too) and
+        // stands in for the host's Final aggregate and its sort.
+        "SELECT name, count(DISTINCT flag) AS c FROM t GROUP BY name ORDER BY c DESC, name",
+        "SELECT flag, qty, count(DISTINCT day) AS c FROM t GROUP BY flag, qty ORDER BY qty \
+         DESC, c, flag",
+        // TOPK: the device cuts to the first rows and their ties; the host still sorts.
+        "SELECT name, count(DISTINCT qty) AS c FROM t GROUP BY name ORDER BY c DESC, name \
+         LIMIT 3",
     ];
     // One thread plans Single aggregates (split around the device), two Partial ones.
     for (memory, lanes, threads) in [
@@ -1555,6 +1563,20 @@ fn count_distinct_is_counted_on_the_device_as_the_host_counts() {
             assert_eq!(explain.class, "full", "{sql}: {:?}", explain.decisions);
             let last = explain.graphs.last().unwrap().tasks.last().unwrap();
             assert!(last.count_groups.is_some(), "{sql}: {}", explain.plan);
+            // The device's rows are the Final aggregate's: the host neither merges nor, for
+            // a whole sort, sorts them.
+            assert!(
+                !explain.plan.contains("AggregateExec"),
+                "{sql}: {}",
+                explain.plan
+            );
+            assert_eq!(
+                explain.plan.contains("SortExec"),
+                sql.contains("LIMIT"),
+                "{sql}: {}",
+                explain.plan
+            );
+            assert_eq!(last.order.is_some(), sql.contains("ORDER BY"), "{sql}");
             let mut got = rows_text(&on.sql(sql).unwrap().batches);
             let mut want = reference(sql);
             if !sql.contains("ORDER BY") {
@@ -1576,6 +1598,7 @@ fn count_distinct_is_counted_on_the_device_as_the_host_counts() {
     // Only the last task's group-by without aggregates, of one key more, counts groups.
     let reader = Arc::new(TableReader::open(&dir.path().join("t"), &KeyRing::new()).unwrap());
     let device = LocalDevice::new(HashMap::from([("t".to_string(), reader)]), 2, 64 << 20).unwrap();
+
     let mut task = sum_over_t(vec![Op::Load { column: 0 }], 0, 2);
     task.count_groups = Some(CountGroups { keys: 0 });
     let e = device

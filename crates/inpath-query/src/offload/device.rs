@@ -849,7 +849,8 @@ fn finish_groups(
     // A lane that failed has sent its error and no table: nothing more is sent.
     let batch = match (tables.len() == lanes, order, plan.task.count_groups) {
         (false, ..) => None,
-        (true, None, Some(c)) => counted_batch(plan, &tables, c.keys, lanes, counters),
+        (true, order, Some(c)) => counted_batch(plan, &tables, c.keys, lanes, counters)
+            .map(|b| b.and_then(|b| order.map_or(Ok(b.clone()), |o| ordered_rows(&b, o)))),
         (true, ..) => merged_batch(plan, tables, order, spilled, counters),
     };
     counters.release(held);
@@ -984,6 +985,49 @@ fn counted_batch(
             })?;
         count_groups(&all, keys, lanes, counters)
     })
+}
+
+/// `batch`'s rows ordered by `order`'s keys (its columns, as Arrow orders them: strings by
+/// their bytes) and, with a limit, cut to the first `limit` and the rows tied with the last
+/// on every key: counted groups are whole, so any of them may be cut.
+fn ordered_rows(batch: &RecordBatch, order: &Order) -> Result<RecordBatch> {
+    let bad = |e: &dyn std::fmt::Display| Error::Offload {
+        detail: format!("cannot order counted groups: {e}"),
+    };
+    let columns = order
+        .keys
+        .iter()
+        .map(|k| {
+            let values = batch
+                .columns()
+                .get(k.column)
+                .ok_or_else(|| bad(&format!("no column {} to sort by", k.column)))?;
+            Ok(datafusion::arrow::compute::SortColumn {
+                values: values.clone(),
+                options: Some(datafusion::arrow::compute::SortOptions {
+                    descending: k.descending,
+                    nulls_first: k.nulls_first,
+                }),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let picks =
+        datafusion::arrow::compute::lexsort_to_indices(&columns, None).map_err(|e| bad(&e))?;
+    let picks = match order.limit.filter(|&k| k > 0 && k < picks.len()) {
+        Some(limit) => {
+            let compare = datafusion::arrow::compute::LexicographicalComparator::try_new(&columns)
+                .map_err(|e| bad(&e))?;
+            let last = picks.value(limit - 1) as usize;
+            let end = limit
+                + picks.values()[limit..]
+                    .iter()
+                    .take_while(|&&r| compare.compare(r as usize, last).is_eq())
+                    .count();
+            picks.slice(0, end)
+        }
+        None => picks,
+    };
+    datafusion::arrow::compute::take_record_batch(batch, &picks).map_err(|e| bad(&e))
 }
 
 /// COUNT_GROUPS over a batch holding every group (a row of values may repeat, for groups
@@ -3952,6 +3996,88 @@ fn int_array(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Counted groups' rows ordered by every key as Arrow sorts them (strings by bytes,
+    /// descending, nulls placed), and a limit keeping the rows tied with the last on every key.
+    #[test]
+    fn ordered_rows_sort_by_every_key_and_keep_ties_under_a_limit() {
+        let names: ArrayRef = Arc::new(arrow_array::StringArray::from(vec![
+            Some("b"),
+            Some("a"),
+            None,
+            Some("c"),
+            Some("a"),
+        ]));
+        let counts: ArrayRef = Arc::new(Int64Array::from(vec![3, 3, 1, 5, 2]));
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("name", DataType::Utf8, true),
+            Field::new("count", DataType::Int64, false),
+        ]));
+        let batch = RecordBatch::try_new(schema, vec![names, counts]).unwrap();
+        let key = |column, descending, nulls_first| SortKey {
+            column,
+            descending,
+            nulls_first,
+        };
+        let text = |b: &RecordBatch| -> Vec<(Option<String>, i64)> {
+            let n = b.column(0).as_string::<i32>();
+            let c = b.column(1).as_primitive::<Int64Type>();
+            (0..b.num_rows())
+                .map(|i| (n.is_valid(i).then(|| n.value(i).to_string()), c.value(i)))
+                .collect()
+        };
+        let s = |v: &str| Some(v.to_string());
+        let by_count_then_name = Order {
+            keys: vec![key(1, true, false), key(0, false, true)],
+            limit: None,
+        };
+        assert_eq!(
+            text(&ordered_rows(&batch, &by_count_then_name).unwrap()),
+            vec![
+                (s("c"), 5),
+                (s("a"), 3),
+                (s("b"), 3),
+                (s("a"), 2),
+                (None, 1)
+            ]
+        );
+        let names_last_first = Order {
+            keys: vec![key(0, true, false), key(1, false, false)],
+            limit: None,
+        };
+        assert_eq!(
+            text(&ordered_rows(&batch, &names_last_first).unwrap()),
+            vec![
+                (s("c"), 5),
+                (s("b"), 3),
+                (s("a"), 2),
+                (s("a"), 3),
+                (None, 1)
+            ]
+        );
+        // TOPK 2 by count: the two counts of 3 tie for second place, both sent.
+        let top_two = Order {
+            keys: vec![key(1, true, false)],
+            limit: Some(2),
+        };
+        let mut got = text(&ordered_rows(&batch, &top_two).unwrap());
+        got[1..].sort();
+        assert_eq!(got, vec![(s("c"), 5), (s("a"), 3), (s("b"), 3)]);
+        // A limit beyond the rows keeps them all; a key beyond the columns is an error.
+        let all = Order {
+            keys: vec![key(1, false, false)],
+            limit: Some(9),
+        };
+        assert_eq!(ordered_rows(&batch, &all).unwrap().num_rows(), 5);
+        let beyond = Order {
+            keys: vec![key(2, false, false)],
+            limit: None,
+        };
+        assert!(ordered_rows(&batch, &beyond)
+            .unwrap_err()
+            .to_string()
+            .contains("no column 2"));
+    }
 
     #[test]
     fn years_of_days_equal_arrows_date_part() {

@@ -16,8 +16,10 @@ use serde::{Deserialize, Serialize};
 /// groups (`TableTask::count_groups`); version 5 semi and anti joins with a residual
 /// condition (`Join::residual`); version 6 builds that aggregate (an AGGREGATE_GROUPBY task
 /// whose merged groups are the rows a later task joins) and a last task that is NOP (its kept
-/// rows go to the host, sorted and cut by TOPK). Older graphs read unchanged.
-pub const GRAPH_VERSION: u32 = 6;
+/// rows go to the host, sorted and cut by TOPK); version 7 counted groups that are sorted
+/// (`count_groups` with `order`: the counts' rows ordered by any of their columns, strings
+/// included). Older graphs read unchanged.
+pub const GRAPH_VERSION: u32 = 7;
 
 /// A Table Task graph.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -246,9 +248,9 @@ impl TaskGraph {
                     }
                     _ => false,
                 };
-                if !last || !fits || task.order.is_some() {
+                if !last || !fits {
                     return Err(bad(format!(
-                        "task {t} counts groups by {} keys: only the last task's                          AGGREGATE_GROUPBY of {} keys and no aggregate, unsorted, counts its                          groups",
+                        "task {t} counts groups by {} keys: only the last task's AGGREGATE_GROUPBY of {} keys and no aggregate counts its groups",
                         c.keys,
                         c.keys + 1
                     )));

@@ -33,7 +33,9 @@ use datafusion::physical_expr::expressions::{
 };
 use datafusion::physical_expr::projection::ProjectionExpr;
 use datafusion::physical_expr::scalar_subquery::ScalarSubqueryExpr;
-use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr, ScalarFunctionExpr};
+use datafusion::physical_expr::{
+    EquivalenceProperties, LexOrdering, PhysicalExpr, ScalarFunctionExpr,
+};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::PhysicalGroupBy;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
@@ -622,7 +624,12 @@ impl PhysicalOptimizerRule for OffloadRule {
             } else if *agg.mode() == AggregateMode::Partial {
                 Arc::new(agg.clone())
             } else {
-                return Ok(Transformed::no(node));
+                // The Final half of a count the device finished (COUNT_GROUPS): its rows are
+                // already one a group, so the device's stand in for it.
+                return Ok(match finished_count(&node) {
+                    Some(exec) => Transformed::yes(Arc::new(exec)),
+                    None => Transformed::no(node),
+                });
             };
             // The final host aggregate above a device's Partial, for a Single aggregate.
             let finish = |exec: Arc<dyn ExecutionPlan>| -> DfResult<Arc<dyn ExecutionPlan>> {
@@ -647,11 +654,12 @@ impl PhysicalOptimizerRule for OffloadRule {
                     declined: None,
                     limits_hit: Vec::new(),
                 });
-                return Ok(Transformed::new(
-                    finish(Arc::new(exec))?,
-                    true,
-                    TreeNodeRecursion::Continue,
-                ));
+                let plan = finish(Arc::new(exec))?;
+                let plan = match finished_count(&plan) {
+                    Some(exec) => Arc::new(exec),
+                    None => plan,
+                };
+                return Ok(Transformed::new(plan, true, TreeNodeRecursion::Continue));
             }
             let (decision, result) = self.device_for(&partial);
             self.decisions
@@ -720,6 +728,23 @@ impl PhysicalOptimizerRule for OffloadRule {
                 },
             };
             match input {
+                // A whole sort of a finished count's rows by their columns: the device's
+                // order is the sort's, and the host has nothing left to do.
+                Some(input)
+                    if sort.fetch().is_none()
+                        && keys.len() == sort.expr().len()
+                        && is_finished_count(sort.input()) =>
+                {
+                    let Some(d) = input.downcast_ref::<DeviceExec>() else {
+                        return Ok(Transformed::no(node));
+                    };
+                    let exec = d.ordered_as(sort.expr().clone());
+                    Ok(Transformed::new(
+                        Arc::new(exec),
+                        true,
+                        TreeNodeRecursion::Jump,
+                    ))
+                }
                 Some(input) => {
                     let node = replace_children_if_necessary(node.clone(), vec![input])?;
                     Ok(Transformed::new(node, true, TreeNodeRecursion::Jump))
@@ -998,6 +1023,82 @@ fn counted_groups(agg: &AggregateExec) -> Option<DeviceExec> {
     ))
 }
 
+/// The Final aggregate `node` of a count the device finished: grouped by the leading
+/// columns of a [`DeviceExec`] doing COUNT_GROUPS (through nodes that pass rows on), its one
+/// aggregate that count. The device sends one row a group, every group whole (counted groups
+/// that outgrow a lane decline rather than spill), so its rows are the Final aggregate's: a
+/// device under the Final's schema, the Final aggregate kept as the plan run if it declines.
+fn finished_count(node: &Arc<dyn ExecutionPlan>) -> Option<DeviceExec> {
+    let agg = node.downcast_ref::<AggregateExec>()?;
+    let groups = agg.group_expr();
+    let k = groups.expr().len();
+    let [count] = agg.aggr_expr() else {
+        return None;
+    };
+    if !matches!(
+        agg.mode(),
+        AggregateMode::Final | AggregateMode::FinalPartitioned
+    ) || groups.has_grouping_set()
+        || agg.filter_expr().iter().any(Option::is_some)
+        || count.fun().name() != "count"
+        || count.is_distinct()
+        || !groups
+            .expr()
+            .iter()
+            .enumerate()
+            .all(|(i, (e, _))| e.downcast_ref::<PColumn>().is_some_and(|c| c.index() == i))
+    {
+        return None;
+    }
+    let mut below = agg.input();
+    while let Some(input) = passed_through(below) {
+        below = input;
+    }
+    let d = below.downcast_ref::<DeviceExec>()?;
+    let counted = d.graph.tasks.last()?.count_groups?;
+    let schema = agg.schema();
+    if counted.keys != k
+        || d.schema.fields().len() != k + 1
+        || schema.fields().len() != k + 1
+        || schema
+            .fields()
+            .iter()
+            .zip(d.schema.fields())
+            .any(|(f, g)| f.data_type() != g.data_type())
+    {
+        return None;
+    }
+    let mut exec = DeviceExec::new(
+        d.device.clone(),
+        d.graph.clone(),
+        d.alternate.clone(),
+        schema,
+        Some(node.clone()),
+    );
+    exec.origin = d.origin.clone();
+    Some(exec)
+}
+
+/// Whether `node` is a device standing in for the Final aggregate of a count it finished
+/// ([`finished_count`]): its rows are the SQL's groups, whole.
+fn is_finished_count(node: &Arc<dyn ExecutionPlan>) -> bool {
+    node.downcast_ref::<DeviceExec>().is_some_and(|d| {
+        d.graph
+            .tasks
+            .last()
+            .is_some_and(|t| t.count_groups.is_some())
+            && d.host
+                .as_ref()
+                .and_then(|h| h.downcast_ref::<AggregateExec>())
+                .is_some_and(|a| {
+                    matches!(
+                        a.mode(),
+                        AggregateMode::Final | AggregateMode::FinalPartitioned
+                    )
+                })
+    })
+}
+
 /// `node` with the [`DeviceExec`] below it sorting its groups by `keys` (columns of `node`'s
 /// output) and keeping the first `limit`, when every node between passes the groups on
 /// unchanged (Final aggregates, column projections, repartitions); none otherwise. Keys
@@ -1027,8 +1128,7 @@ fn ordered_device(
         let ordered = |graph: &TaskGraph| -> Option<TaskGraph> {
             let mut graph = graph.clone();
             let task = graph.tasks.last_mut()?;
-            if task.operator == Operator::Nop || task.order.is_some() || task.count_groups.is_some()
-            {
+            if task.operator == Operator::Nop || task.order.is_some() {
                 return None;
             }
             task.order = Some(order.clone());
@@ -2841,6 +2941,36 @@ impl DeviceExec {
         }
     }
 
+    /// The same device declaring its rows ordered by `ordering` (which its graph's order
+    /// follows), standing in for a sort: the host plan it runs if the device declines is the
+    /// sort over the one it had.
+    fn ordered_as(&self, ordering: LexOrdering) -> DeviceExec {
+        let host = self.host.as_ref().map(|h| {
+            let input = match h.output_partitioning().partition_count() {
+                1 => h.clone(),
+                _ => Arc::new(CoalescePartitionsExec::new(h.clone())) as Arc<dyn ExecutionPlan>,
+            };
+            Arc::new(SortExec::new(ordering.clone(), input)) as Arc<dyn ExecutionPlan>
+        });
+        let mut exec = DeviceExec::new(
+            self.device.clone(),
+            self.graph.clone(),
+            self.alternate.clone(),
+            self.schema.clone(),
+            host,
+        );
+        exec.origin = self.origin.clone();
+        let mut eq = EquivalenceProperties::new(self.schema.clone());
+        eq.add_ordering(ordering.iter().cloned());
+        exec.props = Arc::new(PlanProperties::new(
+            eq,
+            Partitioning::UnknownPartitioning(1),
+            EmissionType::Final,
+            Boundedness::Bounded,
+        ));
+        exec
+    }
+
     /// The graph the device runs.
     pub fn graph(&self) -> &TaskGraph {
         &self.graph
@@ -2885,11 +3015,16 @@ impl DisplayAs for DeviceExec {
                 .keys
                 .iter()
                 .map(|k| {
-                    let name = task
-                        .output
-                        .fields
-                        .get(k.column)
-                        .map_or("?", |f| f.0.as_str());
+                    // Counted groups' rows hold the count where the counted column was.
+                    let counted = task.count_groups.is_some_and(|c| c.keys == k.column);
+                    let name = match counted {
+                        true => "count",
+                        false => task
+                            .output
+                            .fields
+                            .get(k.column)
+                            .map_or("?", |f| f.0.as_str()),
+                    };
                     format!("{name}{}", if k.descending { " DESC" } else { "" })
                 })
                 .collect();
