@@ -562,6 +562,48 @@ fn string_prefixes_select_on_the_device_as_the_host_does() {
     }
 }
 
+/// Joins the device refuses with an aggregate's groups (a residual condition on them; groups on
+/// the streaming side) name that reason in `explain`, leave the join to the host, and answer
+/// as the host does.
+#[test]
+fn joins_the_device_refuses_on_groups_name_the_reason_and_answer_as_the_host() {
+    let (dir, off) = sf001_plain();
+    let on = SqlSession::open_with(dir.path(), &KeyRing::new(), 2, offload(None, None)).unwrap();
+    for (sql, reason) in [
+        (
+            "SELECT count(*) AS n FROM lineitem l1 WHERE EXISTS (SELECT 1 FROM (SELECT \
+             l_orderkey k, max(l_suppkey) m FROM lineitem GROUP BY l_orderkey) g WHERE g.k = \
+             l1.l_orderkey AND g.m <> l1.l_suppkey)",
+            "a residual condition on an aggregate's groups",
+        ),
+        (
+            "SELECT count(*) AS n, sum(m) AS s FROM (SELECT l_orderkey k, max(l_quantity) m \
+             FROM lineitem GROUP BY l_orderkey) g WHERE k IN (SELECT o_orderkey FROM orders \
+             WHERE o_totalprice > 100000)",
+            "an aggregate's groups on a join's streaming side",
+        ),
+        (
+            "SELECT count(*) AS n, sum(m) AS s FROM (SELECT l_suppkey k, max(l_quantity) m \
+             FROM lineitem GROUP BY l_suppkey) g JOIN partsupp ON ps_suppkey = k",
+            "an aggregate's groups on a join's streaming side",
+        ),
+    ] {
+        let explain = on.explain_offload(sql).unwrap();
+        assert!(
+            explain
+                .decisions
+                .iter()
+                .any(|d| d.declined.as_deref().is_some_and(|r| r.starts_with(reason))),
+            "{sql}: {:?}",
+            explain.decisions
+        );
+        assert_eq!(explain.class, "partial", "{sql}");
+        let want = rows_text(&off.sql(sql).unwrap().batches);
+        assert!(!want[0].starts_with("0|"), "{sql}: {want:?}");
+        same_rows(&rows_text(&on.sql(sql).unwrap().batches), &want, sql);
+    }
+}
+
 /// Writes `batch` as table `t` under `dir` in pages of `rows_per_page` rows; returns its path.
 fn write_t(dir: &Path, batch: &RecordBatch, rows_per_page: usize) -> std::path::PathBuf {
     let table = dir.join("t");
