@@ -19,7 +19,7 @@ Parquet; sealed <= 1.3x plain; generation or import <= 30 s.
 Offload rows (issue 14; `--offload-only` runs just these, on data a full run kept with --keep):
 every query with `--offload` (AQUOMAN's Table Tasks on the device's own lanes) against the same
 plan without it and DuckDB on its file: wall time, host CPU (the process's getrusage less the
-device lanes' own CPU), host peak RSS (a process per query, VmHWM of /proc/PID/status, which
+device lanes' own CPU; and the host process's own with `--device process`), host peak RSS (a process per query, VmHWM of /proc/PID/status, which
 counts the binary's code and the mapped column files' pages too) with the device in the
 host's process and in a process of its own (`--device process`; the device process's own peak
 apart), and the host's peak anonymous part
@@ -135,13 +135,17 @@ def offload_rows(report, base, threads, runs, con_file, keys):
                 f"host {sorted(n for n, c in classes.items() if c == 'host')}; thesis limits: full "
                 f"{sorted(n for n, c in thesis_classes.items() if c == 'full')}")
     header = (f"{'q':>3} {'thr':>3} {'class':>7} | {'off s':>7} {'on s':>7} {'sealed on':>9} {'duck s':>7} | "
-              f"{'on/duck':>7} {'host CPU off':>12} {'on':>6} {'RSS off':>8} {'on':>8} {'on proc':>8} "
+              f"{'on/duck':>7} {'host CPU off':>12} {'on':>6} {'on proc':>7} {'RSS off':>8} {'on':>8} {'on proc':>8} "
               f"{'device':>8} {'anon off':>8} {'on':>8} | "
               f"{'to host off':>11} {'on':>9} {'ratio':>7} | {'dev CPU':>7} {'dev read':>9}")
     for t in threads:
         off = offload_runs(plain, t, runs)
         on = offload_runs(plain, t, runs, ["--offload"])
         on_sealed = offload_runs(sealed, t, runs, ["--offload", "--key-file", keys])
+        # The device in its own process: the host process's CPU is then the host's alone (in
+        # the host's process, the device's thread starts, exits and scheduling are not
+        # told apart from the host's).
+        on_process = offload_runs(plain, t, runs, ["--offload", "--device", "process"])
         duck = duckdb_tpch(con_file, t, runs)
         print(header)
         for n in range(1, 23):
@@ -163,7 +167,8 @@ def offload_rows(report, base, threads, runs, con_file, keys):
             row = {"query": n, "threads": t, "class": classes[n], "thesis_class": thesis_classes[n],
                    "offload_off_s": median(o), "offload_on_s": median(f), "offload_sealed_s": median(s),
                    "duckdb_file_s": duck[n], "host_cpu_off_s": o["host_cpu_seconds"],
-                   "host_cpu_on_s": f["host_cpu_seconds"], "rss_off": rss.get("off", (None,))[0], "rss_on": rss.get("on", (None,))[0],
+                   "host_cpu_on_s": f["host_cpu_seconds"],
+                   "host_cpu_on_process_s": on_process[n]["host_cpu_seconds"], "rss_off": rss.get("off", (None,))[0], "rss_on": rss.get("on", (None,))[0],
                    "anon_off": rss.get("off", (None, None))[1], "anon_on": rss.get("on", (None, None))[1],
                    "rss_on_process": rss.get("process", (None,))[0],
                    "anon_on_process": rss.get("process", (None, None))[1],
@@ -179,7 +184,7 @@ def offload_rows(report, base, threads, runs, con_file, keys):
                         if rss else f"{'-':>8} {'-':>8} {'-':>8} {'-':>8} {'-':>8} {'-':>8}")
             print(f"{n:>3} {t:>3} {classes[n]:>7} | {median(o):7.3f} {median(f):7.3f} {median(s):9.3f} "
                   f"{duck[n]:7.3f} | {median(f) / duck[n]:7.2f} {o['host_cpu_seconds']:12.3f} "
-                  f"{f['host_cpu_seconds']:6.3f} {rss_text} | {sent_off / 1e6:10.1f}M {sent_on / 1e6:8.3f}M "
+                  f"{f['host_cpu_seconds']:6.3f} {on_process[n]['host_cpu_seconds']:7.3f} {rss_text} | {sent_off / 1e6:10.1f}M {sent_on / 1e6:8.3f}M "
                   f"{ratio:7.0f} | {dev.get('cpu_seconds', 0):7.3f} {dev.get('bytes_read', 0) / 1e6:8.1f}M",
                   flush=True)
 
