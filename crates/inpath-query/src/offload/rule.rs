@@ -626,8 +626,8 @@ impl PhysicalOptimizerRule for OffloadRule {
             } else {
                 // The Final half of a count the device finished (COUNT_GROUPS): its rows are
                 // already one a group, so the device's stand in for it.
-                return Ok(match finished_count(&node) {
-                    Some(exec) => Transformed::yes(Arc::new(exec)),
+                return Ok(match finished_count(&node)? {
+                    Some(exec) => Transformed::yes(exec),
                     None => Transformed::no(node),
                 });
             };
@@ -655,10 +655,7 @@ impl PhysicalOptimizerRule for OffloadRule {
                     limits_hit: Vec::new(),
                 });
                 let plan = finish(Arc::new(exec))?;
-                let plan = match finished_count(&plan) {
-                    Some(exec) => Arc::new(exec),
-                    None => plan,
-                };
+                let plan = finished_count(&plan)?.unwrap_or(plan);
                 return Ok(Transformed::new(plan, true, TreeNodeRecursion::Continue));
             }
             let (decision, result) = self.device_for(&partial);
@@ -1028,7 +1025,24 @@ fn counted_groups(agg: &AggregateExec) -> Option<DeviceExec> {
 /// aggregate that count. The device sends one row a group, every group whole (counted groups
 /// that outgrow a lane decline rather than spill), so its rows are the Final aggregate's: a
 /// device under the Final's schema, the Final aggregate kept as the plan run if it declines.
-fn finished_count(node: &Arc<dyn ExecutionPlan>) -> Option<DeviceExec> {
+/// A Final aggregate's partitions (a `FinalPartitioned` one hashes its groups over several)
+/// are kept: a parent may rely on them (a partitioned join), so the device's one partition is
+/// hashed the same way.
+fn finished_count(node: &Arc<dyn ExecutionPlan>) -> DfResult<Option<Arc<dyn ExecutionPlan>>> {
+    let Some(exec) = counted_device(node) else {
+        return Ok(None);
+    };
+    let exec: Arc<dyn ExecutionPlan> = Arc::new(exec);
+    let partitioning = node.output_partitioning();
+    Ok(Some(match partitioning.partition_count() {
+        1 => exec,
+        _ => Arc::new(RepartitionExec::try_new(exec, partitioning.clone())?),
+    }))
+}
+
+/// The device standing in for the Final aggregate `node` of a count it finished (see
+/// [`finished_count`]), in one partition.
+fn counted_device(node: &Arc<dyn ExecutionPlan>) -> Option<DeviceExec> {
     let agg = node.downcast_ref::<AggregateExec>()?;
     let groups = agg.group_expr();
     let k = groups.expr().len();
