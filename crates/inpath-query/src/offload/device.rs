@@ -849,8 +849,13 @@ fn finish_groups(
     // A lane that failed has sent its error and no table: nothing more is sent.
     let batch = match (tables.len() == lanes, order, plan.task.count_groups) {
         (false, ..) => None,
-        (true, order, Some(c)) => counted_batch(plan, &tables, c.keys, lanes, counters)
-            .map(|b| b.and_then(|b| order.map_or(Ok(b.clone()), |o| ordered_rows(&b, o)))),
+        (true, order, Some(c)) => {
+            let counted = counted_batch(plan, &tables, c.keys, lanes, counters);
+            match order {
+                Some(o) => counted.map(|b| b.and_then(|b| ordered_rows(&b, o))),
+                None => counted,
+            }
+        }
         (true, ..) => merged_batch(plan, tables, order, spilled, counters),
     };
     counters.release(held);
@@ -881,15 +886,21 @@ fn first_rows(keys: &[(&Ints, bool)], n: usize, limit: Option<usize>) -> Vec<u32
     };
     picks.sort_by(|&a, &b| cmp(a, b));
     if let Some(limit) = limit.filter(|&k| k > 0 && k < n) {
-        let last = picks[limit - 1];
-        let end = limit
-            + picks[limit..]
-                .iter()
-                .take_while(|&&r| cmp(r, last) == std::cmp::Ordering::Equal)
-                .count();
+        let end = tied_end(&picks, limit, |a, b| cmp(a, b).is_eq());
         picks.truncate(end);
     }
     picks
+}
+
+/// Where the first `limit` of `picks` (rows in order) end once the rows after them that `same`
+/// finds tied with the last of them are kept too.
+fn tied_end(picks: &[u32], limit: usize, same: impl Fn(u32, u32) -> bool) -> usize {
+    let last = picks[limit - 1];
+    limit
+        + picks[limit..]
+            .iter()
+            .take_while(|&&r| same(r, last))
+            .count()
 }
 
 /// What a lane of a NOP last task kept: its place among the lanes, its kept columns' values
@@ -1017,12 +1028,9 @@ fn ordered_rows(batch: &RecordBatch, order: &Order) -> Result<RecordBatch> {
         Some(limit) => {
             let compare = datafusion::arrow::compute::LexicographicalComparator::try_new(&columns)
                 .map_err(|e| bad(&e))?;
-            let last = picks.value(limit - 1) as usize;
-            let end = limit
-                + picks.values()[limit..]
-                    .iter()
-                    .take_while(|&&r| compare.compare(r as usize, last).is_eq())
-                    .count();
+            let end = tied_end(picks.values(), limit, |a, b| {
+                compare.compare(a as usize, b as usize).is_eq()
+            });
             picks.slice(0, end)
         }
         None => picks,

@@ -327,10 +327,7 @@ impl OffloadRule {
         gk: usize,
     ) -> DfResult<Option<Arc<dyn ExecutionPlan>>> {
         // The table: a scan whose key column holds each value once.
-        let mut below = dim;
-        while let Some(input) = passed_through(below) {
-            below = input;
-        }
+        let below = under_pass_throughs(dim);
         let Some(scan) = below.downcast_ref::<ColumnScanExec>() else {
             return Ok(None);
         };
@@ -377,10 +374,7 @@ impl OffloadRule {
         {
             return Ok(None);
         }
-        let mut below = f.input();
-        while let Some(input) = passed_through(below) {
-            below = input;
-        }
+        let below = under_pass_throughs(f.input());
         let Some(device) = below.downcast_ref::<DeviceExec>() else {
             return Ok(None);
         };
@@ -825,10 +819,7 @@ fn unsorted(graph: &TaskGraph) -> TaskGraph {
 /// aggregate over a [`DeviceExec`]; (the graph its groups come from, unsorted; which of its
 /// aggregates). None otherwise.
 fn aggregate_value(node: &Arc<dyn ExecutionPlan>, x: usize) -> Option<(TaskGraph, usize)> {
-    let mut node = node;
-    while let Some(input) = passed_through(node) {
-        node = input;
-    }
+    let node = under_pass_throughs(node);
     let f = node.downcast_ref::<AggregateExec>()?;
     if !matches!(
         f.mode(),
@@ -839,10 +830,7 @@ fn aggregate_value(node: &Arc<dyn ExecutionPlan>, x: usize) -> Option<(TaskGraph
     }
     let a = x.checked_sub(f.group_expr().expr().len())?;
     f.aggr_expr().get(a)?;
-    let mut below = f.input();
-    while let Some(input) = passed_through(below) {
-        below = input;
-    }
+    let below = under_pass_throughs(f.input());
     let d = below.downcast_ref::<DeviceExec>()?;
     Some((unsorted(d.origin.as_ref().unwrap_or(&d.graph)), a))
 }
@@ -857,20 +845,14 @@ fn extreme_filters(s: &ScalarSubqueryExec) -> DfResult<Option<Arc<dyn ExecutionP
     // Each subquery that is the max or min of an offloaded aggregate's value column.
     let mut extremes = Vec::new();
     for link in s.subqueries() {
-        let mut top = &link.plan;
-        while let Some(input) = passed_through(top) {
-            top = input;
-        }
+        let top = under_pass_throughs(&link.plan);
         let Some(agg) = top.downcast_ref::<AggregateExec>() else {
             continue;
         };
         if !matches!(agg.mode(), AggregateMode::Final | AggregateMode::Single) {
             continue;
         }
-        let mut partial = agg.input();
-        while let Some(input) = passed_through(partial) {
-            partial = input;
-        }
+        let partial = under_pass_throughs(agg.input());
         let partial = match agg.mode() {
             AggregateMode::Single => top,
             _ => partial,
@@ -961,14 +943,6 @@ fn counted_groups(agg: &AggregateExec) -> Option<DeviceExec> {
     let is_column = |e: &Arc<dyn PhysicalExpr>, i: usize| {
         e.downcast_ref::<PColumn>().is_some_and(|c| c.index() == i)
     };
-    // Grouped by the input's leading columns, in order, without grouping sets.
-    let by_leading_columns = |g: &datafusion::physical_plan::aggregates::PhysicalGroupBy| {
-        !g.has_grouping_set()
-            && g.expr()
-                .iter()
-                .enumerate()
-                .all(|(i, (e, _))| is_column(e, i))
-    };
     let groups = agg.group_expr();
     let k = groups.expr().len();
     let [count] = agg.aggr_expr() else {
@@ -996,10 +970,7 @@ fn counted_groups(agg: &AggregateExec) -> Option<DeviceExec> {
     {
         return None;
     }
-    let mut below = distinct.input();
-    while let Some(input) = passed_through(below) {
-        below = input;
-    }
+    let below = under_pass_throughs(distinct.input());
     let d = below.downcast_ref::<DeviceExec>()?;
     let counted = |graph: &TaskGraph| -> Option<TaskGraph> {
         let mut graph = graph.clone();
@@ -1052,22 +1023,14 @@ fn counted_device(node: &Arc<dyn ExecutionPlan>) -> Option<DeviceExec> {
     if !matches!(
         agg.mode(),
         AggregateMode::Final | AggregateMode::FinalPartitioned
-    ) || groups.has_grouping_set()
+    ) || !by_leading_columns(groups)
         || agg.filter_expr().iter().any(Option::is_some)
         || count.fun().name() != "count"
         || count.is_distinct()
-        || !groups
-            .expr()
-            .iter()
-            .enumerate()
-            .all(|(i, (e, _))| e.downcast_ref::<PColumn>().is_some_and(|c| c.index() == i))
     {
         return None;
     }
-    let mut below = agg.input();
-    while let Some(input) = passed_through(below) {
-        below = input;
-    }
+    let below = under_pass_throughs(agg.input());
     let d = below.downcast_ref::<DeviceExec>()?;
     let counted = d.graph.tasks.last()?.count_groups?;
     let schema = agg.schema();
@@ -1082,15 +1045,12 @@ fn counted_device(node: &Arc<dyn ExecutionPlan>) -> Option<DeviceExec> {
     {
         return None;
     }
-    let mut exec = DeviceExec::new(
-        d.device.clone(),
+    Some(d.like(
         d.graph.clone(),
         d.alternate.clone(),
         schema,
         Some(node.clone()),
-    );
-    exec.origin = d.origin.clone();
-    Some(exec)
+    ))
 }
 
 /// Whether `node` is a device standing in for the Final aggregate of a count it finished
@@ -1151,14 +1111,12 @@ fn ordered_device(
         let Some(graph) = ordered(&d.graph) else {
             return Ok(None);
         };
-        let mut exec = DeviceExec::new(
-            d.device.clone(),
+        let exec = d.like(
             graph,
             d.alternate.as_ref().and_then(ordered),
             d.schema.clone(),
             d.host.clone(),
         );
-        exec.origin = d.origin.clone();
         return Ok(Some(Arc::new(exec)));
     }
     if let Some(input) = passed_through(node) {
@@ -1416,6 +1374,23 @@ fn passed_through(node: &Arc<dyn ExecutionPlan>) -> Option<&Arc<dyn ExecutionPla
     node.downcast_ref::<CooperativeExec>().map(|c| c.input())
 }
 
+/// The first node at or below `node` that is not one [`passed_through`] steps over.
+fn under_pass_throughs(mut node: &Arc<dyn ExecutionPlan>) -> &Arc<dyn ExecutionPlan> {
+    while let Some(input) = passed_through(node) {
+        node = input;
+    }
+    node
+}
+
+/// Whether `g` groups by its input's leading columns, in order, without grouping sets.
+fn by_leading_columns(g: &PhysicalGroupBy) -> bool {
+    !g.has_grouping_set()
+        && g.expr()
+            .iter()
+            .enumerate()
+            .all(|(i, (e, _))| e.downcast_ref::<PColumn>().is_some_and(|c| c.index() == i))
+}
+
 /// A schema's columns as a task's output fields (name, Arrow type as text), or which one a
 /// graph cannot name.
 fn output_fields(schema: &SchemaRef) -> Result<Vec<(String, String)>, String> {
@@ -1640,10 +1615,7 @@ fn groups_chain(f: &AggregateExec) -> Result<Chain, String> {
     {
         return refuse("not the Final aggregate of a group-by");
     }
-    let mut below = f.input();
-    while let Some(input) = passed_through(below) {
-        below = input;
-    }
+    let below = under_pass_throughs(f.input());
     let Some(d) = below.downcast_ref::<DeviceExec>() else {
         return refuse("its Partial aggregate is not on the device");
     };
@@ -2913,6 +2885,16 @@ fn comparator(
     }
 }
 
+/// A device's plan properties: `eq`, one partition, every row at the end, bounded.
+fn one_partition(eq: EquivalenceProperties) -> Arc<PlanProperties> {
+    Arc::new(PlanProperties::new(
+        eq,
+        Partitioning::UnknownPartitioning(1),
+        EmissionType::Final,
+        Boundedness::Bounded,
+    ))
+}
+
 /// A sub-tree the device runs: its Table Task graph, submitted when the plan executes.
 #[derive(Debug)]
 pub struct DeviceExec {
@@ -2938,18 +2920,12 @@ impl DeviceExec {
         schema: SchemaRef,
         host: Option<Arc<dyn ExecutionPlan>>,
     ) -> DeviceExec {
-        let props = PlanProperties::new(
-            EquivalenceProperties::new(schema.clone()),
-            Partitioning::UnknownPartitioning(1),
-            EmissionType::Final,
-            Boundedness::Bounded,
-        );
         DeviceExec {
             device,
             graph,
             alternate,
+            props: one_partition(EquivalenceProperties::new(schema.clone())),
             schema,
-            props: Arc::new(props),
             host,
             origin: None,
         }
@@ -2966,22 +2942,28 @@ impl DeviceExec {
             };
             Arc::new(SortExec::new(ordering.clone(), input)) as Arc<dyn ExecutionPlan>
         });
-        let mut exec = DeviceExec::new(
-            self.device.clone(),
+        let mut exec = self.like(
             self.graph.clone(),
             self.alternate.clone(),
             self.schema.clone(),
             host,
         );
-        exec.origin = self.origin.clone();
         let mut eq = EquivalenceProperties::new(self.schema.clone());
         eq.add_ordering(ordering.iter().cloned());
-        exec.props = Arc::new(PlanProperties::new(
-            eq,
-            Partitioning::UnknownPartitioning(1),
-            EmissionType::Final,
-            Boundedness::Bounded,
-        ));
+        exec.props = one_partition(eq);
+        exec
+    }
+
+    /// A device on the same device with the same origin, running `graph`.
+    fn like(
+        &self,
+        graph: TaskGraph,
+        alternate: Option<TaskGraph>,
+        schema: SchemaRef,
+        host: Option<Arc<dyn ExecutionPlan>>,
+    ) -> DeviceExec {
+        let mut exec = DeviceExec::new(self.device.clone(), graph, alternate, schema, host);
+        exec.origin = self.origin.clone();
         exec
     }
 
