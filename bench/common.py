@@ -40,6 +40,13 @@ def build():
     )
 
 
+def build_cli():
+    """Builds the `inpath` binary as a user does (`cargo build --release -p inpath-cli`, no
+    features): the configuration whose symbols the binary's code layout lists
+    (crates/inpath-cli/link/symbol-order.txt), so its memory figures are a user's."""
+    subprocess.run(["cargo", "build", "--release", "--quiet", "-p", "inpath-cli"], cwd=ROOT, check=True)
+
+
 def bench_bin():
     target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
     return os.path.join(target, "release", "inpath-bench")

@@ -216,7 +216,7 @@ def main():
     args = parser.parse_args()
     duckdb = common.need("duckdb")
     if not args.no_build:
-        common.build()
+        common.build_cli()
     gen = os.path.join(os.path.dirname(sys.executable), "tpchgen-cli")
     if not os.path.exists(gen):
         sys.exit("query.py: tpchgen-cli is missing; run bash bench/setup.sh")

@@ -25,9 +25,6 @@ fi
 
 bash scripts/venv.sh
 export INPATH_PYTHON="$PWD/.venv/bin/python"
-# Tests need no debug info (the release profile keeps it for profiling): building without it
-# takes markedly less time and disk, and every cargo call below shares the one build.
-export CARGO_PROFILE_RELEASE_DEBUG=0
 
 # The machine, for reading a failure from another CPU: kernels are chosen at run time.
 echo "== machine: $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | xargs), $(nproc) cores"
