@@ -902,6 +902,7 @@ fn the_row_selector_equals_direct_evaluation() {
             },
             order: None,
             count_groups: None,
+            whole_groups: false,
         };
         let graph = TaskGraph::single(task);
         // The graph survives its JSON form.
@@ -951,6 +952,7 @@ fn bad_graphs_and_budgets_give_clear_errors() {
         },
         order: None,
         count_groups: None,
+        whole_groups: false,
     };
     let graph = TaskGraph::single(task.clone());
 
@@ -1041,6 +1043,7 @@ fn aggregate_over_t(ops: Vec<Op>, aggs: Vec<Agg>, fields: Vec<(String, String)>)
         output: Output { fields },
         order: None,
         count_groups: None,
+        whole_groups: false,
     }
 }
 

@@ -686,10 +686,13 @@ impl Device for LocalDevice {
         let (tx, rx) = sync_channel(2 * lanes);
         let stream = DeviceStream::new(rx, None);
         let cancel = stream.cancel.clone();
-        // SORT and TOPK: the lanes hand their group tables to a finisher, which merges them
-        // (the device's own final aggregate), orders them and sends what can be in the result.
+        // SORT and TOPK, and groups sent whole: the lanes hand their group tables to a
+        // finisher, which merges them (the device's own final aggregate), orders them and sends
+        // what can be in the result.
         let task = &plan.plan.task;
-        let finisher = match (task.order.is_some() || task.count_groups.is_some())
+        let finisher = match (task.order.is_some()
+            || task.count_groups.is_some()
+            || task.whole_groups)
             && task.operator != Operator::Nop
         {
             true => {
@@ -845,6 +848,21 @@ fn finish_groups(
         if tables.len() == lanes {
             break;
         }
+    }
+    // Groups to send whole of which a lane spilled some on the way: they are not whole, and
+    // the host merges them, so each lane's table goes as it is, unmerged.
+    if tables.len() == lanes && spilled && plan.task.whole_groups && order.is_none() {
+        for groups in tables.iter().filter(|g| g.len > 0) {
+            let batch = plan.emit_groups(groups);
+            if let Ok(b) = &batch {
+                Counters::add(&counters.bytes_sent, b.get_array_memory_size() as u64);
+            }
+            if tx.send(batch).is_err() {
+                break;
+            }
+        }
+        counters.release(held);
+        return;
     }
     // A lane that failed has sent its error and no table: nothing more is sent.
     let batch = match (tables.len() == lanes, order, plan.task.count_groups) {
@@ -2259,12 +2277,19 @@ impl<'a> Lane<'a> {
         if task.operator == Operator::Nop
             || task.order.is_some()
             || task.count_groups.is_some()
+            || (task.whole_groups && !self.spilled)
             || self.plan.hold_groups
         {
             // A NOP task's rows stay in the lane for the device to collect; so do groups to be
-            // sorted or joined, for the device to merge across lanes first.
+            // sorted, joined or sent whole, for the device to merge across lanes first.
         } else if self.plan.keys().is_empty() || self.groups.len > 0 {
+            // (Groups to send whole that spilled are not whole: the lane sends the rest itself,
+            // as it goes, and hands the device's finisher an empty table.)
             let batch = self.emit_groups()?;
+            if task.whole_groups {
+                self.groups.clear();
+                self.account_groups();
+            }
             emit(batch);
         }
         Ok(())

@@ -18,8 +18,9 @@ use serde::{Deserialize, Serialize};
 /// whose merged groups are the rows a later task joins) and a last task that is NOP (its kept
 /// rows go to the host, sorted and cut by TOPK); version 7 counted groups that are sorted
 /// (`count_groups` with `order`: the counts' rows ordered by any of their columns, strings
-/// included). Older graphs read unchanged.
-pub const GRAPH_VERSION: u32 = 7;
+/// included); version 8 groups sent whole (`TableTask::whole_groups`: merged across the
+/// lanes, in one batch). Older graphs read unchanged.
+pub const GRAPH_VERSION: u32 = 8;
 
 /// A Table Task graph.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -256,6 +257,13 @@ impl TaskGraph {
                     )));
                 }
             }
+            let grouped = matches!(&task.operator, Operator::AggregateGroupBy { keys, .. } if !keys.is_empty());
+            if task.whole_groups && (t + 1 != self.tasks.len() || !grouped) {
+                return Err(bad(format!(
+                    "task {t} sends its groups whole: only the last task's AGGREGATE_GROUPBY \
+                     (with keys) has groups to send"
+                )));
+            }
             if let Some(order) = &task.order {
                 if t + 1 != self.tasks.len() {
                     return Err(bad(format!(
@@ -342,6 +350,12 @@ pub struct TableTask {
     /// cross to the host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub count_groups: Option<CountGroups>,
+    /// The last task only, an AGGREGATE_GROUPBY: its groups merged across the device's lanes
+    /// (the device's own final aggregate) and sent in one batch at the end. Unless a lane
+    /// spilled groups to the host on the way, that batch is the only one and holds each group
+    /// once, whole, so the host has no partial groups to merge.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub whole_groups: bool,
 }
 
 impl TableTask {
@@ -823,6 +837,7 @@ mod tests {
             },
             order: None,
             count_groups: None,
+            whole_groups: false,
         }
     }
 

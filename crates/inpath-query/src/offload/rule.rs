@@ -21,6 +21,8 @@ use crate::sql::ColumnScanExec;
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::arrow::array::RecordBatch;
+use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
 use datafusion::common::JoinType;
 use datafusion::common::NullEquality;
 use datafusion::common::{DataFusionError, ScalarValue};
@@ -758,7 +760,15 @@ impl PhysicalOptimizerRule for OffloadRule {
                 None => Transformed::no(node),
             })
         })?;
-        Ok(cut.data)
+        // Last, once no pass looks for a Final aggregate over a device any more: a device's
+        // plain groups sent whole, standing in for the Final aggregate over them.
+        let whole = cut.data.transform_up(|node| {
+            Ok(match whole_groups(&node)? {
+                Some(plan) => Transformed::yes(plan),
+                None => Transformed::no(node),
+            })
+        })?;
+        Ok(whole.data)
     }
 
     fn name(&self) -> &str {
@@ -996,19 +1006,85 @@ fn counted_groups(agg: &AggregateExec) -> Option<DeviceExec> {
 /// aggregate that count. The device sends one row a group, every group whole (counted groups
 /// that outgrow a lane decline rather than spill), so its rows are the Final aggregate's: a
 /// device under the Final's schema, the Final aggregate kept as the plan run if it declines.
-/// A Final aggregate's partitions (a `FinalPartitioned` one hashes its groups over several)
-/// are kept: a parent may rely on them (a partitioned join), so the device's one partition is
-/// hashed the same way.
+/// The Final aggregate's partitions are kept ([`in_partitions_of`]).
 fn finished_count(node: &Arc<dyn ExecutionPlan>) -> DfResult<Option<Arc<dyn ExecutionPlan>>> {
     let Some(exec) = counted_device(node) else {
         return Ok(None);
     };
-    let exec: Arc<dyn ExecutionPlan> = Arc::new(exec);
+    in_partitions_of(node, Arc::new(exec)).map(Some)
+}
+
+/// The Final aggregate `node` over a device's plain groups (through nodes that pass rows on),
+/// where they can be sent whole: grouped by the device's leading columns, every aggregate a
+/// sum, count, min or max (whose partial value is its final value, of the same type) without
+/// DISTINCT or a filter. The device then merges its lanes' groups and sends them in one batch
+/// (`whole_groups`) under the Final aggregate's schema, standing in for it; the Final aggregate
+/// stays as the plan run if the device declines, and merges the device's rows if more than one
+/// batch comes (groups spilled on the way). Partitions as in [`finished_count`].
+fn whole_groups(node: &Arc<dyn ExecutionPlan>) -> DfResult<Option<Arc<dyn ExecutionPlan>>> {
+    let Some(agg) = node.downcast_ref::<AggregateExec>() else {
+        return Ok(None);
+    };
+    let final_value = |a: &Arc<datafusion::physical_expr::aggregate::AggregateFunctionExpr>| {
+        !a.is_distinct() && matches!(a.fun().name(), "sum" | "count" | "min" | "max")
+    };
+    if !matches!(
+        agg.mode(),
+        AggregateMode::Final | AggregateMode::FinalPartitioned
+    ) || agg.group_expr().expr().is_empty()
+        || !by_leading_columns(agg.group_expr())
+        || agg.filter_expr().iter().any(Option::is_some)
+        || !agg.aggr_expr().iter().all(final_value)
+    {
+        return Ok(None);
+    }
+    let Some(d) = under_pass_throughs(agg.input()).downcast_ref::<DeviceExec>() else {
+        return Ok(None);
+    };
+    let whole = |graph: &TaskGraph| -> Option<TaskGraph> {
+        let mut graph = graph.clone();
+        let task = graph.tasks.last_mut()?;
+        if task.order.is_some() || task.count_groups.is_some() || task.whole_groups {
+            return None;
+        }
+        task.whole_groups = true;
+        graph.check().is_ok().then_some(graph)
+    };
+    let schema = agg.schema();
+    let Some(graph) = whole(&d.graph) else {
+        return Ok(None);
+    };
+    if schema.fields().len() != d.schema.fields().len()
+        || schema
+            .fields()
+            .iter()
+            .zip(d.schema.fields())
+            .any(|(f, g)| f.data_type() != g.data_type())
+    {
+        return Ok(None);
+    }
+    let mut exec = d.like(
+        graph,
+        d.alternate.as_ref().and_then(whole),
+        schema,
+        Some(node.clone()),
+    );
+    exec.finish = Some(node.clone());
+    in_partitions_of(node, Arc::new(exec)).map(Some)
+}
+
+/// `exec` (one partition) standing in for `node`, in `node`'s partitions: a plan above may rely
+/// on a Final aggregate's (a `FinalPartitioned` one hashes its groups over several; a
+/// partitioned join above relies on that), so `exec`'s rows are hashed the same way.
+fn in_partitions_of(
+    node: &Arc<dyn ExecutionPlan>,
+    exec: Arc<dyn ExecutionPlan>,
+) -> DfResult<Arc<dyn ExecutionPlan>> {
     let partitioning = node.output_partitioning();
-    Ok(Some(match partitioning.partition_count() {
+    Ok(match partitioning.partition_count() {
         1 => exec,
         _ => Arc::new(RepartitionExec::try_new(exec, partitioning.clone())?),
-    }))
+    })
 }
 
 /// The device standing in for the Final aggregate `node` of a count it finished (see
@@ -1559,6 +1635,7 @@ fn chain_for(node: &Arc<dyn ExecutionPlan>, orient: Orient) -> Result<Chain, Str
             output: Output { fields: Vec::new() },
             order: None,
             count_groups: None,
+            whole_groups: false,
         };
         return Ok(Chain {
             tasks: vec![task],
@@ -2910,6 +2987,11 @@ pub struct DeviceExec {
     /// The graph this one was made from by moving a join below its aggregate (unsorted): its
     /// groups' values are among that graph's.
     origin: Option<TaskGraph>,
+    /// Groups sent whole ([`TableTask::whole_groups`]): the Final aggregate this device stands
+    /// in for, over a device sending the same groups in parts. A device that sends more than
+    /// one batch has spilled groups on the way (a group may then come in parts), and its rows
+    /// go through this aggregate, its device replaced by them.
+    finish: Option<Arc<dyn ExecutionPlan>>,
 }
 
 impl DeviceExec {
@@ -2928,6 +3010,7 @@ impl DeviceExec {
             schema,
             host,
             origin: None,
+            finish: None,
         }
     }
 
@@ -2964,6 +3047,7 @@ impl DeviceExec {
     ) -> DeviceExec {
         let mut exec = DeviceExec::new(self.device.clone(), graph, alternate, schema, host);
         exec.origin = self.origin.clone();
+        exec.finish = self.finish.clone();
         exec
     }
 
@@ -2976,6 +3060,110 @@ impl DeviceExec {
     /// same rows with the larger tables' joins streaming, where that differs.
     pub fn alternate(&self) -> Option<&TaskGraph> {
         self.alternate.as_ref()
+    }
+
+    /// The rows of a device sending whole groups, under the Final aggregate's schema: as they
+    /// come when they come in one batch (each group once), else through `finish` (the Final
+    /// aggregate over a device, the device replaced by these rows, streamed as they come).
+    fn whole_or_finished(
+        &self,
+        mut stream: impl Iterator<Item = crate::error::Result<RecordBatch>> + Send + 'static,
+        finish: &Arc<dyn ExecutionPlan>,
+        context: Arc<TaskContext>,
+    ) -> DfResult<SendableRecordBatchStream> {
+        let external = |e: crate::error::Error| DataFusionError::External(Box::new(e));
+        let first = stream.next().transpose().map_err(external)?;
+        let second = match first {
+            Some(_) => stream.next().transpose().map_err(external)?,
+            None => None,
+        };
+        let Some(second) = second else {
+            let rows = first
+                .map(|b| RecordBatch::try_new(self.schema.clone(), b.columns().to_vec()))
+                .transpose()?;
+            return Ok(Box::pin(RecordBatchStreamAdapter::new(
+                self.schema.clone(),
+                futures::stream::iter(rows.into_iter().map(Ok)),
+            )));
+        };
+        let Some(parts) = finish
+            .children()
+            .first()
+            .and_then(|c| under_pass_throughs(c).downcast_ref::<DeviceExec>())
+        else {
+            return Err(DataFusionError::Internal(
+                "whole groups: no device under the Final aggregate".into(),
+            ));
+        };
+        let partial = parts.schema.clone();
+        let relabel = partial.clone();
+        let rows = first.into_iter().chain([second]).map(Ok).chain(stream).map(move |b| {
+            let b = b.map_err(external)?;
+            Ok(RecordBatch::try_new(relabel.clone(), b.columns().to_vec())?)
+        });
+        let sent = SentRows {
+            schema: partial.clone(),
+            rows: Mutex::new(Some(Box::pin(RecordBatchStreamAdapter::new(
+                partial.clone(),
+                futures::stream::iter(rows),
+            )))),
+        };
+        let source: Arc<dyn ExecutionPlan> = Arc::new(StreamingTableExec::try_new(
+            partial,
+            vec![Arc::new(sent)],
+            None,
+            [],
+            false,
+            None,
+        )?);
+        let plan = finish
+            .clone()
+            .transform_up(|node| {
+                Ok(match node.downcast_ref::<DeviceExec>() {
+                    Some(_) => Transformed::yes(source.clone()),
+                    None => Transformed::no(node),
+                })
+            })?
+            .data;
+        let streams = (0..plan.output_partitioning().partition_count())
+            .map(|p| plan.execute(p, context.clone()))
+            .collect::<DfResult<Vec<_>>>()?;
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            self.schema.clone(),
+            futures::stream::select_all(streams),
+        )))
+    }
+}
+
+/// A device's rows, already coming, as the one partition of a plan's leaf: read once.
+struct SentRows {
+    schema: SchemaRef,
+    rows: Mutex<Option<SendableRecordBatchStream>>,
+}
+
+impl std::fmt::Debug for SentRows {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "SentRows")
+    }
+}
+
+impl PartitionStream for SentRows {
+    fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    fn execute(&self, _ctx: Arc<TaskContext>) -> SendableRecordBatchStream {
+        let taken = self.rows.lock().ok().and_then(|mut rows| rows.take());
+        taken.unwrap_or_else(|| {
+            Box::pin(RecordBatchStreamAdapter::new(
+                self.schema.clone(),
+                futures::stream::once(async {
+                    Err(DataFusionError::Internal(
+                        "a device's rows are read once".into(),
+                    ))
+                }),
+            ))
+        })
     }
 }
 
@@ -3031,6 +3219,9 @@ impl DisplayAs for DeviceExec {
         }
         if let Some(c) = task.count_groups {
             write!(f, ", COUNT_GROUPS by the first {} keys", c.keys)?;
+        }
+        if task.whole_groups {
+            write!(f, ", groups whole")?;
         }
         if let Some(alt) = self.alternate.as_ref().and_then(|g| g.tasks.last()) {
             let joined: Vec<String> = alt
@@ -3126,6 +3317,9 @@ impl ExecutionPlan for DeviceExec {
             (Err(e), _) => return Err(DataFusionError::External(Box::new(e))),
         };
         let stream = first.into_iter().chain(stream);
+        if let Some(finish) = &self.finish {
+            return self.whole_or_finished(stream, finish, context);
+        }
         let schema = self.schema.clone();
         let rows = stream.map(move |batch| {
             let batch = batch.map_err(|e| DataFusionError::External(Box::new(e)))?;
