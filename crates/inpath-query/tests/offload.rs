@@ -1663,10 +1663,14 @@ fn count_distinct_is_counted_on_the_device_as_the_host_counts() {
         "{}",
         explain.plan
     );
-    // Only the plain count's Final aggregate is the host's.
+    // Neither Final aggregate is the host's: the plain count's groups are sent whole.
+    assert!(!explain.plan.contains("AggregateExec"), "{}", explain.plan);
     assert_eq!(
-        explain.plan.matches("AggregateExec: mode=Final").count(),
-        1,
+        explain
+            .plan
+            .matches("RepartitionExec: partitioning=Hash")
+            .count(),
+        2,
         "{}",
         explain.plan
     );
@@ -1688,4 +1692,81 @@ fn count_distinct_is_counted_on_the_device_as_the_host_counts() {
         .unwrap()
         .to_string();
     assert!(e.contains("counts groups"), "{e}");
+}
+
+/// A device's plain groups (sums, counts, minima, maxima) are sent whole and stand in for the
+/// host's Final aggregate. Rows equal DataFusion's over the same rows in memory for 1-3 lanes:
+/// whole (one batch) under the default budget; spilled under a small one, when the Final
+/// aggregate merges them as they come. An average keeps the host's Final aggregate (its partial
+/// is a sum and a count), and whole groups from a task without groups are refused.
+#[test]
+fn plain_groups_sent_whole_stand_in_for_the_final_aggregate() {
+    let dir = tempfile::tempdir().unwrap();
+    let (batch, _) = random_table(dir.path(), 20_000, 17);
+    let reference = in_memory(&batch);
+    let statements = [
+        "SELECT name, sum(price), count(*), min(day), max(qty) FROM t GROUP BY name",
+        "SELECT flag, qty, sum(price * (1 - disc)) FROM t WHERE disc < 0.05 GROUP BY flag, qty",
+        "SELECT name, sum(qty) AS s FROM t GROUP BY name HAVING sum(qty) > 10",
+    ];
+    // One thread plans Single aggregates (split around the device), two Partial ones.
+    for (memory, lanes, threads) in [
+        (None, Some(1), 1),
+        (None, None, 2),
+        (None, Some(3), 2),
+        (Some(256 << 10), Some(1), 1),
+        (Some(256 << 10), Some(2), 2),
+    ] {
+        let on =
+            SqlSession::open_with(dir.path(), &KeyRing::new(), threads, offload(memory, lanes))
+                .unwrap();
+        for sql in statements {
+            let explain = on.explain_offload(sql).unwrap();
+            assert_eq!(explain.class, "full", "{sql}: {:?}", explain.decisions);
+            let last = explain.graphs.last().unwrap().tasks.last().unwrap();
+            assert!(last.whole_groups, "{sql}: {}", explain.plan);
+            assert!(
+                !explain.plan.contains("AggregateExec"),
+                "{sql}: {}",
+                explain.plan
+            );
+            let mut got = rows_text(&on.sql(sql).unwrap().batches);
+            let mut want = reference(sql);
+            got.sort();
+            want.sort();
+            assert_eq!(got, want, "{sql}, memory {memory:?}, lanes {lanes:?}");
+        }
+        let s = on.device_stats().unwrap();
+        match memory {
+            Some(_) => assert!(s.groups_spilled > 0, "{s:?}"),
+            None => assert_eq!(s.groups_spilled, 0, "{s:?}"),
+        }
+    }
+
+    let on = offloaded(dir.path(), None, 2);
+    let sql = "SELECT flag, avg(qty), sum(qty) FROM t GROUP BY flag";
+    let explain = on.explain_offload(sql).unwrap();
+    let last = explain.graphs.last().unwrap().tasks.last().unwrap();
+    assert!(!last.whole_groups, "{}", explain.plan);
+    assert!(
+        explain.plan.contains("AggregateExec: mode=Final"),
+        "{}",
+        explain.plan
+    );
+    let mut got = rows_text(&on.sql(sql).unwrap().batches);
+    let mut want = reference(sql);
+    got.sort();
+    want.sort();
+    assert_eq!(got, want);
+
+    let reader = Arc::new(TableReader::open(&dir.path().join("t"), &KeyRing::new()).unwrap());
+    let device = LocalDevice::new(HashMap::from([("t".to_string(), reader)]), 2, 64 << 20).unwrap();
+    let mut task = sum_over_t(vec![Op::Load { column: 0 }], 0, 2);
+    task.whole_groups = true;
+    let e = device
+        .submit(&TaskGraph::single(task))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("sends its groups whole"), "{e}");
 }

@@ -690,22 +690,21 @@ impl Device for LocalDevice {
         // finisher, which merges them (the device's own final aggregate), orders them and sends
         // what can be in the result.
         let task = &plan.plan.task;
-        let finisher = match (task.order.is_some()
-            || task.count_groups.is_some()
-            || task.whole_groups)
-            && task.operator != Operator::Nop
-        {
-            true => {
-                let (gtx, grx) = std::sync::mpsc::channel::<(Groups, bool)>();
-                let plan = plan.clone();
-                let order = task.order.clone();
-                spawn_finisher("sorter", &tx, &self.counters, move |counters, tx| {
-                    finish_groups(&plan.plan, order.as_ref(), grx, lanes, counters, tx)
-                })?;
-                Some(gtx)
-            }
-            false => None,
-        };
+        let finisher =
+            match (task.order.is_some() || task.count_groups.is_some() || task.whole_groups)
+                && task.operator != Operator::Nop
+            {
+                true => {
+                    let (gtx, grx) = std::sync::mpsc::channel::<(Groups, bool)>();
+                    let plan = plan.clone();
+                    let order = task.order.clone();
+                    spawn_finisher("sorter", &tx, &self.counters, move |counters, tx| {
+                        finish_groups(&plan.plan, order.as_ref(), grx, lanes, counters, tx)
+                    })?;
+                    Some(gtx)
+                }
+                false => None,
+            };
         // A NOP last task: the lanes hand their kept rows to a finisher, which orders and cuts
         // them (TOPK), reads their late columns and sends them.
         let rows_finisher = match task.operator == Operator::Nop {

@@ -257,11 +257,13 @@ impl TaskGraph {
                     )));
                 }
             }
-            let grouped = matches!(&task.operator, Operator::AggregateGroupBy { keys, .. } if !keys.is_empty());
-            if task.whole_groups && (t + 1 != self.tasks.len() || !grouped) {
+            // Groups by a build row may be finer than the SQL's: they are never whole.
+            let sql_groups = matches!(&task.operator, Operator::AggregateGroupBy { keys, .. }
+                if !keys.is_empty() && !keys.iter().any(|k| matches!(k, GroupKey::Build { .. })));
+            if task.whole_groups && (t + 1 != self.tasks.len() || !sql_groups) {
                 return Err(bad(format!(
                     "task {t} sends its groups whole: only the last task's AGGREGATE_GROUPBY \
-                     (with keys) has groups to send"
+                     with keys, none a build row's column, has whole groups to send"
                 )));
             }
             if let Some(order) = &task.order {
@@ -350,8 +352,9 @@ pub struct TableTask {
     /// cross to the host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub count_groups: Option<CountGroups>,
-    /// The last task only, an AGGREGATE_GROUPBY: its groups merged across the device's lanes
-    /// (the device's own final aggregate) and sent in one batch at the end. Unless a lane
+    /// The last task only, an AGGREGATE_GROUPBY whose keys are the SQL's (no build row's
+    /// column): its groups merged across the device's lanes (the device's own final aggregate)
+    /// and sent in one batch at the end. Unless a lane
     /// spilled groups to the host on the way, that batch is the only one and holds each group
     /// once, whole, so the host has no partial groups to merge.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

@@ -18,11 +18,10 @@ use super::graph::{
 use crate::format::LogicalType;
 use crate::reader::TableReader;
 use crate::sql::ColumnScanExec;
+use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
-use datafusion::arrow::array::RecordBatch;
-use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
 use datafusion::common::JoinType;
 use datafusion::common::NullEquality;
 use datafusion::common::{DataFusionError, ScalarValue};
@@ -51,6 +50,7 @@ use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::scalar_subquery::ScalarSubqueryExec;
 use datafusion::physical_plan::sorts::sort::SortExec;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
 use datafusion::physical_plan::{
     replace_children_if_necessary, DisplayAs, DisplayFormatType, ExecutionPlan,
     ExecutionPlanProperties, Partitioning, PlanProperties, SendableRecordBatchStream,
@@ -3097,10 +3097,15 @@ impl DeviceExec {
         };
         let partial = parts.schema.clone();
         let relabel = partial.clone();
-        let rows = first.into_iter().chain([second]).map(Ok).chain(stream).map(move |b| {
-            let b = b.map_err(external)?;
-            Ok(RecordBatch::try_new(relabel.clone(), b.columns().to_vec())?)
-        });
+        let rows = first
+            .into_iter()
+            .chain([second])
+            .map(Ok)
+            .chain(stream)
+            .map(move |b| {
+                let b = b.map_err(external)?;
+                Ok(RecordBatch::try_new(relabel.clone(), b.columns().to_vec())?)
+            });
         let sent = SentRows {
             schema: partial.clone(),
             rows: Mutex::new(Some(Box::pin(RecordBatchStreamAdapter::new(
