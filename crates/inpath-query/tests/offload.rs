@@ -1573,6 +1573,33 @@ fn a_pipe_that_is_not_a_device_is_refused_and_a_device_that_goes_away_fails_its_
 /// COUNT_GROUPS: `count(DISTINCT x)` grouped by leading keys is counted on the device (the
 /// distinct rows never reach the host) with the host's answers, for any lanes; under a
 /// budget too small for the groups the device declines and the host counts.
+/// `sql`'s offload plan, fully offloaded with no host aggregate (the device stands in for the
+/// Final one), and its last graph's last task.
+fn device_finishes(on: &SqlSession, sql: &str) -> (inpath_query::sql::OffloadExplain, TableTask) {
+    let explain = on.explain_offload(sql).unwrap();
+    assert_eq!(explain.class, "full", "{sql}: {:?}", explain.decisions);
+    assert!(
+        !explain.plan.contains("AggregateExec"),
+        "{sql}: {}",
+        explain.plan
+    );
+    let last = explain.graphs.last().unwrap().tasks.last().unwrap().clone();
+    (explain, last)
+}
+
+/// `got` and `want` equal as sets of rows.
+fn same_row_set(mut got: Vec<String>, mut want: Vec<String>, what: &str) {
+    got.sort();
+    want.sort();
+    assert_eq!(got, want, "{what}");
+}
+
+/// A local device over table `t` under `dir`: 2 lanes, 64 MiB.
+fn t_device(dir: &Path) -> LocalDevice {
+    let reader = Arc::new(TableReader::open(&dir.join("t"), &KeyRing::new()).unwrap());
+    LocalDevice::new(HashMap::from([("t".to_string(), reader)]), 2, 64 << 20).unwrap()
+}
+
 #[test]
 fn count_distinct_is_counted_on_the_device_as_the_host_counts() {
     let dir = tempfile::tempdir().unwrap();
@@ -1604,17 +1631,10 @@ fn count_distinct_is_counted_on_the_device_as_the_host_counts() {
             SqlSession::open_with(dir.path(), &KeyRing::new(), threads, offload(memory, lanes))
                 .unwrap();
         for sql in statements {
-            let explain = on.explain_offload(sql).unwrap();
-            assert_eq!(explain.class, "full", "{sql}: {:?}", explain.decisions);
-            let last = explain.graphs.last().unwrap().tasks.last().unwrap();
-            assert!(last.count_groups.is_some(), "{sql}: {}", explain.plan);
             // The device's rows are the Final aggregate's: the host neither merges nor, for
             // a whole sort, sorts them.
-            assert!(
-                !explain.plan.contains("AggregateExec"),
-                "{sql}: {}",
-                explain.plan
-            );
+            let (explain, last) = device_finishes(&on, sql);
+            assert!(last.count_groups.is_some(), "{sql}: {}", explain.plan);
             // (One partition: over several, the device's rows are hashed to the Final
             // aggregate's partitions and the host sorts each.)
             if threads == 1 {
@@ -1674,16 +1694,14 @@ fn count_distinct_is_counted_on_the_device_as_the_host_counts() {
         "{}",
         explain.plan
     );
-    let mut got = rows_text(&on.sql(sql).unwrap().batches);
-    let mut want = reference(sql);
-    got.sort();
-    want.sort();
-    assert_eq!(got, want);
+    same_row_set(
+        rows_text(&on.sql(sql).unwrap().batches),
+        reference(sql),
+        sql,
+    );
 
     // Only the last task's group-by without aggregates, of one key more, counts groups.
-    let reader = Arc::new(TableReader::open(&dir.path().join("t"), &KeyRing::new()).unwrap());
-    let device = LocalDevice::new(HashMap::from([("t".to_string(), reader)]), 2, 64 << 20).unwrap();
-
+    let device = t_device(dir.path());
     let mut task = sum_over_t(vec![Op::Load { column: 0 }], 0, 2);
     task.count_groups = Some(CountGroups { keys: 0 });
     let e = device
@@ -1721,20 +1739,13 @@ fn plain_groups_sent_whole_stand_in_for_the_final_aggregate() {
             SqlSession::open_with(dir.path(), &KeyRing::new(), threads, offload(memory, lanes))
                 .unwrap();
         for sql in statements {
-            let explain = on.explain_offload(sql).unwrap();
-            assert_eq!(explain.class, "full", "{sql}: {:?}", explain.decisions);
-            let last = explain.graphs.last().unwrap().tasks.last().unwrap();
+            let (explain, last) = device_finishes(&on, sql);
             assert!(last.whole_groups, "{sql}: {}", explain.plan);
-            assert!(
-                !explain.plan.contains("AggregateExec"),
-                "{sql}: {}",
-                explain.plan
+            same_row_set(
+                rows_text(&on.sql(sql).unwrap().batches),
+                reference(sql),
+                &format!("{sql}, memory {memory:?}, lanes {lanes:?}"),
             );
-            let mut got = rows_text(&on.sql(sql).unwrap().batches);
-            let mut want = reference(sql);
-            got.sort();
-            want.sort();
-            assert_eq!(got, want, "{sql}, memory {memory:?}, lanes {lanes:?}");
         }
         let s = on.device_stats().unwrap();
         match memory {
@@ -1753,14 +1764,13 @@ fn plain_groups_sent_whole_stand_in_for_the_final_aggregate() {
         "{}",
         explain.plan
     );
-    let mut got = rows_text(&on.sql(sql).unwrap().batches);
-    let mut want = reference(sql);
-    got.sort();
-    want.sort();
-    assert_eq!(got, want);
+    same_row_set(
+        rows_text(&on.sql(sql).unwrap().batches),
+        reference(sql),
+        sql,
+    );
 
-    let reader = Arc::new(TableReader::open(&dir.path().join("t"), &KeyRing::new()).unwrap());
-    let device = LocalDevice::new(HashMap::from([("t".to_string(), reader)]), 2, 64 << 20).unwrap();
+    let device = t_device(dir.path());
     let mut task = sum_over_t(vec![Op::Load { column: 0 }], 0, 2);
     task.whole_groups = true;
     let e = device
