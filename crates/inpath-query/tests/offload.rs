@@ -1594,10 +1594,14 @@ fn same_row_set(mut got: Vec<String>, mut want: Vec<String>, what: &str) {
     assert_eq!(got, want, "{what}");
 }
 
-/// A local device over table `t` under `dir`: 2 lanes, 64 MiB.
-fn t_device(dir: &Path) -> LocalDevice {
+/// Why a local device over table `t` under `dir` (2 lanes, 64 MiB) refuses a one-task graph.
+fn refused_over_t(dir: &Path, task: TableTask) -> String {
     let reader = Arc::new(TableReader::open(&dir.join("t"), &KeyRing::new()).unwrap());
-    LocalDevice::new(HashMap::from([("t".to_string(), reader)]), 2, 64 << 20).unwrap()
+    let device = LocalDevice::new(HashMap::from([("t".to_string(), reader)]), 2, 64 << 20).unwrap();
+    match device.submit(&TaskGraph::single(task)) {
+        Ok(_) => panic!("the graph was accepted"),
+        Err(e) => e.to_string(),
+    }
 }
 
 #[test]
@@ -1701,14 +1705,9 @@ fn count_distinct_is_counted_on_the_device_as_the_host_counts() {
     );
 
     // Only the last task's group-by without aggregates, of one key more, counts groups.
-    let device = t_device(dir.path());
     let mut task = sum_over_t(vec![Op::Load { column: 0 }], 0, 2);
     task.count_groups = Some(CountGroups { keys: 0 });
-    let e = device
-        .submit(&TaskGraph::single(task))
-        .err()
-        .unwrap()
-        .to_string();
+    let e = refused_over_t(dir.path(), task);
     assert!(e.contains("counts groups"), "{e}");
 }
 
@@ -1770,13 +1769,8 @@ fn plain_groups_sent_whole_stand_in_for_the_final_aggregate() {
         sql,
     );
 
-    let device = t_device(dir.path());
     let mut task = sum_over_t(vec![Op::Load { column: 0 }], 0, 2);
     task.whole_groups = true;
-    let e = device
-        .submit(&TaskGraph::single(task))
-        .err()
-        .unwrap()
-        .to_string();
+    let e = refused_over_t(dir.path(), task);
     assert!(e.contains("sends its groups whole"), "{e}");
 }
