@@ -42,13 +42,16 @@ DEFINITION = re.compile(r"^c?fn=\(\d+\) (.+)$")
 
 
 def executed_functions(path):
-    """The functions a callgrind output file names, in the order they first appear (callgrind
-    names a function when it first records it, so this follows first execution closely).
-    Mangled names only: C symbols and addresses without a symbol are left out, and callgrind's
-    recursion suffix ('2) is dropped."""
-    names, seen = [], set()
+    """The command line a callgrind output file traced, and the functions it names in the
+    order they first appear (callgrind names a function when it first records it, so this
+    follows first execution closely). Mangled names only: C symbols and addresses without a
+    symbol are left out, and callgrind's recursion suffix ('2) is dropped."""
+    command, names, seen = "", [], set()
     with open(path, errors="replace") as f:
         for line in f:
+            if line.startswith("cmd:"):
+                command = line[4:].strip()
+                continue
             m = DEFINITION.match(line.rstrip("\n"))
             if not m:
                 continue
@@ -56,7 +59,7 @@ def executed_functions(path):
             if name.startswith(("_ZN", "_R")) and name not in seen:
                 seen.add(name)
                 names.append(name)
-    return names
+    return command, names
 
 
 def traced(binary, args, workdir, stem):
@@ -71,9 +74,7 @@ def traced(binary, args, workdir, stem):
     for name in sorted(os.listdir(workdir)):
         if name.startswith(stem + "."):
             path = os.path.join(workdir, name)
-            with open(path, errors="replace") as f:
-                command = next((l[4:].strip() for l in f if l.startswith("cmd:")), "")
-            out.append((command, executed_functions(path)))
+            out.append(executed_functions(path))
             os.remove(path)
     return out
 

@@ -848,39 +848,37 @@ fn finish_groups(
             break;
         }
     }
-    // Groups to send whole of which a lane spilled some on the way: they are not whole, and
-    // the host merges them, so each lane's table goes as it is, unmerged.
-    if tables.len() == lanes && spilled && plan.task.whole_groups && order.is_none() {
-        for groups in tables.iter().filter(|g| g.len > 0) {
-            let batch = plan.emit_groups(groups);
-            if let Ok(b) = &batch {
-                Counters::add(&counters.bytes_sent, b.get_array_memory_size() as u64);
-            }
-            if tx.send(batch).is_err() {
-                break;
-            }
-        }
-        counters.release(held);
-        return;
-    }
     // A lane that failed has sent its error and no table: nothing more is sent.
-    let batch = match (tables.len() == lanes, order, plan.task.count_groups) {
-        (false, ..) => None,
-        (true, order, Some(c)) => {
-            let counted = counted_batch(plan, &tables, c.keys, lanes, counters);
-            match order {
-                Some(o) => counted.map(|b| b.and_then(|b| ordered_rows(&b, o))),
-                None => counted,
+    let batches: Vec<Result<RecordBatch>> =
+        match (tables.len() == lanes, order, plan.task.count_groups) {
+            (false, ..) => Vec::new(),
+            // Groups to send whole of which a lane spilled some on the way are not whole, and the
+            // host merges them: each lane's table goes as it is, unmerged.
+            (true, None, None) if spilled && plan.task.whole_groups => tables
+                .iter()
+                .filter(|g| g.len > 0)
+                .map(|g| plan.emit_groups(g))
+                .collect(),
+            (true, order, Some(c)) => {
+                let counted = counted_batch(plan, &tables, c.keys, lanes, counters);
+                let counted = match order {
+                    Some(o) => counted.map(|b| b.and_then(|b| ordered_rows(&b, o))),
+                    None => counted,
+                };
+                counted.into_iter().collect()
             }
-        }
-        (true, ..) => merged_batch(plan, tables, order, spilled, counters),
-    };
+            (true, ..) => merged_batch(plan, tables, order, spilled, counters)
+                .into_iter()
+                .collect(),
+        };
     counters.release(held);
-    if let Some(batch) = batch {
+    for batch in batches {
         if let Ok(b) = &batch {
             Counters::add(&counters.bytes_sent, b.get_array_memory_size() as u64);
         }
-        let _ = tx.send(batch);
+        if tx.send(batch).is_err() {
+            break;
+        }
     }
 }
 

@@ -881,6 +881,44 @@ mod tests {
             assert!(e.contains(want), "{want}: {e}");
         };
         refused(&|g| g.tasks[1].joins[0].build = 1, "does not run before it");
+        // Groups sent whole: the last task's, and only groups that are the SQL's (a build row's
+        // column groups finer).
+        let by_build_row = |g: &mut TaskGraph| {
+            g.tasks[1].operator = Operator::AggregateGroupBy {
+                keys: vec![GroupKey::Build { join: 0, column: 1 }],
+                aggs: vec![Agg {
+                    func: AggFunc::Sum,
+                    arg: Some(1),
+                    scale: 0,
+                }],
+            };
+        };
+        let mut by_value = good.clone();
+        by_value.tasks[1].operator = Operator::AggregateGroupBy {
+            keys: vec![GroupKey::Register(1)],
+            aggs: vec![Agg {
+                func: AggFunc::CountAll,
+                arg: None,
+                scale: 0,
+            }],
+        };
+        by_value.tasks[1].whole_groups = true;
+        by_value.check().unwrap();
+        refused(
+            &|g| {
+                by_build_row(g);
+                g.tasks[1].whole_groups = true;
+            },
+            "sends its groups whole",
+        );
+        refused(
+            &|g| g.tasks[1].whole_groups = true,
+            "sends its groups whole",
+        );
+        refused(
+            &|g| g.tasks[0].whole_groups = true,
+            "sends its groups whole",
+        );
         refused(
             &|g| {
                 g.tasks[0].operator = Operator::Aggregate {

@@ -1054,23 +1054,26 @@ fn whole_groups(node: &Arc<dyn ExecutionPlan>) -> DfResult<Option<Arc<dyn Execut
     let Some(graph) = whole(&d.graph) else {
         return Ok(None);
     };
-    if schema.fields().len() != d.schema.fields().len()
-        || schema
-            .fields()
-            .iter()
-            .zip(d.schema.fields())
-            .any(|(f, g)| f.data_type() != g.data_type())
-    {
+    if !same_types(&schema, &d.schema) {
         return Ok(None);
     }
-    let mut exec = d.like(
+    let exec = d.like(
         graph,
         d.alternate.as_ref().and_then(whole),
         schema,
         Some(node.clone()),
     );
-    exec.finish = Some(node.clone());
     in_partitions_of(node, Arc::new(exec)).map(Some)
+}
+
+/// Whether `a` and `b` have as many columns, of the same types, in order: a device's rows
+/// under `b` can be relabelled as `a`'s.
+fn same_types(a: &SchemaRef, b: &SchemaRef) -> bool {
+    a.fields().len() == b.fields().len()
+        && a.fields()
+            .iter()
+            .zip(b.fields())
+            .all(|(f, g)| f.data_type() == g.data_type())
 }
 
 /// `exec` (one partition) standing in for `node`, in `node`'s partitions: a plan above may rely
@@ -1110,15 +1113,7 @@ fn counted_device(node: &Arc<dyn ExecutionPlan>) -> Option<DeviceExec> {
     let d = below.downcast_ref::<DeviceExec>()?;
     let counted = d.graph.tasks.last()?.count_groups?;
     let schema = agg.schema();
-    if counted.keys != k
-        || d.schema.fields().len() != k + 1
-        || schema.fields().len() != k + 1
-        || schema
-            .fields()
-            .iter()
-            .zip(d.schema.fields())
-            .any(|(f, g)| f.data_type() != g.data_type())
-    {
+    if counted.keys != k || schema.fields().len() != k + 1 || !same_types(&schema, &d.schema) {
         return None;
     }
     Some(d.like(
@@ -2987,11 +2982,6 @@ pub struct DeviceExec {
     /// The graph this one was made from by moving a join below its aggregate (unsorted): its
     /// groups' values are among that graph's.
     origin: Option<TaskGraph>,
-    /// Groups sent whole ([`TableTask::whole_groups`]): the Final aggregate this device stands
-    /// in for, over a device sending the same groups in parts. A device that sends more than
-    /// one batch has spilled groups on the way (a group may then come in parts), and its rows
-    /// go through this aggregate, its device replaced by them.
-    finish: Option<Arc<dyn ExecutionPlan>>,
 }
 
 impl DeviceExec {
@@ -3010,7 +3000,6 @@ impl DeviceExec {
             schema,
             host,
             origin: None,
-            finish: None,
         }
     }
 
@@ -3047,7 +3036,6 @@ impl DeviceExec {
     ) -> DeviceExec {
         let mut exec = DeviceExec::new(self.device.clone(), graph, alternate, schema, host);
         exec.origin = self.origin.clone();
-        exec.finish = self.finish.clone();
         exec
     }
 
@@ -3322,7 +3310,10 @@ impl ExecutionPlan for DeviceExec {
             (Err(e), _) => return Err(DataFusionError::External(Box::new(e))),
         };
         let stream = first.into_iter().chain(stream);
-        if let Some(finish) = &self.finish {
+        // Groups sent whole ([`TableTask::whole_groups`]): the plan the device replaced is the
+        // Final aggregate over the same groups in parts, which merges them if they come in parts.
+        let whole = self.graph.tasks.last().is_some_and(|t| t.whole_groups);
+        if let (true, Some(finish)) = (whole, &self.host) {
             return self.whole_or_finished(stream, finish, context);
         }
         let schema = self.schema.clone();
