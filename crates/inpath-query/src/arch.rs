@@ -388,13 +388,18 @@ pub(crate) const MANY_GROUPS: usize = 8;
 /// AVX-512 the ids are compared once per 8 rows into mask registers and every register is
 /// added under them (as many registers a pass as keep 24 accumulators in vector registers):
 /// Q1 sums five registers over six group slots, and a pass per register compared the ids
-/// five times (`group_sums` was 18 % of Q1). Below AVX-512, a [`group_sums`] pass per
+/// five times (`group_sums` was 18 % of Q1). At AVX2 (16 vector registers, too few to keep
+/// the masks of six groups and the sums of two registers) the masks of a run of rows are
+/// compared once into the L1 cache and each register's pass adds under them ([`many_v3`]; a
+/// [`group_sums`] pass per register was 27 % of Q1 on a Zen 3), which also counts the ids
+/// into `counts` ([`group_counts`] elsewhere). Below AVX2, a [`group_sums`] pass per
 /// register.
 pub(crate) fn group_sums_many_at(
     level: Level,
     ids: &[u32],
     values: &[&[i64]],
     out: &mut [Vec<i64>],
+    counts: Option<&mut [i64]>,
 ) {
     assert_eq!(values.len(), out.len(), "a sum per register");
     #[cfg(target_arch = "x86_64")]
@@ -435,17 +440,124 @@ pub(crate) fn group_sums_many_at(
                     }
                 }
             }
+            if let Some(c) = counts {
+                group_counts::at(level, ids, c);
+            }
             return;
         }
+        let counted = counts.as_ref().is_none_or(|c| c.len() <= MANY_GROUPS);
+        if level.min(isa::detected()) >= Level::Avx2 && fits && counted {
+            // SAFETY: `detected()` found AVX2; each value slice holds at least `ids.len()`
+            // values (checked above).
+            unsafe {
+                match groups.max(counts.as_ref().map_or(0, |c| c.len())) {
+                    0..=2 => many_v3::<2>(ids, values, out, counts),
+                    3..=4 => many_v3::<4>(ids, values, out, counts),
+                    5..=6 => many_v3::<6>(ids, values, out, counts),
+                    _ => many_v3::<8>(ids, values, out, counts),
+                }
+            }
+            return;
+        }
+    }
+    if let Some(c) = counts {
+        group_counts::at(level, ids, c);
     }
     for (v, o) in values.iter().zip(out.iter_mut()) {
         group_sums::at(level, ids, v, o);
     }
 }
 
+/// The AVX2 pass of [`group_sums_many_at`] over `G` groups (at most [`MANY_GROUPS`]): for each
+/// run of 256 rows, the ids' compare masks of every group are written once (16 KiB at
+/// most, in the L1 cache), and counted where `counts` is given (the masks are all ones
+/// where an id matches: subtracted, they count); then each register's values are added under
+/// them into `G` accumulators held in vector registers. Adds `out[r][g]` for `g <
+/// out[r].len()` and `counts[g]` for `g < counts.len()`.
+///
+/// # Safety
+/// The CPU has AVX2; `values[r]` holds at least `ids.len()` values for every register.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn many_v3<const G: usize>(
+    ids: &[u32],
+    values: &[&[i64]],
+    out: &mut [Vec<i64>],
+    counts: Option<&mut [i64]>,
+) {
+    use std::arch::x86_64::*;
+    const MASK_RUN: usize = 256;
+    let n = ids.len();
+    let whole = n / 4 * 4;
+    let group: [__m256i; G] = std::array::from_fn(|g| _mm256_set1_epi64x(g as i64));
+    let mut masks = [[_mm256_setzero_si256(); G]; MASK_RUN / 4];
+    let mut sums = vec![[_mm256_setzero_si256(); G]; values.len()];
+    let mut negative_counts = [_mm256_setzero_si256(); G];
+    let mut start = 0;
+    while start < whole {
+        let steps = (whole - start).min(MASK_RUN) / 4;
+        for (s, m) in masks[..steps].iter_mut().enumerate() {
+            // SAFETY: rows start + 4s .. start + 4s + 4 lie below `whole` <= n.
+            let four = unsafe { _mm_loadu_si128(ids.as_ptr().add(start + 4 * s).cast()) };
+            let id = _mm256_cvtepu32_epi64(four);
+            *m = std::array::from_fn(|g| _mm256_cmpeq_epi64(id, group[g]));
+            if counts.is_some() {
+                for g in 0..G {
+                    negative_counts[g] = _mm256_add_epi64(negative_counts[g], m[g]);
+                }
+            }
+        }
+        for (v, sum) in values.iter().zip(sums.iter_mut()) {
+            let mut acc = *sum;
+            let at = v.as_ptr();
+            for (s, m) in masks[..steps].iter().enumerate() {
+                // SAFETY: as above; `v` holds at least n values.
+                let x = unsafe { _mm256_loadu_si256(at.add(start + 4 * s).cast()) };
+                for g in 0..G {
+                    acc[g] = _mm256_add_epi64(acc[g], _mm256_and_si256(x, m[g]));
+                }
+            }
+            *sum = acc;
+        }
+        start += steps * 4;
+    }
+    // Each group's 4 lanes, added.
+    let total = |sum: &[__m256i; G], g: usize| {
+        let mut lanes = [0i64; 4];
+        // SAFETY: a 32-byte store into a 4 x i64 array.
+        unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), sum[g]) };
+        lanes.iter().fold(0i64, |a, &x| a.wrapping_add(x))
+    };
+    for ((v, sum), o) in values.iter().zip(&sums).zip(out.iter_mut()) {
+        for (g, o) in o.iter_mut().enumerate().take(G) {
+            *o = o.wrapping_add(total(sum, g));
+        }
+        for (&id, &x) in ids[whole..].iter().zip(&v[whole..]) {
+            if let Some(o) = o.get_mut(id as usize) {
+                *o = o.wrapping_add(x);
+            }
+        }
+    }
+    if let Some(counts) = counts {
+        for (g, c) in counts.iter_mut().enumerate().take(G) {
+            *c -= total(&negative_counts, g);
+        }
+        for &id in &ids[whole..] {
+            if let Some(c) = counts.get_mut(id as usize) {
+                *c += 1;
+            }
+        }
+    }
+}
+
 /// [`group_sums_many_at`] at the level [`level`] picked.
-pub(crate) fn group_sums_many(ids: &[u32], values: &[&[i64]], out: &mut [Vec<i64>]) {
-    group_sums_many_at(level(), ids, values, out)
+pub(crate) fn group_sums_many(
+    ids: &[u32],
+    values: &[&[i64]],
+    out: &mut [Vec<i64>],
+    counts: Option<&mut [i64]>,
+) {
+    group_sums_many_at(level(), ids, values, out, counts)
 }
 
 /// The AVX-512 pass of [`group_sums_many_at`] over `R` registers and `G` groups:
@@ -499,9 +611,21 @@ kernel! {
     }
 }
 
+/// Operation code of [`wrapping_op`] and [`const_op`] for a product of operands within i32.
+pub(crate) const MUL_I32: u8 = 3;
+
+/// `a * b` of two values within i32, from their low 32 bits: one signed 32x32 → 64-bit
+/// multiply (`vpmuldq`), where a full 64-bit product takes three multiplies and five other
+/// operations below AVX-512 (Q1's and Q6's price-times-discount products).
+#[inline(always)]
+fn mul_i32(a: i64, b: i64) -> i64 {
+    i64::from(a as i32) * i64::from(b as i32)
+}
+
 kernel! {
-    /// `x op y` element by element, wrapping (`op` 0 add, 1 subtract, 2 multiply): exact when
-    /// the operands' [`max_abs`] bounds rule overflow out, which the caller checks.
+    /// `x op y` element by element, wrapping (`op` 0 add, 1 subtract, 2 multiply, 3 multiply
+    /// of operands within i32): exact when the operands' [`max_abs`] bounds rule overflow out,
+    /// which the caller checks.
     wrapping_op(op: u8, x: &[i64], y: &[i64]) -> Vec<i64> {
         // Loops into the vector's memory rather than `collect`: the iterator's own functions
         // may stay out of line, compiled for the baseline target.
@@ -514,8 +638,11 @@ kernel! {
                 1 => rows.for_each(|(o, (a, b))| {
                     o.write(a.wrapping_sub(*b));
                 }),
-                _ => rows.for_each(|(o, (a, b))| {
+                2 => rows.for_each(|(o, (a, b))| {
                     o.write(a.wrapping_mul(*b));
+                }),
+                _ => rows.for_each(|(o, (a, b))| {
+                    o.write(super::mul_i32(*a, *b));
                 }),
             }
         })
@@ -538,8 +665,11 @@ kernel! {
                 (1, false) => rows.for_each(|(o, q)| {
                     o.write(q.wrapping_sub(c));
                 }),
-                _ => rows.for_each(|(o, q)| {
+                (2, _) => rows.for_each(|(o, q)| {
                     o.write(q.wrapping_mul(c));
+                }),
+                _ => rows.for_each(|(o, q)| {
+                    o.write(super::mul_i32(*q, c));
                 }),
             }
         })
@@ -602,16 +732,245 @@ kernel! {
     }
 }
 
+/// The group id in `slots` of each row's slot; `u32::MAX` where the slot has no group yet or
+/// lies beyond the table, at `level`. A table of at most 8 slots (Q1's six) is looked up at
+/// AVX2 by a vector permute, 8 rows at a time ([`slot_ids_v3_small`]; a load a row was 9 % of
+/// Q1 on a Zen 3); others by [`slot_ids_gathered`].
+pub(crate) fn slot_ids_at(level: Level, at: &[i64], slots: &[u32]) -> Vec<u32> {
+    #[cfg(target_arch = "x86_64")]
+    if slots.len() <= 8 && level.min(isa::detected()) >= Level::Avx2 {
+        // SAFETY: `detected()` found AVX2.
+        return unsafe { slot_ids_v3_small(at, slots) };
+    }
+    slot_ids_gathered::at(level, at, slots)
+}
+
+/// [`slot_ids_at`] at the level [`level`] picked.
+pub(crate) fn slot_ids(at: &[i64], slots: &[u32]) -> Vec<u32> {
+    slot_ids_at(level(), at, slots)
+}
+
+/// [`slot_ids_at`] for a table of at most 8 slots: each 8 rows' slots are narrowed to 32 bits
+/// and looked up by one `vpermd` in the table held in a vector register; a slot outside the
+/// table (compared in 64 bits) gets `u32::MAX`.
+///
+/// # Safety
+/// The CPU has AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn slot_ids_v3_small(at: &[i64], slots: &[u32]) -> Vec<u32> {
+    use std::arch::x86_64::*;
+    let mut padded = [u32::MAX; 8];
+    padded[..slots.len()].copy_from_slice(slots);
+    // SAFETY: a 32-byte load of an 8 x u32 array.
+    let table = unsafe { _mm256_loadu_si256(padded.as_ptr().cast()) };
+    let last = _mm256_set1_epi64x(slots.len() as i64 - 1);
+    let zero = _mm256_setzero_si256();
+    // The low 32 bits of each 64-bit lane, in order, after `_mm256_shuffle_ps` took them
+    // from two vectors lane by lane.
+    const ORDER: i32 = 0b11_01_10_00;
+    let whole = at.len() / 8 * 8;
+    written(at.len(), |out| {
+        for (i, o) in out[..whole].chunks_exact_mut(8).enumerate() {
+            // SAFETY: rows 8i .. 8i + 8 lie below `whole` <= at.len().
+            let (a, b) = unsafe {
+                let p = at.as_ptr().add(8 * i);
+                (
+                    _mm256_loadu_si256(p.cast()),
+                    _mm256_loadu_si256(p.add(4).cast()),
+                )
+            };
+            let outside =
+                |x| _mm256_or_si256(_mm256_cmpgt_epi64(x, last), _mm256_cmpgt_epi64(zero, x));
+            let narrow = |x: __m256i, y: __m256i| {
+                let even = _mm256_shuffle_ps::<0b10_00_10_00>(
+                    _mm256_castsi256_ps(x),
+                    _mm256_castsi256_ps(y),
+                );
+                _mm256_permute4x64_epi64::<ORDER>(_mm256_castps_si256(even))
+            };
+            let ids = _mm256_permutevar8x32_epi32(table, narrow(a, b));
+            let ids = _mm256_or_si256(ids, narrow(outside(a), outside(b)));
+            // SAFETY: 8 u32 slots of `out` take the 32-byte store.
+            unsafe { _mm256_storeu_si256(o.as_mut_ptr().cast(), ids) };
+        }
+        for (o, &a) in out[whole..].iter_mut().zip(&at[whole..]) {
+            o.write(slots.get(a as usize).copied().unwrap_or(u32::MAX));
+        }
+    })
+}
+
 kernel! {
-    /// The group id in `slots` of each row's slot; `u32::MAX` where the slot has no group yet
-    /// or lies beyond the table.
-    slot_ids(at: &[i64], slots: &[u32]) -> Vec<u32> {
+    /// [`slot_ids_at`] a row at a time (any table).
+    slot_ids_gathered(at: &[i64], slots: &[u32]) -> Vec<u32> {
         super::written(at.len(), |out| {
             for (o, &a) in out.iter_mut().zip(at) {
                 o.write(slots.get(a as usize).copied().unwrap_or(u32::MAX));
             }
         })
     }
+}
+
+/// Group ids of rows keyed by one or two dictionary codes, from a dense table of slots
+/// `a[i] + b[i] * stride` (`b` absent: one key, `stride` the table's length): `slots` of each
+/// row's slot, `u32::MAX` for rows whose bit in `mask` is clear. `None` where any row's slot
+/// has no group yet, or a code lies beyond its key's size (`a` below `stride`, `b` below
+/// `slots.len() / stride`); the caller then adds groups row by row. At AVX2, 8 rows at a time
+/// from the 32-bit codes ([`dense_ids_v3`]): widening the codes, their slots, the lookup and
+/// the mask were four passes over 64-bit values, 11 % of Q1 on a Zen 3.
+pub(crate) fn dense_ids_at(
+    level: Level,
+    a: &[i32],
+    b: Option<&[i32]>,
+    stride: u32,
+    slots: &[u32],
+    mask: Option<&[u64]>,
+) -> Option<Vec<u32>> {
+    let n = a.len();
+    assert!(b.is_none_or(|b| b.len() >= n), "a code of each key a row");
+    assert!(mask.is_none_or(|m| m.len() * 64 >= n), "a mask bit a row");
+    if stride == 0 {
+        return (n == 0).then(Vec::new);
+    }
+    #[cfg(target_arch = "x86_64")]
+    if level.min(isa::detected()) >= Level::Avx2 && slots.len() <= i32::MAX as usize {
+        // SAFETY: `detected()` found AVX2; the lengths were checked above.
+        return unsafe { dense_ids_v3(a, b, stride, slots, mask) };
+    }
+    let mut ids = dense_ids_rows(a, b, stride, slots, 0)?;
+    if let Some(mask) = mask {
+        drop_unselected::at(level, &mut ids, mask);
+    }
+    Some(ids)
+}
+
+/// [`dense_ids_at`] at the level [`level`] picked.
+pub(crate) fn dense_ids(
+    a: &[i32],
+    b: Option<&[i32]>,
+    stride: u32,
+    slots: &[u32],
+    mask: Option<&[u64]>,
+) -> Option<Vec<u32>> {
+    dense_ids_at(level(), a, b, stride, slots, mask)
+}
+
+/// [`dense_ids_at`]'s lookup a row at a time, for rows `from..a.len()` (no mask).
+fn dense_ids_rows(
+    a: &[i32],
+    b: Option<&[i32]>,
+    stride: u32,
+    slots: &[u32],
+    from: usize,
+) -> Option<Vec<u32>> {
+    let height = slots.len() as u64 / u64::from(stride);
+    (from..a.len())
+        .map(|i| {
+            let (x, y) = (a[i] as u32, b.map_or(0, |b| b[i] as u32));
+            if x >= stride || u64::from(y) >= height {
+                return None;
+            }
+            let g = slots[x as usize + y as usize * stride as usize];
+            (g != u32::MAX).then_some(g)
+        })
+        .collect()
+}
+
+/// [`dense_ids_at`] at AVX2: 8 rows a step, slots in 32-bit lanes, looked up by `vpermd` in a
+/// table of at most 8 slots held in a register, by `vpgatherdd` otherwise; each step's 8 mask
+/// bits spread to lanes by one compare.
+///
+/// # Safety
+/// The CPU has AVX2; `b` (if any) holds at least `a.len()` codes, `mask` (if any) a bit for
+/// each; `slots.len()` is at most `i32::MAX` and `stride` is not zero.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn dense_ids_v3(
+    a: &[i32],
+    b: Option<&[i32]>,
+    stride: u32,
+    slots: &[u32],
+    mask: Option<&[u64]>,
+) -> Option<Vec<u32>> {
+    use std::arch::x86_64::*;
+    let n = a.len();
+    let whole = n / 8 * 8;
+    let height = (slots.len() as u64 / u64::from(stride)).min(u64::from(u32::MAX)) as u32;
+    if height == 0 {
+        return (n == 0).then(Vec::new);
+    }
+    let small = slots.len() <= 8;
+    let mut padded = [u32::MAX; 8];
+    if small {
+        padded[..slots.len()].copy_from_slice(slots);
+    }
+    // SAFETY: a 32-byte load of an 8 x u32 array.
+    let table = unsafe { _mm256_loadu_si256(padded.as_ptr().cast()) };
+    let none = _mm256_set1_epi32(-1);
+    let (last_a, last_b) = (
+        _mm256_set1_epi32((stride - 1) as i32),
+        _mm256_set1_epi32((height - 1) as i32),
+    );
+    let step = _mm256_set1_epi32(stride as i32);
+    let bits = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    // Lanes at or below `last`, unsigned (a negative code is beyond any size).
+    let within = |x: __m256i, last: __m256i| _mm256_cmpeq_epi32(_mm256_max_epu32(x, last), last);
+    let mut missing = _mm256_setzero_si256();
+    let mut ids: Vec<u32> = Vec::with_capacity(n);
+    let out = ids.as_mut_ptr();
+    for c in 0..whole / 8 {
+        let i = 8 * c;
+        // SAFETY: rows i .. i + 8 lie below `whole` <= n, and `b` holds n codes.
+        let x = unsafe { _mm256_loadu_si256(a.as_ptr().add(i).cast()) };
+        let mut ok = within(x, last_a);
+        let mut at = x;
+        if let Some(b) = b {
+            let y = unsafe { _mm256_loadu_si256(b.as_ptr().add(i).cast()) };
+            ok = _mm256_and_si256(ok, within(y, last_b));
+            at = _mm256_add_epi32(x, _mm256_mullo_epi32(y, step));
+        }
+        // Codes within their sizes give slots within the table; others look up slot 0 and
+        // are then marked missing.
+        let at = _mm256_and_si256(at, ok);
+        let g = if small {
+            _mm256_permutevar8x32_epi32(table, at)
+        } else {
+            // SAFETY: every index is a slot of the table (below `height * stride`).
+            unsafe { _mm256_i32gather_epi32::<4>(slots.as_ptr().cast(), at) }
+        };
+        let g = _mm256_or_si256(g, _mm256_andnot_si256(ok, none));
+        missing = _mm256_or_si256(missing, _mm256_cmpeq_epi32(g, none));
+        let g = match mask {
+            Some(m) => {
+                let byte = (m[i / 64] >> (i % 64)) & 0xFF;
+                let on = _mm256_cmpeq_epi32(
+                    _mm256_and_si256(_mm256_set1_epi32(byte as i32), bits),
+                    bits,
+                );
+                _mm256_or_si256(g, _mm256_andnot_si256(on, none))
+            }
+            None => g,
+        };
+        // SAFETY: slots i .. i + 8 of the vector's capacity n.
+        unsafe { _mm256_storeu_si256(out.add(i).cast(), g) };
+    }
+    if _mm256_testz_si256(missing, missing) == 0 {
+        return None;
+    }
+    let rest = dense_ids_rows(a, b, stride, slots, whole)?;
+    // SAFETY: `whole` ids were stored; the rest go after them within the capacity.
+    unsafe {
+        std::ptr::copy_nonoverlapping(rest.as_ptr(), out.add(whole), rest.len());
+        ids.set_len(n);
+    }
+    if let Some(m) = mask {
+        for (i, id) in ids.iter_mut().enumerate().skip(whole) {
+            if m[i / 64] >> (i % 64) & 1 == 0 {
+                *id = u32::MAX;
+            }
+        }
+    }
+    Some(ids)
 }
 
 kernel! {
@@ -650,9 +1009,10 @@ kernel! {
 kernel! {
     /// Whether every code lies in `0..len` (a dictionary page's codes against its values).
     codes_within(codes: &[i32], len: usize) -> bool {
-        // Unsigned, a negative code is beyond any length: one compare a code.
+        // Unsigned, a negative code is beyond any length: the largest code against the
+        // length (a max reduction vectorises; an AND of compares did not).
         let len = len.min(u32::MAX as usize) as u32;
-        codes.iter().fold(true, |ok, &c| ok & ((c as u32) < len))
+        codes.is_empty() || codes.iter().fold(0u32, |m, &c| m.max(c as u32)) < len
     }
 }
 
@@ -784,7 +1144,20 @@ mod tests {
                             .collect();
                         let views: Vec<&[i64]> = regs.iter().map(Vec::as_slice).collect();
                         let mut got = vec![vec![7i64; groups]; registers];
-                        group_sums_many_at(level, &ids, &views, &mut got);
+                        let mut counts = vec![3i64; groups];
+                        group_sums_many_at(level, &ids, &views, &mut got, Some(&mut counts));
+                        let mut want_counts = vec![3i64; groups];
+                        group_counts::at(Level::Portable, &ids, &mut want_counts);
+                        assert_eq!(
+                            counts, want_counts,
+                            "{level} {registers} registers {groups} groups"
+                        );
+                        let mut uncounted = vec![vec![7i64; groups]; registers];
+                        group_sums_many_at(level, &ids, &views, &mut uncounted, None);
+                        assert_eq!(
+                            uncounted, got,
+                            "{level} {registers} registers {groups} groups"
+                        );
                         for (r, g) in regs.iter().zip(&got) {
                             let mut want = vec![7i64; groups];
                             for (&id, &x) in ids.iter().zip(r) {
@@ -800,6 +1173,8 @@ mod tests {
                     (0u8, (|a: i64, b: i64| a + b) as fn(i64, i64) -> i64),
                     (1, |a, b| a - b),
                     (2, |a, b| a * b),
+                    // (Both operands lie within i32 here: spreads of 10^6 and 10^3.)
+                    (MUL_I32, |a, b| a * b),
                 ] {
                     let want: Vec<i64> = v.iter().zip(&w).map(|(&a, &b)| f(a, b)).collect();
                     assert_eq!(wrapping_op::at(level, op, &v, &w), want, "{level} op {op}");
@@ -847,11 +1222,94 @@ mod tests {
                         }
                     })
                     .collect();
-                assert_eq!(slot_ids::at(level, &at, &slots), want, "{level}");
+                assert_eq!(slot_ids_at(level, &at, &slots), want, "{level}");
+                // A table of at most 8 slots (looked up in a vector register at AVX2), with
+                // slots beyond it either side of 32 bits and negative.
+                for len in [1usize, 6, 8] {
+                    let small: Vec<u32> = (0..len as u32)
+                        .map(|s| if s == 2 { u32::MAX } else { s + 10 })
+                        .collect();
+                    let at: Vec<i64> = v
+                        .iter()
+                        .map(|&x| match x.rem_euclid(12) {
+                            9 => -1 - x.abs(),
+                            10 => (1 << 32) + 1,
+                            11 => x.abs() + 100,
+                            r => r,
+                        })
+                        .collect();
+                    let want: Vec<u32> = at
+                        .iter()
+                        .map(|&a| usize::try_from(a).ok().and_then(|a| small.get(a)).copied())
+                        .map(|s| s.unwrap_or(u32::MAX))
+                        .collect();
+                    assert_eq!(slot_ids_at(level, &at, &small), want, "{level} {len} slots");
+                }
                 let a: Vec<i64> = ids.iter().map(|&i| i as i64 % 3).collect();
                 let b: Vec<i64> = ids.iter().map(|&i| i as i64 / 3).collect();
                 let want: Vec<i64> = a.iter().zip(&b).map(|(x, y)| x + y * 3).collect();
                 assert_eq!(dense_slots::at(level, &a, &b, 3), want, "{level}");
+                // Ids from one or two keys' codes: a small table (a register at AVX2) and a
+                // large one (gathered); full, with a slot missing, with codes beyond a size;
+                // with and without a mask.
+                let mask: Vec<u64> = values(n.div_ceil(64), 9, i64::MAX / 2)
+                    .iter()
+                    .map(|&x| x as u64)
+                    .collect();
+                for (width, height) in [(3u32, 2u32), (5, 9), (7, 1)] {
+                    let len = (width * height) as usize;
+                    let full: Vec<u32> = (0..len as u32).map(|s| s * 2 + 1).collect();
+                    let mut gap = full.clone();
+                    gap[len / 2] = u32::MAX;
+                    let xs: Vec<i32> = v
+                        .iter()
+                        .map(|&x| x.rem_euclid(width as i64) as i32)
+                        .collect();
+                    let ys: Vec<i32> = w
+                        .iter()
+                        .map(|&y| y.rem_euclid(height as i64) as i32)
+                        .collect();
+                    let reference = |slots: &[u32],
+                                     x: &[i32],
+                                     y: Option<&[i32]>,
+                                     stride: u32,
+                                     mask: Option<&[u64]>| {
+                        let height = slots.len() as i64 / stride as i64;
+                        let mut ids = Vec::new();
+                        for i in 0..x.len() {
+                            let (a, b) = (x[i] as i64, y.map_or(0, |y| y[i] as i64));
+                            if !(0..stride as i64).contains(&a) || !(0..height).contains(&b) {
+                                return None;
+                            }
+                            let g = slots[(a + b * stride as i64) as usize];
+                            if g == u32::MAX {
+                                return None;
+                            }
+                            let on = mask.is_none_or(|m| m[i / 64] >> (i % 64) & 1 == 1);
+                            ids.push(if on { g } else { u32::MAX });
+                        }
+                        Some(ids)
+                    };
+                    let mut beyond = xs.clone();
+                    if let Some(x) = beyond.get_mut(n / 3) {
+                        *x = if n % 2 == 0 { -1 } else { width as i32 };
+                    }
+                    for slots in [&full, &gap] {
+                        for x in [&xs, &beyond] {
+                            for m in [None, Some(&mask[..])] {
+                                let want = reference(slots, x, Some(&ys), width, m);
+                                let got = dense_ids_at(level, x, Some(&ys), width, slots, m);
+                                assert_eq!(got, want, "{level} {width}x{height} two keys");
+                                let want = reference(slots, x, None, len as u32, m);
+                                let got = dense_ids_at(level, x, None, len as u32, slots, m);
+                                assert_eq!(got, want, "{level} {width}x{height} one key");
+                            }
+                        }
+                    }
+                    if n > 0 && level == Level::Portable {
+                        assert!(reference(&full, &xs, Some(&ys), width, None).is_some());
+                    }
+                }
                 let mask: Vec<u64> = values(n.div_ceil(64), 5, i64::MAX / 2)
                     .iter()
                     .map(|&x| x as u64)

@@ -1154,8 +1154,8 @@ struct Prepared {
 fn fused_copy(aes: Option<&AnyAes>, iv: &[u8; 16], src: &[u8], dst: &mut [u8]) -> (u32, u32) {
     const CHUNK: usize = 16 << 10;
     let mut counter = u128::from_be_bytes(*iv);
-    let mut src_crc = crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi);
-    let mut dst_crc = crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi);
+    let mut src_crc = kernel::Crc32cDigest::new();
+    let mut dst_crc = kernel::Crc32cDigest::new();
     for (s, d) in src.chunks(CHUNK).zip(dst.chunks_mut(CHUNK)) {
         src_crc.update(s);
         match aes {
@@ -1167,20 +1167,19 @@ fn fused_copy(aes: Option<&AnyAes>, iv: &[u8; 16], src: &[u8], dst: &mut [u8]) -
         }
         counter = counter.wrapping_add((CHUNK / 16) as u128);
     }
-    let src_crc = src_crc.finalize() as u32;
+    let src_crc = src_crc.finalize();
     let dst_crc = if aes.is_none() {
         src_crc
     } else {
-        dst_crc.finalize() as u32
+        dst_crc.finalize()
     };
     (src_crc, dst_crc)
 }
 
-/// CRC-32C (Castagnoli) of a page or payload: the `crc-fast` crate, which folds with
-/// VPCLMULQDQ where the CPU has it (about 4x the `crc32c` crate's SSE4.2 loop on cached data
-/// here); the same function as `crc32c::crc32c` (the header CRC, 60 bytes, uses that one).
+/// CRC-32C (Castagnoli) of a page or payload, by the library the CPU runs fastest
+/// ([`crate::kernel::crc32c_bulk`]); the header CRC (60 bytes) uses `crc32c::crc32c`.
 fn bulk_crc32c(data: &[u8]) -> u32 {
-    crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, data) as u32
+    crate::kernel::crc32c_bulk(data)
 }
 
 /// The error for a plain record whose page CRC does not match: damage.

@@ -1535,11 +1535,11 @@ impl Packed {
 
     /// The values at `rows` as i64, and a bound on every value's magnitude (from the page's
     /// reference and width, without scanning).
-    fn load(&self, rows: &Rows, what: &str) -> Result<(Vec<i64>, u64)> {
+    fn load(&self, rows: &Rows, what: &dyn Fn() -> String) -> Result<(Vec<i64>, u64)> {
         let top = self.reference + i128::from(self.span);
         let (Ok(reference), Ok(_)) = (i64::try_from(self.reference), i64::try_from(top)) else {
             return Err(Error::Offload {
-                detail: format!("{what}: a value is outside the device's 64-bit range"),
+                detail: format!("{}: a value is outside the device's 64-bit range", what()),
             });
         };
         let bound = self.reference.unsigned_abs().max(top.unsigned_abs()) as u64;
@@ -1554,7 +1554,7 @@ impl Packed {
 }
 
 /// An integer column's values at `rows` as i64 (dates as days, decimals as scaled integers).
-fn load(array: &ArrayRef, rows: &Rows, what: &str) -> Result<Vec<i64>> {
+fn load(array: &ArrayRef, rows: &Rows, what: &dyn Fn() -> String) -> Result<Vec<i64>> {
     Ok(match array.data_type() {
         DataType::Int64 => match *rows {
             Rows::Pick(picks) => {
@@ -1590,14 +1590,14 @@ fn load(array: &ArrayRef, rows: &Rows, what: &str) -> Result<Vec<i64>> {
             };
             if !fits {
                 return Err(Error::Offload {
-                    detail: format!("{what}: a decimal is outside the device's 64-bit range"),
+                    detail: format!("{}: a decimal is outside the device's 64-bit range", what()),
                 });
             }
             out
         }
         other => {
             return Err(Error::Offload {
-                detail: format!("{what}: a {other} column is not an integer column"),
+                detail: format!("{}: a {other} column is not an integer column", what()),
             })
         }
     })
@@ -2498,7 +2498,9 @@ impl<'a> Lane<'a> {
                                 flag_values(&self.flag_words[f], &Rows::Pick(&picked))
                             }
                             Source::Column(c) => {
-                                self.load_column(&arrays, c, &Rows::Pick(&picked), &column_name(c))?
+                                self.load_column(&arrays, c, &Rows::Pick(&picked), &|| {
+                                    column_name(c)
+                                })?
                             }
                             Source::Build { join: k, column } => {
                                 plan.builds[k].ints(column)?.gather(&matched[k])
@@ -2706,7 +2708,7 @@ impl<'a> Lane<'a> {
         arrays: &HashMap<usize, ArrayRef>,
         c: usize,
         rows: &Rows,
-        what: &str,
+        what: &dyn Fn() -> String,
     ) -> Result<Vec<i64>> {
         match self.packed.get(&c) {
             Some(p) => Ok(p.load(rows, what)?.0),
@@ -2817,7 +2819,7 @@ impl<'a> Lane<'a> {
             let values: Vec<i64> = match src {
                 Source::Flag(f) => flag_values(&self.flag_words[f], rows),
                 Source::Column(col) => {
-                    self.load_column(arrays, col, rows, &format!("kept column {col}"))?
+                    self.load_column(arrays, col, rows, &|| format!("kept column {col}"))?
                 }
                 Source::Build { join, column } => {
                     plan.builds[join].ints(column)?.gather(matched[join])
@@ -2911,7 +2913,8 @@ impl<'a> Lane<'a> {
         for (i, op) in ops.iter().enumerate() {
             let (out, bound, constant): (Cow<'p, [i64]>, u64, Option<i64>) = match *op {
                 Op::Load { column } if self.packed.contains_key(&column) => {
-                    let (values, bound) = self.packed[&column].load(rows, &column_name(column))?;
+                    let (values, bound) =
+                        self.packed[&column].load(rows, &|| column_name(column))?;
                     (Cow::Owned(values), bound, None)
                 }
                 Op::Load { column } => {
@@ -2931,7 +2934,7 @@ impl<'a> Lane<'a> {
                         (DataType::Int64, &Rows::Range(start, len)) => Cow::Borrowed(
                             &array.as_primitive::<Int64Type>().values()[start..start + len],
                         ),
-                        _ => Cow::Owned(load(array, rows, &column_name(column))?),
+                        _ => Cow::Owned(load(array, rows, &|| column_name(column))?),
                     };
                     let bound = arch::max_abs::run(&values);
                     (values, bound, None)
@@ -3000,6 +3003,13 @@ impl<'a> Lane<'a> {
                         .ok_or_else(|| overflow(i))?;
                         (Cow::Owned(Vec::new()), v.unsigned_abs(), Some(v))
                     } else if fits(bound) {
+                        // Operands within i32 multiply in one 32-bit instruction.
+                        let within_i32 = |r: usize| bounds[r] <= i32::MAX as u64;
+                        let code = if code == 2 && within_i32(a) && within_i32(b) {
+                            arch::MUL_I32
+                        } else {
+                            code
+                        };
                         let out = match (consts[a], consts[b]) {
                             // A constant operand is broadcast, never filled out.
                             (Some(x), _) => arch::const_op::run(code, x, &regs[b], true),
@@ -3079,6 +3089,64 @@ impl<'a> Lane<'a> {
         })
     }
 
+    /// [`Lane::group_ids`] of a run of rows keyed by one or two dictionary columns whose
+    /// slots in the dense table all have groups (every block after the first few): one kernel
+    /// over the 32-bit codes. `None` where that does not hold; the general path then takes
+    /// the block (and adds its groups).
+    fn dense_dictionary_ids(
+        &self,
+        arrays: &HashMap<usize, ArrayRef>,
+        rows: &Rows,
+    ) -> Option<Vec<u32>> {
+        let (strides, slots) = self.groups.dense.as_ref()?;
+        let &Rows::Range(start, n) = rows else {
+            return None;
+        };
+        let keys = &self.plan.identities;
+        if keys.len() > 2 {
+            return None;
+        }
+        let mut codes: Vec<&[i32]> = Vec::with_capacity(2);
+        let mut sizes = Vec::with_capacity(2);
+        for key in keys {
+            let Identity::Dictionary(column) = *key else {
+                return None;
+            };
+            let dict = arrays
+                .get(&column)?
+                .as_any()
+                .downcast_ref::<DictionaryArray<Int32Type>>()?;
+            if dict.null_count() > 0 {
+                return None;
+            }
+            codes.push(dict.keys().values().get(start..start + n)?);
+            sizes.push(dict.values().len().max(1));
+        }
+        // The table has the shape these dictionaries give it (else the general path
+        // re-shapes it).
+        let shaped = match sizes[..] {
+            [a] => slots.len() == a,
+            [a, b] => strides.get(1) == Some(&a) && a.checked_mul(b) == Some(slots.len()),
+            _ => false,
+        };
+        if !shaped {
+            return None;
+        }
+        // (One key: its codes are the slots, the table's length their bound.)
+        let stride = if codes.len() == 1 {
+            slots.len()
+        } else {
+            sizes[0]
+        };
+        arch::dense_ids(
+            codes[0],
+            codes.get(1).copied(),
+            u32::try_from(stride).ok()?,
+            slots,
+            self.block_mask.as_deref(),
+        )
+    }
+
     /// Group ids of the selected rows (all zero without keys), adding new groups.
     fn group_ids(
         &mut self,
@@ -3091,6 +3159,9 @@ impl<'a> Lane<'a> {
         let keys = &self.plan.identities;
         if keys.is_empty() {
             return Ok(vec![0; n]);
+        }
+        if let Some(ids) = self.dense_dictionary_ids(arrays, rows) {
+            return Ok(ids);
         }
         // Per key: the selected rows' key values, and the dictionary size where it is one.
         let mut columns: Vec<Vec<i64>> = Vec::with_capacity(keys.len());
@@ -3196,7 +3267,7 @@ impl<'a> Lane<'a> {
                         })
                         .collect(),
                 };
-                let mut found = arch::slot_ids::run(&at, &slots);
+                let mut found = arch::slot_ids(&at, &slots);
                 if !found.contains(&u32::MAX) {
                     if let Some(mask) = &block_mask {
                         arch::drop_unselected::run(&mut found, mask);
@@ -3285,35 +3356,16 @@ impl<'a> Lane<'a> {
         let ids = self.group_ids(arrays, registers, rows, matched, n)?;
         let single = self.plan.keys().is_empty();
         let groups = self.groups.len;
-        // Rows per group in this block, counted once for every aggregate (no argument is
-        // ever null: the transformer takes only non-null columns).
-        // Few groups against the block: counted once into a block-sized table; many (a block
-        // touching a few of 100,000 groups): counted row by row, never a table as large as
-        // the group table per block.
         let dense = single || groups <= n;
-        let per_group: Vec<i64> = if single {
-            vec![n as i64]
-        } else if (dense && groups <= FEW_GROUPS) || self.block_mask.is_some() {
-            // (A block with a mask has at most FEW_GROUPS groups and ids beyond them.)
-            let mut c = vec![0i64; groups];
-            arch::group_counts::run(&ids, &mut c);
-            c
-        } else if dense {
-            let mut c = vec![0i64; groups];
-            for &g in &ids {
-                c[g as usize] += 1;
-            }
-            c
-        } else {
-            Vec::new()
-        };
+        // (A block with a mask has at most FEW_GROUPS groups and ids beyond them.)
+        let counted_few = !single && ((dense && groups <= FEW_GROUPS) || self.block_mask.is_some());
         // A register summed by several aggregates (Q1's sum and avg of one column) is summed
-        // once per block where the groups are few.
+        // once per block where the groups are few; with at most MANY_GROUPS groups, every
+        // register summed in 64 bits in one pass over the group ids, which also counts them.
         let few = single || groups <= FEW_GROUPS || self.block_mask.is_some();
-        let mut summed: Vec<(usize, Vec<i128>)> = Vec::new();
+        let mut regs: Vec<usize> = Vec::new();
         if few && !single && groups <= arch::MANY_GROUPS {
-            // Every register summed in 64 bits, in one pass over the group ids.
-            let mut regs: Vec<usize> = self
+            regs = self
                 .plan
                 .aggs()
                 .iter()
@@ -3329,17 +3381,39 @@ impl<'a> Lane<'a> {
                 .collect();
             regs.sort_unstable();
             regs.dedup();
-            if regs.len() > 1 {
-                let views: Vec<&[i64]> = regs.iter().map(|&r| &registers[r][..ids.len()]).collect();
-                let mut sums = vec![vec![0i64; groups]; regs.len()];
-                arch::group_sums_many(&ids, &views, &mut sums);
-                summed = regs
-                    .into_iter()
-                    .zip(sums)
-                    .map(|(r, s)| (r, s.into_iter().map(i128::from).collect()))
-                    .collect();
-            }
         }
+        let mut summed: Vec<(usize, Vec<i128>)> = Vec::new();
+        let mut counts = counted_few.then(|| vec![0i64; groups]);
+        if regs.len() > 1 {
+            let views: Vec<&[i64]> = regs.iter().map(|&r| &registers[r][..ids.len()]).collect();
+            let mut sums = vec![vec![0i64; groups]; regs.len()];
+            arch::group_sums_many(&ids, &views, &mut sums, counts.as_deref_mut());
+            summed = regs
+                .into_iter()
+                .zip(sums)
+                .map(|(r, s)| (r, s.into_iter().map(i128::from).collect()))
+                .collect();
+        } else if let Some(c) = counts.as_mut() {
+            arch::group_counts::run(&ids, c);
+        }
+        // Rows per group in this block, counted once for every aggregate (no argument is
+        // ever null: the transformer takes only non-null columns). Few groups against the
+        // block: counted once into a block-sized table (above); many (a block touching a few
+        // of 100,000 groups): counted row by row, never a table as large as the group table
+        // per block.
+        let per_group: Vec<i64> = if single {
+            vec![n as i64]
+        } else if let Some(c) = counts {
+            c
+        } else if dense {
+            let mut c = vec![0i64; groups];
+            for &g in &ids {
+                c[g as usize] += 1;
+            }
+            c
+        } else {
+            Vec::new()
+        };
         for (a, agg) in self.plan.aggs().iter().enumerate() {
             let acc = &mut self.groups.acc[a];
             let count = &mut self.groups.count[a];
