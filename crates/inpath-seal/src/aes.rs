@@ -434,6 +434,9 @@ impl Gcm {
         if let Some(k) = &self.fast {
             return crate::vaes::gcm_decrypt_to(k, nonce, aad, src, dst, tag);
         }
+        if let Some(k) = &self.ni {
+            return crate::ni::gcm_decrypt_to(k, nonce, aad, src, dst, tag);
+        }
         dst.copy_from_slice(src);
         let ok = self.decrypt(nonce, aad, dst, tag);
         if !ok {

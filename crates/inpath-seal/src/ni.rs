@@ -182,7 +182,7 @@ impl GcmKeys {
 pub(crate) use x86::{
     cbc_decrypt, cbc_encrypt, cbc_encrypt_lanes, cfb_decrypt, cfb_encrypt, chain_in, ctr_apply,
     ctr_apply_to, ecb_decrypt, ecb_encrypt, encrypt_block, encrypt_block_in, expand_into,
-    gcm_decrypt, gcm_encrypt, ofb_apply, RoundTable, CBC, CFB, OFB,
+    gcm_decrypt, gcm_decrypt_to, gcm_encrypt, ofb_apply, RoundTable, CBC, CFB, OFB,
 };
 
 #[cfg(not(target_arch = "x86_64"))]
@@ -232,6 +232,16 @@ mod stubs {
     pub(crate) fn gcm_decrypt(
         _: &GcmKeys,
         _: &[u8; 12],
+        _: &[u8],
+        _: &mut [u8],
+        _: &[u8; 16],
+    ) -> bool {
+        unreachable!("{NO}")
+    }
+    pub(crate) fn gcm_decrypt_to(
+        _: &GcmKeys,
+        _: &[u8; 12],
+        _: &[u8],
         _: &[u8],
         _: &mut [u8],
         _: &[u8; 16],
@@ -837,15 +847,20 @@ mod x86 {
             const GCM_CHUNK: usize = STEP * (8192 / STEP);
 
             /// GCM over `data` in place (GHASH before CTR when decrypting, after when
-            /// encrypting, so it always hashes the ciphertext); returns the tag.
+            /// encrypting, so it always hashes the ciphertext), or when decrypting with
+            /// `src`, from `src` (the ciphertext, `data`'s length) into `data`: each chunk
+            /// hashed and run through CTR while in the L1 cache, no copy first. Returns the
+            /// tag.
             #[target_feature(enable = $feat)]
             pub(super) fn gcm<const NR: usize>(
                 keys: &GcmKeys,
                 nonce: &[u8; 12],
                 aad: &[u8],
+                src: Option<&[u8]>,
                 data: &mut [u8],
                 decrypt: bool,
             ) -> [u8; 16] {
+                debug_assert!(src.is_none_or(|s| decrypt && s.len() == data.len()));
                 let mut lengths = [0u8; 16];
                 lengths[..8].copy_from_slice(&(aad.len() as u64 * 8).to_be_bytes());
                 lengths[8..].copy_from_slice(&(data.len() as u64 * 8).to_be_bytes());
@@ -854,7 +869,14 @@ mod x86 {
                 let mut counter = u128::from_be_bytes(super::gcm_counter(nonce));
                 let mut y = _mm_setzero_si128();
                 y = ghash(keys, y, aad);
-                for chunk in data.chunks_mut(GCM_CHUNK) {
+                for (i, chunk) in data.chunks_mut(GCM_CHUNK).enumerate() {
+                    let from = src.map(|s| &s[i * GCM_CHUNK..i * GCM_CHUNK + chunk.len()]);
+                    if let Some(from) = from {
+                        y = ghash(keys, y, from);
+                        ctr32::<NR, true>(&keys.aes, &counter.to_be_bytes(), from, chunk);
+                        counter = counter.wrapping_add((chunk.len() / 16) as u128);
+                        continue;
+                    }
                     if decrypt {
                         y = ghash(keys, y, chunk);
                     }
@@ -1486,7 +1508,7 @@ mod x86 {
     ) -> [u8; 16] {
         assert!(data.len() as u64 <= crate::vaes::GCM_MAX);
         // SAFETY: as in `ecb_encrypt` (a `GcmKeys` holds a `Keys`).
-        on_width!(keys.aes, m, NR => unsafe { m::gcm::<NR>(keys, nonce, aad, data, false) })
+        on_width!(keys.aes, m, NR => unsafe { m::gcm::<NR>(keys, nonce, aad, None, data, false) })
     }
 
     /// AES-GCM decryption in place: whether the tag matches. When it does not, the data is
@@ -1502,8 +1524,7 @@ mod x86 {
             return false;
         }
         // SAFETY: as in `gcm_encrypt`.
-        let expected =
-            on_width!(keys.aes, m, NR => unsafe { m::gcm::<NR>(keys, nonce, aad, data, true) });
+        let expected = on_width!(keys.aes, m, NR => unsafe { m::gcm::<NR>(keys, nonce, aad, None, data, true) });
         // Constant time over the tag bytes.
         let diff = expected
             .iter()
@@ -1511,6 +1532,38 @@ mod x86 {
             .fold(0u8, |acc, (a, b)| acc | (a ^ b));
         if std::hint::black_box(diff) != 0 {
             ctr_apply(&keys.aes, &gcm_counter(nonce), data);
+            return false;
+        }
+        true
+    }
+
+    /// AES-GCM decryption from `src` into `dst` (same length), each chunk hashed and
+    /// decrypted while in the L1 cache (a copy and then decryption in place were three passes
+    /// over memory: 14 % of a sealed Q6 in the copy). Whether the tag matches; when it does
+    /// not, `dst` is zeroed (no unauthenticated plaintext is left behind).
+    pub(crate) fn gcm_decrypt_to(
+        keys: &GcmKeys,
+        nonce: &[u8; 12],
+        aad: &[u8],
+        src: &[u8],
+        dst: &mut [u8],
+        tag: &[u8; 16],
+    ) -> bool {
+        assert_eq!(src.len(), dst.len(), "GCM output length");
+        if src.len() as u64 > crate::vaes::GCM_MAX {
+            return false;
+        }
+        // SAFETY: as in `gcm_encrypt`.
+        let expected = on_width!(keys.aes, m, NR => unsafe {
+            m::gcm::<NR>(keys, nonce, aad, Some(src), dst, true)
+        });
+        // Constant time over the tag bytes.
+        let diff = expected
+            .iter()
+            .zip(tag)
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b));
+        if std::hint::black_box(diff) != 0 {
+            dst.zeroize();
             return false;
         }
         true

@@ -285,6 +285,20 @@ fn gcm_kernel_equals_the_aes_gcm_crate() {
             let mut back = got.clone();
             assert!(fast.decrypt(&nonce, aad, &mut back, &tag));
             assert_eq!(back, data);
+            // Out of place: the same plaintext; a refused message leaves zeros.
+            let mut to = vec![0x5a; len];
+            assert!(fast.decrypt_to(&nonce, aad, &got, &mut to, &tag));
+            assert_eq!(to, data, "{kern} decrypt_to, len {len}");
+            if len > 0 {
+                let mut flipped = got.clone();
+                flipped[(n * 7) % len] ^= 1;
+                let mut to = vec![0x5a; len];
+                assert!(!fast.decrypt_to(&nonce, aad, &flipped, &mut to, &tag));
+                assert!(
+                    to.iter().all(|&b| b == 0),
+                    "{kern}: a refused decrypt_to leaves zeros"
+                );
+            }
             let mut bad_tag = tag;
             bad_tag[n % 16] ^= 1 << (n % 8);
             let mut same = got.clone();
