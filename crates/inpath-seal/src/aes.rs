@@ -463,6 +463,16 @@ impl Gcm {
     }
 }
 
+/// Whether a computed GCM tag equals the stored one, compared in constant time over the 16
+/// bytes (every kernel's check).
+pub(crate) fn tags_equal(computed: &[u8; 16], stored: &[u8; 16]) -> bool {
+    let diff = computed
+        .iter()
+        .zip(stored)
+        .fold(0u8, |acc, (a, b)| acc | (a ^ b));
+    std::hint::black_box(diff) == 0
+}
+
 impl fmt::Debug for Gcm {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Gcm(AES-256, redacted)")

@@ -1525,12 +1525,7 @@ mod x86 {
         }
         // SAFETY: as in `gcm_encrypt`.
         let expected = on_width!(keys.aes, m, NR => unsafe { m::gcm::<NR>(keys, nonce, aad, None, data, true) });
-        // Constant time over the tag bytes.
-        let diff = expected
-            .iter()
-            .zip(tag)
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b));
-        if std::hint::black_box(diff) != 0 {
+        if !crate::aes::tags_equal(&expected, tag) {
             ctr_apply(&keys.aes, &gcm_counter(nonce), data);
             return false;
         }
@@ -1557,12 +1552,7 @@ mod x86 {
         let expected = on_width!(keys.aes, m, NR => unsafe {
             m::gcm::<NR>(keys, nonce, aad, Some(src), dst, true)
         });
-        // Constant time over the tag bytes.
-        let diff = expected
-            .iter()
-            .zip(tag)
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b));
-        if std::hint::black_box(diff) != 0 {
+        if !crate::aes::tags_equal(&expected, tag) {
             dst.zeroize();
             return false;
         }

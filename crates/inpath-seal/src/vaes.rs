@@ -1101,11 +1101,7 @@ mod x86 {
             &mut dst[done..],
         );
         let expected = gcm_tag(keys, &mut y, nonce, aad.len(), src.len());
-        let diff = expected
-            .iter()
-            .zip(tag)
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b));
-        std::hint::black_box(diff) == 0
+        crate::aes::tags_equal(&expected, tag)
     }
 
     /// GHASH state `y` (reflected bytes) updated with `data`, zero-padded to whole blocks.
@@ -1154,12 +1150,7 @@ mod x86 {
             return false;
         }
         let expected = gcm_fused(keys, nonce, aad, data, true);
-        // Constant time over the tag bytes.
-        let diff = expected
-            .iter()
-            .zip(tag)
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b));
-        if std::hint::black_box(diff) != 0 {
+        if !crate::aes::tags_equal(&expected, tag) {
             ctr_apply(&keys.aes, &gcm_counter(nonce), data);
             return false;
         }
