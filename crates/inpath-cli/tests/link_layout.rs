@@ -33,17 +33,21 @@ fn listed_functions_lead_the_text_in_order() {
     let list = std::fs::read_to_string(&list_path).expect("symbol-order.txt");
     let listed: Vec<&str> = list.lines().filter(|l| !l.is_empty()).collect();
     let symbols = text_symbols(env!("CARGO_BIN_EXE_inpath"));
-    let placed: Vec<u64> = listed
+    let found: Vec<u64> = listed
         .iter()
         .filter_map(|name| symbols.get(*name).copied())
         .collect();
+    // A listed function whose code is identical to one listed before it is folded into that
+    // one (the linker keeps one copy, at the first's place): it is where the list put it.
+    let mut seen = std::collections::HashSet::new();
+    let placed: Vec<u64> = found.iter().copied().filter(|a| seen.insert(*a)).collect();
     // Most of the list names this build's functions: a toolchain or dependency change renames
     // them all, and the binary's query processes then hold 40-50 MiB of scattered code again.
     assert!(
-        placed.len() * 10 >= listed.len() * 8,
+        found.len() * 10 >= listed.len() * 8,
         "only {} of the {} functions in {} are in the binary: regenerate it with \
          `python3 scripts/link_order.py` (after `cargo build --release -p inpath-cli`)",
-        placed.len(),
+        found.len(),
         listed.len(),
         list_path.display()
     );
