@@ -431,15 +431,18 @@ impl Gcm {
         tag: &[u8; 16],
     ) -> bool {
         assert_eq!(src.len(), dst.len(), "GCM output length");
-        if let Some(k) = &self.fast {
-            return crate::vaes::gcm_decrypt_to(k, nonce, aad, src, dst, tag);
-        }
-        if let Some(k) = &self.ni {
-            return crate::ni::gcm_decrypt_to(k, nonce, aad, src, dst, tag);
-        }
-        dst.copy_from_slice(src);
-        let ok = self.decrypt(nonce, aad, dst, tag);
+        let ok = if src.len() as u64 > crate::vaes::GCM_MAX {
+            false
+        } else if let Some(k) = &self.fast {
+            crate::vaes::gcm_decrypt_to(k, nonce, aad, src, dst, tag)
+        } else if let Some(k) = &self.ni {
+            crate::ni::gcm_decrypt_to(k, nonce, aad, src, dst, tag)
+        } else {
+            dst.copy_from_slice(src);
+            self.decrypt(nonce, aad, dst, tag)
+        };
         if !ok {
+            // No unauthenticated plaintext is left behind, whichever kernel ran.
             dst.zeroize();
         }
         ok

@@ -1672,10 +1672,10 @@ mod x86 {
         true
     }
 
-    /// AES-GCM decryption from `src` into `dst` (same length), each chunk hashed and
-    /// decrypted while in the L1 cache (a copy and then decryption in place were three passes
-    /// over memory: 14 % of a sealed Q6 in the copy). Whether the tag matches; when it does
-    /// not, `dst` is zeroed (no unauthenticated plaintext is left behind).
+    /// AES-GCM decryption from `src` into `dst` (same length, at most
+    /// [`crate::vaes::GCM_MAX`] bytes: both checked by the caller, `crate::aes::Gcm::decrypt_to`,
+    /// which also wipes `dst` when the tag does not match), stitched (the width's `gcm`): no copy
+    /// first. Whether the tag matches.
     pub(crate) fn gcm_decrypt_to(
         keys: &GcmKeys,
         nonce: &[u8; 12],
@@ -1684,19 +1684,12 @@ mod x86 {
         dst: &mut [u8],
         tag: &[u8; 16],
     ) -> bool {
-        assert_eq!(src.len(), dst.len(), "GCM output length");
-        if src.len() as u64 > crate::vaes::GCM_MAX {
-            return false;
-        }
+        debug_assert!(src.len() == dst.len() && src.len() as u64 <= crate::vaes::GCM_MAX);
         // SAFETY: as in `gcm_encrypt`.
         let expected = on_width!(keys.aes, m, NR => unsafe {
             m::gcm::<NR>(keys, nonce, aad, Some(src), dst, true)
         });
-        if !crate::aes::tags_equal(&expected, tag) {
-            dst.zeroize();
-            return false;
-        }
-        true
+        crate::aes::tags_equal(&expected, tag)
     }
 }
 

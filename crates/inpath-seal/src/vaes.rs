@@ -1049,32 +1049,12 @@ mod x86 {
         s
     }
 
-    /// AES-GCM decryption from `src` into `dst` (same length) in one pass (GHASH and CTR
-    /// stitched, [`gcm_decrypt_steps`]). Returns whether the tag matches; when it does not,
-    /// `dst` is zeroed (no unauthenticated plaintext is left behind).
-    pub(crate) fn gcm_decrypt_to(
-        keys: &GcmKeys,
-        nonce: &[u8; 12],
-        aad: &[u8],
-        src: &[u8],
-        dst: &mut [u8],
-        tag: &[u8; 16],
-    ) -> bool {
-        assert_eq!(src.len(), dst.len(), "GCM output length");
-        if src.len() as u64 > GCM_MAX {
-            return false;
-        }
-        let ok = gcm_check_to(keys, nonce, aad, src, dst, tag);
-        if !ok {
-            dst.zeroize();
-        }
-        ok
-    }
-
-    /// The tag over `aad` and the ciphertext `src`, decrypting `src` into `dst` (whole
-    /// 256-byte steps stitched, the rest hashed then run through CTR); whether it equals `tag`
+    /// AES-GCM decryption from `src` into `dst` (same length, at most [`GCM_MAX`] bytes:
+    /// both checked by the caller, `crate::aes::Gcm::decrypt_to`, which also wipes `dst` when
+    /// the tag does not match), whole 256-byte steps stitched ([`gcm_decrypt_steps`]), the
+    /// rest hashed then run through CTR. Whether the tag over `aad` and `src` equals `tag`
     /// (compared in constant time).
-    fn gcm_check_to(
+    pub(crate) fn gcm_decrypt_to(
         keys: &GcmKeys,
         nonce: &[u8; 12],
         aad: &[u8],
