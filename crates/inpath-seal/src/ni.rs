@@ -642,6 +642,20 @@ mod x86 {
             // -----------------------------------------------------------------------------
             // CTR with a 128-bit big-endian counter whose low word does not wrap in `data`.
 
+            /// Writes `src` (or `chunk` itself when `None`) XOR the keystream registers `ks` to
+            /// `chunk`, a register per `REG` bytes.
+            #[inline]
+            #[target_feature(enable = $feat)]
+            fn xor_keystream<const N: usize>(ks: &[V; N], src: Option<&[u8]>, chunk: &mut [u8]) {
+                for (i, v) in ks.iter().enumerate() {
+                    let d = match src {
+                        Some(from) => ld(from, REG * i),
+                        None => ld(chunk, REG * i),
+                    };
+                    st(chunk, REG * i, xor(d, *v));
+                }
+            }
+
             /// CTR in place, or (`OUT`) from `src` to `data`.
             #[target_feature(enable = $feat)]
             pub(super) fn ctr32<const NR: usize, const OUT: bool>(
@@ -669,17 +683,7 @@ mod x86 {
                         ctr = add32(ctr, step);
                     }
                     enc_regs::<NR, R>(&rk, &mut x);
-                    if OUT {
-                        let from = &src_steps[n];
-                        for (i, v) in x.iter().enumerate() {
-                            st(chunk, REG * i, xor(ld(from, REG * i), *v));
-                        }
-                    } else {
-                        for (i, v) in x.iter().enumerate() {
-                            let d = ld(chunk, REG * i);
-                            st(chunk, REG * i, xor(d, *v));
-                        }
-                    }
+                    xor_keystream(&x, if OUT { Some(&src_steps[n][..]) } else { None }, chunk);
                 }
                 let src = if OUT { &src[whole..] } else { src };
                 let data = tail;
@@ -957,17 +961,7 @@ mod x86 {
                         }
                     }
                     y = p.reduced();
-                    if OUT {
-                        let from = &src_steps[n];
-                        for (i, v) in x.iter().enumerate() {
-                            st(chunk, REG * i, xor(ld(from, REG * i), *v));
-                        }
-                    } else {
-                        for (i, v) in x.iter().enumerate() {
-                            let d = ld(chunk, REG * i);
-                            st(chunk, REG * i, xor(d, *v));
-                        }
-                    }
+                    xor_keystream(&x, if OUT { Some(&src_steps[n][..]) } else { None }, chunk);
                 }
                 y
             }
