@@ -73,3 +73,63 @@ pub fn lib_stream(key: &Key, mode: Mode, dir: Direction, iv: &[u8; 16], data: &m
         _ => go(aes::Aes256::new(b.try_into().unwrap()), mode, dir, iv, data),
     }
 }
+
+/// `fast` (any kernel) against the `aes-gcm` crate under `key` (AES-256): ciphertext and tag for
+/// every length of [`lengths`] and a few more, AAD of 0-300 bytes; the right tag opens in place
+/// and into another buffer; a flipped bit of tag, AAD or data is refused, leaving the message as
+/// it was in place and zeros out of place. `label` names the kernel in failures.
+pub fn check_gcm(fast: &inpath_seal::aes::Gcm, key: &Key, label: &str) {
+    use aes_gcm::aead::AeadInOut;
+    use aes_gcm::KeyInit;
+    let lib = aes_gcm::Aes256Gcm::new_from_slice(key.expose_secret()).unwrap();
+    let big = gen::random_bytes(100_003 + 64, 19);
+    let aad_all = gen::random_bytes(300, 20);
+    let mut lens = lengths();
+    lens.extend([16 * 256, 16 * 256 + 5, 255, 257, 4096 + 16 * 15]);
+    for (n, len) in lens.into_iter().enumerate() {
+        let nonce: [u8; 12] = gen::random_bytes(12, n as u64).try_into().unwrap();
+        let aad = &aad_all[..[0usize, 1, 15, 16, 17, 48, 255, 256, 300][n % 9]];
+        let data = &big[n % 5..n % 5 + len];
+        let mut want = data.to_vec();
+        let want_tag = lib
+            .encrypt_inout_detached(&nonce.into(), aad, (&mut want[..]).into())
+            .unwrap();
+        let mut got = data.to_vec();
+        let tag = fast.encrypt(&nonce, aad, &mut got).unwrap();
+        assert_eq!(got, want, "{label} len {len} aad {}", aad.len());
+        assert_eq!(tag, <[u8; 16]>::from(want_tag), "{label} tag, len {len}");
+        // Decryption: the right tag opens, any flipped bit of tag, aad or data does not.
+        let mut back = got.clone();
+        assert!(fast.decrypt(&nonce, aad, &mut back, &tag));
+        assert_eq!(back, data);
+        // Out of place: the same plaintext; a refused message leaves zeros.
+        let mut to = vec![0x5a; len];
+        assert!(fast.decrypt_to(&nonce, aad, &got, &mut to, &tag));
+        assert_eq!(to, data, "{label} decrypt_to, len {len}");
+        if len > 0 {
+            let mut flipped = got.clone();
+            flipped[(n * 7) % len] ^= 1;
+            let mut to = vec![0x5a; len];
+            assert!(!fast.decrypt_to(&nonce, aad, &flipped, &mut to, &tag));
+            assert!(
+                to.iter().all(|&b| b == 0),
+                "{label}: a refused decrypt_to leaves zeros"
+            );
+        }
+        let mut bad_tag = tag;
+        bad_tag[n % 16] ^= 1 << (n % 8);
+        let mut same = got.clone();
+        assert!(!fast.decrypt(&nonce, aad, &mut same, &bad_tag));
+        assert_eq!(same, got, "a refused message is left as it was");
+        if len > 0 {
+            let mut flipped = got.clone();
+            flipped[n % len] ^= 0x80;
+            assert!(!fast.decrypt(&nonce, aad, &mut flipped, &tag));
+        }
+        if !aad.is_empty() {
+            let mut aad2 = aad.to_vec();
+            aad2[0] ^= 1;
+            assert!(!fast.decrypt(&nonce, &aad2, &mut got.clone(), &tag));
+        }
+    }
+}
