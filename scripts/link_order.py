@@ -12,15 +12,22 @@ file only loses memory, never correctness.
 How: run the release binary under valgrind's callgrind, which records every function a process
 executes, over the 22 TPC-H queries at scale factor 0.01, plain and sealed pages, 1 and 2
 threads:
-  - each query alone, offload off, and with the device in a process of its own (the host and
-    the device traced apart);
+  - each query alone (plain pages at 1 thread, sealed at 2), offload off, and with the device
+    in a process of its own (the host and the device traced apart);
   - all 22 in one process: offload off, the device local, the device in its own process.
-The order: the functions the host runs (offload off, or the offloaded host) first, those run by
-the most single-query processes first, so each query's code is dense and the code every query
-runs (start-up, parsing, planning) comes first; then the ones only the device runs (its lanes,
-local or in its own process). Ties keep the order in which the functions first ran.
+The order, in three parts:
+  1. the functions the host of a fully offloaded query runs (`query explain --offload` says
+     which are full; the device in its own process), those run by the most single-query hosts
+     first, so the code every query runs (start-up, parsing, planning, the final merge) comes
+     first and each query's own functions follow together;
+  2. the other host functions (offload off, or the host's share of a partly offloaded query:
+     DataFusion's operators), in the same way;
+  3. the ones only the device runs (its lanes, local or in its own process).
+Ties keep the order in which the functions first ran (in an offloaded host, for part 1).
+Fully offloaded hosts come first because theirs is the footprint that must stay small (issue
+14: 60 % below offload off); elsewhere a query's resident memory is mostly its data.
 
-Usage (repository root; about 7 minutes):
+Usage (repository root; about 12 minutes):
   cargo build --release -p inpath-cli && python3 scripts/link_order.py
 then rebuild (`cargo build --release -p inpath-cli`) and commit the file. Rerun it when a
 dependency or the Rust toolchain changes (symbol names carry a hash of the crate's version and
@@ -28,6 +35,7 @@ build), or when a query path changes much; it prints how many of the listed symb
 binary holds.
 """
 import argparse
+import json
 import os
 import re
 import shutil
@@ -111,26 +119,34 @@ def main():
                         "--key-file", keys, sealed, "-q"], check=True)
         traces = os.path.join(tmp, "traces")
         os.mkdir(traces)
+        explain = subprocess.run([binary, "query", "explain", plain, "--offload", "--json"],
+                                 check=True, capture_output=True, text=True)
+        full = {int(q["query"][1:]) for q in json.loads(explain.stdout)["queries"]
+                if q["class"] == "full"}
 
         host_runs = defaultdict(int)  # host function -> single-query host processes that ran it
+        offloaded_runs = defaultdict(int)  # the same, counting offloaded hosts only
         first = {}                    # function -> rank of its first execution over all runs
+        first_offloaded = {}          # function -> rank of its first run in an offloaded host
         device = set()                # functions a device process or local lanes ran
 
         data = [("plain", plain, []), ("sealed", sealed, ["--key-file", keys])]
         runs = []
         for q in range(1, 23):
-            for pages, directory, key in data:
+            # Plain pages at 1 thread, sealed at 2, so both thread counts' start-up is traced.
+            for (pages, directory, key), threads in zip(data, ("1", "2")):
                 for mode in ([], ["--offload", "--device", "process"]):
                     runs.append((["query", "tpch", directory, *key, "--queries", str(q),
-                                  "--threads", "1", "--runs", "1", *mode], True,
-                                 f"Q{q} {pages} 1 thread {' '.join(mode) or 'offload off'}"))
+                                  "--threads", threads, "--runs", "1", *mode], q,
+                                 f"Q{q} {pages} {threads} thread(s) {' '.join(mode) or 'offload off'}"))
         for threads in ("1", "2"):
             for pages, directory, key in data:
                 for mode in ([], ["--offload"], ["--offload", "--device", "process"]):
                     runs.append((["query", "tpch", directory, *key, "--threads", threads,
-                                  "--runs", "1", *mode], False,
+                                  "--runs", "1", *mode], None,
                                  f"Q1-22 {pages} {threads} threads {' '.join(mode) or 'offload off'}"))
-        for i, (run_args, single, label) in enumerate(runs):
+        for i, (run_args, query, label) in enumerate(runs):
+            single = query is not None
             print(f"\r[{i + 1}/{len(runs)}] {label:60}", end="", file=sys.stderr, flush=True)
             local = "--offload" in run_args and "process" not in run_args
             for command, functions in traced(binary, run_args, traces, f"run{i}"):
@@ -141,11 +157,23 @@ def main():
                     # and no host process does is the device's (filtered below).
                     device.update(functions)
                 else:
+                    # The host of a query the device runs whole: parts 1 and 2 below.
+                    offloaded = "--offload" in run_args and query in full
                     for name in functions:
                         host_runs[name] += int(single)
+                        if offloaded:
+                            first_offloaded.setdefault(name, len(first_offloaded))
+                            offloaded_runs[name] += int(single)
         print(file=sys.stderr)
 
-    host = sorted(host_runs, key=lambda f: (-host_runs[f], first[f]))
+    # A fully offloaded host's code first and dense, as it is the one that must stay small:
+    # what every such host runs (start-up, parsing, planning, the final merge), then what fewer
+    # queries run, each query's own functions together. Then the other hosts' (DataFusion's
+    # operators over Arrow), then the device's.
+    offloaded_host = sorted(offloaded_runs, key=lambda f: (-offloaded_runs[f], first_offloaded[f]))
+    host_off = sorted((f for f in host_runs if f not in offloaded_runs),
+                      key=lambda f: (-host_runs[f], first[f]))
+    host = offloaded_host + host_off
     rest = sorted((f for f in device if f not in host_runs), key=lambda f: first[f])
     order = host + rest
     os.makedirs(os.path.dirname(args.output), exist_ok=True)
@@ -155,7 +183,8 @@ def main():
     os.replace(tmp_out, args.output)
     have = binary_symbols(binary)
     found = sum(1 for f in order if f in have)
-    print(f"link_order.py: wrote {len(order)} functions ({len(host)} host, {len(rest)} device only) "
+    print(f"link_order.py: wrote {len(order)} functions ({len(offloaded_host)} offloaded host, "
+          f"{len(host_off)} other host, {len(rest)} device only) "
           f"to {os.path.relpath(args.output, ROOT)}; {found} of them are in {os.path.relpath(binary, ROOT)}")
 
 
