@@ -161,9 +161,9 @@ def main():
                     offloaded = "--offload" in run_args and query in full
                     for name in functions:
                         host_runs[name] += int(single)
-                        if offloaded:
+                        if offloaded:  # a single-query run, so it counts
                             first_offloaded.setdefault(name, len(first_offloaded))
-                            offloaded_runs[name] += int(single)
+                            offloaded_runs[name] += 1
         print(file=sys.stderr)
 
     # A fully offloaded host's code first and dense, as it is the one that must stay small:
