@@ -14,25 +14,32 @@ executes, over the 22 TPC-H queries at scale factor 0.01, plain and sealed pages
 threads:
   - each query alone (plain pages at 1 thread, sealed at 2), offload off, and with the device
     in a process of its own (the host and the device traced apart);
-  - all 22 in one process: offload off, the device local, the device in its own process.
+  - all 22 in one process: offload off, the device local, the device in its own process;
+  - each fully offloaded query's host again at scale factor 1 (`--host-sf`), the device not
+    traced: paths small tables never take (a hash table's growth) are listed too.
+Each fully offloaded query's host is also run at SF 1 with offload off (not traced), for its
+peak resident set.
 The order, in three parts:
   1. the functions the host of a fully offloaded query runs (`query explain --offload` says
-     which are full; the device in its own process), those run by the most single-query hosts
-     first, so the code every query runs (start-up, parsing, planning, the final merge) comes
-     first and each query's own functions follow together;
+     which are full; the device in its own process), sorted by the set of those queries that
+     run each one, read as a bit string whose first bit is the query with the smallest host
+     without offload (its 60 % budget is the tightest and the code is most of it): that
+     query's functions lie in one run, the next one's in at most two, and so on, with what
+     every host runs (start-up, parsing, planning, the final merge) first;
   2. the other host functions (offload off, or the host's share of a partly offloaded query:
-     DataFusion's operators), in the same way;
+     DataFusion's operators), those run by the most single-query hosts first;
   3. the ones only the device runs (its lanes, local or in its own process).
 Ties keep the order in which the functions first ran (in an offloaded host, for part 1).
 Fully offloaded hosts come first because theirs is the footprint that must stay small (issue
 14: 60 % below offload off); elsewhere a query's resident memory is mostly its data.
 
-Usage (repository root; about 12 minutes):
+Usage (repository root; about 16 minutes):
   cargo build --release -p inpath-cli && python3 scripts/link_order.py
 then rebuild (`cargo build --release -p inpath-cli`) and commit the file. Rerun it when a
 dependency or the Rust toolchain changes (symbol names carry a hash of the crate's version and
 build), or when a query path changes much; it prints how many of the listed symbols the current
-binary holds.
+binary holds. `--save-traces FILE` keeps the traced function lists, and `--traces FILE` lays
+out from them again without tracing (to try another order).
 """
 import argparse
 import json
@@ -42,6 +49,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections import defaultdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -70,12 +78,16 @@ def executed_functions(path):
     return command, names
 
 
-def traced(binary, args, workdir, stem):
-    """Run `binary args` under callgrind, children too; return [(command line, functions)]."""
+def traced(binary, args, workdir, stem, skip_device=False):
+    """Run `binary args` under callgrind, children too (the device's process left out where
+    `skip_device`); return [(command line, functions)]."""
     prefix = os.path.join(workdir, stem)
     cmd = ["valgrind", "--tool=callgrind", "--trace-children=yes", "--demangle=no",
-           "--dump-instr=no", f"--callgrind-out-file={prefix}.%p", binary, *args]
-    run = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+           "--dump-instr=no", f"--callgrind-out-file={prefix}.%p"]
+    if skip_device:
+        cmd.append("--trace-children-skip-by-arg=serve-device")
+    run = subprocess.run([*cmd, binary, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         text=True)
     if run.returncode != 0:
         sys.exit(f"link_order.py: {' '.join(args)} failed under valgrind:\n{run.stderr[-2000:]}")
     out = []
@@ -93,99 +105,182 @@ def binary_symbols(binary):
     return {line.split()[-1] for line in nm.stdout.splitlines() if line.strip()}
 
 
+def peak_rss(cmd):
+    """The peak resident set (VmHWM, bytes) of a process running `cmd`, polled from /proc
+    every millisecond (wait4's ru_maxrss would count this script's own, kept across exec)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+    peak = 0
+    while proc.poll() is None:
+        try:
+            with open(f"/proc/{proc.pid}/status") as f:
+                hwm = next((line for line in f if line.startswith("VmHWM:")), "VmHWM: 0 kB")
+            peak = max(peak, int(hwm.split()[1]) * 1024)
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.001)
+    if proc.returncode != 0:
+        sys.exit(f"link_order.py: {' '.join(cmd)} failed (exit {proc.returncode})")
+    return peak
+
+
+def gen_tables(binary, tmp, sf, keys):
+    """Plain and sealed TPC-H tables at `sf` under `tmp`: their (label, directory, key args)."""
+    plain, sealed = os.path.join(tmp, f"plain-{sf}"), os.path.join(tmp, f"sealed-{sf}")
+    subprocess.run([binary, "query", "gen", "--sf", sf, plain, "-q"], check=True)
+    subprocess.run([binary, "query", "gen", "--sf", sf, "--tier", "lz4+aes256-gcm",
+                    "--key-file", keys, sealed, "-q"], check=True)
+    return [("plain", plain, []), ("sealed", sealed, ["--key-file", keys])]
+
+
+def trace_runs(binary, sf, host_sf):
+    """Every traced run: {"full": the fully offloaded queries, "runs": [{"label", "query" (None
+    for all 22 in one process), "mode" ("off", "local" or "process"), "processes": [[command
+    line, functions in first-run order]]}]}."""
+    with tempfile.TemporaryDirectory(prefix="inpath-link-order-") as tmp:
+        keys = os.path.join(tmp, "keys.txt")
+        subprocess.run([binary, "seal", "keygen", "-o", keys], check=True, stdout=subprocess.DEVNULL)
+        data = gen_tables(binary, tmp, sf, keys)
+        explain = subprocess.run([binary, "query", "explain", data[0][1], "--offload", "--json"],
+                                 check=True, capture_output=True, text=True)
+        full = sorted(int(q["query"][1:]) for q in json.loads(explain.stdout)["queries"]
+                      if q["class"] == "full")
+        traces = os.path.join(tmp, "traces")
+        os.mkdir(traces)
+        modes = {"off": [], "local": ["--offload"], "process": ["--offload", "--device", "process"]}
+        # (arguments, query, mode, label, device left out)
+        runs = []
+        for q in range(1, 23):
+            # Plain pages at 1 thread, sealed at 2, so both thread counts' start-up is traced.
+            for (pages, directory, key), threads in zip(data, ("1", "2")):
+                for mode in ("off", "process"):
+                    runs.append((["query", "tpch", directory, *key, "--queries", str(q),
+                                  "--threads", threads, "--runs", "1", *modes[mode]], q, mode,
+                                 f"Q{q} {pages} {threads} thread(s) {mode}", False))
+        for threads in ("1", "2"):
+            for pages, directory, key in data:
+                for mode in ("off", "local", "process"):
+                    runs.append((["query", "tpch", directory, *key, "--threads", threads,
+                                  "--runs", "1", *modes[mode]], None, mode,
+                                 f"Q1-22 {pages} {threads} threads {mode}", False))
+        big = gen_tables(binary, tmp, host_sf, keys) if host_sf != sf else data
+        if host_sf != sf:
+            # The fully offloaded hosts again at a larger scale, where paths that small tables
+            # never take run (a hash table's growth, a second batch); the device, not traced
+            # (its code is the SF `sf` runs').
+            for (pages, directory, key), threads in zip(big, ("1", "2")):
+                for q in full:
+                    runs.append((["query", "tpch", directory, *key, "--queries", str(q),
+                                  "--threads", threads, "--runs", "1", *modes["process"]], q,
+                                 "process", f"Q{q} {pages} SF {host_sf} {threads} thread(s) host",
+                                 True))
+        # Each fully offloaded query's host peak RSS with offload off (plain pages, 1 thread):
+        # the smaller it is, the tighter that query's budget (60 % below it) and the larger
+        # the share of it the code takes.
+        baseline = {q: peak_rss([binary, "query", "tpch", big[0][1], "--queries", str(q),
+                                 "--threads", "1", "--runs", "1"]) for q in full}
+        record = {"sf": sf, "host_sf": host_sf, "full": full,
+                  "offload_off_peak_rss": {str(q): b for q, b in baseline.items()}, "runs": []}
+        for i, (run_args, query, mode, label, skip_device) in enumerate(runs):
+            print(f"\r[{i + 1}/{len(runs)}] {label:60}", end="", file=sys.stderr, flush=True)
+            record["runs"].append({
+                "label": label, "query": query, "mode": mode,
+                "processes": [[c, f] for c, f in traced(binary, run_args, traces, f"run{i}",
+                                                        skip_device)]})
+        print(file=sys.stderr)
+    return record
+
+
+def layout(record):
+    """The order, from the traced runs: (offloaded host, other host, device only) functions."""
+    full = set(record["full"])
+    host_runs = defaultdict(int)  # host function -> single-query host processes that ran it
+    first = {}                    # function -> rank of its first execution over all runs
+    offloaded = defaultdict(set)  # host function -> the fully offloaded queries whose host ran it
+    first_offloaded = {}          # function -> rank of its first run in an offloaded host
+    device = set()                # functions a device process or local lanes ran
+    for run in record["runs"]:
+        query, mode = run["query"], run["mode"]
+        for command, functions in run["processes"]:
+            for name in functions:
+                first.setdefault(name, len(first))
+            if mode == "local" or "serve-device" in command:
+                # The device's own process, or local lanes in the host's: what these run
+                # and no host process does is the device's (filtered below).
+                device.update(functions)
+                continue
+            for name in functions:
+                host_runs[name] += query is not None
+                if mode == "process" and query in full:
+                    first_offloaded.setdefault(name, len(first_offloaded))
+                    offloaded[name].add(query)
+    # A fully offloaded host's code first, as it is the footprint that must stay small (60 %
+    # below offload off). Sorted by the set of queries that run each function, as a bit string
+    # whose first bit is the query with the tightest budget (the smallest host without
+    # offload): that query's functions all lie in one run, the next one's in at most two, and
+    # so on; what every host runs (start-up, parsing, planning, the final merge) leads. Ranking
+    # by how many hosts ran a function instead interleaves each query's own functions with the
+    # others' at every count: Q2's host held 1.2 MiB more code that way.
+    baseline = record["offload_off_peak_rss"]
+    priority = sorted(full, key=lambda q: (baseline[str(q)], q))
+    offloaded_host = sorted(offloaded, key=lambda f: (
+        [q not in offloaded[f] for q in priority], first_offloaded[f]))
+    # Then the other hosts' (DataFusion's operators over Arrow), then the device's.
+    host_off = sorted((f for f in host_runs if f not in offloaded),
+                      key=lambda f: (-host_runs[f], first[f]))
+    rest = sorted((f for f in device if f not in host_runs), key=lambda f: first[f])
+    return offloaded_host, host_off, rest
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--binary", default=os.path.join(ROOT, "target", "release", "inpath"))
     ap.add_argument("--output", default=OUT)
     ap.add_argument("--sf", default="0.01", help="TPC-H scale factor of the traced runs")
+    ap.add_argument("--host-sf", default="1",
+                    help="scale factor at which the fully offloaded hosts are traced again")
+    ap.add_argument("--save-traces", metavar="FILE",
+                    help="also write the traced runs' function lists to FILE (JSON)")
+    ap.add_argument("--traces", metavar="FILE",
+                    help="lay out from a --save-traces FILE instead of tracing again")
     args = ap.parse_args()
-    if shutil.which("valgrind") is None and shutil.which("apt-get"):
-        print("link_order.py: installing valgrind (Debian package)", file=sys.stderr)
-        sudo = [] if os.geteuid() == 0 else ["sudo"]
-        subprocess.run([*sudo, "apt-get", "install", "-y", "-qq", "valgrind"],
-                       stdout=subprocess.DEVNULL, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
-    if shutil.which("valgrind") is None:
-        sys.exit("link_order.py: valgrind not found and not installable here (Debian: apt-get install valgrind)")
-    if not os.path.exists(args.binary):
-        sys.exit(f"link_order.py: {args.binary} not found; cargo build --release -p inpath-cli first")
-    binary = os.path.abspath(args.binary)
-
-    with tempfile.TemporaryDirectory(prefix="inpath-link-order-") as tmp:
-        keys = os.path.join(tmp, "keys.txt")
-        plain, sealed = os.path.join(tmp, "plain"), os.path.join(tmp, "sealed")
-        subprocess.run([binary, "seal", "keygen", "-o", keys], check=True, stdout=subprocess.DEVNULL)
-        subprocess.run([binary, "query", "gen", "--sf", args.sf, plain, "-q"], check=True)
-        subprocess.run([binary, "query", "gen", "--sf", args.sf, "--tier", "lz4+aes256-gcm",
-                        "--key-file", keys, sealed, "-q"], check=True)
-        traces = os.path.join(tmp, "traces")
-        os.mkdir(traces)
-        explain = subprocess.run([binary, "query", "explain", plain, "--offload", "--json"],
-                                 check=True, capture_output=True, text=True)
-        full = {int(q["query"][1:]) for q in json.loads(explain.stdout)["queries"]
-                if q["class"] == "full"}
-
-        host_runs = defaultdict(int)  # host function -> single-query host processes that ran it
-        offloaded_runs = defaultdict(int)  # the same, counting offloaded hosts only
-        first = {}                    # function -> rank of its first execution over all runs
-        first_offloaded = {}          # function -> rank of its first run in an offloaded host
-        device = set()                # functions a device process or local lanes ran
-
-        data = [("plain", plain, []), ("sealed", sealed, ["--key-file", keys])]
-        runs = []
-        for q in range(1, 23):
-            # Plain pages at 1 thread, sealed at 2, so both thread counts' start-up is traced.
-            for (pages, directory, key), threads in zip(data, ("1", "2")):
-                for mode in ([], ["--offload", "--device", "process"]):
-                    runs.append((["query", "tpch", directory, *key, "--queries", str(q),
-                                  "--threads", threads, "--runs", "1", *mode], q,
-                                 f"Q{q} {pages} {threads} thread(s) {' '.join(mode) or 'offload off'}"))
-        for threads in ("1", "2"):
-            for pages, directory, key in data:
-                for mode in ([], ["--offload"], ["--offload", "--device", "process"]):
-                    runs.append((["query", "tpch", directory, *key, "--threads", threads,
-                                  "--runs", "1", *mode], None,
-                                 f"Q1-22 {pages} {threads} threads {' '.join(mode) or 'offload off'}"))
-        for i, (run_args, query, label) in enumerate(runs):
-            single = query is not None
-            print(f"\r[{i + 1}/{len(runs)}] {label:60}", end="", file=sys.stderr, flush=True)
-            local = "--offload" in run_args and "process" not in run_args
-            for command, functions in traced(binary, run_args, traces, f"run{i}"):
-                for name in functions:
-                    first.setdefault(name, len(first))
-                if local or "serve-device" in command:
-                    # The device's own process, or local lanes in the host's: what these run
-                    # and no host process does is the device's (filtered below).
-                    device.update(functions)
-                else:
-                    # The host of a query the device runs whole: parts 1 and 2 below.
-                    offloaded = "--offload" in run_args and query in full
-                    for name in functions:
-                        host_runs[name] += int(single)
-                        if offloaded:  # a single-query run, so it counts
-                            first_offloaded.setdefault(name, len(first_offloaded))
-                            offloaded_runs[name] += 1
-        print(file=sys.stderr)
-
-    # A fully offloaded host's code first and dense, as it is the one that must stay small:
-    # what every such host runs (start-up, parsing, planning, the final merge), then what fewer
-    # queries run, each query's own functions together. Then the other hosts' (DataFusion's
-    # operators over Arrow), then the device's.
-    offloaded_host = sorted(offloaded_runs, key=lambda f: (-offloaded_runs[f], first_offloaded[f]))
-    host_off = sorted((f for f in host_runs if f not in offloaded_runs),
-                      key=lambda f: (-host_runs[f], first[f]))
-    host = offloaded_host + host_off
-    rest = sorted((f for f in device if f not in host_runs), key=lambda f: first[f])
-    order = host + rest
+    if args.traces:
+        with open(args.traces) as f:
+            record = json.load(f)
+    else:
+        if shutil.which("valgrind") is None and shutil.which("apt-get"):
+            print("link_order.py: installing valgrind (Debian package)", file=sys.stderr)
+            sudo = [] if os.geteuid() == 0 else ["sudo"]
+            subprocess.run([*sudo, "apt-get", "install", "-y", "-qq", "valgrind"],
+                           stdout=subprocess.DEVNULL,
+                           env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+        if shutil.which("valgrind") is None:
+            sys.exit("link_order.py: valgrind not found and not installable here "
+                     "(Debian: apt-get install valgrind)")
+        if not os.path.exists(args.binary):
+            sys.exit(f"link_order.py: {args.binary} not found; "
+                     "cargo build --release -p inpath-cli first")
+        record = trace_runs(os.path.abspath(args.binary), args.sf, args.host_sf)
+        if args.save_traces:
+            tmp_traces = args.save_traces + ".tmp"
+            with open(tmp_traces, "w") as f:
+                json.dump(record, f)
+            os.replace(tmp_traces, args.save_traces)
+    offloaded_host, host_off, rest = layout(record)
+    order = offloaded_host + host_off + rest
     os.makedirs(os.path.dirname(args.output), exist_ok=True)
     tmp_out = args.output + ".tmp"
     with open(tmp_out, "w") as f:
         f.write("\n".join(order) + "\n")
     os.replace(tmp_out, args.output)
-    have = binary_symbols(binary)
-    found = sum(1 for f in order if f in have)
+    if os.path.exists(args.binary):
+        have = binary_symbols(args.binary)
+        found = sum(1 for f in order if f in have)
+        held = f"; {found} of them are in {os.path.relpath(args.binary, ROOT)}"
+    else:
+        held = ""
     print(f"link_order.py: wrote {len(order)} functions ({len(offloaded_host)} offloaded host, "
           f"{len(host_off)} other host, {len(rest)} device only) "
-          f"to {os.path.relpath(args.output, ROOT)}; {found} of them are in {os.path.relpath(binary, ROOT)}")
+          f"to {os.path.relpath(args.output, ROOT)}{held}")
 
 
 if __name__ == "__main__":
