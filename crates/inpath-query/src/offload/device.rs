@@ -26,7 +26,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::Arc;
 
@@ -301,7 +301,7 @@ impl LocalDevice {
                     scope.spawn(move || {
                         let cpu = inpath_core::thread_cpu_seconds();
                         let mut lane = Lane::new(plan, counters, lane_budget);
-                        let result = lane.run(run, never, &mut |_| true);
+                        let result = lane.run(&LanePages::Run(run.to_vec()), never, &mut |_| true);
                         let held = take(&mut lane);
                         lane.release();
                         let used = (inpath_core::thread_cpu_seconds() - cpu).max(0.0);
@@ -460,6 +460,33 @@ fn lane_runs(pages: &[usize], lanes: usize) -> Vec<&[usize]> {
         start += len;
     }
     runs
+}
+
+/// The pages a lane of the last task reads.
+enum LanePages {
+    /// A run of its own, read in order: a NOP task's kept rows and sorted groups follow page
+    /// order, lane by lane.
+    Run(Vec<usize>),
+    /// A queue all lanes share, each taking the next page when done with its last: where which
+    /// lane reads a page does not change the result (the groups of an aggregate merge
+    /// exactly), a lane on a slower core reads fewer pages instead of holding the query up.
+    Shared(Arc<(Vec<usize>, AtomicUsize)>),
+}
+
+impl LanePages {
+    /// The next page to read, none when all are taken; `taken` counts a run's pages so far.
+    fn next(&self, taken: &mut usize) -> Option<usize> {
+        match self {
+            LanePages::Run(run) => {
+                *taken += 1;
+                run.get(*taken - 1).copied()
+            }
+            LanePages::Shared(queue) => queue
+                .0
+                .get(queue.1.fetch_add(1, Ordering::Relaxed))
+                .copied(),
+        }
+    }
 }
 
 /// The builds of a task's joins, in join order.
@@ -719,8 +746,14 @@ impl Device for LocalDevice {
             }
             false => None,
         };
+        // Lanes of an aggregate without an order share one queue of pages (`LanePages`).
+        let shared = (task.operator != Operator::Nop && task.order.is_none())
+            .then(|| Arc::new((pages.clone(), AtomicUsize::new(0))));
         for (k, run) in lane_runs(&pages, lanes).into_iter().enumerate() {
-            let run = run.to_vec();
+            let run = match &shared {
+                Some(queue) => LanePages::Shared(queue.clone()),
+                None => LanePages::Run(run.to_vec()),
+            };
             let (plan, tx, cancel, counters) = (
                 plan.clone(),
                 tx.clone(),
@@ -2221,13 +2254,14 @@ impl<'a> Lane<'a> {
 
     fn run(
         &mut self,
-        pages: &[usize],
+        pages: &LanePages,
         cancel: &AtomicBool,
         emit: &mut dyn FnMut(RecordBatch) -> bool,
     ) -> Result<()> {
         let rows_per_page = self.plan.reader.rows_per_page();
         let mut last_page = 0u64;
-        for &page in pages {
+        let mut taken = 0;
+        while let Some(page) = pages.next(&mut taken) {
             if cancel.load(Ordering::Relaxed) {
                 return Err(Error::Offload {
                     detail: "the query was cancelled".into(),
@@ -4100,6 +4134,40 @@ fn int_array(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A run is read in its order; lanes sharing a queue read every page exactly once between
+    /// them, however the threads interleave.
+    #[test]
+    fn lane_pages_read_every_page_once() {
+        let run = LanePages::Run(vec![7, 3, 9]);
+        let mut taken = 0;
+        let read: Vec<usize> = std::iter::from_fn(|| run.next(&mut taken)).collect();
+        assert_eq!(read, [7, 3, 9]);
+        assert_eq!(run.next(&mut taken), None);
+
+        let pages: Vec<usize> = (0..10_000).map(|p| p * 3 + 1).collect();
+        let queue = Arc::new((pages.clone(), AtomicUsize::new(0)));
+        let mut read: Vec<usize> = std::thread::scope(|scope| {
+            let lanes: Vec<_> = (0..4)
+                .map(|_| {
+                    let source = LanePages::Shared(queue.clone());
+                    scope.spawn(move || {
+                        let mut taken = 0;
+                        let mut mine = Vec::new();
+                        while let Some(page) = source.next(&mut taken) {
+                            mine.push(page);
+                        }
+                        // Pages come in queue order within a lane.
+                        assert!(mine.windows(2).all(|w| w[0] < w[1]));
+                        mine
+                    })
+                })
+                .collect();
+            lanes.into_iter().flat_map(|l| l.join().unwrap()).collect()
+        });
+        read.sort_unstable();
+        assert_eq!(read, pages);
+    }
 
     /// Counted groups' rows ordered by every key as Arrow sorts them (strings by bytes,
     /// descending, nulls placed), and a limit keeping the rows tied with the last on every key.
