@@ -162,11 +162,12 @@ def trace_runs(binary, sf, host_sf):
                     runs.append((["query", "tpch", directory, *key, "--threads", threads,
                                   "--runs", "1", *modes[mode]], None, mode,
                                  f"Q1-22 {pages} {threads} threads {mode}", False))
-        big = gen_tables(binary, tmp, host_sf, keys) if host_sf != sf else data
+        big = data
         if host_sf != sf:
             # The fully offloaded hosts again at a larger scale, where paths that small tables
             # never take run (a hash table's growth, a second batch); the device, not traced
             # (its code is the SF `sf` runs').
+            big = gen_tables(binary, tmp, host_sf, keys)
             for (pages, directory, key), threads in zip(big, ("1", "2")):
                 for q in full:
                     runs.append((["query", "tpch", directory, *key, "--queries", str(q),
@@ -219,7 +220,7 @@ def layout(record):
     # offload): that query's functions all lie in one run, the next one's in at most two, and
     # so on; what every host runs (start-up, parsing, planning, the final merge) leads. Ranking
     # by how many hosts ran a function instead interleaves each query's own functions with the
-    # others' at every count: Q2's host held 1.2 MiB more code that way.
+    # others' at every count: Q2's host held 1.6 MiB more code that way (Zen 3).
     baseline = record["offload_off_peak_rss"]
     priority = sorted(full, key=lambda q: (baseline[str(q)], q))
     offloaded_host = sorted(offloaded, key=lambda f: (
