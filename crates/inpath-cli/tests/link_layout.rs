@@ -1,7 +1,7 @@
 //! The `inpath` binary's code layout (see build.rs): the functions `link/symbol-order.txt`
 //! lists sit at the front of `.text`, in the listed order, and the file still names the
-//! binary's functions (it goes stale when a dependency or the toolchain changes the symbols'
-//! hashes; `scripts/link_order.py` rewrites it).
+//! binary's functions (it goes stale when an edit, a dependency or the toolchain changes the
+//! symbols' names; `scripts/link_order.py` rewrites it, `--refresh` after an edit).
 #![cfg(inpath_link_layout)]
 
 use std::collections::HashMap;
@@ -41,13 +41,18 @@ fn listed_functions_lead_the_text_in_order() {
     // one (the linker keeps one copy, at the first's place): it is where the list put it.
     let mut seen = std::collections::HashSet::new();
     let placed: Vec<u64> = found.iter().copied().filter(|a| seen.insert(*a)).collect();
-    // Most of the list names this build's functions: a toolchain or dependency change renames
-    // them all, and the binary's query processes then hold 40-50 MiB of scattered code again.
+    // The list names this build's functions. An edit to the engines renames a few hundred of
+    // them (a new impl block renumbers the blocks after it; ThinLTO renames the functions it
+    // promoted from a changed codegen unit), and an offloaded host then holds 3 MiB more code
+    // (Q2: 19.1 MiB instead of 16.6, Zen 3); `--refresh` maps the new names in seconds. A
+    // dependency or toolchain change renames them all: that needs the traces again.
+    let missing = listed.len() - found.len();
     assert!(
-        found.len() * 10 >= listed.len() * 8,
-        "only {} of the {} functions in {} are in the binary: regenerate it with \
-         `python3 scripts/link_order.py` (after `cargo build --release -p inpath-cli`)",
-        found.len(),
+        missing * 100 <= listed.len(),
+        "{missing} of the {} functions in {} are not in the binary (1 % may be): after an edit, \
+         `python3 scripts/link_order.py --refresh` and rebuild; after a dependency or toolchain \
+         change, regenerate it with `python3 scripts/link_order.py` (after `cargo build \
+         --release -p inpath-cli`)",
         listed.len(),
         list_path.display()
     );
