@@ -130,12 +130,24 @@ def stable_key(name):
 
 def text_symbols(binary):
     """The binary's function symbols in address order (`nm`)."""
-    nm = subprocess.run(["nm", "--defined-only", "--numeric-sort", binary], capture_output=True,
-                        text=True)
+    try:
+        nm = subprocess.run(["nm", "--defined-only", "--numeric-sort", binary],
+                            capture_output=True, text=True)
+    except FileNotFoundError:
+        sys.exit("link_order.py: nm not found (binutils; Debian: apt-get install binutils)")
     if nm.returncode != 0:
         sys.exit(f"link_order.py: nm failed on {binary}: {nm.stderr.strip()}")
     return [p[2] for p in (line.split() for line in nm.stdout.splitlines())
             if len(p) == 3 and p[1] in ("t", "T")]
+
+
+def write_aside(path, text):
+    """Write `text` to `path` through a file beside it renamed into place: a failure leaves the
+    old file whole."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
 
 
 def refresh(order, binary):
@@ -168,8 +180,9 @@ def refresh(order, binary):
     for name in stale:
         old = LLVM_SUFFIX.search(name)
         found = by_unsuffixed.get(unsuffixed(name), [])
-        if old and len(found) == 1 and LLVM_SUFFIX.search(found[0]):
-            votes[old.group(1)][LLVM_SUFFIX.search(found[0]).group(1)] += 1
+        new = LLVM_SUFFIX.search(found[0]) if len(found) == 1 else None
+        if old and new:
+            votes[old.group(1)][new.group(1)] += 1
     unit = {old: max(new, key=new.get) for old, new in votes.items()}
 
     def renamed(name):
@@ -192,12 +205,6 @@ def refresh(order, binary):
                 placed.add(new)
                 out.append(new)
     return out, len(stale), len(out) - (len(order) - len(stale))
-
-
-def binary_symbols(binary):
-    """The function symbols the binary defines (for the coverage report)."""
-    nm = subprocess.run(["nm", "--defined-only", binary], capture_output=True, text=True)
-    return {line.split()[-1] for line in nm.stdout.splitlines() if line.strip()}
 
 
 def peak_rss(cmd):
@@ -341,17 +348,17 @@ def main():
     ap.add_argument("--refresh", action="store_true",
                     help="only rename the listed functions the binary lacks (after an edit)")
     args = ap.parse_args()
+    if (args.refresh or not args.traces) and not os.path.exists(args.binary):
+        sys.exit(f"link_order.py: {args.binary} not found; "
+                 "cargo build --release -p inpath-cli first")
     if args.refresh:
-        if not os.path.exists(args.binary):
-            sys.exit(f"link_order.py: {args.binary} not found; "
-                     "cargo build --release -p inpath-cli first")
+        if not os.path.exists(args.output):
+            sys.exit(f"link_order.py: {args.output} not found: there is no layout to refresh "
+                     "(run without --refresh to trace one)")
         with open(args.output) as f:
             order = [line for line in f.read().split("\n") if line]
         new_order, stale, put = refresh(order, args.binary)
-        tmp_out = args.output + ".tmp"
-        with open(tmp_out, "w") as f:
-            f.write("\n".join(new_order) + "\n")
-        os.replace(tmp_out, args.output)
+        write_aside(args.output, "\n".join(new_order) + "\n")
         print(f"link_order.py: {stale} of the {len(order)} listed functions were not in "
               f"{os.path.relpath(args.binary, ROOT)}; {put} of its functions put in their place "
               f"({len(new_order)} listed); rebuild to apply it")
@@ -369,24 +376,15 @@ def main():
         if shutil.which("valgrind") is None:
             sys.exit("link_order.py: valgrind not found and not installable here "
                      "(Debian: apt-get install valgrind)")
-        if not os.path.exists(args.binary):
-            sys.exit(f"link_order.py: {args.binary} not found; "
-                     "cargo build --release -p inpath-cli first")
         record = trace_runs(os.path.abspath(args.binary), args.sf, args.host_sf)
         if args.save_traces:
-            tmp_traces = args.save_traces + ".tmp"
-            with open(tmp_traces, "w") as f:
-                json.dump(record, f)
-            os.replace(tmp_traces, args.save_traces)
+            write_aside(args.save_traces, json.dumps(record))
     offloaded_host, host_off, rest = layout(record)
     order = offloaded_host + host_off + rest
     os.makedirs(os.path.dirname(args.output), exist_ok=True)
-    tmp_out = args.output + ".tmp"
-    with open(tmp_out, "w") as f:
-        f.write("\n".join(order) + "\n")
-    os.replace(tmp_out, args.output)
+    write_aside(args.output, "\n".join(order) + "\n")
     if os.path.exists(args.binary):
-        have = binary_symbols(args.binary)
+        have = set(text_symbols(args.binary))
         found = sum(1 for f in order if f in have)
         held = f"; {found} of them are in {os.path.relpath(args.binary, ROOT)}"
     else:

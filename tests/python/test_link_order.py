@@ -86,3 +86,39 @@ def test_a_name_is_listed_once(monkeypatch):
     new = legacy("c::g", 1, suffix=3)
     out, _, _ = refreshed([a, legacy("c::h", 2), b], [new, legacy("c::h", 2)], monkeypatch)
     assert out == [new, legacy("c::h", 2)]
+
+
+def run_script(*args):
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "link_order.py"), *args],
+                          capture_output=True, text=True)
+
+
+def test_refresh_without_a_layout_says_so_and_writes_nothing(tmp_path):
+    missing = tmp_path / "symbol-order.txt"
+    # Any existing file stands for the binary: the missing list is found first.
+    run = run_script("--refresh", "--binary", __file__, "--output", str(missing))
+    assert run.returncode != 0
+    assert "no layout to refresh" in run.stderr and "Traceback" not in run.stderr
+    assert not missing.exists()
+
+
+def test_refresh_without_the_binary_names_it(tmp_path):
+    listed = tmp_path / "symbol-order.txt"
+    listed.write_text("_ZN1c1f17h0000000000000001E\n")
+    run = run_script("--refresh", "--binary", str(tmp_path / "inpath"), "--output", str(listed))
+    assert run.returncode != 0
+    assert "cargo build --release -p inpath-cli first" in run.stderr
+    assert listed.read_text() == "_ZN1c1f17h0000000000000001E\n"
+
+
+def test_a_file_nm_cannot_read_is_a_clear_error(tmp_path):
+    listed = tmp_path / "symbol-order.txt"
+    listed.write_text("_ZN1c1f17h0000000000000001E\n")
+    not_elf = tmp_path / "inpath"
+    not_elf.write_text("not an executable\n")
+    run = run_script("--refresh", "--binary", str(not_elf), "--output", str(listed))
+    assert run.returncode != 0
+    assert "nm failed on" in run.stderr and "Traceback" not in run.stderr
+    assert listed.read_text() == "_ZN1c1f17h0000000000000001E\n"
