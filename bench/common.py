@@ -42,8 +42,7 @@ def build():
 
 def build_cli():
     """Builds the `inpath` binary as a user does (`cargo build --release -p inpath-cli`, no
-    features): the configuration whose symbols the binary's code layout lists
-    (crates/inpath-cli/link/symbol-order.txt), so its memory figures are a user's."""
+    features), so its figures are a user's."""
     subprocess.run(["cargo", "build", "--release", "--quiet", "-p", "inpath-cli"], cwd=ROOT, check=True)
 
 

@@ -27,8 +27,11 @@ apart), and the host's peak anonymous part
 the host (DataFusion's scan output without offload; the device's emitted batches with it),
 device CPU and bytes read, and each query's class from `inpath query explain --offload`.
 Targets (SF 1, warm): Q1 and Q6 <= 0.5x DuckDB-file; Q3, Q10 <= 1.0x; sealed <= 1.5x plain;
-host CPU >= 70% lower and peak RSS >= 60% lower on the fully offloaded queries; bytes to the host
->= 100x fewer for Q1/Q6 and >= 20x for Q3/Q10.
+host CPU >= 70% lower and the host's peak anonymous RSS (RssAnon) >= 60% lower on the fully
+offloaded queries (VmHWM, printed beside it, also counts the binary's clean, shared code pages,
+which the kernel can drop at any time: not the host's own memory); bytes to the host >= 100x
+fewer for Q1/Q6 and >= 20x for Q3/Q10. Each fully offloaded row ends with its anonymous-peak
+ratio and whether it meets the target.
 """
 
 import argparse
@@ -146,7 +149,7 @@ def offload_rows(report, base, threads, runs, con_file, keys):
                 f"{sorted(n for n, c in thesis_classes.items() if c == 'full')}")
     header = (f"{'q':>3} {'thr':>3} {'class':>7} | {'off s':>7} {'on s':>7} {'sealed on':>9} {'duck s':>7} | "
               f"{'on/duck':>7} {'host CPU off':>12} {'on':>6} {'on proc':>7} {'RSS off':>8} {'on':>8} {'on proc':>8} "
-              f"{'device':>8} {'anon off':>8} {'on':>8} | "
+              f"{'device':>8} {'anon off':>8} {'on':>8} {'on proc':>8} {'anon -%':>7} | "
               f"{'to host off':>11} {'on':>9} {'ratio':>7} | {'dev CPU':>7} {'dev read':>9}")
     for t in threads:
         off = offload_runs(plain, t, runs)
@@ -194,10 +197,17 @@ def offload_rows(report, base, threads, runs, con_file, keys):
                    "device_peak_memory": dev.get("peak_memory"), "groups_spilled": dev.get("groups_spilled")}
             report.rows.append(row)
             ratio = sent_off / sent_on if sent_on else float("inf")
+            # The memory target: the host's own (anonymous) peak with the device in a process of
+            # its own, against the same query without offload; a fully offloaded query meets it
+            # at >= 60 % lower ("*" marks a miss).
+            anon_cut = (1 - rss["process"][1] / rss["off"][1]) * 100 if rss else None
+            row["anon_reduction_pct"] = anon_cut
+            mark = "*" if classes[n] == "full" and anon_cut is not None and anon_cut < 60 else " "
             rss_text = (f"{rss['off'][0] / 2**20:7.0f}M {rss['on'][0] / 2**20:7.0f}M "
                         f"{rss['process'][0] / 2**20:7.0f}M {rss['process'][2] / 2**20:7.0f}M "
-                        f"{rss['off'][1] / 2**20:7.0f}M {rss['on'][1] / 2**20:7.0f}M"
-                        if rss else f"{'-':>8} {'-':>8} {'-':>8} {'-':>8} {'-':>8} {'-':>8}")
+                        f"{rss['off'][1] / 2**20:7.1f}M {rss['on'][1] / 2**20:7.1f}M "
+                        f"{rss['process'][1] / 2**20:7.1f}M {anon_cut:6.1f}{mark}"
+                        if rss else " ".join(f"{'-':>8}" for _ in range(8)))
             print(f"{n:>3} {t:>3} {classes[n]:>7} | {median(o):7.3f} {median(f):7.3f} {median(s):9.3f} "
                   f"{duck[n]:7.3f} | {median(f) / duck[n]:7.2f} {o['host_cpu_seconds']:12.3f} "
                   f"{f['host_cpu_seconds']:6.3f} {on_process[n]['host_cpu_seconds']:7.3f} {rss_text} | {sent_off / 1e6:10.1f}M {sent_on / 1e6:8.3f}M "

@@ -1,17 +1,130 @@
 #!/usr/bin/env bash
-# The whole test suite: the README's test command and what .ci/run calls.
-# Installs what it needs (Rust toolchain check, Debian packages, a Python venv), then runs
-# formatting and lint gates, the Rust tests (release mode: the accuracy tests hash 10^8 items),
-# then builds the Python package into .venv and runs the Python tests.
+# The project's tests: the README's test command and what .ci/run calls.
+#
+#   bash scripts/test.sh           the gate: what CI runs (<= 20 minutes on 2 cores, cold)
+#   bash scripts/test.sh --quick   format, lint and the Rust tests of the crates you touched
+#   bash scripts/test.sh --full    the gate, then what left it (CONTRIBUTING.md, "Test tiers")
+#
+# Installs what it needs (Debian packages, a Python venv), then compiles the workspace ONCE:
+# one release build of every crate, test and binary, with clippy wrapping the workspace's own
+# crates (RUSTC_WORKSPACE_WRAPPER), so the lint costs no second pass over the dependencies and
+# the Python extension reuses the same artifacts. Prints the wall time of each phase at the end,
+# pass or fail.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+mode=gate
+case "${1:-}" in
+  "") ;;
+  --quick) mode=quick ;;
+  --full) mode=full ;;
+  -h|--help)
+    sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+    exit 0 ;;
+  *)
+    echo "test.sh: unknown option '$1' (use --quick, --full, or nothing for the gate)" >&2
+    exit 2 ;;
+esac
+
+# ---- phase timing --------------------------------------------------------------------------
+phase_names=()
+phase_secs=()
+phase_name=""
+phase_t0=0
+run_t0=$(date +%s)
+end_phase() {
+  if [ -n "$phase_name" ]; then
+    phase_names+=("$phase_name")
+    phase_secs+=($(( $(date +%s) - phase_t0 )))
+    phase_name=""
+  fi
+}
+phase() {
+  end_phase
+  phase_name="$1"
+  phase_t0=$(date +%s)
+  echo "== $1"
+}
+print_phases() {
+  local status=$?
+  end_phase
+  local i total=$(( $(date +%s) - run_t0 ))
+  echo "== phases ($mode, $(nproc) cores; wall seconds)"
+  for i in "${!phase_names[@]}"; do
+    printf '   %-46s %6d s\n' "${phase_names[$i]}" "${phase_secs[$i]}"
+  done
+  printf '   %-46s %6d s (%d min %02d s)%s\n' "total" "$total" $((total / 60)) $((total % 60)) \
+    "$([ "$status" -eq 0 ] || echo ", FAILED with status $status")"
+}
+trap print_phases EXIT
 
 if ! command -v cargo >/dev/null 2>&1; then
   echo "test.sh: cargo not found; install Rust (https://rustup.rs) first" >&2
   exit 1
 fi
 
-# Debian packages (e.g. tools used as interoperability peers).
+# ---- one build configuration for every phase -----------------------------------------------
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
+# Clippy lints the workspace's crates while the test build compiles them: the dependencies are
+# compiled once, for the tests, the binary and the Python extension alike. CLIPPY_ARGS is how
+# `cargo clippy` hands clippy-driver its flags (the pinned toolchain's, rust-toolchain.toml).
+clippy_driver="$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver || true)"
+if [ -z "$clippy_driver" ]; then
+  echo "test.sh: clippy-driver not found (rustup component add clippy)" >&2
+  exit 1
+fi
+export RUSTC_WORKSPACE_WRAPPER="$clippy_driver"
+export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
+# Cargo's lines are for a terminal; CI reads the phase lines.
+export CARGO_TERM_PROGRESS_WHEN=never
+
+machine() {
+  echo "== machine: $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | xargs), $(nproc) cores"
+  echo "   flags: $(grep -m1 -ow -e avx2 -e avx512f -e avx512vl -e vaes -e vpclmulqdq -e sha_ni /proc/cpuinfo 2>/dev/null | sort -u | xargs)"
+}
+
+# The crates a change touched (against origin/main, or the last commit), as `-p` names.
+touched_packages() {
+  local base files f
+  base=$(git merge-base HEAD origin/main 2>/dev/null || git rev-parse HEAD)
+  files=$( { git diff --name-only "$base"; git ls-files --others --exclude-standard; } | sort -u)
+  if echo "$files" | grep -qE '^(Cargo\.toml|Cargo\.lock|rust-toolchain\.toml)$'; then
+    echo "--workspace"
+    return
+  fi
+  for f in $files; do
+    case "$f" in
+      crates/*/*) f=${f#crates/}; echo "${f%%/*}" ;;
+      bench/*.rs|bench/src/*|bench/Cargo.toml) echo inpath-bench ;;
+    esac
+  done | sort -u
+}
+
+if [ "$mode" = quick ]; then
+  machine
+  phase "cargo fmt --check"
+  cargo fmt --all -- --check
+  mapfile -t pkgs < <(touched_packages)
+  if [ ${#pkgs[@]} -eq 0 ]; then
+    echo "test.sh --quick: no Rust crate touched since $(git merge-base HEAD origin/main 2>/dev/null || echo HEAD); nothing more to run"
+    exit 0
+  fi
+  # The test binaries of the whole workspace, as the gate builds them (warm: only what changed
+  # compiles, linted), then the touched crates' own binaries run.
+  phase "build and lint (warm)"
+  cargo test --release --workspace --no-run --quiet
+  phase "tests of: ${pkgs[*]}"
+  if [ "${pkgs[0]}" = "--workspace" ]; then
+    cargo test --release --workspace --quiet
+  else
+    # Same features as the workspace build: the packages are selected from the workspace's
+    # own test binaries, not rebuilt with their own feature set.
+    python3 scripts/test_bins.py "${pkgs[@]}"
+  fi
+  exit 0
+fi
+
+phase "setup (Debian packages, Python venv)"
 missing=()
 while read -r pkg; do
   case "$pkg" in ''|'#'*) continue ;; esac
@@ -22,43 +135,28 @@ if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-
 bash scripts/venv.sh
 export INPATH_PYTHON="$PWD/.venv/bin/python"
+# The machine, for reading a failure from another CPU: kernels are chosen at run time, and the
+# suites run every kernel level this CPU has (AVX-512, AVX2, portable) in process.
+machine
 
-# The machine, for reading a failure from another CPU: kernels are chosen at run time.
-echo "== machine: $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | xargs), $(nproc) cores"
-echo "   flags: $(grep -m1 -ow -e avx2 -e avx512f -e avx512vl -e vaes -e vpclmulqdq -e sha_ni /proc/cpuinfo 2>/dev/null | sort -u | xargs)"
-echo "== cargo fmt --check"
+phase "cargo fmt --check"
 cargo fmt --all -- --check
-echo "== cargo clippy"
-cargo clippy --release --workspace --all-targets --quiet -- -D warnings
-echo "== cargo test (best kernels for this CPU)"
+
+phase "build and lint (release, every crate and test)"
+cargo test --release --workspace --no-run --quiet
+
+phase "rust tests"
 cargo test --release --workspace
-# Every kernel level this CPU has below its best one: the engines' tests again with the kernels
-# capped by INPATH_ISA (the run above used the best level), so an AVX-512 machine also tests the
-# AVX2 and portable paths and an AVX2 machine the portable one.
-has_flags() {
-  local flag
-  for flag in "$@"; do grep -qw "$flag" /proc/cpuinfo 2>/dev/null || return 1; done
-}
-lower_levels=()
-if has_flags avx2 fma bmi1 bmi2; then
-  lower_levels+=(portable)
-  if has_flags avx512f avx512bw avx512cd avx512dq avx512vl; then lower_levels+=(avx2); fi
-fi
-for level in "${lower_levels[@]}"; do
-  echo "== engine tests with INPATH_ISA=$level"
-  INPATH_ISA=$level cargo test --release --quiet -p inpath-sketch -p inpath-corr -p inpath-seal -p inpath-store
-done
 
 # The portable code must build for aarch64 (Graviton, Ampere, Apple): check the crates that hold
 # kernels for that target, warnings as errors. The query engine's `arch` module holds only
-# `cfg(target_arch = "x86_64")` wrappers around plain Rust loops (and AVX-512 mask compares), whose portable path is the one
-# an aarch64 build compiles; checking the query engine and the CLI here would add a second
-# DataFusion build. Needs rustup's aarch64 standard library and a cross C compiler (zstd's C
-# sources); where they cannot be had, say so and go on.
-echo "== cargo check --target aarch64-unknown-linux-gnu"
+# `cfg(target_arch = "x86_64")` wrappers around plain Rust loops (and AVX-512 mask compares),
+# whose portable path is the one an aarch64 build compiles; checking the query engine and the
+# CLI here would add a second DataFusion build. Needs rustup's aarch64 standard library and a
+# cross C compiler (zstd's C sources); where they cannot be had, say so and go on.
+phase "cargo check --target aarch64-unknown-linux-gnu"
 if command -v rustup >/dev/null 2>&1 && command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 \
   && { rustup target list --installed | grep -qx aarch64-unknown-linux-gnu \
        || timeout 180 rustup target add aarch64-unknown-linux-gnu >/dev/null 2>&1; }; then
@@ -70,11 +168,31 @@ else
   echo "test.sh: skipped: the aarch64 target (rustup target add aarch64-unknown-linux-gnu) or aarch64-linux-gnu-gcc is not available"
 fi
 
-echo "== inpath-seal with ISA-L (the optional isal feature)"
-cargo clippy --release -p inpath-seal --features isal --all-targets --quiet -- -D warnings
+phase "inpath-seal with ISA-L (the optional isal feature)"
 cargo test --release -p inpath-seal --features isal --quiet
-echo "== python package (pip install ./python) and pytest"
-cargo build --release --quiet -p inpath-cli
-# Built into the workspace's target directory, where the engines are already compiled.
-CARGO_TARGET_DIR="$PWD/target" .venv/bin/pip install --quiet --disable-pip-version-check ./python
+
+phase "python package (pip install ./python) and pytest"
+# Built by maturin into the workspace's target directory with the same wrapper and profile, so
+# the engines and their dependencies compiled above are reused.
+.venv/bin/pip install --quiet --disable-pip-version-check ./python
 .venv/bin/python -m pytest -q tests/python
+
+# What left the gate (CONTRIBUTING.md, "Test tiers"): the engines' whole suites again with the
+# kernels capped by INPATH_ISA at each level below this CPU's best. The gate covers those levels
+# in process (each engine's kernel suite runs every level the CPU has); this also runs the
+# accuracy trials and the file and CLI paths through the lower levels.
+if [ "$mode" = full ]; then
+  lower_levels=()
+  has_flags() {
+    local flag
+    for flag in "$@"; do grep -qw "$flag" /proc/cpuinfo 2>/dev/null || return 1; done
+  }
+  if has_flags avx2 fma bmi1 bmi2; then
+    lower_levels+=(portable)
+    if has_flags avx512f avx512bw avx512cd avx512dq avx512vl; then lower_levels+=(avx2); fi
+  fi
+  for level in "${lower_levels[@]}"; do
+    phase "full: engine suites with INPATH_ISA=$level"
+    INPATH_ISA=$level python3 scripts/test_bins.py inpath-sketch inpath-corr inpath-seal inpath-store
+  done
+fi
