@@ -1,8 +1,7 @@
 //! Merge equals union; any chunking and any lane count give identical state; counters stay exact
 //! across tier folds.
 
-mod common;
-use common::{le_bytes, u32_items, Model};
+use crate::common::{self, le_bytes, u32_items, Model};
 use inpath_core::{run_reader, run_slice, ColumnRef, Engine, Lane, LaneOptions};
 use inpath_sketch::{Estimator, Extremes, HashMode, ItemKind, Params, Sketch, SketchEngine};
 use rand::Rng;

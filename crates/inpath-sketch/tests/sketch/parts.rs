@@ -1,7 +1,6 @@
 //! Keeping only some sketches (`--sketches`): the kept ones hold exactly the state a full sketch
 //! holds, the others are absent everywhere (state, file, summary, queries).
-mod common;
-use common::{le_bytes, u32_items};
+use crate::common::{le_bytes, u32_items};
 use inpath_core::run_slice;
 use inpath_sketch::kernel::supported_levels;
 use inpath_sketch::{format, Estimator, HashMode, ItemKind, Params, Parts, Sketch, SketchEngine};

@@ -2,8 +2,7 @@
 //! compat mode (the SKT reference rules) and in fast mode, through every compiled kernel, for
 //! the default and other parameter sets.
 
-mod common;
-use common::{le_bytes, u32_items, Model};
+use crate::common::{self, le_bytes, u32_items, Model};
 use inpath_core::{Engine, Lane};
 use inpath_sketch::kernel::supported_levels;
 use inpath_sketch::{HashMode, ItemKind, Params, Sketch, SketchEngine};
