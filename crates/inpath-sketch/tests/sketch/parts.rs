@@ -1,9 +1,11 @@
 //! Keeping only some sketches (`--sketches`): the kept ones hold exactly the state a full sketch
-//! holds, the others are absent everywhere (state, file, summary, queries).
-use crate::common::{le_bytes, u32_items};
+//! holds, the others are absent everywhere (state, file, summary, queries); every kernel level
+//! the CPU supports gives the same state for every item kind, hash mode, layout and choice.
+use crate::common::{self, le_bytes, u32_items};
 use inpath_core::run_slice;
-use inpath_sketch::kernel::supported_levels;
+use inpath_sketch::kernel::{supported_levels, Level};
 use inpath_sketch::{format, Estimator, HashMode, ItemKind, Params, Parts, Sketch, SketchEngine};
+use rand::Rng;
 
 /// Every non-empty choice of sketches.
 fn choices() -> Vec<Parts> {
@@ -24,17 +26,25 @@ fn full_and_partial(params: Params, parts: Parts, bytes: &[u8]) -> (Sketch, Sket
     (full, partial)
 }
 
-fn assert_kept_parts_equal(full: &Sketch, partial: &Sketch, parts: Parts) {
-    assert_eq!(partial.count(), full.count());
-    assert_eq!(partial.extremes(), full.extremes());
+fn assert_kept_parts_equal(full: &Sketch, partial: &Sketch, parts: Parts, context: &str) {
+    assert_eq!(partial.count(), full.count(), "{context}: {parts}");
+    assert_eq!(partial.extremes(), full.extremes(), "{context}: {parts}");
     if parts.hll {
-        assert_eq!(partial.hll_registers(), full.hll_registers(), "{parts}");
+        assert_eq!(
+            partial.hll_registers(),
+            full.hll_registers(),
+            "{context}: {parts}"
+        );
     } else {
         assert!(partial.hll_registers().is_empty());
         assert_eq!(partial.cardinality(Estimator::Ertl), None);
     }
     if parts.cm {
-        assert_eq!(partial.cm_counters(), full.cm_counters(), "{parts}");
+        assert_eq!(
+            partial.cm_counters(),
+            full.cm_counters(),
+            "{context}: {parts}"
+        );
     } else {
         assert!(partial.cm_counters().is_empty());
         assert!(partial.count_min_report(Estimator::Ertl).is_none());
@@ -42,10 +52,27 @@ fn assert_kept_parts_equal(full: &Sketch, partial: &Sketch, parts: Parts) {
         assert!(err.contains("keeps no Count-Min"), "{err}");
     }
     if parts.agms {
-        assert_eq!(partial.agms_counters(), full.agms_counters(), "{parts}");
+        assert_eq!(
+            partial.agms_counters(),
+            full.agms_counters(),
+            "{context}: {parts}"
+        );
     } else {
         assert!(partial.agms_counters().is_empty());
         assert_eq!(partial.f2(), None);
+    }
+}
+
+/// A non-default layout with rows beyond the first 128 hash bits (fast mode only): the kernel's
+/// generic copy, with extension blocks.
+fn wide() -> Params {
+    Params {
+        hll_p: 12,
+        cm_rows: 12,
+        cm_p: 15,
+        agms_rows: 9,
+        agms_p: 14,
+        ..Params::default()
     }
 }
 
@@ -56,39 +83,119 @@ fn kept_sketches_equal_the_full_sketch_in_both_hash_modes() {
     for hash in [HashMode::Fast, HashMode::Compat] {
         for parts in choices() {
             let (full, partial) = full_and_partial(Params::with_hash(hash), parts, &bytes);
-            assert_kept_parts_equal(&full, &partial, parts);
+            assert_kept_parts_equal(&full, &partial, parts, &format!("{hash:?}"));
         }
     }
     // A non-default layout (rows beyond the first 128 hash bits) takes the generic kernel.
-    let wide = Params {
-        hll_p: 12,
-        cm_rows: 12,
-        cm_p: 15,
-        agms_rows: 9,
-        agms_p: 14,
-        ..Params::default()
-    };
     for parts in choices() {
-        let (full, partial) = full_and_partial(wide, parts, &bytes);
-        assert_kept_parts_equal(&full, &partial, parts);
+        let (full, partial) = full_and_partial(wide(), parts, &bytes);
+        assert_kept_parts_equal(&full, &partial, parts, "wide");
     }
 }
 
-#[test]
-fn every_kernel_level_gives_the_same_partial_state() {
-    let bytes = le_bytes(&u32_items(5, 100_003, u32::MAX));
-    for parts in choices() {
-        let params = Params::default().with_parts(parts);
-        let mut reference: Option<Sketch> = None;
+/// The layouts every kernel level is compared on: the SKT default (the kernel's copy with
+/// constant shifts) in both hash modes, the wide layout (fast mode, extension blocks) and a
+/// small non-default layout that compat mode allows (the generic copy without extension blocks).
+fn level_layouts() -> Vec<(&'static str, Params)> {
+    vec![
+        ("default fast", Params::with_hash(HashMode::Fast)),
+        ("default compat", Params::with_hash(HashMode::Compat)),
+        ("wide fast", wide()),
+        (
+            "small compat",
+            Params {
+                hll_p: 10,
+                cm_rows: 4,
+                cm_p: 11,
+                agms_rows: 5,
+                agms_p: 12,
+                ..Params::with_hash(HashMode::Compat)
+            },
+        ),
+    ]
+}
+
+/// One input of the level tests, fed the same way at every level.
+enum Input {
+    U32(Vec<u8>),
+    U64(Vec<u64>),
+    Values(Vec<String>),
+}
+
+impl Input {
+    fn kind(&self) -> ItemKind {
+        match self {
+            Input::U32(_) => ItemKind::U32,
+            Input::U64(_) => ItemKind::U64,
+            Input::Values(_) => ItemKind::Bytes,
+        }
+    }
+
+    /// A sketch of the input with `params`, made by the kernel compiled for `level`.
+    fn sketch_at(&self, params: Params, level: Level) -> Sketch {
+        let mut sketch = Sketch::new(params, self.kind()).unwrap();
+        sketch.set_kernel_level(Some(level));
+        match self {
+            Input::U32(bytes) => sketch.update_u32_le(bytes),
+            Input::U64(items) => sketch.update_u64(items),
+            Input::Values(values) => sketch.update_values(values.iter().map(|v| v.as_bytes())),
+        }
+        .unwrap();
+        sketch
+    }
+}
+
+/// At every level the CPU supports (up to the `INPATH_ISA` cap), for every layout of
+/// [`level_layouts`]: the full sketch equals the portable level's exactly, and so does every
+/// choice of kept sketches (HyperLogLog alone takes its own loop) in the parts it keeps.
+fn assert_every_level_equals_portable(input: &Input) {
+    for (name, params) in level_layouts() {
+        let portable = input.sketch_at(params, Level::Portable);
         for level in supported_levels() {
-            let mut sketch = Sketch::new(params, ItemKind::U32).unwrap();
-            sketch.update_u32_le_at(&bytes, level).unwrap();
-            match &reference {
-                None => reference = Some(sketch),
-                Some(r) => assert!(r.same_state(&sketch), "{parts} at {level:?}"),
+            let context = format!("{:?} items, {name} layout, at {level}", input.kind());
+            if level != Level::Portable {
+                let full = input.sketch_at(params, level);
+                assert!(full.same_state(&portable), "{context}: all three");
+            }
+            for parts in choices() {
+                let partial = input.sketch_at(params.with_parts(parts), level);
+                assert_kept_parts_equal(&portable, &partial, parts, &context);
             }
         }
     }
+}
+
+// 100,003 items cross the hot counter tier's fold three times and end in a short batch.
+
+#[test]
+fn every_kernel_level_gives_the_same_partial_state_of_u32_items() {
+    let bytes = le_bytes(&u32_items(5, 100_003, u32::MAX));
+    assert_every_level_equals_portable(&Input::U32(bytes));
+}
+
+#[test]
+fn every_kernel_level_gives_the_same_partial_state_of_u64_items() {
+    let mut rng = common::rng(6);
+    let items = (0..100_003)
+        .map(|i| match i % 4 {
+            0 => rng.gen_range(0..1000u64), // repeats
+            _ => rng.gen::<u64>(),
+        })
+        .collect();
+    assert_every_level_equals_portable(&Input::U64(items));
+}
+
+#[test]
+fn every_kernel_level_gives_the_same_partial_state_of_byte_values() {
+    let mut rng = common::rng(7);
+    let values = (0..100_003)
+        .map(|i| match i % 3 {
+            0 => format!("{:.2}", rng.gen_range(-1e6..1e6f64)), // numeric: min/max kept
+            1 => format!("user{}", rng.gen_range(0..20_000u32)),
+            _ => format!("a longer value #{}", rng.gen::<u64>()),
+        })
+        .collect();
+    assert_every_level_equals_portable(&Input::Values(values));
 }
 
 #[test]
