@@ -72,6 +72,13 @@ impl SketchEngine {
         &self.sketch
     }
 
+    /// Test hook: this engine's sketch, the sketches `finish` starts afresh and the lanes
+    /// `fork` makes run the kernel at `level` (see [`Sketch::set_kernel_level`]).
+    #[doc(hidden)]
+    pub fn set_kernel_level(&mut self, level: Option<crate::kernel::Level>) {
+        self.sketch.set_kernel_level(level);
+    }
+
     /// Ends the current input like [`Lane::close_input`] and returns the sketch, consuming the
     /// engine.
     pub fn into_sketch(mut self) -> Result<Sketch> {
@@ -132,7 +139,7 @@ impl Engine for SketchEngine {
 
     fn finish(&mut self) -> Result<Sketch> {
         let closed = self.close_input();
-        let fresh = Sketch::new(*self.sketch.params(), self.sketch.kind())?;
+        let fresh = self.sketch.empty_like();
         let sketch = std::mem::replace(&mut self.sketch, fresh);
         closed.map(|_| sketch)
     }
@@ -145,8 +152,7 @@ impl Lane for SketchEngine {
 
     fn fork(&self) -> Self {
         SketchEngine {
-            sketch: Sketch::new(*self.sketch.params(), self.sketch.kind())
-                .expect("parameters were validated when this engine was made"),
+            sketch: self.sketch.empty_like(),
             deframer: Deframer::new(self.deframer.framing().clone())
                 .expect("framing was validated when this engine was made"),
             batcher: ValueBatcher::new(),

@@ -12,6 +12,8 @@
 //! HyperLogLog ranks are taken in the same scalar pass that updates the registers.
 //!
 //! [`chosen_level`] is the crate's one dispatch point: the CPU's level capped by `INPATH_ISA`.
+//! A sketch can be pinned to another supported level (`Sketch::set_kernel_level`, a test hook),
+//! so one test process compares every level for every item kind, hash mode and layout.
 #![allow(unsafe_code)]
 
 use crate::hash::{self, HashMode};

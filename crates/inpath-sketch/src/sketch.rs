@@ -73,6 +73,9 @@ pub struct Sketch {
     mid_items: u64,
     count: u64,
     extremes: Extremes,
+    /// The kernel level set by [`Sketch::set_kernel_level`] (a test hook); `None` runs the
+    /// process-wide [`kernel::chosen_level`]. Not part of the state.
+    level: Option<Level>,
 }
 
 impl Sketch {
@@ -90,7 +93,16 @@ impl Sketch {
             mid_items: 0,
             count: 0,
             extremes: empty_extremes(kind),
+            level: None,
         })
+    }
+
+    /// An empty sketch with the same parameters, kind and kernel level.
+    pub(crate) fn empty_like(&self) -> Sketch {
+        let mut sketch =
+            Sketch::new(self.params, self.kind).expect("parameters were validated already");
+        sketch.level = self.level;
+        sketch
     }
 
     /// The parameters.
@@ -243,9 +255,10 @@ impl Sketch {
         self.ingest(Items::Hashes(lo, hi), self.params.parts(), None);
     }
 
-    /// Feeds items through the kernel (at `level`, or the best one), folding the hot counters
-    /// every [`HOT_LIMIT`] items.
+    /// Feeds items through the kernel (at `level`, else at the sketch's own level, else at
+    /// [`kernel::chosen_level`]), folding the hot counters every [`HOT_LIMIT`] items.
     fn ingest(&mut self, items: Items<'_>, parts: Parts, level: Option<Level>) {
+        let level = level.or(self.level);
         let n = match items {
             Items::U32(bytes) => bytes.len() / 4,
             Items::U64(bytes) => bytes.len() / 8,
@@ -286,6 +299,24 @@ impl Sketch {
             self.count += take as u64;
             done += take;
         }
+    }
+
+    /// Test hook: every later update of this sketch (u32 and u64 items, hashes of byte values,
+    /// any choice of sketches and layout) runs the kernel compiled for `level` (see
+    /// [`crate::kernel::supported_levels`]) instead of the process-wide
+    /// [`kernel::chosen_level`]; `None` goes back to that. Lets one test process compare every
+    /// version without `INPATH_ISA`. An unsupported level runs the best one below it. The level
+    /// is not part of the state: [`Sketch::same_state`], merges and files ignore it, and
+    /// [`Sketch::clear`] keeps it.
+    #[doc(hidden)]
+    pub fn set_kernel_level(&mut self, level: Option<Level>) {
+        self.level = level;
+    }
+
+    /// The level set by [`Sketch::set_kernel_level`], if any.
+    #[doc(hidden)]
+    pub fn kernel_level(&self) -> Option<Level> {
+        self.level
     }
 
     /// Test hook: inserts `u32` items through the kernel compiled for `level` (see

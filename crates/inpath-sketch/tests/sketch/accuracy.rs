@@ -5,7 +5,6 @@
 //! - Count-Min never below the true count; its average relative error is printed (run with
 //!   `--nocapture` to see the report that docs/sketch.md quotes).
 
-mod common;
 use inpath_sketch::{Estimator, HashMode, ItemKind, Params, Sketch};
 use rand::SeedableRng;
 use rand_distr::Distribution;

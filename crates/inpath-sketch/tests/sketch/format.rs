@@ -1,7 +1,6 @@
 //! The sketch file: round trips, and every kind of damage is a clear error.
 
-mod common;
-use common::u32_items;
+use crate::common::u32_items;
 use inpath_core::Error;
 use inpath_sketch::format::{from_bytes, to_bytes};
 use inpath_sketch::{HashMode, ItemKind, Params, Sketch};

@@ -1,9 +1,9 @@
 //! The engine equals the simple model, register for register and counter for counter, in
-//! compat mode (the SKT reference rules) and in fast mode, through every compiled kernel, for
-//! the default and other parameter sets.
+//! compat mode (the SKT reference rules) and in fast mode, for u32 and u64 items and byte
+//! values, through every kernel level the CPU supports (each set in process with
+//! `Sketch::set_kernel_level`), for the default and other parameter sets.
 
-mod common;
-use common::{le_bytes, u32_items, Model};
+use crate::common::{self, le_bytes, u32_items, Model};
 use inpath_core::{Engine, Lane};
 use inpath_sketch::kernel::supported_levels;
 use inpath_sketch::{HashMode, ItemKind, Params, Sketch, SketchEngine};
@@ -45,8 +45,16 @@ fn u32_items_match_the_model_in_every_kernel() {
             let mut sketch = Sketch::new(p, ItemKind::U32).unwrap();
             sketch.update_u32_le_at(&bytes, level).unwrap();
             model.assert_matches(&sketch, &format!("{p:?} at {level:?}"));
+            // The engine, chunked oddly, with its level set.
+            let mut engine = SketchEngine::u32(p).unwrap();
+            engine.set_kernel_level(Some(level));
+            for chunk in bytes.chunks(4093) {
+                engine.update(chunk).unwrap();
+            }
+            let context = format!("{p:?} via engine at {level:?}");
+            model.assert_matches(&engine.finish().unwrap(), &context);
         }
-        // The default path (the engine, chunked oddly) agrees too.
+        // The default path (the process-wide level) agrees too.
         let mut engine = SketchEngine::u32(p).unwrap();
         for chunk in bytes.chunks(4093) {
             engine.update(chunk).unwrap();
@@ -56,29 +64,67 @@ fn u32_items_match_the_model_in_every_kernel() {
 }
 
 #[test]
-fn u64_items_and_text_values_match_the_model() {
+fn u64_items_match_the_model_in_every_kernel() {
+    // 40,000 items cross the hot counter tier's fold once.
     let mut rng = common::rng(5);
-    let items: Vec<u64> = (0..5_000)
-        .map(|_| rand::Rng::gen::<u64>(&mut rng) % 3_000)
+    let items: Vec<u64> = (0..40_000)
+        .map(|i| match i % 2 {
+            0 => rand::Rng::gen::<u64>(&mut rng) % 3_000,
+            _ => rand::Rng::gen::<u64>(&mut rng),
+        })
         .collect();
-    let words: Vec<String> = (0..5_000)
-        .map(|i| format!("word-{}", (i * 7919) % 2_000))
-        .collect();
+    let bytes: Vec<u8> = items.iter().flat_map(|x| x.to_le_bytes()).collect();
     for p in parameter_sets() {
         let mut model = Model::new(p);
         for x in &items {
             model.insert(&x.to_le_bytes());
         }
+        for level in supported_levels() {
+            let mut sketch = Sketch::new(p, ItemKind::U64).unwrap();
+            sketch.set_kernel_level(Some(level));
+            sketch.update_u64(&items).unwrap();
+            model.assert_matches(&sketch, &format!("u64 {p:?} at {level:?}"));
+            let mut engine = SketchEngine::u64(p).unwrap();
+            engine.set_kernel_level(Some(level));
+            for chunk in bytes.chunks(8191) {
+                engine.update(chunk).unwrap();
+            }
+            let context = format!("u64 {p:?} via engine at {level:?}");
+            model.assert_matches(&engine.finish().unwrap(), &context);
+        }
         let mut sketch = Sketch::new(p, ItemKind::U64).unwrap();
         sketch.update_u64(&items).unwrap();
         model.assert_matches(&sketch, &format!("u64 {p:?}"));
+    }
+}
 
+#[test]
+fn byte_values_match_the_model_in_every_kernel() {
+    // Text values are hashed in batches outside the kernel, which takes the hashes.
+    let words: Vec<String> = (0..40_000)
+        .map(|i| format!("word-{}", (i * 7919) % 20_000))
+        .collect();
+    let text = words.join("\n");
+    for p in parameter_sets() {
         let mut model = Model::new(p);
         for w in &words {
             model.insert(w.as_bytes());
         }
+        for level in supported_levels() {
+            let mut sketch = Sketch::new(p, ItemKind::Bytes).unwrap();
+            sketch.set_kernel_level(Some(level));
+            sketch
+                .update_values(words.iter().map(|w| w.as_bytes()))
+                .unwrap();
+            model.assert_matches(&sketch, &format!("values {p:?} at {level:?}"));
+            let mut engine = SketchEngine::lines(p).unwrap();
+            engine.set_kernel_level(Some(level));
+            engine.update(text.as_bytes()).unwrap();
+            engine.close_input().unwrap();
+            model.assert_matches(engine.sketch(), &format!("lines {p:?} at {level:?}"));
+        }
         let mut engine = SketchEngine::lines(p).unwrap();
-        engine.update(words.join("\n").as_bytes()).unwrap();
+        engine.update(text.as_bytes()).unwrap();
         engine.close_input().unwrap();
         model.assert_matches(engine.sketch(), &format!("lines {p:?}"));
     }

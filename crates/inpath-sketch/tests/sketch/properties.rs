@@ -1,9 +1,9 @@
-//! Merge equals union; any chunking and any lane count give identical state; counters stay exact
-//! across tier folds.
+//! Merge equals union; any chunking and any lane count (at every kernel level) give identical
+//! state; counters stay exact across tier folds.
 
-mod common;
-use common::{le_bytes, u32_items, Model};
+use crate::common::{self, le_bytes, u32_items, Model};
 use inpath_core::{run_reader, run_slice, ColumnRef, Engine, Lane, LaneOptions};
+use inpath_sketch::kernel::{supported_levels, Level};
 use inpath_sketch::{Estimator, Extremes, HashMode, ItemKind, Params, Sketch, SketchEngine};
 use rand::Rng;
 
@@ -141,24 +141,28 @@ fn lines_and_csv_lanes_and_chunks_agree() {
     for v in &values {
         model.insert(v.as_bytes());
     }
-    for threads in [1, 2, 4] {
-        let mut engine = SketchEngine::lines(p).unwrap();
-        let options = LaneOptions {
-            threads,
-            chunk_size: 8192,
-        };
-        run_reader(
-            &mut engine,
-            &mut text.as_bytes(),
-            "mem".as_ref(),
-            options,
-            &mut |_| {},
-        )
-        .unwrap();
-        model.assert_matches(
-            &engine.finish().unwrap(),
-            &format!("lines, {threads} lanes"),
-        );
+    // Every kernel level, set on the engine: its forked lanes run at the same level.
+    for level in supported_levels() {
+        for threads in [1, 2, 4] {
+            let mut engine = SketchEngine::lines(p).unwrap();
+            engine.set_kernel_level(Some(level));
+            let options = LaneOptions {
+                threads,
+                chunk_size: 8192,
+            };
+            run_reader(
+                &mut engine,
+                &mut text.as_bytes(),
+                "mem".as_ref(),
+                options,
+                &mut |_| {},
+            )
+            .unwrap();
+            model.assert_matches(
+                &engine.finish().unwrap(),
+                &format!("lines, {threads} lanes at {level}"),
+            );
+        }
     }
     let csv: String = std::iter::once("id,user,score".to_string())
         .chain(
@@ -169,12 +173,15 @@ fn lines_and_csv_lanes_and_chunks_agree() {
         )
         .collect::<Vec<_>>()
         .join("\n");
-    for column in [ColumnRef::Name("user".into()), ColumnRef::Index(1)] {
-        let mut engine = SketchEngine::csv(p, column, b',', true).unwrap();
-        for chunk in csv.as_bytes().chunks(777) {
-            engine.update(chunk).unwrap();
+    for level in supported_levels() {
+        for column in [ColumnRef::Name("user".into()), ColumnRef::Index(1)] {
+            let mut engine = SketchEngine::csv(p, column, b',', true).unwrap();
+            engine.set_kernel_level(Some(level));
+            for chunk in csv.as_bytes().chunks(777) {
+                engine.update(chunk).unwrap();
+            }
+            model.assert_matches(&engine.finish().unwrap(), &format!("csv column at {level}"));
         }
-        model.assert_matches(&engine.finish().unwrap(), "csv column");
     }
     // Numeric CSV values give a numeric min and max.
     let mut engine = SketchEngine::csv(p, ColumnRef::Name("score".into()), b',', true).unwrap();
@@ -261,4 +268,31 @@ fn engine_merge_refuses_a_lane_holding_a_partial_record() {
     let mut b = a.fork();
     b.update(&[1, 2]).unwrap();
     assert!(a.merge(&b).is_err());
+}
+
+#[test]
+fn a_kernel_level_is_kept_by_clone_clear_fork_and_finish_but_is_not_state() {
+    let level = Some(Level::Portable);
+    let mut sketch = Sketch::new(Params::default(), ItemKind::U32).unwrap();
+    assert_eq!(sketch.kernel_level(), None);
+    sketch.set_kernel_level(level);
+    sketch.update_u32(&[1, 2, 3]).unwrap();
+    assert_eq!(sketch.clone().kernel_level(), level);
+    let mut best = Sketch::new(Params::default(), ItemKind::U32).unwrap();
+    best.update_u32(&[1, 2, 3]).unwrap();
+    assert!(
+        sketch.same_state(&best),
+        "the level is not part of the state"
+    );
+    sketch.clear();
+    assert_eq!(sketch.kernel_level(), level);
+    sketch.set_kernel_level(None);
+    assert_eq!(sketch.kernel_level(), None);
+
+    let mut engine = SketchEngine::u32(Params::default()).unwrap();
+    engine.set_kernel_level(level);
+    assert_eq!(engine.fork().sketch().kernel_level(), level);
+    engine.update(&[1, 0, 0, 0]).unwrap();
+    assert_eq!(engine.finish().unwrap().kernel_level(), level);
+    assert_eq!(engine.sketch().kernel_level(), level, "after finish");
 }
