@@ -1,9 +1,7 @@
 //! The engine against an independent big-integer reference: statistics identical bit for bit,
 //! coefficients within float rounding of the exact value.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use inpath_core::{run_reader, run_slice, Engine, Lane, LaneOptions};
 use inpath_corr::{Corr, CorrConfig, DType, Ddof, Kernel, NanPolicy, Stat, Statistics};
 use num_bigint::BigInt;
