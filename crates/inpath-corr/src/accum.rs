@@ -22,6 +22,7 @@ use crate::madd16::Madd16Accumulator;
 use crate::stats::{tri_row, Data, Statistics};
 use crate::wide::{two_sum, Dd, I256};
 use crate::DType;
+use inpath_core::isa::Level;
 use inpath_core::Result;
 
 /// Panel bytes to aim for: small enough to stay in L2 while the tiles sweep it.
@@ -40,9 +41,9 @@ pub(crate) enum Accumulator {
 
 impl Accumulator {
     /// The accumulator for `dtype`: the integer kernels where `kernel` allows them and the CPU
-    /// has them, else the `f64` tiles on `isa`.
-    pub fn new(dtype: DType, m: usize, kernel: Kernel) -> Accumulator {
-        match arch::choose(kernel, dtype, m) {
+    /// has them (at most at level `cap`), else the `f64` tiles on `isa`.
+    pub fn new(dtype: DType, m: usize, kernel: Kernel, cap: Level) -> Accumulator {
+        match arch::choose(kernel, dtype, m, cap) {
             Path::Tiles(isa) => Accumulator::Tiles(Box::new(TileAccumulator::new(dtype, m, isa))),
             Path::Avx2I16 => Accumulator::Madd16(Box::new(Madd16Accumulator::new(dtype, m))),
             path => Accumulator::Int(Box::new(IntAccumulator::new(dtype, m, path))),

@@ -6,6 +6,7 @@ use crate::spearman::Collector;
 use crate::stats::{check_streams, default_names, Kind, Statistics};
 use crate::DType;
 use inpath_core::error::excerpt;
+use inpath_core::isa::Level;
 use inpath_core::{CsvSpec, Deframer, Engine, Error, Framing, Lane, RecordSink, Result};
 
 /// How the streams are laid out in the input.
@@ -99,6 +100,9 @@ impl CorrConfig {
 /// ```
 pub struct Corr {
     config: CorrConfig,
+    /// The highest kernel level this engine may use (below what the CPU and `INPATH_ISA`
+    /// allow only in tests: [`Corr::with_isa_cap`]).
+    cap: Level,
     deframer: Deframer,
     sink: Sink,
 }
@@ -107,6 +111,7 @@ struct Sink {
     dtype: DType,
     method: Method,
     kernel: Kernel,
+    cap: Level,
     has_header: bool,
     /// Streams, once known (from the configuration, or a CSV's first row).
     m: Option<usize>,
@@ -125,6 +130,15 @@ struct Sink {
 impl Corr {
     /// A new engine. Fails if the stream count is out of range (binary layouts need 2 or more).
     pub fn new(config: CorrConfig) -> Result<Corr> {
+        Corr::with_isa_cap(config, Level::Avx512)
+    }
+
+    /// [`Corr::new`] with its kernels capped at level `cap`, as `INPATH_ISA` caps them but for
+    /// this engine only (its lanes and resets keep the cap): the tests run every level the CPU
+    /// supports in one process. The effective level is the lowest of the CPU's, `INPATH_ISA`'s
+    /// and `cap`.
+    #[doc(hidden)]
+    pub fn with_isa_cap(config: CorrConfig, cap: Level) -> Result<Corr> {
         let width = config.dtype.width();
         let (framing, m) = match &config.layout {
             Layout::Rows { streams } => {
@@ -152,6 +166,7 @@ impl Corr {
             dtype: config.dtype,
             method: config.method,
             kernel: config.kernel,
+            cap,
             has_header,
             m: None,
             names: None,
@@ -169,6 +184,7 @@ impl Corr {
         }
         Ok(Corr {
             config,
+            cap,
             deframer,
             sink,
         })
@@ -187,8 +203,8 @@ impl Corr {
             Layout::Csv(_) => self.sink.m.unwrap_or(2),
         };
         match self.config.method {
-            Method::Pearson => self.config.kernel.name_for(self.config.dtype, m),
-            Method::Spearman => self.config.kernel.name_for(DType::F64, m),
+            Method::Pearson => self.config.kernel.name_at(self.cap, self.config.dtype, m),
+            Method::Spearman => self.config.kernel.name_at(self.cap, DType::F64, m),
         }
     }
 
@@ -318,7 +334,7 @@ impl Sink {
         match self.method {
             Method::Pearson => {
                 self.stats = Some(Statistics::new(self.dtype, names)?);
-                self.acc = Some(Accumulator::new(self.dtype, m, self.kernel));
+                self.acc = Some(Accumulator::new(self.dtype, m, self.kernel, self.cap));
             }
             Method::Spearman => {
                 let mut stats = Statistics::new(self.dtype, names)?;
@@ -502,7 +518,7 @@ impl Engine for Corr {
         let closed = self.close_input().map_err(|e| self.sink.name_column(e));
         let stats = self.sink.stats.take();
         let collect = self.sink.collect.take();
-        let fresh = Corr::new(self.config.clone())?;
+        let fresh = Corr::with_isa_cap(self.config.clone(), self.cap)?;
         let names = self.sink.names.clone();
         *self = fresh;
         if let (Some(names), Layout::Rows { .. }) = (names, &self.config.layout) {
@@ -515,7 +531,7 @@ impl Engine for Corr {
             )
         })?;
         match collect {
-            Some(collect) => collect.finish(stats.names().to_vec(), self.config.kernel),
+            Some(collect) => collect.finish(stats.names().to_vec(), self.config.kernel, self.cap),
             None => Ok(stats),
         }
     }
@@ -527,7 +543,8 @@ impl Lane for Corr {
     }
 
     fn fork(&self) -> Self {
-        let mut lane = Corr::new(self.config.clone()).expect("a valid configuration forks");
+        let mut lane =
+            Corr::with_isa_cap(self.config.clone(), self.cap).expect("a valid configuration forks");
         lane.sink.names = self.sink.names.clone();
         if let Some(stats) = &mut lane.sink.stats {
             if let Some(names) = &lane.sink.names {

@@ -28,6 +28,7 @@
 use crate::arch::Path;
 use crate::stats::{tri_row, Data, Statistics};
 use crate::DType;
+use inpath_core::isa::Level;
 use inpath_core::{Error, Result};
 
 /// Panel bytes to aim for: small enough that the tiles sweep it from L1.
@@ -43,13 +44,14 @@ const AMX_MAX_BYTE_STREAMS: usize = 512;
 
 /// Whether the AMX kernel can run `m` streams of `dtype` here: 8/16/32-bit integers, at most
 /// 512 byte streams, a CPU with AMX-INT8 (and the AVX-512 used for packing), and an OS that
-/// grants this process the tile state (Linux `arch_prctl(ARCH_REQ_XCOMP_PERM)`, asked once).
-pub(crate) fn amx_supported(dtype: DType, m: usize) -> bool {
+/// grants this process the tile state (Linux `arch_prctl(ARCH_REQ_XCOMP_PERM)`, asked once),
+/// with the AVX-512 level allowed by `cap`.
+pub(crate) fn amx_supported(dtype: DType, m: usize, cap: Level) -> bool {
     matches!(
         dtype,
         DType::U8 | DType::I8 | DType::U16 | DType::I16 | DType::U32 | DType::I32
     ) && m * dtype.width() <= AMX_MAX_BYTE_STREAMS
-        && crate::arch::avx512_int(DType::U8)
+        && crate::arch::avx512_int(DType::U8, cap)
         && amx_granted()
 }
 
@@ -59,13 +61,13 @@ pub(crate) fn amx_supported(dtype: DType, m: usize) -> bool {
 /// 38-43), 256 x u8 38-46 ms (VNNI 88), 64 x u32 51-61 ms (IFMA 67); but on 64-byte rows of u8
 /// and u32 (64 x u8 24.5 against VNNI's 22-24 ms; 16 x u32 23-30 ms against IFMA's 25-26, the
 /// AMX time depending on the data) packing and transposing cost about what the multiplies save.
-pub(crate) fn amx_chosen(dtype: DType, m: usize) -> bool {
+pub(crate) fn amx_chosen(dtype: DType, m: usize, cap: Level) -> bool {
     let bytes = m * dtype.width();
     (if dtype.width() == 2 {
         bytes >= 64
     } else {
         bytes >= 128
-    }) && amx_supported(dtype, m)
+    }) && amx_supported(dtype, m, cap)
 }
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]

@@ -54,7 +54,19 @@ impl Kernel {
     /// AVX2), `avx512-f64` / `avx2-f64` (tiles) or
     /// `portable-f64`.
     pub fn name_for(self, dtype: crate::DType, m: usize) -> &'static str {
-        crate::arch::choose(self, dtype, m).name(dtype)
+        self.name_at(inpath_core::isa::Level::Avx512, dtype, m)
+    }
+
+    /// [`Kernel::name_for`] with the level capped at `cap` (as `INPATH_ISA` caps it, but for
+    /// one engine: [`crate::Corr::with_isa_cap`]); for tests and comparisons.
+    #[doc(hidden)]
+    pub fn name_at(
+        self,
+        cap: inpath_core::isa::Level,
+        dtype: crate::DType,
+        m: usize,
+    ) -> &'static str {
+        crate::arch::choose(self, dtype, m, cap).name(dtype)
     }
 }
 
@@ -502,7 +514,8 @@ mod tests {
     #[test]
     fn simd_and_portable_kernels_agree_bit_for_bit() {
         // Every level this CPU runs, whatever INPATH_ISA says.
-        let mut isas = vec![];
+        #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
+        let mut isas = vec![Isa::Portable];
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::is_x86_feature_detected as has;
@@ -513,7 +526,6 @@ mod tests {
                 isas.push(Isa::Avx512);
             }
         }
-        isas.push(Isa::Portable);
         let mut rng = rand::rngs::StdRng::seed_from_u64(7);
         for float in [false, true] {
             for nz in 1..=MAX_NZ {

@@ -10,6 +10,7 @@ use crate::engine::{Corr, CorrConfig};
 use crate::kernel::Kernel;
 use crate::stats::{Kind, Statistics};
 use crate::DType;
+use inpath_core::isa::Level;
 use inpath_core::{Engine, Error, Lane, Result};
 
 enum Columns {
@@ -81,8 +82,9 @@ impl Collector {
         Ok(())
     }
 
-    /// Pass two: ranks every stream and correlates the ranks exactly.
-    pub fn finish(self, names: Vec<String>, kernel: Kernel) -> Result<Statistics> {
+    /// Pass two: ranks every stream and correlates the ranks exactly (kernels at most at
+    /// level `cap`).
+    pub fn finish(self, names: Vec<String>, kernel: Kernel, cap: Level) -> Result<Statistics> {
         let m = self.m;
         let ranks: Vec<Vec<u64>> = match &self.columns {
             Columns::Int(cols) => cols
@@ -117,7 +119,7 @@ impl Collector {
         };
         let mut config = CorrConfig::rows(dtype, m);
         config.kernel = kernel;
-        let mut engine = Corr::new(config)?;
+        let mut engine = Corr::with_isa_cap(config, cap)?;
         engine.set_names(names)?;
         const BLOCK: usize = 4096;
         let mut buf = Vec::with_capacity(BLOCK * m * w);

@@ -1,6 +1,7 @@
 //! Test helpers: random data of every type and an independent big-integer reference.
 #![allow(dead_code)]
 
+use inpath_core::isa::{self, Level};
 use inpath_core::Engine;
 use inpath_corr::{Corr, CorrConfig, DType, Kernel, Stat, Statistics};
 use num_bigint::BigInt;
@@ -149,6 +150,64 @@ pub fn run(config: CorrConfig, bytes: &[u8]) -> Statistics {
     let mut corr = Corr::new(config).expect("config");
     corr.update(bytes).expect("update");
     corr.finish().expect("finish")
+}
+
+/// Every kernel level this CPU runs (capped by `INPATH_ISA`), lowest first.
+pub fn levels() -> Vec<Level> {
+    isa::supported()
+}
+
+/// Runs one engine with its kernels capped at `cap` over `bytes` in one update.
+pub fn run_at(config: CorrConfig, cap: Level, bytes: &[u8]) -> Statistics {
+    let mut corr = Corr::with_isa_cap(config, cap).expect("config");
+    corr.update(bytes).expect("update");
+    corr.finish().expect("finish")
+}
+
+/// Runs one engine capped at `cap` over `bytes` in random chunks (partial rows, duos, quads).
+pub fn run_chunked(
+    config: CorrConfig,
+    cap: Level,
+    bytes: &[u8],
+    r: &mut impl Rng,
+) -> Result<Statistics, inpath_core::Error> {
+    let row = match config.layout {
+        inpath_corr::Layout::Rows { streams } => streams * config.dtype.width(),
+        _ => panic!("rows layouts only"),
+    };
+    let mut corr = Corr::with_isa_cap(config, cap).expect("config");
+    let mut at = 0;
+    while at < bytes.len() {
+        let size = r.gen_range(1..=3 * row + 5).min(bytes.len() - at);
+        corr.update(&bytes[at..at + size]).expect("update");
+        at += size;
+    }
+    corr.finish()
+}
+
+/// One engine setup of a comparison: a kernel choice at a capped level, and the kernel it
+/// runs.
+#[derive(Clone, Copy, Debug)]
+pub struct KernelRun {
+    pub cap: Level,
+    pub kernel: Kernel,
+    pub name: &'static str,
+}
+
+/// Each distinct kernel that `kernels` run for `m` streams of `dtype` at every level this CPU
+/// supports, once (the name identifies the kernels: two choices of the same name run the same
+/// code), in the order met, lowest level first; `skip` names kernels to leave out.
+pub fn kernel_runs(dtype: DType, m: usize, kernels: &[Kernel], skip: &[&str]) -> Vec<KernelRun> {
+    let mut runs: Vec<KernelRun> = Vec::new();
+    for cap in levels() {
+        for &kernel in kernels {
+            let name = kernel.name_at(cap, dtype, m);
+            if !skip.contains(&name) && runs.iter().all(|k| k.name != name) {
+                runs.push(KernelRun { cap, kernel, name });
+            }
+        }
+    }
+    runs
 }
 
 pub fn config(dtype: DType, m: usize, kernel: Kernel) -> CorrConfig {

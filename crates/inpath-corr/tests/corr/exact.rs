@@ -1,9 +1,7 @@
 //! The engine against an independent big-integer reference: statistics identical bit for bit,
 //! coefficients within float rounding of the exact value.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use inpath_core::{run_reader, run_slice, Engine, Lane, LaneOptions};
 use inpath_corr::{Corr, CorrConfig, DType, Ddof, Kernel, NanPolicy, Stat, Statistics};
 use num_bigint::BigInt;
@@ -19,9 +17,11 @@ fn statistics_equal_big_integer_sums_for_every_integer_type() {
         let rows = random_ints(dtype, m, n, case as u64);
         let bytes = ints_to_bytes(dtype, &rows);
         let e = exact(&rows, m);
-        for kernel in [Kernel::Auto, Kernel::Tiles, Kernel::Portable] {
-            let stats = run(config(dtype, m, kernel), &bytes);
-            let label = format!("{dtype} M={m} N={n} {kernel:?}");
+        // Every kernel of every level this CPU runs.
+        let kernels = [Kernel::Portable, Kernel::Auto, Kernel::Tiles];
+        for KernelRun { cap, kernel, name } in kernel_runs(dtype, m, &kernels, &[]) {
+            let stats = run_at(config(dtype, m, kernel), cap, &bytes);
+            let label = format!("{dtype} M={m} N={n} {kernel:?} at {cap} ({name})");
             assert_stats_exact(&stats, &e, &label);
             let r_all = stats.pearson(NanPolicy::Nan);
             assert_eq!(r_all.len(), m * (m - 1) / 2);
@@ -90,7 +90,8 @@ fn auto_runs_the_integer_kernels_where_the_cpu_has_them() {
 /// where the CPU has them) against the f64 tile kernels: stream counts around every lane-group
 /// and tile boundary, row counts around the 4-row quads, the 64-row AMX steps, the panels and
 /// the widening limits (4,096 rows for IFMA, 32,768 for AMX's 32-bit sums, 65,536 for VNNI),
-/// and uneven chunks (also partial rows).
+/// and uneven chunks (also partial rows); every integer kernel of every level this CPU runs
+/// (the AVX2 ones on AVX-512 CPUs too).
 #[test]
 fn integer_kernels_equal_tile_kernels_at_every_boundary() {
     let mut r = rng(21);
@@ -128,26 +129,21 @@ fn integer_kernels_equal_tile_kernels_at_every_boundary() {
                 }
                 let rows = random_ints(dtype, m, n, (m * 1000 + n) as u64);
                 let bytes = ints_to_bytes(dtype, &rows);
-                let label = format!("{dtype} M={m} N={n}");
                 let tiles = run(config(dtype, m, Kernel::Tiles), &bytes);
-                let whole = run(config(dtype, m, Kernel::Auto), &bytes);
-                assert_eq!(whole, tiles, "{label}: one update");
-                let vector = run(config(dtype, m, Kernel::NoAmx), &bytes);
-                assert_eq!(vector, tiles, "{label}: without AMX");
-                let mut corr = Corr::new(config(dtype, m, Kernel::Auto)).unwrap();
-                let mut at = 0;
-                while at < bytes.len() {
-                    let size = r
-                        .gen_range(1..=3 * m * dtype.width() + 5)
-                        .min(bytes.len() - at);
-                    corr.update(&bytes[at..at + size]).unwrap();
-                    at += size;
-                }
-                if n > 0 {
-                    assert_eq!(corr.finish().unwrap(), tiles, "{label}: uneven chunks");
-                }
-                if n <= 300 {
-                    assert_stats_exact(&whole, &exact(&rows, m), &label);
+                let e = (n <= 300).then(|| exact(&rows, m));
+                let skip = [Kernel::Tiles.name_for(dtype, m)];
+                let kernels = [Kernel::Auto, Kernel::NoAmx];
+                for KernelRun { cap, kernel, name } in kernel_runs(dtype, m, &kernels, &skip) {
+                    let label = format!("{dtype} M={m} N={n} {kernel:?} at {cap} ({name})");
+                    let whole = run_at(config(dtype, m, kernel), cap, &bytes);
+                    assert_eq!(whole, tiles, "{label}: one update");
+                    if n > 0 {
+                        let chunked = run_chunked(config(dtype, m, kernel), cap, &bytes, &mut r);
+                        assert_eq!(chunked.unwrap(), tiles, "{label}: uneven chunks");
+                    }
+                    if let Some(e) = &e {
+                        assert_stats_exact(&whole, e, &label);
+                    }
                 }
             }
         }
@@ -171,9 +167,7 @@ fn portable_and_simd_kernels_give_identical_float_statistics() {
                 bytes.extend_from_slice(&v.to_le_bytes());
             }
         }
-        let a = run(config(dtype, m, Kernel::Auto), &bytes);
-        let b = run(config(dtype, m, Kernel::Portable), &bytes);
-        assert_eq!(a, b, "{dtype} M={m}");
+        all_kernels(dtype, m, &bytes, &format!("{dtype} M={m}"));
     }
 }
 
@@ -253,23 +247,30 @@ fn chunking_never_changes_the_result() {
         };
         let whole = run(CorrConfig::rows(dtype, m), &bytes);
         let mut r = rng(5);
-        for sizes in [vec![1usize], vec![3, 1, 7], vec![4096], vec![13, 64, 1]] {
-            let mut corr = Corr::new(CorrConfig::rows(dtype, m)).unwrap();
-            let mut at = 0;
-            let mut k = 0;
-            while at < bytes.len() {
-                let size = (sizes[k % sizes.len()]
-                    + if sizes.len() > 1 {
-                        r.gen_range(0..3)
-                    } else {
-                        0
-                    })
-                .min(bytes.len() - at);
-                corr.update(&bytes[at..at + size]).unwrap();
-                at += size;
-                k += 1;
+        let size_sets = [vec![1usize], vec![3, 1, 7], vec![4096], vec![13, 64, 1]];
+        for cap in levels() {
+            for sizes in &size_sets {
+                let mut corr = Corr::with_isa_cap(CorrConfig::rows(dtype, m), cap).unwrap();
+                let mut at = 0;
+                let mut k = 0;
+                while at < bytes.len() {
+                    let size = (sizes[k % sizes.len()]
+                        + if sizes.len() > 1 {
+                            r.gen_range(0..3)
+                        } else {
+                            0
+                        })
+                    .min(bytes.len() - at);
+                    corr.update(&bytes[at..at + size]).unwrap();
+                    at += size;
+                    k += 1;
+                }
+                assert_eq!(
+                    corr.finish().unwrap(),
+                    whole,
+                    "{dtype} chunks {sizes:?} at {cap}"
+                );
             }
-            assert_eq!(corr.finish().unwrap(), whole, "{dtype} chunks {sizes:?}");
         }
     }
 }
@@ -281,27 +282,33 @@ fn lanes_never_change_integer_results() {
         let rows = random_ints(dtype, m, 3000, 11);
         let bytes = ints_to_bytes(dtype, &rows);
         let e = exact(&rows, m);
-        for threads in 1..=6 {
-            let mut corr = Corr::new(CorrConfig::rows(dtype, m)).unwrap();
-            run_slice(&mut corr, &bytes, threads).unwrap();
-            let stats = corr.finish().unwrap();
-            assert_stats_exact(&stats, &e, &format!("{dtype} run_slice {threads} threads"));
-            for chunk_size in [4096, 5000] {
-                let mut corr = Corr::new(CorrConfig::rows(dtype, m)).unwrap();
-                let options = LaneOptions {
-                    threads,
-                    chunk_size,
-                };
-                run_reader(
-                    &mut corr,
-                    &mut &bytes[..],
-                    "mem".as_ref(),
-                    options,
-                    &mut |_| {},
-                )
-                .unwrap();
+        // Lanes are forks: they keep the engine's level.
+        for cap in levels() {
+            for threads in 1..=6 {
+                let engine = || Corr::with_isa_cap(CorrConfig::rows(dtype, m), cap).unwrap();
+                let mut corr = engine();
+                run_slice(&mut corr, &bytes, threads).unwrap();
                 let stats = corr.finish().unwrap();
-                assert_stats_exact(&stats, &e, &format!("{dtype} run_reader {threads} threads"));
+                let label = format!("{dtype} at {cap} run_slice {threads} threads");
+                assert_stats_exact(&stats, &e, &label);
+                for chunk_size in [4096, 5000] {
+                    let mut corr = engine();
+                    let options = LaneOptions {
+                        threads,
+                        chunk_size,
+                    };
+                    run_reader(
+                        &mut corr,
+                        &mut &bytes[..],
+                        "mem".as_ref(),
+                        options,
+                        &mut |_| {},
+                    )
+                    .unwrap();
+                    let stats = corr.finish().unwrap();
+                    let label = format!("{dtype} at {cap} run_reader {threads} threads");
+                    assert_stats_exact(&stats, &e, &label);
+                }
             }
         }
     }
@@ -342,15 +349,17 @@ fn merge_is_exact_and_equals_one_job() {
     let b = run(CorrConfig::rows(dtype, m), &bytes[cut..]);
     a.merge(&b).unwrap();
     assert_eq!(a, whole);
-    // Lanes merge the same way.
-    let mut x = Corr::new(CorrConfig::rows(dtype, m)).unwrap();
-    let mut y = x.fork();
-    x.update(&bytes[..cut]).unwrap();
-    y.update(&bytes[cut..]).unwrap();
-    x.close_input().unwrap();
-    y.close_input().unwrap();
-    x.merge(&y).unwrap();
-    assert_eq!(x.finish().unwrap(), whole);
+    // Lanes merge the same way, at every level.
+    for cap in levels() {
+        let mut x = Corr::with_isa_cap(CorrConfig::rows(dtype, m), cap).unwrap();
+        let mut y = x.fork();
+        x.update(&bytes[..cut]).unwrap();
+        y.update(&bytes[cut..]).unwrap();
+        x.close_input().unwrap();
+        y.close_input().unwrap();
+        x.merge(&y).unwrap();
+        assert_eq!(x.finish().unwrap(), whole, "at {cap}");
+    }
 }
 
 #[test]
@@ -567,8 +576,13 @@ fn spearman_equals_pearson_of_ranks_and_the_closed_form() {
     let rows: Vec<Vec<i128>> = x.iter().zip(&y).map(|(a, b)| vec![*a, *b, -*a]).collect();
     let mut config = CorrConfig::rows(DType::I32, 3);
     config.method = Method::Spearman;
-    let stats = run(config.clone(), &ints_to_bytes(DType::I32, &rows));
+    let bytes = ints_to_bytes(DType::I32, &rows);
+    let stats = run(config.clone(), &bytes);
     assert_eq!(stats.kind(), inpath_corr::Kind::SpearmanRanks);
+    // The ranks are correlated by the engine's kernels, at its level.
+    for cap in levels() {
+        assert_eq!(run_at(config.clone(), cap, &bytes), stats, "at {cap}");
+    }
     let rank = |v: &Vec<i128>| {
         let mut sorted = v.clone();
         sorted.sort();
@@ -587,7 +601,11 @@ fn spearman_equals_pearson_of_ranks_and_the_closed_form() {
     let rows: Vec<Vec<i128>> = (0..300)
         .map(|_| vec![r.gen_range(0..10), r.gen_range(0..4), r.gen_range(-5..5)])
         .collect();
-    let stats = run(config, &ints_to_bytes(DType::I32, &rows));
+    let bytes = ints_to_bytes(DType::I32, &rows);
+    let stats = run(config.clone(), &bytes);
+    for cap in levels() {
+        assert_eq!(run_at(config.clone(), cap, &bytes), stats, "ties at {cap}");
+    }
     let ranks: Vec<Vec<i128>> = {
         let cols: Vec<Vec<i128>> = (0..3)
             .map(|i| rows.iter().map(|row| row[i]).collect())
@@ -699,13 +717,13 @@ fn crc(bytes: &[u8]) -> u32 {
     !crc
 }
 
-/// The level `INPATH_ISA` allows on this CPU decides the kernels: on x86-64 with AVX2 the
-/// portable `f64` tiles never run unless asked for, and `INPATH_ISA=avx2` on an AVX-512
-/// machine gives exactly the AVX2 kernels.
+/// The level decides the kernels, at every cap (`Corr::with_isa_cap`, lowest of the CPU's,
+/// `INPATH_ISA`'s and the cap): on x86-64 with AVX2 the portable `f64` tiles never run unless
+/// asked for, and an engine capped at AVX2 on an AVX-512 machine runs exactly the AVX2 kernels
+/// (as `INPATH_ISA=avx2` does for all of them). Lanes and resets keep the cap.
 #[test]
 fn kernel_names_follow_the_isa_level() {
     use inpath_core::isa::{self, Level};
-    let name = |dtype, m, kernel| Corr::new(config(dtype, m, kernel)).unwrap().kernel_name();
     let all = [
         DType::U8,
         DType::I8,
@@ -718,53 +736,83 @@ fn kernel_names_follow_the_isa_level() {
         DType::F32,
         DType::F64,
     ];
-    for dtype in all {
-        for m in [2, 16, 64, 300] {
-            assert_eq!(name(dtype, m, Kernel::Portable), "portable-f64");
-            let auto = name(dtype, m, Kernel::Auto);
-            let tiles = name(dtype, m, Kernel::Tiles);
-            match isa::effective() {
-                Level::Portable => {
-                    assert_eq!(auto, "portable-f64", "{dtype} M={m}");
-                    assert_eq!(tiles, "portable-f64", "{dtype} M={m}");
-                }
-                Level::Avx2 => {
-                    let want = match dtype {
-                        DType::U8 | DType::I8 => "avx2-i8",
-                        DType::U16 | DType::I16 | DType::U32 | DType::I32 => "avx2-i16",
-                        _ => "avx2-f64",
-                    };
-                    assert_eq!(auto, want, "{dtype} M={m}");
-                    assert_eq!(name(dtype, m, Kernel::NoAmx), want, "{dtype} M={m}");
-                    assert_eq!(tiles, "avx2-f64", "{dtype} M={m}");
-                }
-                Level::Avx512 => {
-                    assert_ne!(auto, "portable-f64", "{dtype} M={m}");
-                    assert!(!auto.starts_with("avx2-") || auto == "avx2-i8", "{auto}");
-                    assert_eq!(tiles, "avx512-f64", "{dtype} M={m}");
+    for cap in Level::ALL {
+        let name = |dtype, m, kernel: Kernel| {
+            let at = kernel.name_at(cap, dtype, m);
+            let corr = Corr::with_isa_cap(config(dtype, m, kernel), cap).unwrap();
+            assert_eq!(corr.kernel_name(), at, "{dtype} M={m} {kernel:?} at {cap}");
+            if cap == Level::Avx512 {
+                // The top: what `Corr::new` and `Kernel::name_for` run.
+                let corr = Corr::new(config(dtype, m, kernel)).unwrap();
+                assert_eq!(corr.kernel_name(), at, "{dtype} M={m} {kernel:?}");
+                assert_eq!(kernel.name_for(dtype, m), at, "{dtype} M={m} {kernel:?}");
+            }
+            at
+        };
+        for dtype in all {
+            for m in [2, 16, 64, 300] {
+                let label = format!("{dtype} M={m} at {cap}");
+                assert_eq!(name(dtype, m, Kernel::Portable), "portable-f64", "{label}");
+                let auto = name(dtype, m, Kernel::Auto);
+                let no_amx = name(dtype, m, Kernel::NoAmx);
+                let tiles = name(dtype, m, Kernel::Tiles);
+                assert_ne!(no_amx, "amx-int8", "{label}");
+                match cap.min(isa::effective()) {
+                    Level::Portable => {
+                        assert_eq!(auto, "portable-f64", "{label}");
+                        assert_eq!(no_amx, "portable-f64", "{label}");
+                        assert_eq!(tiles, "portable-f64", "{label}");
+                    }
+                    Level::Avx2 => {
+                        let want = match dtype {
+                            DType::U8 | DType::I8 => "avx2-i8",
+                            DType::U16 | DType::I16 | DType::U32 | DType::I32 => "avx2-i16",
+                            _ => "avx2-f64",
+                        };
+                        assert_eq!(auto, want, "{label}");
+                        assert_eq!(no_amx, want, "{label}");
+                        assert_eq!(tiles, "avx2-f64", "{label}");
+                    }
+                    Level::Avx512 => {
+                        assert_ne!(auto, "portable-f64", "{label}");
+                        assert!(!auto.starts_with("avx2-") || auto == "avx2-i8", "{auto}");
+                        assert_eq!(tiles, "avx512-f64", "{label}");
+                    }
                 }
             }
         }
     }
+    // Lanes (forks) and the engine after `finish` keep the cap.
+    for cap in levels() {
+        let want = Kernel::Auto.name_at(cap, DType::U16, 16);
+        let mut corr = Corr::with_isa_cap(config(DType::U16, 16, Kernel::Auto), cap).unwrap();
+        assert_eq!(corr.fork().kernel_name(), want, "a lane at {cap}");
+        corr.update(&[7u8; 32 * 3]).unwrap();
+        assert_eq!(corr.finish().unwrap().count(), 3);
+        assert_eq!(corr.kernel_name(), want, "after finish at {cap}");
+    }
 }
 
+/// Runs every kernel of every level this CPU runs (`Auto`, `NoAmx` and `Tiles` capped at each
+/// level; each distinct kernel once) and asserts each gives the portable kernels' statistics
+/// bit for bit; returns them.
 fn all_kernels(dtype: DType, m: usize, bytes: &[u8], label: &str) -> Statistics {
     let portable = run(config(dtype, m, Kernel::Portable), bytes);
-    for kernel in [Kernel::Auto, Kernel::NoAmx, Kernel::Tiles] {
-        let name = Corr::new(config(dtype, m, kernel)).unwrap().kernel_name();
-        let got = run(config(dtype, m, kernel), bytes);
+    let kernels = [Kernel::Auto, Kernel::NoAmx, Kernel::Tiles];
+    for KernelRun { cap, kernel, name } in kernel_runs(dtype, m, &kernels, &["portable-f64"]) {
+        let got = run_at(config(dtype, m, kernel), cap, bytes);
         assert!(
             got == portable,
-            "{label}: {kernel:?} ({name}) differs from portable-f64"
+            "{label}: {kernel:?} at {cap} ({name}) differs from portable-f64"
         );
     }
     portable
 }
 
-/// Every kernel level this CPU runs (AVX-512, AVX2, portable; capped by `INPATH_ISA`) gives
-/// identical statistics for every type (bit for bit, float types included): stream counts
-/// 2..=70 (every lane group and register tile boundary of the 8-lane AVX2 kernels), random
-/// row counts and random chunkings.
+/// Every kernel level this CPU runs (AVX-512, AVX2, portable; capped by `INPATH_ISA`), all in
+/// this process, gives identical statistics for every type (bit for bit, float types
+/// included): stream counts 2..=70 (every lane group and register tile boundary of the 8-lane
+/// AVX2 kernels), random row counts and random chunkings.
 #[test]
 fn every_level_gives_identical_statistics_for_every_type() {
     let mut r = rng(31);
@@ -799,17 +847,12 @@ fn every_level_gives_identical_statistics_for_every_type() {
             };
             let label = format!("{dtype} M={m} N={n}");
             let portable = all_kernels(dtype, m, &bytes, &label);
-            // Random chunks (partial rows, partial duos and quads) on the fastest kernels.
-            let mut corr = Corr::new(config(dtype, m, Kernel::Auto)).unwrap();
-            let mut at = 0;
-            while at < bytes.len() {
-                let size = r
-                    .gen_range(1..=3 * m * dtype.width() + 5)
-                    .min(bytes.len() - at);
-                corr.update(&bytes[at..at + size]).unwrap();
-                at += size;
+            // Random chunks (partial rows, partial duos and quads) on each level's fastest
+            // kernels.
+            for KernelRun { cap, kernel, name } in kernel_runs(dtype, m, &[Kernel::Auto], &[]) {
+                let got = run_chunked(config(dtype, m, kernel), cap, &bytes, &mut r).unwrap();
+                assert!(got == portable, "{label}: uneven chunks at {cap} ({name})");
             }
-            assert!(corr.finish().unwrap() == portable, "{label}: uneven chunks");
         }
     }
 }
@@ -852,8 +895,8 @@ fn wide_rows_through_group_major_panels_stay_exact() {
     }
 }
 
-/// The AVX2 `vpmaddwd` kernel for 16 and 32-bit items (`avx2-i16`) at its limits, against the
-/// big-integer sums: all-maximum rows (every digit -32768, so every panel takes the biased
+/// The AVX2 `vpmaddwd` kernel for 16 and 32-bit items (`avx2-i16`, run on AVX-512 CPUs too by
+/// capping the engine at AVX2) at its limits, against the big-integer sums: all-maximum rows (every digit -32768, so every panel takes the biased
 /// "safe" tiles), all-minimum and all-zero rows, maxima alternating with minima, random rows
 /// salted with extremes (panels of both kinds in one run), stream counts around the 8-lane
 /// groups and row counts around the duos, the panels and the 65,536-row widening.
