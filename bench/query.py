@@ -215,6 +215,49 @@ def offload_rows(report, base, threads, runs, con_file, keys):
                   flush=True)
 
 
+def memory_rows(report, plain, threads):
+    """The host's memory with and without offload, for every query the device takes part in:
+    peak RssAnon (the host's own memory: rows, groups, buffers) and VmHWM (which also counts the
+    binary's clean, shared code pages and the mapped column files) of a process per query, the
+    device in a process of its own. The target: a fully offloaded query's anonymous peak >= 60 %
+    lower than the same query's without offload."""
+    inpath = inpath_bin()
+    explain = json.loads(run([inpath, "query", "explain", plain, "--offload", "--json"]))
+    classes = {int(q["query"][1:]): q["class"] for q in explain["queries"]}
+    print(f"{'q':>3} {'thr':>3} {'class':>7} | {'anon off':>9} {'anon on':>9} {'cut':>6} | "
+          f"{'VmHWM off':>9} {'VmHWM on':>9} {'cut':>6} | {'device':>8} | target")
+    for t in threads:
+        full_off = full_on = 0
+        met = missed = 0
+        for n in range(1, 23):
+            if classes[n] == "host":
+                continue
+            off = peak_rss([inpath, "query", "tpch", plain, "--queries", str(n), "--threads", str(t),
+                            "--runs", "5"])
+            on = peak_rss([inpath, "query", "tpch", plain, "--queries", str(n), "--threads", str(t),
+                           "--runs", "5", "--offload", "--device", "process"])
+            anon_cut = (1 - on[1] / off[1]) * 100
+            hwm_cut = (1 - on[0] / off[0]) * 100
+            verdict = "-"
+            if classes[n] == "full":
+                full_off += off[1]
+                full_on += on[1]
+                verdict = "met" if anon_cut >= 60 else "MISSED"
+                met, missed = met + (anon_cut >= 60), missed + (anon_cut < 60)
+            report.rows.append({"query": n, "threads": t, "class": classes[n],
+                                "anon_off": off[1], "anon_on_process": on[1],
+                                "anon_reduction_pct": anon_cut, "hwm_off": off[0],
+                                "hwm_on_process": on[0], "hwm_reduction_pct": hwm_cut,
+                                "device_process_hwm": on[2]})
+            print(f"{n:>3} {t:>3} {classes[n]:>7} | {off[1] / 2**20:8.1f}M {on[1] / 2**20:8.1f}M "
+                  f"{anon_cut:5.1f}% | {off[0] / 2**20:8.1f}M {on[0] / 2**20:8.1f}M {hwm_cut:5.1f}% | "
+                  f"{on[2] / 2**20:7.1f}M | {verdict}", flush=True)
+        if full_off:
+            report.note(f"{t} thread(s): fully offloaded queries meeting the anonymous-peak target "
+                        f"(>= 60 % lower): {met} of {met + missed}; their total anonymous peak "
+                        f"{(1 - full_on / full_off) * 100:.1f} % lower")
+
+
 def duckdb_tpch(con, threads, runs):
     con.execute(f"SET threads = {threads}")
     result = {}
@@ -239,7 +282,20 @@ def main():
     parser.add_argument("--offload-only", action="store_true",
                         help="only the offload rows (issue 14), on tables a run with --keep left")
     parser.add_argument("--no-build", action="store_true", help="use the built binaries as they are")
+    parser.add_argument("--memory-only", action="store_true",
+                        help="only the host's memory with and without offload (RssAnon and VmHWM "
+                             "per query); needs no peer, generates the tables if missing")
     args = parser.parse_args()
+    if args.memory_only:
+        if not args.no_build:
+            common.build_cli()
+        plain = os.path.join(common.OUT, "query", f"sf{args.sf}", "plain")
+        if not os.path.exists(os.path.join(plain, "lineitem", "manifest")):
+            run([inpath_bin(), "query", "gen", "--sf", args.sf, plain, "--force", "--quiet"])
+        report = common.Report("query-memory", {"data": f"TPC-H SF {args.sf} (tpchgen 4.0)"})
+        memory_rows(report, plain, [int(t) for t in args.threads.split(",")])
+        report.save()
+        return
     duckdb = common.need("duckdb")
     if not args.no_build:
         common.build_cli()
