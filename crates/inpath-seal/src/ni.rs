@@ -31,9 +31,10 @@
 //!
 //! # Tests
 //!
-//! `tests/ni.rs` compares both widths (and every kernel this CPU has) with the RustCrypto crates
-//! for all key sizes, lengths 0..=300 bytes and large, unaligned slices, counter wraps, uneven
-//! CBC pages, every chunking of the streaming API, and GCM tags and tamper rejection; the key
+//! `tests/seal/kernels.rs` compares both widths (and every kernel this CPU has) with the
+//! RustCrypto crates for all key sizes, lengths 0..=300 bytes and large, unaligned slices,
+//! counter wraps, uneven CBC pages, every chunking of the streaming API, and GCM tags and
+//! tamper rejection (`tests/seal/page.rs` runs the page layer on every kernel); the key
 //! expansion is checked against FIPS-197 Appendix A below.
 #![allow(unsafe_code)]
 

@@ -782,6 +782,24 @@ impl Sealer {
         key: Option<(u32, &Key)>,
         prefix: [u8; 8],
     ) -> Result<Sealer> {
+        // The chosen kernel is always one that may run, so this never fails for the kernel.
+        Sealer::with_kernel(config, key, prefix, kernel::aes_kernel())
+    }
+
+    /// As [`Sealer::with_nonce_prefix`] on one particular AES kernel instead of the one
+    /// [`kernel::aes_kernel`] picks: for tests and benchmarks that compare kernels through the
+    /// page layer (every kernel gives the same records). An error when that kernel may not
+    /// run here ([`kernel::AesKernel::allowed`]).
+    #[doc(hidden)]
+    pub fn with_kernel(
+        config: SealConfig,
+        key: Option<(u32, &Key)>,
+        prefix: [u8; 8],
+        kernel: kernel::AesKernel,
+    ) -> Result<Sealer> {
+        if !kernel.allowed() {
+            return Err(kernel_refused(kernel));
+        }
         if let Compression::Deflate(l) = config.compression {
             if l > 9 {
                 return Err(Error::parameter("deflate level", l, "0 to 9"));
@@ -810,9 +828,13 @@ impl Sealer {
                         needed: 32,
                     });
                 }
-                (id, None, Some(Gcm::new(key)?))
+                let gcm = Gcm::with_kernel(key, kernel)?.ok_or_else(|| kernel_refused(kernel))?;
+                (id, None, Some(gcm))
             }
-            (_, Some((id, key))) => (id, Some(AnyAes::new(key)), None),
+            (_, Some((id, key))) => {
+                let aes = AnyAes::with_kernel(key, kernel).ok_or_else(|| kernel_refused(kernel))?;
+                (id, Some(aes), None)
+            }
         };
         Ok(Sealer {
             config,
@@ -1182,6 +1204,15 @@ fn bulk_crc32c(data: &[u8]) -> u32 {
     crate::kernel::crc32c_bulk(data)
 }
 
+/// The error for a sealer asked for an AES kernel that may not run here.
+fn kernel_refused(kernel: kernel::AesKernel) -> Error {
+    Error::parameter(
+        "aes kernel",
+        kernel.name(),
+        "a kernel this CPU has within INPATH_ISA / INPATH_AES",
+    )
+}
+
 /// The error for a plain record whose page CRC does not match: damage.
 fn page_crc_damage(stored: u32, computed: u32) -> Error {
     Error::corrupt(
@@ -1215,11 +1246,29 @@ impl Unsealer {
     /// An unsealer over `keys` (expanded once, here), accepting pages up to
     /// [`DEFAULT_MAX_PAGE`].
     pub fn new(ring: &KeyRing) -> Unsealer {
+        // The chosen kernel may always run, and the library always can (as `AnyAes::new`).
+        Unsealer::with_kernel(ring, kernel::aes_kernel())
+            .or_else(|| Unsealer::with_kernel(ring, kernel::AesKernel::Library))
+            .expect("the library kernel always runs")
+    }
+
+    /// As [`Unsealer::new`] on one particular AES kernel instead of the one
+    /// [`kernel::aes_kernel`] picks: for tests and benchmarks that compare kernels through the
+    /// page layer. `None` when that kernel may not run here ([`kernel::AesKernel::allowed`]).
+    #[doc(hidden)]
+    pub fn with_kernel(ring: &KeyRing, kernel: kernel::AesKernel) -> Option<Unsealer> {
+        if !kernel.allowed() {
+            return None;
+        }
         let mut keys = HashMap::new();
         for id in ring.ids() {
             let key = ring.get(id).expect("id from the ring");
-            let gcm = (key.len() == 32).then(|| Gcm::new(key).expect("32-byte key"));
-            keys.insert(id, (AnyAes::new(key), gcm));
+            let gcm = if key.len() == 32 {
+                Some(Gcm::with_kernel(key, kernel).expect("32-byte key")?)
+            } else {
+                None
+            };
+            keys.insert(id, (AnyAes::with_kernel(key, kernel)?, gcm));
         }
         let ids: Vec<String> = ring.ids().map(|id| id.to_string()).collect();
         let ring_ids = if ids.is_empty() {
@@ -1227,11 +1276,11 @@ impl Unsealer {
         } else {
             format!("id(s) {}", ids.join(", "))
         };
-        Unsealer {
+        Some(Unsealer {
             keys,
             ring_ids,
             max_page: DEFAULT_MAX_PAGE,
-        }
+        })
     }
 
     /// Sets the largest page length accepted; larger claims are [`Error::TooLarge`].

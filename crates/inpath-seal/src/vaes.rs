@@ -18,9 +18,10 @@
 //!
 //! # Tests
 //!
-//! `tests/vaes.rs` compares every kernel with the `aes`/`ctr`/`cbc`/`cfb-mode`/`ofb` crates for
-//! all key sizes, lengths 0..=300 bytes and large, unaligned slices, counter wraps and every
-//! chunking of the streaming API; the key expansion is checked against FIPS-197 Appendix A.
+//! The `kernels` module of the integration tests (`tests/seal/kernels.rs`) compares every
+//! kernel with the `aes`/`ctr`/`cbc`/`cfb-mode`/`ofb` crates for all key sizes, lengths
+//! 0..=300 bytes and large, unaligned slices, counter wraps and every chunking of the
+//! streaming API; the key expansion is checked against FIPS-197 Appendix A.
 //! `INPATH_AES=library` in the environment turns these kernels off (the library path runs).
 #![allow(unsafe_code)]
 

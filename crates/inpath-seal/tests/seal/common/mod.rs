@@ -4,7 +4,8 @@
 pub mod library;
 
 use inpath_seal::gen;
-use inpath_seal::{Cipher, Compression, Key, KeyRing, SealConfig};
+use inpath_seal::kernel::{self, AesKernel};
+use inpath_seal::{Cipher, Compression, Key, KeyRing, SealConfig, Unsealer};
 
 pub fn key(bits: u32, fill: u8) -> Key {
     Key::new(&vec![fill; bits as usize / 8]).unwrap()
@@ -63,6 +64,20 @@ pub fn ring() -> KeyRing {
 
 pub fn ring_key(bits: u32) -> Key {
     key(bits, bits as u8 ^ 0x5a)
+}
+
+/// An unsealer over `ring` on every AES kernel this CPU has (`kernel::aes_kernels()`), lowest
+/// first: for the checks of the page layer that depend on the kernel.
+pub fn unsealers(ring: &KeyRing) -> Vec<(AesKernel, Unsealer)> {
+    kernel::aes_kernels()
+        .into_iter()
+        .map(|k| {
+            (
+                k,
+                Unsealer::with_kernel(ring, k).expect("an allowed kernel"),
+            )
+        })
+        .collect()
 }
 
 #[derive(Clone, Copy, Debug)]

@@ -2,11 +2,10 @@
 //! `openssl enc`. The tools come from `scripts/apt-packages.txt`; when one is missing the test
 //! fails under CI (`CI` set) and is skipped with a note elsewhere.
 
-mod common;
-
-use common::{data, Data};
-use inpath_seal::aes::{apply, Direction, Key, Mode, Padding};
+use crate::common::{data, Data};
+use inpath_seal::aes::{apply, CipherStream, Direction, Key, Mode, Padding};
 use inpath_seal::codec::{compress, decompress, Format};
+use inpath_seal::kernel::{self, AesKernel};
 use std::io::Write;
 use std::process::{Command, Stdio};
 
@@ -154,6 +153,24 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
+/// `input` through a fresh stream on `kern` in one piece.
+fn apply_at(
+    kern: AesKernel,
+    key: &Key,
+    mode: Mode,
+    iv: Option<[u8; 16]>,
+    padding: Padding,
+    input: &[u8],
+) -> Vec<u8> {
+    let mut s =
+        CipherStream::with_kernel(key, kern, mode, Direction::Encrypt, iv, padding).unwrap();
+    let mut out = Vec::new();
+    s.push(input, &mut out).unwrap();
+    s.finish(&mut out).unwrap();
+    out
+}
+
+/// `openssl enc` against the one-call API (the chosen kernel) and every AES kernel the CPU has.
 #[test]
 fn aes_matches_openssl_enc_for_every_mode_and_key_size() {
     let plain = data(Data::Random, 1000, 5);
@@ -181,6 +198,10 @@ fn aes_matches_openssl_enc_for_every_mode_and_key_size() {
             };
             let ours = apply(&key, mode, Direction::Encrypt, iv, Padding::None, input).unwrap();
             assert_eq!(ours, theirs, "AES-{bits}-{}", mode.name());
+            for kern in kernel::aes_kernels() {
+                let ours = apply_at(kern, &key, mode, iv, Padding::None, input);
+                assert_eq!(ours, theirs, "{kern} AES-{bits}-{}", mode.name());
+            }
             let mut dec = nopad.clone();
             dec.push("-d");
             assert_eq!(run("openssl", &dec, &ours).unwrap(), input);
@@ -190,6 +211,10 @@ fn aes_matches_openssl_enc_for_every_mode_and_key_size() {
                 let ours =
                     apply(&key, mode, Direction::Encrypt, iv, Padding::Pkcs7, &plain).unwrap();
                 assert_eq!(ours, theirs, "AES-{bits}-{} PKCS#7", mode.name());
+                for kern in kernel::aes_kernels() {
+                    let ours = apply_at(kern, &key, mode, iv, Padding::Pkcs7, &plain);
+                    assert_eq!(ours, theirs, "{kern} AES-{bits}-{} PKCS#7", mode.name());
+                }
                 let back =
                     apply(&key, mode, Direction::Decrypt, iv, Padding::Pkcs7, &theirs).unwrap();
                 assert_eq!(back, plain);

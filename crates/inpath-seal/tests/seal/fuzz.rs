@@ -3,9 +3,7 @@
 //! or a valid result (for a record: the original page, since CRCs cover header and payload).
 //! The cargo-fuzz targets in `fuzz/` run the same checks open-ended.
 
-mod common;
-
-use common::{data, ring, ring_key, Data};
+use crate::common::{data, ring, ring_key, Data};
 use inpath_seal::codec::{compress, Decompressor, Format};
 use inpath_seal::gen::Rng;
 use inpath_seal::{Cipher, Compression, SealConfig, Sealer, Unsealer};

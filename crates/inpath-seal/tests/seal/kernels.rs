@@ -3,17 +3,21 @@
 //! crates (`AnyAes::library` and the mode crates directly): every key size, lengths 0..=300
 //! bytes and large, unaligned slices, counter wraps, uneven CBC pages, every chunking of the
 //! streaming modes, and GCM against the `aes-gcm` crate (tags and tamper rejection). On a CPU
-//! with VAES this runs both widths of the `ni` kernels (AES-NI on xmm, VAES on ymm) in one
-//! process; `INPATH_ISA=portable` leaves only the library, which the tests then check against
-//! the mode crates.
+//! with VAES and AVX-512 this runs all four kernels in one process (the `ni` kernels at both
+//! widths, AES-NI on xmm and VAES on ymm, and the 512-bit `vaes` kernel), so the suite needs
+//! no rerun under `INPATH_ISA=avx2` or `portable` for them; `INPATH_ISA=portable` leaves only
+//! the library, which the tests then check against the mode crates. The page layer at every
+//! kernel is in `page.rs` (`every_kernel_seals_the_same_records_and_opens_them`).
+//!
+//! (This module holds what were `tests/ni.rs`, `tests/vaes.rs` and `tests/kernel.rs`: the
+//! latter two ran the chosen kernel only, and what they checked beyond `ni.rs` is folded in
+//! here, looping over every kernel.)
 
+use crate::common::library::{check_gcm, keys, lengths, lib_cbc_dec, lib_cbc_enc, lib_stream};
 use inpath_core::isa::{self, Level};
 use inpath_seal::aes::{self as modes, AnyAes, Block, CipherStream, Direction, Key, Mode, Padding};
 use inpath_seal::gen;
 use inpath_seal::kernel::{self, AesKernel};
-
-mod common;
-use common::library::{check_gcm, keys, lengths, lib_cbc_dec, lib_cbc_enc, lib_stream};
 
 /// Every kernel that may run here, with every key size.
 fn kernels_and_keys() -> Vec<(AesKernel, Key)> {
@@ -34,6 +38,13 @@ fn the_chosen_kernel_honours_the_caps_and_the_cpu() {
     assert_eq!(AnyAes::new(key).kernel(), chosen);
     assert_eq!(modes::Gcm::new(key).unwrap().kernel(), chosen);
     assert_eq!(AnyAes::library(key).kernel(), AesKernel::Library);
+    // `accelerated` means "not the library", for the chosen kernel and every other.
+    assert_eq!(AnyAes::new(key).accelerated(), chosen != AesKernel::Library);
+    assert!(!AnyAes::library(key).accelerated());
+    for k in kernel::aes_kernels() {
+        let aes = AnyAes::with_kernel(key, k).unwrap();
+        assert_eq!(aes.accelerated(), k != AesKernel::Library, "{k}");
+    }
     if isa::effective() == Level::Portable {
         assert_eq!(chosen, AesKernel::Library);
     }
@@ -41,24 +52,46 @@ fn the_chosen_kernel_honours_the_caps_and_the_cpu() {
         assert_eq!(chosen, AesKernel::Library);
     }
     #[cfg(target_arch = "x86_64")]
-    if isa::effective() >= Level::Avx2
-        && std::env::var_os("INPATH_AES").is_none()
-        && std::arch::is_x86_feature_detected!("aes")
-        && std::arch::is_x86_feature_detected!("pclmulqdq")
     {
-        // An AVX2 machine with AES-NI never runs the library path.
-        assert!(chosen >= AesKernel::Aesni, "{chosen}");
-        assert!(kernel::aes_kernels().contains(&AesKernel::Aesni));
-        if std::arch::is_x86_feature_detected!("vaes")
-            && std::arch::is_x86_feature_detected!("vpclmulqdq")
+        if isa::effective() >= Level::Avx2
+            && std::env::var_os("INPATH_AES").is_none()
+            && std::arch::is_x86_feature_detected!("aes")
+            && std::arch::is_x86_feature_detected!("pclmulqdq")
         {
-            assert!(chosen >= AesKernel::Vaes256, "{chosen}");
-            assert!(kernel::aes_kernels().contains(&AesKernel::Vaes256));
+            // An AVX2 machine with AES-NI never runs the library path.
+            assert!(chosen >= AesKernel::Aesni, "{chosen}");
+            assert!(kernel::aes_kernels().contains(&AesKernel::Aesni));
+            if std::arch::is_x86_feature_detected!("vaes")
+                && std::arch::is_x86_feature_detected!("vpclmulqdq")
+            {
+                assert!(chosen >= AesKernel::Vaes256, "{chosen}");
+                assert!(kernel::aes_kernels().contains(&AesKernel::Vaes256));
+            }
         }
+        // The 512-bit kernel is chosen exactly where the CPU has VAES and AVX-512, the level
+        // is AVX-512 and `INPATH_AES` does not cap it (was tests/vaes.rs).
+        let vaes512 = std::arch::is_x86_feature_detected!("vaes")
+            && std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+            && isa::effective() == Level::Avx512
+            && std::env::var_os("INPATH_AES").is_none_or(|v| v == "vaes512");
+        assert_eq!(chosen == AesKernel::Vaes512, vaes512, "{chosen}");
     }
-    // Kernels above the caps are refused, not silently replaced.
+    // Kernels above the caps are refused, not silently replaced, here and in the page layer.
+    let ring = crate::common::ring();
     for k in AesKernel::ALL {
         assert_eq!(AnyAes::with_kernel(key, k).is_some(), k.allowed(), "{k}");
+        assert_eq!(
+            inpath_seal::Unsealer::with_kernel(&ring, k).is_some(),
+            k.allowed(),
+            "{k}"
+        );
+        let config = inpath_seal::SealConfig {
+            compression: inpath_seal::Compression::None,
+            cipher: inpath_seal::Cipher::Ctr,
+        };
+        let sealer = inpath_seal::Sealer::with_kernel(config, Some((256, key)), [0; 8], k);
+        assert_eq!(sealer.is_ok(), k.allowed(), "{k}");
     }
     assert_eq!(AesKernel::parse("VAES256"), Some(AesKernel::Vaes256));
     assert_eq!(AesKernel::parse("sse9"), None);
@@ -110,12 +143,19 @@ fn ecb_cbc_ctr_equal_the_library_for_all_lengths_and_offsets() {
     }
 }
 
+/// Counter blocks that carry across the 32-bit and 64-bit words and wrap the whole 128 bits,
+/// over lengths around the batch sizes of the kernels (the batched library path encrypts 512
+/// counter blocks per call) and large ones (was also tests/kernel.rs, batched CTR).
 #[test]
 fn ctr_carries_across_the_32_and_64_bit_words() {
     for (kern, key) in kernels_and_keys() {
         let fast = AnyAes::with_kernel(&key, kern).unwrap();
         let lib = AnyAes::library(&key);
-        let mut ivs: Vec<[u8; 16]> = vec![[0u8; 16], [0xff; 16]];
+        let mut ivs: Vec<[u8; 16]> = vec![
+            [0u8; 16],
+            [0xff; 16],
+            gen::random_bytes(16, 5).try_into().unwrap(),
+        ];
         for low in [0xffff_fff0u32, 0xffff_ffff, 0xffff_ff80] {
             let mut iv = [0x11u8; 16];
             iv[12..].copy_from_slice(&low.to_be_bytes());
@@ -123,8 +163,14 @@ fn ctr_carries_across_the_32_and_64_bit_words() {
             iv[8..12].copy_from_slice(&[0xff; 4]);
             ivs.push(iv);
         }
+        // Wraps the low 64 bits and the whole 128 bits within a few blocks.
+        let mut near_wrap = [0xffu8; 16];
+        near_wrap[15] = 0xf0;
+        ivs.push(near_wrap);
         for iv in ivs {
-            for len in [1usize, 16, 255, 256, 257, 4096, 5000] {
+            for len in [
+                0usize, 1, 15, 16, 17, 255, 256, 257, 2047, 2048, 2049, 4096, 5000, 8193, 100_000,
+            ] {
                 let data = gen::random_bytes(len, len as u64);
                 let mut a = data.clone();
                 let mut b = data.clone();
@@ -136,7 +182,7 @@ fn ctr_carries_across_the_32_and_64_bit_words() {
                 assert_eq!(
                     c,
                     b,
-                    "out of place, AES-{} iv {iv:02x?} len {len}",
+                    "{kern} out of place, AES-{} iv {iv:02x?} len {len}",
                     key.bits()
                 );
             }
@@ -144,44 +190,58 @@ fn ctr_carries_across_the_32_and_64_bit_words() {
     }
 }
 
+/// `cbc_encrypt_lanes` against the library's CBC page by page, with each lane's chaining value
+/// out: any number of lanes, uneven lengths (some empty), short pages and pages of up to 299
+/// blocks (the second shape was tests/kernel.rs).
 #[test]
 fn multi_page_cbc_equals_library_cbc_for_up_to_40_uneven_pages() {
+    let shapes: [fn(usize) -> usize; 2] = [|i| (i * 53 + 7) % 97, |i| (i * 37) % 300];
     for (kern, key) in kernels_and_keys() {
         let fast = AnyAes::with_kernel(&key, kern).unwrap();
-        for lanes in [1usize, 3, 4, 5, 7, 8, 9, 13, 16, 17, 40] {
-            let pages: Vec<Vec<u8>> = (0..lanes)
-                .map(|i| gen::random_bytes(16 * ((i * 53 + 7) % 97), i as u64))
-                .collect();
-            let ivs: Vec<[u8; 16]> = (0..lanes)
-                .map(|i| gen::random_bytes(16, 500 + i as u64).try_into().unwrap())
-                .collect();
-            let mut expected = pages.clone();
-            for (p, iv) in expected.iter_mut().zip(&ivs) {
-                lib_cbc_enc(&key, iv, p);
+        for (s, blocks) in shapes.iter().enumerate() {
+            for lanes in [1usize, 2, 3, 4, 5, 7, 8, 9, 13, 16, 17, 40] {
+                let pages: Vec<Vec<u8>> = (0..lanes)
+                    .map(|i| gen::random_bytes(16 * blocks(i), i as u64))
+                    .collect();
+                let ivs: Vec<[u8; 16]> = (0..lanes)
+                    .map(|i| gen::random_bytes(16, 500 + i as u64).try_into().unwrap())
+                    .collect();
+                let mut expected = pages.clone();
+                for (p, iv) in expected.iter_mut().zip(&ivs) {
+                    lib_cbc_enc(&key, iv, p);
+                }
+                let mut got = pages.clone();
+                let mut refs: Vec<(Block, &mut [u8])> = got
+                    .iter_mut()
+                    .zip(&ivs)
+                    .map(|(p, iv)| (Block::from(*iv), p.as_mut_slice()))
+                    .collect();
+                kernel::cbc_encrypt_lanes(&fast, &mut refs);
+                // Each lane's chaining value is its last ciphertext block (or the IV if empty).
+                for ((iv_out, _), (page, iv)) in refs.iter().zip(expected.iter().zip(&ivs)) {
+                    let want: [u8; 16] = page
+                        .len()
+                        .checked_sub(16)
+                        .map_or(*iv, |at| page[at..].try_into().unwrap());
+                    assert_eq!(<[u8; 16]>::from(*iv_out), want);
+                }
+                drop(refs);
+                assert_eq!(
+                    got,
+                    expected,
+                    "{kern} AES-{} {lanes} lanes, shape {s}",
+                    key.bits()
+                );
             }
-            let mut got = pages.clone();
-            let mut refs: Vec<(Block, &mut [u8])> = got
-                .iter_mut()
-                .zip(&ivs)
-                .map(|(p, iv)| (Block::from(*iv), p.as_mut_slice()))
-                .collect();
-            kernel::cbc_encrypt_lanes(&fast, &mut refs);
-            // Each lane's chaining value is its last ciphertext block (or the IV if empty).
-            for ((iv_out, _), (page, iv)) in refs.iter().zip(expected.iter().zip(&ivs)) {
-                let want: [u8; 16] = page
-                    .len()
-                    .checked_sub(16)
-                    .map_or(*iv, |at| page[at..].try_into().unwrap());
-                assert_eq!(<[u8; 16]>::from(*iv_out), want);
-            }
-            drop(refs);
-            assert_eq!(got, expected, "{kern} AES-{} {lanes} lanes", key.bits());
         }
     }
 }
 
+/// The stream modes through `CipherStream` on every kernel, and through the one-call
+/// `modes::apply` (the chosen kernel; was tests/vaes.rs), against the mode crates.
 #[test]
 fn stream_modes_equal_the_library_for_every_length() {
+    let chosen = kernel::aes_kernel();
     for (kern, key) in kernels_and_keys() {
         let iv: [u8; 16] = gen::random_bytes(16, 77).try_into().unwrap();
         for (mode, dir) in [
@@ -206,6 +266,16 @@ fn stream_modes_equal_the_library_for_every_length() {
                     "{kern} {mode:?} {dir:?} AES-{} len {len}",
                     key.bits()
                 );
+                if kern == chosen {
+                    let got =
+                        modes::apply(&key, mode, dir, Some(iv), Padding::None, &data).unwrap();
+                    assert_eq!(
+                        got,
+                        want,
+                        "apply ({kern}) {mode:?} {dir:?} AES-{} len {len}",
+                        key.bits()
+                    );
+                }
             }
         }
     }

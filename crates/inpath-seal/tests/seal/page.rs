@@ -1,8 +1,8 @@
-//! Round trips and properties of the page codec across every tier.
+//! Round trips and properties of the page codec across every tier, and the page layer on every
+//! AES kernel the CPU has.
 
-mod common;
-
-use common::{data, ring, ring_key, tiers, Data, SMALL_SIZES};
+use crate::common::{data, ring, ring_key, tiers, Data, SMALL_SIZES};
+use inpath_seal::kernel::{aes_kernels, crc32c_bulk_with, AesKernel};
 use inpath_seal::page::{Header, DEFAULT_MAX_PAGE, HEADER_LEN};
 use inpath_seal::{Cipher, Compression, SealConfig, Sealer, Unsealer};
 
@@ -104,13 +104,7 @@ fn big_pages_round_trip() {
 
 #[test]
 fn batch_is_byte_identical_to_page_by_page_for_any_thread_count() {
-    let pages: Vec<Vec<u8>> = (0..21)
-        .map(|i| match i % 3 {
-            0 => data(Data::Text, 1000 * i + 5, i as u64),
-            1 => data(Data::Random, 4096 + i, i as u64),
-            _ => data(Data::Zero, 17 * i, i as u64),
-        })
-        .collect();
+    let pages = batch_pages();
     let refs: Vec<&[u8]> = pages.iter().map(|p| p.as_slice()).collect();
     let unsealer = Unsealer::new(&ring());
     for (name, config, bits) in tiers() {
@@ -131,6 +125,97 @@ fn batch_is_byte_identical_to_page_by_page_for_any_thread_count() {
                 .map(|r| r.unwrap())
                 .collect();
             assert_eq!(back, pages, "{name} unseal_batch {threads}");
+        }
+    }
+}
+
+/// The 21 pages of the batch tests: text, random and zero pages of uneven sizes (0 to 18 KiB),
+/// some compressible and some stored raw.
+fn batch_pages() -> Vec<Vec<u8>> {
+    (0..21)
+        .map(|i| match i % 3 {
+            0 => data(Data::Text, 1000 * i + 5, i as u64),
+            1 => data(Data::Random, 4096 + i, i as u64),
+            _ => data(Data::Zero, 17 * i, i as u64),
+        })
+        .collect()
+}
+
+/// The page layer at every AES kernel the CPU has (`kernel::aes_kernels()`), in one process:
+/// in every tier, sealing page by page and in a batch (multi-page CBC, the fused CTR and CRC
+/// pass of stored pages, GCM) gives records byte-identical to the `library` kernel's, and the
+/// unsealer of every kernel opens them, and refuses them with a flipped payload bit. The
+/// records' CRC-32Cs are those of both CRC libraries (`crc-fast` and the `crc32c` crate),
+/// whichever of them this process picked (`kernel::crc_folds_wide`).
+#[test]
+fn every_kernel_seals_the_same_records_and_opens_them() {
+    let mut pages = batch_pages();
+    pages.push(data(Data::Random, 50_001, 99)); // several 16 KiB chunks of the fused CTR pass
+    pages.push(data(Data::Text, 40_000, 98));
+    let refs: Vec<&[u8]> = pages.iter().map(|p| p.as_slice()).collect();
+    let kernels = aes_kernels();
+    assert_eq!(kernels.first(), Some(&AesKernel::Library));
+    let ring = ring();
+    let unsealers: Vec<(AesKernel, Unsealer)> = kernels
+        .iter()
+        .map(|&k| (k, Unsealer::with_kernel(&ring, k).unwrap()))
+        .collect();
+    let at_kernel = |config: SealConfig, bits: u32, kernel: AesKernel| {
+        let key = ring_key(bits.max(128));
+        Sealer::with_kernel(
+            config,
+            (config.cipher != Cipher::None).then_some((bits, &key)),
+            *b"kernelnc",
+            kernel,
+        )
+        .unwrap()
+    };
+    for (name, config, bits) in tiers() {
+        let mut lib = at_kernel(config, bits, AesKernel::Library);
+        let want: Vec<Vec<u8>> = refs.iter().map(|p| lib.seal(p).unwrap()).collect();
+        for (i, (rec, page)) in want.iter().zip(&pages).enumerate() {
+            let h = Header::parse(rec, DEFAULT_MAX_PAGE).unwrap();
+            for wide in [false, true] {
+                let payload = crc32c_bulk_with(wide, &rec[HEADER_LEN..]);
+                assert_eq!(h.payload_crc, payload, "{name} page {i}, wide CRC {wide}");
+                if config.cipher != Cipher::Gcm {
+                    let page = crc32c_bulk_with(wide, page);
+                    assert_eq!(h.page_crc, page, "{name} page {i}, wide CRC {wide}");
+                }
+            }
+        }
+        for &kernel in &kernels {
+            let mut one = at_kernel(config, bits, kernel);
+            let got: Vec<Vec<u8>> = refs.iter().map(|p| one.seal(p).unwrap()).collect();
+            if let Some(why) = first_difference(&got, &want, &unsealers[0].1) {
+                panic!("{name}, kernel {kernel} page by page: {why}; {}", machine());
+            }
+            let got = at_kernel(config, bits, kernel)
+                .seal_batch(&refs, 3)
+                .unwrap();
+            if let Some(why) = first_difference(&got, &want, &unsealers[0].1) {
+                panic!("{name}, kernel {kernel} batch: {why}; {}", machine());
+            }
+        }
+        // The largest records of both kinds, damaged in their last payload byte.
+        let damaged: Vec<Vec<u8>> = want[want.len() - 2..]
+            .iter()
+            .map(|r| {
+                let mut bad = r.clone();
+                *bad.last_mut().unwrap() ^= 0x40;
+                bad
+            })
+            .collect();
+        for (kernel, unsealer) in &unsealers {
+            for (i, (rec, page)) in want.iter().zip(&pages).enumerate() {
+                let back = unsealer
+                    .unseal(rec)
+                    .unwrap_or_else(|e| panic!("{name}, kernel {kernel}, page {i}: {e}"));
+                assert_eq!(&back, page, "{name}, kernel {kernel}, page {i}");
+            }
+            for bad in &damaged {
+                assert!(unsealer.unseal(bad).is_err(), "{name}, kernel {kernel}");
+            }
         }
     }
 }

@@ -10,8 +10,44 @@
 //!   the test cases NIST's CAVP GCM vectors reproduce), test cases 13-16 (256-bit keys).
 //!
 //! All vectors were also checked against Python `cryptography` 48.0.0 (OpenSSL).
+//!
+//! Every vector runs on every AES kernel this CPU has (`kernel::aes_kernels()`), and through
+//! the one-call API on the kernel the process picked.
 
-use inpath_seal::aes::{apply, CipherStream, Direction, Key, Mode, Padding};
+use inpath_seal::aes::{apply, AnyAes, Block, CipherStream, Direction, Gcm, Key, Mode, Padding};
+use inpath_seal::kernel::{self, AesKernel};
+
+/// A stream on `kern`: through `CipherStream::new` for the kernel the process picked (so that
+/// constructor is covered too), else `CipherStream::with_kernel`.
+fn stream_at(
+    kern: AesKernel,
+    key: &Key,
+    mode: Mode,
+    direction: Direction,
+    iv: Option<[u8; 16]>,
+) -> CipherStream {
+    if kern == kernel::aes_kernel() {
+        CipherStream::new(key, mode, direction, iv, Padding::None).unwrap()
+    } else {
+        CipherStream::with_kernel(key, kern, mode, direction, iv, Padding::None).unwrap()
+    }
+}
+
+/// `input` through a fresh stream on `kern` in one piece.
+fn apply_at(
+    kern: AesKernel,
+    key: &Key,
+    mode: Mode,
+    direction: Direction,
+    iv: Option<[u8; 16]>,
+    input: &[u8],
+) -> Vec<u8> {
+    let mut stream = stream_at(kern, key, mode, direction, iv);
+    let mut out = Vec::new();
+    stream.push(input, &mut out).unwrap();
+    stream.finish(&mut out).unwrap();
+    out
+}
 
 fn h(s: &str) -> Vec<u8> {
     let s: String = s.split_whitespace().collect();
@@ -59,6 +95,25 @@ fn fips197_appendix_c() {
         )
         .unwrap();
         assert_eq!(back, pt);
+        // The block cipher of every kernel, one block each way.
+        for kern in kernel::aes_kernels() {
+            let aes = AnyAes::with_kernel(&key, kern).unwrap();
+            let mut block = [Block::from(<[u8; 16]>::try_from(&pt[..]).unwrap())];
+            aes.encrypt_blocks(&mut block);
+            assert_eq!(
+                &block[0][..],
+                &h(ct)[..],
+                "{kern} FIPS-197 C, AES-{}",
+                key.bits()
+            );
+            aes.decrypt_blocks(&mut block);
+            assert_eq!(
+                &block[0][..],
+                &pt[..],
+                "{kern} FIPS-197 C, AES-{}",
+                key.bits()
+            );
+        }
     }
 }
 
@@ -123,28 +178,37 @@ fn sp800_38a_all_modes_all_key_sizes() {
         )
         .unwrap();
         assert_eq!(dec, pt, "SP 800-38A {section} decrypt");
+        for kern in kernel::aes_kernels() {
+            let enc = apply_at(kern, &key, mode, Direction::Encrypt, iv_for(mode), &pt);
+            assert_eq!(enc, ct, "{kern} SP 800-38A {section} encrypt");
+            let dec = apply_at(kern, &key, mode, Direction::Decrypt, iv_for(mode), &ct);
+            assert_eq!(dec, pt, "{kern} SP 800-38A {section} decrypt");
+        }
     }
 }
 
-/// Every split of the 64-byte message into two chunks, and byte-at-a-time, gives the vector.
+/// Every split of the 64-byte message into two chunks, and byte-at-a-time, gives the vector,
+/// on every kernel.
 #[test]
 fn sp800_38a_any_chunking_gives_the_same_bytes() {
     let pt = h(SP800_38A_PT);
-    for (section, mode, key, ct) in SP800_38A {
+    for ((section, mode, key, ct), kern) in SP800_38A
+        .into_iter()
+        .flat_map(|v| kernel::aes_kernels().into_iter().map(move |k| (v, k)))
+    {
         let key = Key::new(&h(key)).unwrap();
         let ct = h(ct);
         for (direction, input, want) in [
             (Direction::Encrypt, &pt, &ct),
             (Direction::Decrypt, &ct, &pt),
         ] {
-            let mut stream =
-                CipherStream::new(&key, mode, direction, iv_for(mode), Padding::None).unwrap();
+            let mut stream = stream_at(kern, &key, mode, direction, iv_for(mode));
             for cut in 0..=input.len() {
                 let mut out = Vec::new();
                 stream.push(&input[..cut], &mut out).unwrap();
                 stream.push(&input[cut..], &mut out).unwrap();
                 stream.finish(&mut out).unwrap();
-                assert_eq!(&out, want, "{section} {direction:?} split at {cut}");
+                assert_eq!(&out, want, "{kern} {section} {direction:?} split at {cut}");
                 stream.restart(iv_for(mode)).unwrap();
             }
             let mut out = Vec::new();
@@ -152,7 +216,7 @@ fn sp800_38a_any_chunking_gives_the_same_bytes() {
                 stream.push(b, &mut out).unwrap();
             }
             stream.finish(&mut out).unwrap();
-            assert_eq!(&out, want, "{section} {direction:?} byte at a time");
+            assert_eq!(&out, want, "{kern} {section} {direction:?} byte at a time");
         }
     }
 }
@@ -217,5 +281,19 @@ fn gcm_spec_test_cases_13_to_16() {
         gcm.decrypt_inout_detached(&nonce.into(), &h(&aad), (&mut buf[..]).into(), &tag.into())
             .unwrap();
         assert_eq!(buf, h(&pt));
+        // The crate's own GCM on every kernel: the same ciphertext and tag, and it opens.
+        let key = Key::new(&h(&key)).unwrap();
+        for kern in kernel::aes_kernels() {
+            let ours = Gcm::with_kernel(&key, kern).unwrap().unwrap();
+            let mut buf = h(&pt);
+            let got_tag = ours.encrypt(&nonce, &h(&aad), &mut buf).unwrap();
+            assert_eq!(buf, h(&ct), "{kern} GCM test case {case} ciphertext");
+            assert_eq!(got_tag, tag, "{kern} GCM test case {case} tag");
+            assert!(
+                ours.decrypt(&nonce, &h(&aad), &mut buf, &tag),
+                "{kern} {case}"
+            );
+            assert_eq!(buf, h(&pt), "{kern} GCM test case {case} decrypt");
+        }
     }
 }

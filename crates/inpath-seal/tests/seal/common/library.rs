@@ -1,5 +1,5 @@
 //! The RustCrypto reference the hand-written AES kernels are compared with, and the keys and
-//! lengths the comparisons run over (shared by tests/vaes.rs and tests/ni.rs).
+//! lengths the comparisons run over (used by the `kernels` module).
 
 use aes::cipher::{BlockModeDecrypt, BlockModeEncrypt, InnerIvInit, KeyIvInit, StreamCipher};
 use inpath_seal::aes::{Block, Direction, Key, Mode};

@@ -1,9 +1,7 @@
 //! Streaming codecs: round trips under any chunking, exact header bytes, multi-member and
 //! multi-frame inputs, checksums, truncation.
 
-mod common;
-
-use common::{data, Data};
+use crate::common::{data, Data};
 use inpath_seal::codec::{compress, decompress, Compressor, Decompressor, Format};
 use inpath_seal::Error;
 
