@@ -3,6 +3,7 @@
 #
 #   bash scripts/test.sh           the gate: what CI runs (<= 20 minutes on 2 cores, cold)
 #   bash scripts/test.sh --quick   format, lint and the Rust tests of the crates you touched
+#                                  (since origin/main; INPATH_TEST_BASE=COMMIT to choose)
 #   bash scripts/test.sh --full    the gate, then what left it (CONTRIBUTING.md, "Test tiers")
 #
 # Installs what it needs (Debian packages, a Python venv), then compiles the workspace ONCE:
@@ -19,7 +20,7 @@ case "${1:-}" in
   --quick) mode=quick ;;
   --full) mode=full ;;
   -h|--help)
-    sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
     exit 0 ;;
   *)
     echo "test.sh: unknown option '$1' (use --quick, --full, or nothing for the gate)" >&2
@@ -83,10 +84,23 @@ machine() {
   echo "   flags: $(grep -m1 -ow -e avx2 -e avx512f -e avx512vl -e vaes -e vpclmulqdq -e sha_ni /proc/cpuinfo 2>/dev/null | sort -u | xargs)"
 }
 
-# The crates a change touched (against origin/main, or the last commit), as `-p` names.
+# The commit --quick compares with: INPATH_TEST_BASE, else where HEAD left origin/main, else
+# HEAD (uncommitted changes only).
+test_base() {
+  if [ -n "${INPATH_TEST_BASE:-}" ]; then
+    git rev-parse --verify --quiet "$INPATH_TEST_BASE^{commit}" || {
+      echo "test.sh: INPATH_TEST_BASE=$INPATH_TEST_BASE is not a commit" >&2
+      return 1
+    }
+  else
+    git merge-base HEAD origin/main 2>/dev/null || git rev-parse HEAD
+  fi
+}
+
+# The crates a change touched since test_base, one package name a line (or --workspace).
 touched_packages() {
   local base files f
-  base=$(git merge-base HEAD origin/main 2>/dev/null || git rev-parse HEAD)
+  base=$(test_base) || exit 2
   files=$( { git diff --name-only "$base"; git ls-files --others --exclude-standard; } | sort -u)
   if echo "$files" | grep -qE '^(Cargo\.toml|Cargo\.lock|rust-toolchain\.toml)$'; then
     echo "--workspace"
@@ -106,7 +120,7 @@ if [ "$mode" = quick ]; then
   cargo fmt --all -- --check
   mapfile -t pkgs < <(touched_packages)
   if [ ${#pkgs[@]} -eq 0 ]; then
-    echo "test.sh --quick: no Rust crate touched since $(git merge-base HEAD origin/main 2>/dev/null || echo HEAD); nothing more to run"
+    echo "test.sh --quick: no Rust crate touched since $(test_base); nothing more to run"
     exit 0
   fi
   # The test binaries of the whole workspace, as the gate builds them (warm: only what changed
