@@ -3,9 +3,8 @@
 //! equals direct evaluation, a group-by that spills gives the reference result, results do not
 //! depend on lanes or the memory budget, and bad graphs and budgets give clear errors.
 
-mod common;
+use crate::common::*;
 use arrow_array::{ArrayRef, Date32Array, Decimal128Array, Int64Array, RecordBatch, StringArray};
-use common::*;
 use datafusion::datasource::MemTable;
 use inpath_query::offload::graph::{
     Agg, AggFunc, CmpOp, Comparator, CountGroups, MaskSource, Op, Operator, Output, Program,

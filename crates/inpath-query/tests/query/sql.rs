@@ -2,9 +2,8 @@
 //! sealed pages, 1 and 2 threads), pushdown equal to no pushdown on random predicates, limit,
 //! import, and bad input.
 
-mod common;
+use crate::common::*;
 use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
-use common::*;
 use datafusion::datasource::MemTable;
 use inpath_query::{ResultFormat, SqlSession, WriteOptions};
 use inpath_seal::{Cipher, Compression, KeyRing, SealConfig};

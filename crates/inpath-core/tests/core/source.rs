@@ -7,9 +7,7 @@ use inpath_core::{
 use rand::{Rng, SeedableRng};
 use std::io::Write;
 
-mod common;
-
-use common::{text, Digest, State};
+use crate::common::{text, Digest, State};
 
 fn binary(rng: &mut impl Rng, len: usize) -> Vec<u8> {
     (0..len).map(|_| rng.gen()).collect()

@@ -2,8 +2,7 @@
 //! is installed, e.g. Debian's package) and to inpath's cache; the replies must be identical.
 //! Replies that differ by design (stats, version, cas values) are left out of the script.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::io::{BufRead, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -132,54 +131,77 @@ fn script() -> Vec<Vec<u8>> {
     s
 }
 
+/// Starts memcached on a free port of 127.0.0.1 and connects to it.
+///
+/// The port is found by binding port 0 and letting it go, so something else in this process
+/// (it holds every test of the crate: other servers' listeners, thousands of client sockets
+/// with ephemeral ports) can take it before memcached binds it. memcached then exits, or the
+/// connection reaches another listener; either way another port is tried. A `version` reply
+/// that is memcached's own (not inpath's, not our request echoed by a self-connected socket)
+/// proves the peer.
+fn start_memcached(bin: &str) -> (Memcached, Conn) {
+    for _ in 0..20 {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let mut cmd = Command::new(bin);
+        cmd.args([
+            "-l",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-U",
+            "0",
+            "-t",
+            "2",
+            "-m",
+            "64",
+        ]);
+        if std::env::var("USER").as_deref() == Ok("root") || is_root() {
+            cmd.args(["-u", "root"]);
+        }
+        let mut memcached = Memcached(
+            cmd.stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        for _ in 0..100 {
+            if !matches!(memcached.0.try_wait(), Ok(None)) {
+                break; // It exited: the port was taken.
+            }
+            if let Ok(s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+                s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                let mut peer = Conn {
+                    r: std::io::BufReader::new(s.try_clone().unwrap()),
+                    w: s,
+                };
+                peer.send(b"version\r\n");
+                let mut reply = Vec::new();
+                let _ = peer.r.read_until(b'\n', &mut reply);
+                let reply = String::from_utf8_lossy(&reply);
+                if reply.starts_with("VERSION ") && !reply.contains("inpath") {
+                    return (memcached, peer);
+                }
+                break; // Not memcached on that port.
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    panic!("memcached did not start on any of 20 ports");
+}
+
 #[test]
 fn same_replies_as_memcached() {
     let Some(bin) = memcached_binary() else {
         eprintln!("skipped: memcached is not installed (scripts/apt-packages.txt lists it)");
         return;
     };
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let mut cmd = Command::new(bin);
-    cmd.args([
-        "-l",
-        "127.0.0.1",
-        "-p",
-        &port.to_string(),
-        "-U",
-        "0",
-        "-t",
-        "2",
-        "-m",
-        "64",
-    ]);
-    if std::env::var("USER").as_deref() == Ok("root") || is_root() {
-        cmd.args(["-u", "root"]);
-    }
-    let _memcached = Memcached(
-        cmd.stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let (_memcached, mut peer) = start_memcached(&bin);
     let dir = tempfile::tempdir().unwrap();
     let server = start(dir.path());
     let mut ours = Conn::new(&server);
-    let mut peer = None;
-    for _ in 0..100 {
-        if let Ok(s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
-            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-            peer = Some(Conn {
-                r: std::io::BufReader::new(s.try_clone().unwrap()),
-                w: s,
-            });
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let mut peer = peer.expect("memcached did not start");
     let mut differ = Vec::new();
     for req in script() {
         let a = exchange(&mut ours, &req);

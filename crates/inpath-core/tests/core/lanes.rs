@@ -3,9 +3,7 @@
 use inpath_core::{run_reader, run_slice, Engine, Error, Framing, LaneOptions};
 use rand::{Rng, SeedableRng};
 
-mod common;
-
-use common::{text, Digest};
+use crate::common::{text, Digest};
 
 #[test]
 fn any_lane_count_and_chunk_size_gives_the_same_state() {

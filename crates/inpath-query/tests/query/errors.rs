@@ -1,9 +1,8 @@
 //! Bad input: every case gives its typed error, naming the table (and column and page), never
 //! a panic or a wrong answer.
 
-mod common;
+use crate::common::*;
 use arrow_array::{ArrayRef, Int64Array, ListArray, RecordBatch};
-use common::*;
 use inpath_query::{Error, TableReader, TableWriter, WriteOptions};
 use inpath_seal::{Cipher, Compression, Key, KeyRing, SealConfig};
 use std::path::{Path, PathBuf};

@@ -1,8 +1,7 @@
 //! TPC-H at SF 0.01: the tables hold exactly what tpchgen-arrow generates.
 
-mod common;
+use crate::common::*;
 use arrow_array::RecordBatch;
-use common::*;
 use inpath_query::tpch::{tpch_batches, tpch_schema};
 use inpath_query::{generate_tpch, GenOptions, TableReader, WriteOptions, TPCH_TABLES};
 

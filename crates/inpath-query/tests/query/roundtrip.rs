@@ -1,8 +1,7 @@
 //! Round trips: every type, null pattern, page size and seal tier; chunking never matters.
 
-mod common;
+use crate::common::*;
 use arrow_array::RecordBatch;
-use common::*;
 use inpath_query::format::Encoding;
 use inpath_query::{TableReader, TableWriter, WriteOptions};
 

@@ -2,8 +2,7 @@
 //! flash and flash hits cost one read; restarts (clean, damaged checkpoint, damaged log) keep
 //! what they can and never serve wrong data.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 /// Writes `n` checksummed 1 KiB values (several versions each) through one connection.
 fn fill(c: &mut Conn, keys: usize, rounds: u64, size: usize) {

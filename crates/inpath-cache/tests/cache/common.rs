@@ -5,10 +5,24 @@ use inpath_cache::{Server, ServerConfig, StoreConfig};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
+use std::sync::OnceLock;
 use std::time::Duration;
+
+/// The open-file limit this test binary asks for (soft limit, up to the hard one).
+const NOFILE_WANTED: u64 = 8_000;
+
+/// The open-file limit of this process, raised once for the whole binary (towards
+/// [`NOFILE_WANTED`], never above the hard limit) before the first server starts. The limit is
+/// process-wide: raising it here, not inside the one test that needs thousands of descriptors,
+/// means every test of the binary runs under the same limit whatever the order they run in.
+pub fn nofile_limit() -> u64 {
+    static LIMIT: OnceLock<u64> = OnceLock::new();
+    *LIMIT.get_or_init(|| rlimit::increase_nofile_limit(NOFILE_WANTED).unwrap_or(1024))
+}
 
 /// A small store: 8 MiB of DRAM (about 4 MiB for values) and `flash_mib` of flash.
 pub fn config(dir: &Path, flash_mib: u64) -> ServerConfig {
+    nofile_limit();
     let mut store = StoreConfig::new(dir.join("cache.flash"));
     store.memory = 8 << 20;
     store.flash_size = flash_mib << 20;
