@@ -2,8 +2,8 @@
 # Regenerates the committed fuzz seed corpora (small valid inputs) with the release binary:
 #   crates/inpath-seal/tests/corpus/{unseal,decompress}/, crates/inpath-sketch/tests/corpus/,
 #   crates/inpath-corr/tests/corpus/, crates/inpath-wire/tests/corpus/.
-# The bounded fuzz passes (the `fuzz` module of each crate's test suite) mutate these files. The key file is a
-# fixed TEST key (never use it for data). Run from the repository root after
+# The bounded fuzz passes in each crate's fuzz tests (tests/<name>/fuzz.rs) mutate these files.
+# The key file is a fixed TEST key (never use it for data). Run from the repository root after
 # `cargo build --release -p inpath-cli`; the outputs are deterministic except for GCM/CTR/CBC
 # nonces, so regenerating changes the sealed files (the tests do not depend on their bytes).
 set -euo pipefail

@@ -2,8 +2,7 @@
 //! `inpath store serve`: planted neighbours found, the index's errors (missing, stale,
 //! damaged, parameters out of range) with exit status 1 and a message naming the fix.
 
-mod common;
-use common::{fails, inpath, ok, Server};
+use crate::common::{fails, inpath, ok, Server};
 use std::path::Path;
 
 /// 2000 items of 64 bytes; query 0 is item 700 with 3 bits flipped, query 1 is item 5.

@@ -1,5 +1,4 @@
 //! What the store crate's tests share: a seeded SplitMix64 generator.
-#![allow(dead_code)] // each test binary uses a different part
 
 /// SplitMix64: a small, seeded generator for test data.
 pub struct Rng(pub u64);

@@ -9,8 +9,7 @@ use inpath_store::{
 };
 use std::process::Command;
 
-mod common;
-use common::Rng;
+use crate::common::Rng;
 
 /// Text over a tiny alphabet, so short patterns match often, overlap, and cross every boundary.
 fn tiny_text(len: usize, seed: u64) -> Vec<u8> {

@@ -5,8 +5,7 @@ use inpath_store::hamming::distance;
 use inpath_store::lsh::{self, LshIndex, LshParams};
 use inpath_store::{FlashReader, HammingKernel, PutOptions, ReaderConfig, Store};
 
-mod common;
-use common::Rng;
+use crate::common::Rng;
 
 /// Random items, and queries that are some of them with `flips` random bits flipped.
 fn planted(

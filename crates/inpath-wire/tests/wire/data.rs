@@ -2,9 +2,7 @@
 //! engines run from memory, framing across segments, job splitting, the transform hook and
 //! the HTTP API.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use inpath_core::Engine;
 use inpath_sketch::{format, Params, SketchEngine};
 use inpath_wire::tap::{parse_tap, SketchPartial};

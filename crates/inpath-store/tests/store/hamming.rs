@@ -6,8 +6,7 @@ use inpath_store::hamming::{distance, QUERY_BLOCK};
 use inpath_store::kernel::run_slice;
 use inpath_store::{Hamming, HammingKernel, Neighbour};
 
-mod common;
-use common::Rng;
+use crate::common::Rng;
 
 /// Items: random ones, repeats of a few (ties), all-zero and all-one ones (extreme distances).
 fn items(is: usize, n: usize, r: &mut Rng) -> Vec<u8> {
@@ -138,7 +137,8 @@ fn bad_parameters_are_errors() {
 }
 
 /// Kernel speeds on 8 KiB items in memory (not a test: `cargo test --release -p inpath-store
-/// --test hamming -- --ignored --nocapture`).
+/// --test store hamming::kernel_speeds -- --ignored --nocapture`; the filter keeps the other
+/// ignored measurement from running beside it).
 #[test]
 #[ignore]
 fn kernel_speeds() {
@@ -170,8 +170,8 @@ fn kernel_speeds() {
 }
 
 /// Harley-Seal against the shipped `vpshufb` kernel for one query (the measurement behind the
-/// choice in `arch`; not a test: `cargo test --release -p inpath-store --test hamming --
-/// --ignored --nocapture harley`). Harley-Seal keeps 5 vectors of state per query, so it
+/// choice in `arch`; not a test: `cargo test --release -p inpath-store --test store
+/// hamming::harley -- --ignored --nocapture`). Harley-Seal keeps 5 vectors of state per query, so it
 /// cannot hold a block of 8 queries in 16 registers; this measures whether it would at least
 /// win for one query.
 #[cfg(target_arch = "x86_64")]

@@ -2,8 +2,7 @@
 //! search is known by hand, random and sealed graphs, the chase against its raw-pread twin, and
 //! the bad inputs with their messages and exit status.
 
-mod common;
-use common::{fails, inpath, ok};
+use crate::common::{fails, inpath, ok};
 
 fn json(text: &str) -> serde_json::Value {
     serde_json::from_str(text).unwrap()

@@ -1,6 +1,5 @@
 //! What the store CLI tests share: running `inpath` in a directory, and a `store serve` on
 //! loopback that stops when dropped.
-#![allow(dead_code)] // each test binary uses a different part
 
 use std::path::Path;
 use std::process::{Command, Output};

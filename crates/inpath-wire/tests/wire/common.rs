@@ -1,5 +1,5 @@
-//! Shared helpers for the wire tests: servers on loopback, random streams, log reading.
-#![allow(dead_code)]
+//! Shared helpers for the wire tests: servers on loopback, random streams, log reading, a port
+//! that refuses, and the process's open-file limit (raised once: every test shares it).
 
 use inpath_wire::{LogTarget, Server, ServerConfig, Shutdown};
 use rand::rngs::StdRng;
@@ -7,7 +7,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::Value;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -72,10 +72,29 @@ pub fn events<'a>(log: &'a [Value], event: &str) -> Vec<&'a Value> {
     log.iter().filter(|v| v["event"] == event).collect()
 }
 
-/// A free loopback port with nothing listening on it.
-pub fn dead_port() -> SocketAddr {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap()
+/// A loopback port that refuses connections, and the socket that holds it: bound, so no other
+/// test in this process (or another) can be given the port while the socket lives, but never
+/// listening, so a connect is answered with a reset.
+pub fn dead_port() -> (SocketAddr, socket2::Socket) {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    socket
+        .bind(&SocketAddr::from(([127, 0, 0, 1], 0)).into())
+        .unwrap();
+    let addr = socket.local_addr().unwrap().as_socket().unwrap();
+    (addr, socket)
+}
+
+/// How many descriptors the tests running beside one another in this process may hold on top of
+/// what one test asks [`nofile_limit`] for (servers, logs, the runtime's own).
+pub const NOFILE_SHARED: u64 = 1024;
+
+/// The process's soft open-file limit after raising it (once, for the whole test binary: the
+/// limit belongs to the process that every test shares) towards 8192 descriptors; 0 where it
+/// cannot be read.
+pub fn nofile_limit() -> u64 {
+    static LIMIT: OnceLock<u64> = OnceLock::new();
+    *LIMIT.get_or_init(|| rlimit::increase_nofile_limit(8192).unwrap_or(0))
 }
 
 pub fn random_bytes(rng: &mut StdRng, len: usize) -> Vec<u8> {

@@ -1,8 +1,7 @@
 //! `inpath store` as a process in a temp dir: put, ls, read, rm, grep (against grep), nn, and
 //! the bad inputs with their messages and exit status.
 
-mod common;
-use common::{fails, ok, raw_call, Server};
+use crate::common::{fails, ok, raw_call, Server};
 use std::process::Command;
 
 fn text() -> Vec<u8> {
