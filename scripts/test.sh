@@ -138,7 +138,7 @@ if [ "$mode" = quick ]; then
   exit 0
 fi
 
-phase "setup (Debian packages, Python venv)"
+phase "setup (Debian packages; the Python venv in the background)"
 missing=()
 while read -r pkg; do
   case "$pkg" in ''|'#'*) continue ;; esac
@@ -149,7 +149,20 @@ if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-bash scripts/venv.sh
+# The venv (pip: mostly downloads and unpacking) is made while the Rust build compiles; the
+# Python phase waits for it and shows its log if it failed.
+venv_log="$(mktemp)"
+bash scripts/venv.sh > "$venv_log" 2>&1 &
+venv_pid=$!
+wait_for_venv() {
+  if ! wait "$venv_pid"; then
+    cat "$venv_log" >&2
+    echo "test.sh: scripts/venv.sh failed (its output above)" >&2
+    exit 1
+  fi
+  cat "$venv_log"
+  rm -f "$venv_log"
+}
 export INPATH_PYTHON="$PWD/.venv/bin/python"
 # The machine, for reading a failure from another CPU: kernels are chosen at run time, and the
 # suites run every kernel level this CPU has (AVX-512, AVX2, portable) in process.
@@ -186,6 +199,7 @@ phase "inpath-seal with ISA-L (the optional isal feature)"
 cargo test --release -p inpath-seal --features isal --quiet
 
 phase "python package (pip install ./python) and pytest"
+wait_for_venv
 # Built by maturin into the workspace's target directory with the same wrapper and profile, so
 # the engines and their dependencies compiled above are reused.
 .venv/bin/pip install --quiet --disable-pip-version-check ./python
