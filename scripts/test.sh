@@ -52,9 +52,9 @@ print_phases() {
   local i total=$(( $(date +%s) - run_t0 ))
   echo "== phases ($mode, $(nproc) cores; wall seconds)"
   for i in "${!phase_names[@]}"; do
-    printf '   %-46s %6d s\n' "${phase_names[$i]}" "${phase_secs[$i]}"
+    printf '   %-58s %6d s\n' "${phase_names[$i]}" "${phase_secs[$i]}"
   done
-  printf '   %-46s %6d s (%d min %02d s)%s\n' "total" "$total" $((total / 60)) $((total % 60)) \
+  printf '   %-58s %6d s (%d min %02d s)%s\n' "total" "$total" $((total / 60)) $((total % 60)) \
     "$([ "$status" -eq 0 ] || echo ", FAILED with status $status")"
 }
 trap print_phases EXIT
@@ -118,6 +118,7 @@ if [ "$mode" = quick ]; then
   machine
   phase "cargo fmt --check"
   cargo fmt --all -- --check
+  test_base >/dev/null || exit 2
   mapfile -t pkgs < <(touched_packages)
   if [ ${#pkgs[@]} -eq 0 ]; then
     echo "test.sh --quick: no Rust crate touched since $(test_base); nothing more to run"
