@@ -38,6 +38,7 @@ def main():
                             "--message-format=json"], cwd=root, stdout=subprocess.PIPE, text=True)
     if build.returncode != 0:
         return build.returncode
+    names_by_id = {p["id"]: name for name, p in members.items()}
     bins = []
     for line in build.stdout.splitlines():
         msg = json.loads(line)
@@ -45,7 +46,7 @@ def main():
             continue
         if not msg.get("profile", {}).get("test"):
             continue
-        name = next((n for n, p in members.items() if p["id"] == msg.get("package_id")), None)
+        name = names_by_id.get(msg.get("package_id"))
         if name in wanted:
             bins.append((name, msg["target"]["name"], msg["target"]["kind"][0], msg["executable"]))
     failed = []

@@ -100,9 +100,6 @@ impl CorrConfig {
 /// ```
 pub struct Corr {
     config: CorrConfig,
-    /// The highest kernel level this engine may use (below what the CPU and `INPATH_ISA`
-    /// allow only in tests: [`Corr::with_isa_cap`]).
-    cap: Level,
     deframer: Deframer,
     sink: Sink,
 }
@@ -111,6 +108,8 @@ struct Sink {
     dtype: DType,
     method: Method,
     kernel: Kernel,
+    /// The highest kernel level this engine may use (below what the CPU and `INPATH_ISA`
+    /// allow only in tests: [`Corr::with_isa_cap`]).
     cap: Level,
     has_header: bool,
     /// Streams, once known (from the configuration, or a CSV's first row).
@@ -184,7 +183,6 @@ impl Corr {
         }
         Ok(Corr {
             config,
-            cap,
             deframer,
             sink,
         })
@@ -203,8 +201,11 @@ impl Corr {
             Layout::Csv(_) => self.sink.m.unwrap_or(2),
         };
         match self.config.method {
-            Method::Pearson => self.config.kernel.name_at(self.cap, self.config.dtype, m),
-            Method::Spearman => self.config.kernel.name_at(self.cap, DType::F64, m),
+            Method::Pearson => self
+                .config
+                .kernel
+                .name_at(self.sink.cap, self.config.dtype, m),
+            Method::Spearman => self.config.kernel.name_at(self.sink.cap, DType::F64, m),
         }
     }
 
@@ -518,7 +519,7 @@ impl Engine for Corr {
         let closed = self.close_input().map_err(|e| self.sink.name_column(e));
         let stats = self.sink.stats.take();
         let collect = self.sink.collect.take();
-        let fresh = Corr::with_isa_cap(self.config.clone(), self.cap)?;
+        let fresh = Corr::with_isa_cap(self.config.clone(), self.sink.cap)?;
         let names = self.sink.names.clone();
         *self = fresh;
         if let (Some(names), Layout::Rows { .. }) = (names, &self.config.layout) {
@@ -531,7 +532,9 @@ impl Engine for Corr {
             )
         })?;
         match collect {
-            Some(collect) => collect.finish(stats.names().to_vec(), self.config.kernel, self.cap),
+            Some(collect) => {
+                collect.finish(stats.names().to_vec(), self.config.kernel, self.sink.cap)
+            }
             None => Ok(stats),
         }
     }
@@ -543,8 +546,8 @@ impl Lane for Corr {
     }
 
     fn fork(&self) -> Self {
-        let mut lane =
-            Corr::with_isa_cap(self.config.clone(), self.cap).expect("a valid configuration forks");
+        let mut lane = Corr::with_isa_cap(self.config.clone(), self.sink.cap)
+            .expect("a valid configuration forks");
         lane.sink.names = self.sink.names.clone();
         if let Some(stats) = &mut lane.sink.stats {
             if let Some(names) = &lane.sink.names {

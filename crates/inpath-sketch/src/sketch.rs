@@ -174,7 +174,7 @@ impl Sketch {
     /// Inserts `u32` items given as little-endian bytes (`items.len()` must be a multiple of 4).
     pub fn update_u32_le(&mut self, items: &[u8]) -> Result<()> {
         self.expect_kind(ItemKind::U32)?;
-        self.ingest(Items::U32(items), self.params.parts(), None);
+        self.ingest(Items::U32(items), self.params.parts());
         Ok(())
     }
 
@@ -194,7 +194,7 @@ impl Sketch {
     /// Inserts `u64` items given as little-endian bytes (`items.len()` must be a multiple of 8).
     pub fn update_u64_le(&mut self, items: &[u8]) -> Result<()> {
         self.expect_kind(ItemKind::U64)?;
-        self.ingest(Items::U64(items), self.params.parts(), None);
+        self.ingest(Items::U64(items), self.params.parts());
         Ok(())
     }
 
@@ -252,13 +252,13 @@ impl Sketch {
 
     /// Updates all three sketches from hashes `h = (hi << 64) | lo` of byte values.
     pub(crate) fn apply(&mut self, lo: &[u64], hi: &[u64]) {
-        self.ingest(Items::Hashes(lo, hi), self.params.parts(), None);
+        self.ingest(Items::Hashes(lo, hi), self.params.parts());
     }
 
-    /// Feeds items through the kernel (at `level`, else at the sketch's own level, else at
+    /// Feeds items through the kernel (at the sketch's own level if one is set, else at
     /// [`kernel::chosen_level`]), folding the hot counters every [`HOT_LIMIT`] items.
-    fn ingest(&mut self, items: Items<'_>, parts: Parts, level: Option<Level>) {
-        let level = level.or(self.level);
+    fn ingest(&mut self, items: Items<'_>, parts: Parts) {
+        let level = self.level;
         let n = match items {
             Items::U32(bytes) => bytes.len() / 4,
             Items::U64(bytes) => bytes.len() / 8,
@@ -319,15 +319,6 @@ impl Sketch {
         self.level
     }
 
-    /// Test hook: inserts `u32` items through the kernel compiled for `level` (see
-    /// [`crate::kernel::supported_levels`]), so tests can compare every version.
-    #[doc(hidden)]
-    pub fn update_u32_le_at(&mut self, items: &[u8], level: Level) -> Result<()> {
-        self.expect_kind(ItemKind::U32)?;
-        self.ingest(Items::U32(items), self.params.parts(), Some(level));
-        Ok(())
-    }
-
     /// Benchmark hook: inserts `u32` items into only the chosen sketches of those kept
     /// ([`Parts::NONE`] measures the hash alone). The other sketches are left untouched (and so
     /// inconsistent with the count): use only on throw-away sketches.
@@ -339,7 +330,7 @@ impl Sketch {
             cm: parts.cm && kept.cm,
             agms: parts.agms && kept.agms,
         };
-        self.ingest(Items::U32(items), parts, None);
+        self.ingest(Items::U32(items), parts);
     }
 
     /// Folds the hot tiers into the mid tiers (first folding the mid tiers into the wide ones

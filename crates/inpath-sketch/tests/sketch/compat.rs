@@ -43,7 +43,8 @@ fn u32_items_match_the_model_in_every_kernel() {
         }
         for level in supported_levels() {
             let mut sketch = Sketch::new(p, ItemKind::U32).unwrap();
-            sketch.update_u32_le_at(&bytes, level).unwrap();
+            sketch.set_kernel_level(Some(level));
+            sketch.update_u32_le(&bytes).unwrap();
             model.assert_matches(&sketch, &format!("{p:?} at {level:?}"));
             // The engine, chunked oddly, with its level set.
             let mut engine = SketchEngine::u32(p).unwrap();
