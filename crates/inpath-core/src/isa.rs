@@ -149,3 +149,78 @@ mod tests {
         assert_eq!(supported().last(), Some(&effective()));
     }
 }
+
+/// Defines a kernel module `$name` whose body is written once in plain Rust and compiled three
+/// times: for the baseline target, for x86-64-v3 (AVX2, FMA, BMI) and for x86-64-v4 (AVX-512
+/// F/BW/CD/DQ/VL). The module has `at(level, args)`, which runs the body at `level` or the
+/// highest level below it the CPU has, and `run(args)`, which runs it at [`effective`].
+///
+/// The calling module must allow `unsafe_code` (the two compiled twins are `unsafe fn`s with
+/// `#[target_feature]`, called only after [`detected`] found their features). The body sees
+/// its parent module's items (`use super::*`).
+///
+/// ```
+/// #![allow(unsafe_code)]
+/// inpath_core::kernel! {
+///     /// The sum of the values.
+///     total(values: &[i64]) -> i64 {
+///         values.iter().sum()
+///     }
+/// }
+/// use inpath_core::isa::Level;
+/// assert_eq!(total::run(&[1, 2, 3]), 6);
+/// assert_eq!(total::at(Level::Portable, &[1, 2, 3]), 6);
+/// ```
+#[macro_export]
+macro_rules! kernel {
+    ($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty),*) $(-> $ret:ty)? $body:block) => {
+        $(#[$doc])*
+        #[allow(unreachable_pub)]
+        pub mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            #[inline(always)]
+            fn imp($($arg: $ty),*) $(-> $ret)? $body
+
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx2,fma,bmi1,bmi2,lzcnt,popcnt")]
+            unsafe fn v3($($arg: $ty),*) $(-> $ret)? {
+                imp($($arg),*)
+            }
+
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(
+                enable = "avx512f,avx512bw,avx512cd,avx512dq,avx512vl,avx2,fma,bmi1,bmi2,lzcnt,popcnt"
+            )]
+            unsafe fn v4($($arg: $ty),*) $(-> $ret)? {
+                imp($($arg),*)
+            }
+
+            /// Runs the kernel at `level`, or the highest level below it the CPU has.
+            #[allow(dead_code)]
+            pub fn at(level: $crate::isa::Level, $($arg: $ty),*) $(-> $ret)? {
+                let level = level.min($crate::isa::detected());
+                #[cfg(target_arch = "x86_64")]
+                {
+                    if level >= $crate::isa::Level::Avx512 {
+                        // SAFETY: `detected()` found every feature `v4` enables.
+                        return unsafe { v4($($arg),*) };
+                    }
+                    if level >= $crate::isa::Level::Avx2 {
+                        // SAFETY: `detected()` found every feature `v3` enables.
+                        return unsafe { v3($($arg),*) };
+                    }
+                }
+                let _ = level;
+                imp($($arg),*)
+            }
+
+            /// Runs the kernel at the level `INPATH_ISA` and the CPU allow.
+            #[allow(dead_code)]
+            pub fn run($($arg: $ty),*) $(-> $ret)? {
+                at($crate::isa::effective(), $($arg),*)
+            }
+        }
+    };
+}

@@ -19,13 +19,7 @@
 //! double computed from the exact values (as DuckDB does), not a decimal truncated to four
 //! more digits, so averages agree with DuckDB to ~1e-15 relative (see [`AvgDecimalAsDouble`]).
 
-use crate::error::{Error, Result};
-use crate::format::{LogicalType, Scalar, MANIFEST_FILE};
-use crate::offload::{
-    Decision, Device, DeviceExec, DeviceStats, Limits, LocalDevice, OffloadRule, ProcessDevice,
-    TaskGraph,
-};
-use crate::reader::TableReader;
+use crate::rule::{Decision, DeviceExec, Limits, OffloadRule};
 use async_trait::async_trait;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions};
 use datafusion::arrow::compute::{filter_record_batch, prep_null_mask_filter};
@@ -53,7 +47,11 @@ use datafusion::physical_plan::{
     ReplaceChildrenOptions, SendableRecordBatchStream, StatisticsArgs,
 };
 use datafusion::prelude::{SessionConfig, SessionContext};
+use inpath_offload::{Device, DeviceStats, LocalDevice, ProcessDevice, TaskGraph};
 use inpath_seal::KeyRing;
+use inpath_table::error::{Error, Result};
+use inpath_table::format::{LogicalType, Scalar};
+use inpath_table::reader::{open_table_dirs, TableReader};
 use serde::Serialize;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -144,10 +142,15 @@ impl ColumnTable {
     /// Opens the table in `dir` (keys open sealed manifests and pages); scans add to
     /// `counters`.
     pub fn open(dir: &Path, keys: &KeyRing, counters: Arc<ScanCounters>) -> Result<ColumnTable> {
-        Ok(ColumnTable {
-            reader: Arc::new(TableReader::open(dir, keys)?.with_dictionary_arrays()),
+        Ok(ColumnTable::new(TableReader::open(dir, keys)?, counters))
+    }
+
+    /// The table `reader` reads; scans add to `counters`.
+    pub fn new(reader: TableReader, counters: Arc<ScanCounters>) -> ColumnTable {
+        ColumnTable {
+            reader: Arc::new(reader.with_dictionary_arrays()),
             counters,
-        })
+        }
     }
 
     /// The reader underneath.
@@ -466,8 +469,7 @@ impl TableProvider for ColumnTable {
             }
         }
 
-        let selector =
-            (!filters.is_empty()).then(|| crate::offload::rule::selector_for(&filters, reader));
+        let selector = (!filters.is_empty()).then(|| crate::rule::selector_for(&filters, reader));
         let filter = match conjunction(filters) {
             Some(expr) => {
                 let mut columns: Vec<usize> = expr
@@ -520,14 +522,14 @@ pub struct ColumnScanExec {
     pages_total: usize,
     limit: Option<usize>,
     /// The pushed filter as an offload Row Selector, or why it is not one.
-    selector: Option<std::result::Result<crate::offload::graph::Selector, String>>,
+    selector: Option<std::result::Result<inpath_offload::graph::Selector, String>>,
     props: Arc<PlanProperties>,
 }
 
 impl ColumnScanExec {
     fn with_selector(
         mut self,
-        selector: Option<std::result::Result<crate::offload::graph::Selector, String>>,
+        selector: Option<std::result::Result<inpath_offload::graph::Selector, String>>,
     ) -> ColumnScanExec {
         self.selector = selector;
         self
@@ -552,7 +554,7 @@ impl ColumnScanExec {
     /// filter is not a sum of products of comparators).
     pub fn selector(
         &self,
-    ) -> Option<&std::result::Result<crate::offload::graph::Selector, String>> {
+    ) -> Option<&std::result::Result<inpath_offload::graph::Selector, String>> {
         self.selector.as_ref()
     }
 
@@ -873,29 +875,6 @@ impl FunctionRewrite for AvgDecimalAsDouble {
     }
 }
 
-/// The tables under `dir`: `dir` itself when it holds a manifest, else every subdirectory that
-/// does, sorted by name.
-pub fn table_dirs(dir: &Path) -> Result<Vec<std::path::PathBuf>> {
-    if dir.join(MANIFEST_FILE).is_file() {
-        return Ok(vec![dir.to_path_buf()]);
-    }
-    let entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
-    let mut tables = Vec::new();
-    for entry in entries {
-        let path = entry.map_err(|e| Error::io(dir, e))?.path();
-        if path.join(MANIFEST_FILE).is_file() {
-            tables.push(path);
-        }
-    }
-    tables.sort();
-    if tables.is_empty() {
-        return Err(Error::NoTables {
-            path: dir.to_path_buf(),
-        });
-    }
-    Ok(tables)
-}
-
 /// A SQL session over the column tables of a directory, with its own thread pool.
 pub struct SqlSession {
     ctx: SessionContext,
@@ -905,7 +884,7 @@ pub struct SqlSession {
     offload: Option<Arc<OffloadRule>>,
 }
 
-/// How a session offloads work to a device (see [`crate::offload`]).
+/// How a session offloads work to a device (see [`crate::rule`] and `inpath-offload`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct OffloadOptions {
     /// Device memory in bytes; `None`: 40 MiB per TPC-H SF 1 worth of rows (8.66 M rows over
@@ -933,33 +912,17 @@ impl Default for OffloadOptions {
     }
 }
 
-/// Opens every table under `dir` (see [`table_dirs`]), each under its directory's name.
+/// Opens every table under `dir` (see [`inpath_table::table_dirs`]), each under its
+/// directory's name.
 fn open_tables(
     dir: &Path,
     keys: &KeyRing,
     counters: &Arc<ScanCounters>,
 ) -> Result<Vec<(String, ColumnTable)>> {
-    let mut opened = Vec::new();
-    for path in table_dirs(dir)? {
-        let table = ColumnTable::open(&path, keys, counters.clone())?;
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| table.reader().table().to_string());
-        opened.push((name, table));
-    }
-    Ok(opened)
-}
-
-/// A [`LocalDevice`] over every table under `dir` (named as a session over `dir` names
-/// them), with `lanes` lanes and `memory` bytes: what `inpath query serve-device` serves.
-pub fn open_device(dir: &Path, keys: &KeyRing, lanes: usize, memory: u64) -> Result<LocalDevice> {
-    let counters = Arc::new(ScanCounters::default());
-    let readers = open_tables(dir, keys, &counters)?
+    Ok(open_table_dirs(dir, keys)?
         .into_iter()
-        .map(|(name, t)| (name, t.reader))
-        .collect();
-    LocalDevice::new(readers, lanes, memory)
+        .map(|(name, reader)| (name, ColumnTable::new(reader, counters.clone())))
+        .collect())
 }
 
 /// Rows of all eight TPC-H tables at SF 1.
@@ -1075,7 +1038,7 @@ impl SqlSession {
         })
     }
 
-    /// Opens every table under `dir` (see [`table_dirs`]), each registered under its
+    /// Opens every table under `dir` (see [`inpath_table::table_dirs`]), each registered under its
     /// directory's name, with `threads` worker threads and as many scan partitions.
     pub fn open(dir: &Path, keys: &KeyRing, threads: usize) -> Result<SqlSession> {
         SqlSession::open_with(dir, keys, threads, None)
@@ -1098,7 +1061,7 @@ impl SqlSession {
                 let rows: u64 = opened.iter().map(|(_, t)| t.reader().row_count()).sum();
                 let lanes = o.lanes.unwrap_or(threads);
                 let memory = o.memory.unwrap_or_else(|| {
-                    let per_sf = crate::offload::DEFAULT_MEMORY_PER_SF as f64;
+                    let per_sf = inpath_offload::DEFAULT_MEMORY_PER_SF as f64;
                     // Each lane holds a decoded page of the task's columns (16 bytes per
                     // decimal) and its registers: 128 bytes a row and 1 MiB more.
                     let page_rows = opened

@@ -6,8 +6,8 @@ use crate::cmd::seal::{read_keys, sealing_key};
 use crate::common::{bytes, print_out, thousands};
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
-use inpath_query::{GenOptions, TableReader, WriteOptions};
 use inpath_seal::{Cipher, Compression, KeyRing, SealConfig};
+use inpath_table::{GenOptions, TableReader, WriteOptions};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -102,9 +102,9 @@ impl OffloadArgs {
             memory: self.device_memory,
             lanes: self.device_lanes,
             limits: if self.fidelity == "thesis" {
-                inpath_query::offload::Limits::THESIS
+                inpath_query::rule::Limits::THESIS
             } else {
-                inpath_query::offload::Limits::LIFTED
+                inpath_query::rule::Limits::LIFTED
             },
             device_command,
         }))
@@ -134,9 +134,9 @@ fn serve_device(args: ServeDeviceArgs) -> anyhow::Result<()> {
         );
     }
     let ring = args.keys.ring()?;
-    let device = inpath_query::sql::open_device(&args.dir, &ring, args.lanes, args.memory)
+    let device = inpath_offload::LocalDevice::open(&args.dir, &ring, args.lanes, args.memory)
         .map_err(|e| args.keys.hint(e))?;
-    inpath_query::offload::serve(device, std::io::stdin().lock(), std::io::stdout())?;
+    inpath_offload::serve(device, std::io::stdin().lock(), std::io::stdout())?;
     Ok(())
 }
 
@@ -189,7 +189,7 @@ struct WriteTableArgs {
     #[arg(long)]
     key_id: Option<u32>,
     /// Rows per page.
-    #[arg(long, default_value_t = inpath_query::format::DEFAULT_ROWS_PER_PAGE)]
+    #[arg(long, default_value_t = inpath_table::format::DEFAULT_ROWS_PER_PAGE)]
     rows_per_page: usize,
 }
 
@@ -433,7 +433,7 @@ fn import(args: ImportArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot create {}", args.dir.display()))?;
     let target = args.dir.join(&name);
     let start = Instant::now();
-    let s = inpath_query::import_file(&args.file, &target, options, args.threads)?;
+    let s = inpath_table::import_file(&args.file, &target, options)?;
     let secs = start.elapsed().as_secs_f64();
     if args.json {
         let value = serde_json::json!({
@@ -470,7 +470,7 @@ fn open_session(
         .map_err(|e| keys.hint(e))
 }
 
-fn device_line(s: &inpath_query::offload::DeviceStats) -> String {
+fn device_line(s: &inpath_offload::DeviceStats) -> String {
     format!(
         "device: {} graphs; pages {} read, {} skipped; {} read, {} sent to the host; {} rows selected; {:.3} s CPU; peak memory {}; {} groups spilled, {} cut by TOPK",
         s.graphs,
@@ -620,7 +620,7 @@ fn sql(args: SqlArgs) -> anyhow::Result<()> {
         if out.is_dir() {
             bail!("-o {}: is a directory; name a .parquet file", out.display());
         }
-        for table in inpath_query::sql::table_dirs(&args.dir)? {
+        for table in inpath_table::table_dirs(&args.dir)? {
             for entry in std::fs::read_dir(&table)?.flatten() {
                 inputs.push(inpath_core::Input::File(entry.path()));
             }
@@ -922,9 +922,9 @@ fn gen(args: GenArgs) -> anyhow::Result<()> {
     let mut summaries = Vec::new();
     std::fs::create_dir_all(&args.dir)
         .with_context(|| format!("cannot create {}", args.dir.display()))?;
-    for table in inpath_query::TPCH_TABLES {
+    for table in inpath_table::TPCH_TABLES {
         let t = Instant::now();
-        let s = inpath_query::tpch::generate_table(table, args.sf, &args.dir, &options)?;
+        let s = inpath_table::tpch::generate_table(table, args.sf, &args.dir, &options)?;
         if talk {
             eprintln!(
                 "  {table:<9} {:>12} rows {:>10}  {:.2} s",
@@ -1000,10 +1000,10 @@ fn inspect(args: InspectArgs) -> anyhow::Result<()> {
     let keys = args.keys.ring()?;
     let mut text = String::new();
     let mut json_tables = Vec::new();
-    for dir in inpath_query::sql::table_dirs(&args.dir)? {
+    for dir in inpath_table::table_dirs(&args.dir)? {
         let reader = TableReader::open(&dir, &keys).map_err(|e| args.keys.hint(e))?;
         let m = reader.manifest();
-        let manifest_bytes = std::fs::metadata(dir.join(inpath_query::format::MANIFEST_FILE))
+        let manifest_bytes = std::fs::metadata(dir.join(inpath_table::format::MANIFEST_FILE))
             .map(|m| m.len())
             .unwrap_or(0);
         let mut columns = Vec::new();
@@ -1164,7 +1164,8 @@ pub fn demo_section() -> anyhow::Result<String> {
 
 fn demo_run(dir: &Path) -> anyhow::Result<DemoQuery> {
     use inpath_query::tpch_queries::{check_answer, pinned_answer, query};
-    use inpath_query::{generate_tpch, SqlSession};
+    use inpath_query::SqlSession;
+    use inpath_table::generate_tpch;
     let key = inpath_seal::Key::new(&inpath_seal::gen::random_bytes(32, 2026))?;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(2));
     let generate = |sub: &str, seal: SealConfig, key: Option<(u32, inpath_seal::Key)>| {

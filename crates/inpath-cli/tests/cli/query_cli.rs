@@ -268,7 +268,7 @@ fn offload_from_the_command_line_explains_runs_and_falls_back_on_small_budgets()
             assert_eq!(class, "full", "Q{}", n + 1);
             assert_eq!(
                 q["graphs"][0]["version"],
-                inpath_query::offload::GRAPH_VERSION,
+                inpath_offload::GRAPH_VERSION,
                 "{q}"
             );
         }

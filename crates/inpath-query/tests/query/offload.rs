@@ -6,15 +6,16 @@
 use crate::common::*;
 use arrow_array::{ArrayRef, Date32Array, Decimal128Array, Int64Array, RecordBatch, StringArray};
 use datafusion::datasource::MemTable;
-use inpath_query::offload::graph::{
+use inpath_offload::graph::{
     Agg, AggFunc, CmpOp, Comparator, CountGroups, MaskSource, Op, Operator, Output, Program,
     Selector, TableTask, Test,
 };
-use inpath_query::offload::{serve, Device, LocalDevice, ProcessDevice, TaskGraph, GRAPH_VERSION};
+use inpath_offload::{serve, Device, LocalDevice, ProcessDevice, TaskGraph, GRAPH_VERSION};
 use inpath_query::sql::OffloadOptions;
 use inpath_query::tpch_queries::query;
-use inpath_query::{SqlSession, TableReader, TableWriter, WriteOptions};
+use inpath_query::SqlSession;
 use inpath_seal::KeyRing;
+use inpath_table::{TableReader, TableWriter, WriteOptions};
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
 use std::path::Path;
@@ -937,7 +938,7 @@ fn bad_graphs_and_budgets_give_clear_errors() {
         keep: Vec::new(),
         selector: Selector::default(),
         transformer: Program {
-            ops: vec![inpath_query::offload::graph::Op::Load { column: 0 }],
+            ops: vec![inpath_offload::graph::Op::Load { column: 0 }],
         },
         operator: Operator::Aggregate {
             aggs: vec![Agg {
@@ -976,7 +977,7 @@ fn bad_graphs_and_budgets_give_clear_errors() {
     bad.tasks[0]
         .transformer
         .ops
-        .push(inpath_query::offload::graph::Op::Add(0, 5));
+        .push(inpath_offload::graph::Op::Add(0, 5));
     assert!(device
         .submit(&bad)
         .err()
@@ -992,7 +993,7 @@ fn bad_graphs_and_budgets_give_clear_errors() {
         .to_string()
         .contains("no table \"nope\""));
     let mut bad = graph.clone();
-    bad.tasks[0].transformer.ops[0] = inpath_query::offload::graph::Op::Load { column: 40 };
+    bad.tasks[0].transformer.ops[0] = inpath_offload::graph::Op::Load { column: 40 };
     assert!(device
         .submit(&bad)
         .err()
@@ -1590,10 +1591,7 @@ fn a_pipe_that_is_not_a_device_is_refused_and_a_device_that_goes_away_fails_its_
         .expect("refused")
         .to_string();
     assert!(e.contains("exited") || e.contains("cannot"), "{e}");
-    assert_eq!(
-        remote.stats(),
-        inpath_query::offload::DeviceStats::default()
-    );
+    assert_eq!(remote.stats(), inpath_offload::DeviceStats::default());
 }
 
 /// COUNT_GROUPS: `count(DISTINCT x)` grouped by leading keys is counted on the device (the

@@ -5,8 +5,9 @@
 use crate::common::*;
 use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use datafusion::datasource::MemTable;
-use inpath_query::{ResultFormat, SqlSession, WriteOptions};
+use inpath_query::{ResultFormat, SqlSession};
 use inpath_seal::{Cipher, Compression, KeyRing, SealConfig};
+use inpath_table::WriteOptions;
 use rand::{Rng, SeedableRng};
 use std::path::Path;
 use std::sync::Arc;
@@ -125,7 +126,7 @@ fn random_tables(dir: &Path) -> (SqlSession, datafusion::prelude::SessionContext
     columns.extend(batch.columns().iter().cloned());
     let batch = RecordBatch::try_new(Arc::new(arrow_schema::Schema::new(fields)), columns).unwrap();
     let table = dir.join("t");
-    let mut w = inpath_query::TableWriter::create(
+    let mut w = inpath_table::TableWriter::create(
         &table,
         batch.schema(),
         WriteOptions {
@@ -310,7 +311,7 @@ fn bad_sql_and_damaged_pages_give_errors_that_name_them() {
         Arc::new(StringArray::from(vec!["a", "b"])) as ArrayRef,
     )])
     .unwrap();
-    let mut w = inpath_query::TableWriter::create(
+    let mut w = inpath_table::TableWriter::create(
         &sealed.path().join("s"),
         batch.schema(),
         WriteOptions {
@@ -340,7 +341,7 @@ fn import_of_parquet_and_csv_round_trips_and_refuses_unsupported_types() {
     let parquet = dir.path().join("t.parquet");
     std::fs::write(&parquet, all.encode(ResultFormat::Parquet).unwrap()).unwrap();
     let db = dir.path().join("db");
-    let s = inpath_query::import_file(&parquet, &db.join("u"), WriteOptions::default(), 1).unwrap();
+    let s = inpath_table::import_file(&parquet, &db.join("u"), WriteOptions::default()).unwrap();
     assert_eq!(s.rows, 3000);
     let again = SqlSession::open(&db, &KeyRing::new(), 1).unwrap();
     let back = again.sql("SELECT * FROM u ORDER BY id").unwrap();
@@ -349,7 +350,7 @@ fn import_of_parquet_and_csv_round_trips_and_refuses_unsupported_types() {
     // CSV: types inferred (integers, floats, text), values kept.
     let csv = dir.path().join("people.csv");
     std::fs::write(&csv, "id,name,score\n1,ann,2.5\n2,bob,\n3,\"c, d\",4\n").unwrap();
-    inpath_query::import_file(&csv, &db.join("people"), WriteOptions::default(), 1).unwrap();
+    inpath_table::import_file(&csv, &db.join("people"), WriteOptions::default()).unwrap();
     let again = SqlSession::open(&db, &KeyRing::new(), 1).unwrap();
     let r = again
         .sql("SELECT id, name, score FROM people WHERE score IS NOT NULL ORDER BY id")
@@ -362,16 +363,15 @@ fn import_of_parquet_and_csv_round_trips_and_refuses_unsupported_types() {
     // A type the format cannot hold: named, and nothing written.
     let stamps = dir.path().join("stamps.csv");
     std::fs::write(&stamps, "at\n2024-01-01T00:00:00\n2024-01-02T00:00:00\n").unwrap();
-    let e = inpath_query::import_file(&stamps, &db.join("stamps"), WriteOptions::default(), 1)
+    let e = inpath_table::import_file(&stamps, &db.join("stamps"), WriteOptions::default())
         .unwrap_err()
         .to_string();
     assert!(e.contains("column at") && e.contains("Timestamp"), "{e}");
     assert!(!db.join("stamps").exists());
-    let e = inpath_query::import_file(
+    let e = inpath_table::import_file(
         &dir.path().join("x.txt"),
         &db.join("x"),
         WriteOptions::default(),
-        1,
     )
     .unwrap_err()
     .to_string();

@@ -9,14 +9,6 @@
 //! host's sort and limit stay, to order what arrives. Anything the device cannot run exactly
 //! leaves the plan as it was, and the reason is kept for `explain --offload`.
 
-use super::device::Device;
-use super::graph::{
-    Agg, AggFunc, CmpOp, Comparator, CountGroups, GroupKey, Join, JoinKind, JoinMethod, MaskSource,
-    Op, Operator, Order, Output, Program, Residual, Selector, SortKey, Source, TableTask,
-    TaskGraph, Test,
-};
-use crate::format::LogicalType;
-use crate::reader::TableReader;
 use crate::sql::ColumnScanExec;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
@@ -55,6 +47,14 @@ use datafusion::physical_plan::{
     replace_children_if_necessary, DisplayAs, DisplayFormatType, ExecutionPlan,
     ExecutionPlanProperties, Partitioning, PlanProperties, SendableRecordBatchStream,
 };
+use inpath_offload::device::Device;
+use inpath_offload::graph::{
+    Agg, AggFunc, CmpOp, Comparator, CountGroups, GroupKey, Join, JoinKind, JoinMethod, MaskSource,
+    Op, Operator, Order, Output, Program, Residual, Selector, SortKey, Source, TableTask,
+    TaskGraph, Test,
+};
+use inpath_table::format::LogicalType;
+use inpath_table::reader::TableReader;
 use std::collections::HashMap;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex};
@@ -246,7 +246,7 @@ impl OffloadRule {
                 limit: Some(limit),
             });
             let graph = TaskGraph {
-                version: super::GRAPH_VERSION,
+                version: inpath_offload::GRAPH_VERSION,
                 tasks,
             };
             graph.check().map_err(|e| e.to_string())?;
@@ -2130,7 +2130,7 @@ fn build_graph(
     pipeline.operator = operator;
     pipeline.output = Output { fields };
     Ok(TaskGraph {
-        version: super::GRAPH_VERSION,
+        version: inpath_offload::GRAPH_VERSION,
         tasks,
     })
 }
@@ -2949,7 +2949,7 @@ fn comparator(
         CmpOp::Eq | CmpOp::Ne => crate::sql::Round::Exact,
     };
     match crate::sql::bound(value, logical, round) {
-        Some(crate::format::Scalar::Int(v)) => Ok(Comparator {
+        Some(inpath_table::format::Scalar::Int(v)) => Ok(Comparator {
             column: c,
             test: Test::Int { op, value: v },
         }),
@@ -3055,11 +3055,11 @@ impl DeviceExec {
     /// aggregate over a device, the device replaced by these rows, streamed as they come).
     fn whole_or_finished(
         &self,
-        mut stream: impl Iterator<Item = crate::error::Result<RecordBatch>> + Send + 'static,
+        mut stream: impl Iterator<Item = inpath_table::error::Result<RecordBatch>> + Send + 'static,
         finish: &Arc<dyn ExecutionPlan>,
         context: Arc<TaskContext>,
     ) -> DfResult<SendableRecordBatchStream> {
-        let external = |e: crate::error::Error| DataFusionError::External(Box::new(e));
+        let external = |e: inpath_table::error::Error| DataFusionError::External(Box::new(e));
         let first = stream.next().transpose().map_err(external)?;
         let second = match first {
             Some(_) => stream.next().transpose().map_err(external)?,
@@ -3282,8 +3282,9 @@ impl ExecutionPlan for DeviceExec {
         // The device declines before sending anything (builds or a page beyond its memory):
         // the host runs the plan the device replaced, every partition of it, merged. Aggregates
         // send their groups at the end, so the first item tells.
-        let declined =
-            |e: &crate::error::Error| matches!(e, crate::error::Error::DeviceDeclined { .. });
+        let declined = |e: &inpath_table::error::Error| {
+            matches!(e, inpath_table::error::Error::DeviceDeclined { .. })
+        };
         let start = |graph: &TaskGraph, fallback: bool| match self.device.submit(graph) {
             Ok(mut s) => match s.next() {
                 Some(Err(e)) if declined(&e) && fallback => Err(e),

@@ -2,8 +2,8 @@
 
 use crate::common::*;
 use arrow_array::RecordBatch;
-use inpath_query::format::Encoding;
-use inpath_query::{TableReader, TableWriter, WriteOptions};
+use inpath_table::format::Encoding;
+use inpath_table::{TableReader, TableWriter, WriteOptions};
 
 fn round_trip(batch: &RecordBatch, r: usize, chunk: usize, tier: usize) {
     let dir = tempfile::tempdir().unwrap();
@@ -169,7 +169,7 @@ fn encodings_are_narrow() {
 fn dictionary_closes_past_the_limit() {
     use arrow_array::{ArrayRef, StringArray};
     use std::sync::Arc;
-    let limit = inpath_query::format::DICTIONARY_LIMIT;
+    let limit = inpath_table::format::DICTIONARY_LIMIT;
     // Page 0: 3000 distinct, page 1: 2000 more (over the limit), page 2: old values again.
     let vals: Vec<String> = (0..3000)
         .chain(3000..5000)
@@ -202,7 +202,7 @@ fn dictionary_closes_past_the_limit() {
 
 /// The reference: what a FOR block must decode to, computed without the packer.
 fn reference_for(values: &[i128]) {
-    use inpath_query::testing::{encode_for, parse_for, width_for};
+    use inpath_table::testing::{encode_for, parse_for, width_for};
     let mut out = Vec::new();
     let width = encode_for(values, None, &mut out);
     let (min, max) = (
@@ -261,7 +261,7 @@ fn bit_packing_matches_the_plain_reference() {
 
 #[test]
 fn pruning_never_drops_a_matching_page() {
-    use inpath_query::Scalar;
+    use inpath_table::Scalar;
     use rand::{Rng, SeedableRng};
     for seed in 0..6u64 {
         let batch = every_type(2000, Nulls::Random(seed), seed);

@@ -11,12 +11,12 @@
 //! `BATCH` (one record batch as an Arrow IPC stream), at most one `ERROR` (JSON: whether the
 //! device declined, and why) and an `END`; `STATS` replies (JSON [`DeviceStats`]).
 
-use super::device::{Device, DeviceStats, DeviceStream, LocalDevice};
-use super::graph::TaskGraph;
-use crate::error::{Error, Result};
+use crate::device::{Device, DeviceStats, DeviceStream, LocalDevice};
+use crate::graph::TaskGraph;
 use arrow_array::RecordBatch;
-use datafusion::arrow::ipc::reader::StreamReader;
-use datafusion::arrow::ipc::writer::StreamWriter;
+use arrow_ipc::reader::StreamReader;
+use arrow_ipc::writer::StreamWriter;
+use inpath_table::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::io::{BufReader, BufWriter, Read, Write};

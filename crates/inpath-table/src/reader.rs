@@ -306,11 +306,11 @@ impl TableReader {
     /// the deltas, and its transformer loads reference + delta for only the rows it reads.
     /// `None` when the page is not stored that way (nulls, deltas wider than 32 bits, another
     /// encoding).
-    pub(crate) fn read_page_for<R>(
+    pub fn read_page_for<R>(
         &self,
         column: usize,
         page: usize,
-        f: impl FnOnce(&crate::pack::ForBlock<'_>) -> R,
+        f: impl FnOnce(&crate::ForBlock<'_>) -> R,
     ) -> Result<Option<R>> {
         let c = self.column_meta(column)?;
         self.check_page(page)?;
@@ -584,4 +584,41 @@ impl Iterator for Scan<'_> {
             })
         }))
     }
+}
+/// The tables under `dir`: `dir` itself when it holds a manifest, else every subdirectory that
+/// does, sorted by name.
+pub fn table_dirs(dir: &Path) -> Result<Vec<std::path::PathBuf>> {
+    if dir.join(MANIFEST_FILE).is_file() {
+        return Ok(vec![dir.to_path_buf()]);
+    }
+    let entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
+    let mut tables = Vec::new();
+    for entry in entries {
+        let path = entry.map_err(|e| Error::io(dir, e))?.path();
+        if path.join(MANIFEST_FILE).is_file() {
+            tables.push(path);
+        }
+    }
+    tables.sort();
+    if tables.is_empty() {
+        return Err(Error::NoTables {
+            path: dir.to_path_buf(),
+        });
+    }
+    Ok(tables)
+}
+
+/// Opens every table under `dir` (see [`table_dirs`]) with `keys`, each named by its
+/// directory's name: what a SQL session registers and what the offload device serves.
+pub fn open_table_dirs(dir: &Path, keys: &KeyRing) -> Result<Vec<(String, TableReader)>> {
+    let mut opened = Vec::new();
+    for path in table_dirs(dir)? {
+        let reader = TableReader::open(&path, keys)?;
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| reader.table().to_string());
+        opened.push((name, reader));
+    }
+    Ok(opened)
 }

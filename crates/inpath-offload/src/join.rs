@@ -6,10 +6,10 @@
 //! keys are looked up by position (custkey, partkey, suppkey, nation, region: the thesis's oid
 //! shortcut), and anything else is sorted into (key, row) pairs first (SORT_MERGE).
 
-use super::graph::{JoinKind, JoinMethod};
-use crate::error::{Error, Result};
-use crate::reader::TableReader;
-use datafusion::arrow::array::{Array, ArrayRef, UInt32Array};
+use crate::graph::{JoinKind, JoinMethod};
+use arrow_array::{Array, ArrayRef, UInt32Array};
+use inpath_table::error::{Error, Result};
+use inpath_table::reader::TableReader;
 use std::sync::Arc;
 
 /// A column of the rows a build task kept: integers (dates as days, decimals as scaled
@@ -164,9 +164,9 @@ pub(crate) fn read_places(reader: &TableReader, column: usize, places: &[u64]) -
     }
     let refs: Vec<&dyn Array> = parts.iter().map(|a| a.as_ref()).collect();
     let sorted = if refs.is_empty() {
-        datafusion::arrow::array::new_empty_array(reader.schema().field(column).data_type())
+        arrow_array::new_empty_array(reader.schema().field(column).data_type())
     } else {
-        datafusion::arrow::compute::concat(&refs).map_err(|e| Error::Offload {
+        arrow_select::concat::concat(&refs).map_err(|e| Error::Offload {
             detail: format!("reading kept rows: {e}"),
         })?
     };
@@ -181,7 +181,7 @@ pub(crate) fn read_places(reader: &TableReader, column: usize, places: &[u64]) -
 /// `array` at `rows` (Arrow's take).
 pub(crate) fn take_rows(array: &ArrayRef, rows: &[u32]) -> Result<ArrayRef> {
     let idx = UInt32Array::from(rows.to_vec());
-    datafusion::arrow::compute::take(array.as_ref(), &idx, None).map_err(|e| Error::Offload {
+    arrow_select::take::take(array.as_ref(), &idx, None).map_err(|e| Error::Offload {
         detail: format!("gathering kept rows: {e}"),
     })
 }
@@ -739,7 +739,7 @@ mod tests {
 
     /// A small deterministic generator (xorshift), so the properties run on fixed inputs.
     fn values(seed: u64, n: usize, modulo: i64) -> Vec<i64> {
-        crate::testing::xorshift(seed, n, -(modulo / 3), modulo as u64)
+        inpath_table::testing::xorshift(seed, n, -(modulo / 3), modulo as u64)
     }
 
     #[test]

@@ -1,5 +1,9 @@
-//! Offload: AQUOMAN's Table Tasks (reference 001, part II) run beside the pages, under
-//! DataFusion's planner.
+//! # inpath-offload
+//!
+//! AQUOMAN's device (reference 001, part II): Table Task graphs run beside the column pages of
+//! `inpath-table`, on the device's own lanes and within its own memory budget. Arrow only: the
+//! SQL host that plans queries and hands the device its graphs is `inpath-query` (DataFusion);
+//! a device serving a host over a pipe (`inpath query serve-device`) needs only this crate.
 //!
 //! - [`graph`]: the serialisable, versioned Table Task graph (Row Selector, Row Transformer,
 //!   Swissknife operator).
@@ -7,9 +11,6 @@
 //!   within its own memory budget and counts pages, bytes, CPU time and memory.
 //! - [`process`]: [`ProcessDevice`], the same device in a process of its own over a pipe
 //!   (its pages, builds and groups held in that process's memory, not the host's).
-//! - [`rule`]: the physical optimizer rule that replaces offloadable sub-trees with a
-//!   [`DeviceExec`], and the translation of DataFusion expressions into selectors and
-//!   transformer programs.
 //!
 //! What is offloaded today: a Partial aggregate (with or without GROUP BY) over projections
 //! over one table's scan or over a tree of inner, semi and anti equi-joins of scans, with
@@ -18,13 +19,18 @@
 //! device merges its lanes' groups, orders them and sends only those that can be in the
 //! result); see `docs/query.md` ("Offload").
 
+// Unsafe code only in `arch`: calls of kernels compiled for CPU features it detected.
+#![deny(unsafe_code)]
+#![deny(missing_docs)]
+
+mod arch;
 pub mod device;
 pub mod graph;
 mod join;
 pub mod process;
-pub mod rule;
 
 pub use device::{Device, DeviceStats, DeviceStream, LocalDevice, DEFAULT_MEMORY_PER_SF};
 pub use graph::{TableTask, TaskGraph, GRAPH_VERSION};
 pub use process::{serve, ProcessDevice};
-pub use rule::{Decision, DeviceExec, Limits, OffloadRule};
+
+pub use inpath_table::{Error, Result};

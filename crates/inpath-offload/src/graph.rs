@@ -7,7 +7,7 @@
 //! program over exact scaled integers) and hands the rows to its [`Operator`] (the Swissknife).
 //! The last task's output goes to the host.
 
-use crate::error::{Error, Result};
+use inpath_table::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 
 /// The graph format this build writes and the newest it reads.

@@ -232,7 +232,8 @@ pub enum Error {
 }
 
 impl Error {
-    pub(crate) fn parameter(
+    /// [`Error::Parameter`]: `name = value` is outside `valid`.
+    pub fn parameter(
         name: impl Into<String>,
         value: impl std::fmt::Display,
         valid: impl Into<String>,
@@ -244,7 +245,8 @@ impl Error {
         }
     }
 
-    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Error {
+    /// [`Error::Io`] on `path`.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Error {
         Error::Io {
             path: path.into(),
             source,

@@ -2,8 +2,8 @@
 
 use crate::common::*;
 use arrow_array::RecordBatch;
-use inpath_query::tpch::{tpch_batches, tpch_schema};
-use inpath_query::{generate_tpch, GenOptions, TableReader, WriteOptions, TPCH_TABLES};
+use inpath_table::tpch::{tpch_batches, tpch_schema};
+use inpath_table::{generate_tpch, GenOptions, TableReader, WriteOptions, TPCH_TABLES};
 
 /// Rows per table at SF 0.01 as tpchgen makes them (lineitem is 60,175 rows at this scale).
 const ROWS: [(&str, u64); 8] = [

@@ -3,8 +3,8 @@
 
 use crate::common::*;
 use arrow_array::{ArrayRef, Int64Array, ListArray, RecordBatch};
-use inpath_query::{Error, TableReader, TableWriter, WriteOptions};
 use inpath_seal::{Cipher, Compression, Key, KeyRing, SealConfig};
+use inpath_table::{Error, TableReader, TableWriter, WriteOptions};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 

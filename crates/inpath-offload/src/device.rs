@@ -2,25 +2,25 @@
 //! threads (lanes) within its own memory budget and counts what it did, so that the host's
 //! share of a query's work can be told apart from the device's.
 
-use super::graph::{
+use crate::arch;
+use crate::graph::{
     Agg, AggFunc, CmpOp, Comparator, GroupKey, MaskSource, Op, Operator, Order, SortKey, Source,
     TableTask, TaskGraph, Test,
 };
-use super::join::{
+use crate::join::{
     encode_residual, pack_keys, read_places, residual_first, Built, Ints, Kept, Places,
 };
-use crate::arch;
-use crate::error::{Error, Result};
-use crate::format::LogicalType;
-use crate::reader::TableReader;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Date32Type, Decimal128Type, Int32Type, Int64Type};
 use arrow_array::{
     Array, ArrayRef, BooleanArray, Date32Array, Decimal128Array, DictionaryArray, Float64Array,
     Int32Array, Int64Array, RecordBatch, StringArray, UInt64Array,
 };
+use arrow_row::{Row, RowConverter, SortField};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
-use datafusion::arrow::row::{Row, RowConverter, SortField};
+use inpath_table::error::{Error, Result};
+use inpath_table::format::LogicalType;
+use inpath_table::reader::TableReader;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -141,6 +141,22 @@ pub struct LocalDevice {
 }
 
 impl LocalDevice {
+    /// A device over every table under `dir` (named as a SQL session over `dir` names them,
+    /// see [`inpath_table::table_dirs`]), with `lanes` lanes and `memory_budget` bytes: what
+    /// `inpath query serve-device` serves.
+    pub fn open(
+        dir: &std::path::Path,
+        keys: &inpath_seal::KeyRing,
+        lanes: usize,
+        memory_budget: u64,
+    ) -> Result<LocalDevice> {
+        let tables = inpath_table::open_table_dirs(dir, keys)?
+            .into_iter()
+            .map(|(name, reader)| (name, Arc::new(reader.with_dictionary_arrays())))
+            .collect();
+        LocalDevice::new(tables, lanes, memory_budget)
+    }
+
     /// A device over `tables` (by name) with `lanes` threads and `memory_budget` bytes.
     pub fn new(
         tables: HashMap<String, Arc<TableReader>>,
@@ -190,12 +206,12 @@ impl LocalDevice {
         &self,
         task: &TableTask,
         built: &[Option<Arc<Built>>],
-        join: &super::graph::Join,
+        join: &crate::graph::Join,
         reserve: u64,
     ) -> Result<Built> {
         let (keys, method) = (&join.build_keys, join.method);
         // A residual condition reads the build rows' values: no presence bitmap then.
-        let presence_only = join.kind != super::graph::JoinKind::Inner && join.residual.is_none();
+        let presence_only = join.kind != crate::graph::JoinKind::Inner && join.residual.is_none();
         let builds = join_builds(task, built)?;
         let held: u64 = built.iter().flatten().map(|b| b.bytes()).sum();
         let reader = self.reader(&task.table)?;
@@ -330,7 +346,7 @@ impl LocalDevice {
         &self,
         task: &TableTask,
         built: &[Option<Arc<Built>>],
-        join: &super::graph::Join,
+        join: &crate::graph::Join,
         reserve: u64,
     ) -> Result<Built> {
         let declined = |detail: String| Error::DeviceDeclined { detail };
@@ -387,7 +403,7 @@ impl LocalDevice {
             Vec::new(),
             &join.build_keys,
             join.method,
-            join.kind != super::graph::JoinKind::Inner,
+            join.kind != crate::graph::JoinKind::Inner,
             budget,
         )?;
         Counters::add(&self.counters.rows_kept, b.len() as u64);
@@ -1036,12 +1052,11 @@ fn counted_batch(
             .filter(|g| g.len > 0)
             .map(|g| plan.emit_groups(g))
             .collect::<Result<Vec<_>>>()?;
-        let all =
-            datafusion::arrow::compute::concat_batches(&plan.schema, &batches).map_err(|e| {
-                Error::Offload {
-                    detail: format!("cannot count groups: {e}"),
-                }
-            })?;
+        let all = arrow_select::concat::concat_batches(&plan.schema, &batches).map_err(|e| {
+            Error::Offload {
+                detail: format!("cannot count groups: {e}"),
+            }
+        })?;
         count_groups(&all, keys, lanes, counters)
     })
 }
@@ -1061,20 +1076,19 @@ fn ordered_rows(batch: &RecordBatch, order: &Order) -> Result<RecordBatch> {
                 .columns()
                 .get(k.column)
                 .ok_or_else(|| bad(&format!("no column {} to sort by", k.column)))?;
-            Ok(datafusion::arrow::compute::SortColumn {
+            Ok(arrow_ord::sort::SortColumn {
                 values: values.clone(),
-                options: Some(datafusion::arrow::compute::SortOptions {
+                options: Some(arrow_schema::SortOptions {
                     descending: k.descending,
                     nulls_first: k.nulls_first,
                 }),
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    let picks =
-        datafusion::arrow::compute::lexsort_to_indices(&columns, None).map_err(|e| bad(&e))?;
+    let picks = arrow_ord::sort::lexsort_to_indices(&columns, None).map_err(|e| bad(&e))?;
     let picks = match order.limit.filter(|&k| k > 0 && k < picks.len()) {
         Some(limit) => {
-            let compare = datafusion::arrow::compute::LexicographicalComparator::try_new(&columns)
+            let compare = arrow_ord::sort::LexicographicalComparator::try_new(&columns)
                 .map_err(|e| bad(&e))?;
             let end = tied_end(picks.values(), limit, |a, b| {
                 compare.compare(a as usize, b as usize).is_eq()
@@ -1083,7 +1097,7 @@ fn ordered_rows(batch: &RecordBatch, order: &Order) -> Result<RecordBatch> {
         }
         None => picks,
     };
-    datafusion::arrow::compute::take_record_batch(batch, &picks).map_err(|e| bad(&e))
+    arrow_select::take::take_record_batch(batch, &picks).map_err(|e| bad(&e))
 }
 
 /// COUNT_GROUPS over a batch holding every group (a row of values may repeat, for groups
@@ -1184,8 +1198,7 @@ fn count_groups(
     let mut columns = Vec::with_capacity(keys + 1);
     let mut fields = Vec::with_capacity(keys + 1);
     for (c, f) in leading.iter().zip(batch.schema().fields()) {
-        columns
-            .push(datafusion::arrow::compute::take(c.as_ref(), &picks, None).map_err(|e| bad(&e))?);
+        columns.push(arrow_select::take::take(c.as_ref(), &picks, None).map_err(|e| bad(&e))?);
         fields.push(f.clone());
     }
     columns.push(Arc::new(Int64Array::from(counts)) as ArrayRef);
@@ -1497,7 +1510,7 @@ impl Prepared {
             else {
                 continue;
             };
-            let v = crate::format::Scalar::Int(*value);
+            let v = inpath_table::format::Scalar::Int(*value);
             let (lo, hi) = match op {
                 CmpOp::Eq => (Some(v.clone()), Some(v)),
                 CmpOp::Lt | CmpOp::Le => (None, Some(v)),
@@ -3713,7 +3726,7 @@ impl Prepared {
                         if taken.data_type() == ty {
                             taken
                         } else {
-                            datafusion::arrow::compute::cast(&taken, ty)
+                            arrow_cast::cast(&taken, ty)
                                 .map_err(|e| bad(format!("group key {}: {e}", field.name())))?
                         }
                     }
@@ -3774,7 +3787,7 @@ impl Prepared {
         if shared.is_empty() {
             return Ok(g);
         }
-        let bad = |e: datafusion::arrow::error::ArrowError| Error::Offload {
+        let bad = |e: arrow_schema::ArrowError| Error::Offload {
             detail: format!("regrouping the device's groups: {e}"),
         };
         let sub = g.subset(&shared);
@@ -3843,7 +3856,7 @@ impl Prepared {
                     if taken.data_type() == ty {
                         taken
                     } else {
-                        datafusion::arrow::compute::cast(&taken, ty)
+                        arrow_cast::cast(&taken, ty)
                             .map_err(|e| bad(format!("column {}: {e}", field.name())))?
                     }
                 }
@@ -4042,7 +4055,7 @@ fn sum_by_group(ids: &[u32], values: &[i64], bound: u64, acc: &mut [i128]) {
 }
 
 fn arrow_select_take(values: &ArrayRef, codes: &Int32Array) -> Result<ArrayRef> {
-    datafusion::arrow::compute::take(values.as_ref(), codes, None).map_err(|e| Error::Offload {
+    arrow_select::take::take(values.as_ref(), codes, None).map_err(|e| Error::Offload {
         detail: format!("cannot emit a dictionary key: {e}"),
     })
 }
@@ -4051,8 +4064,8 @@ fn arrow_select_take(values: &ArrayRef, codes: &Int32Array) -> Result<ArrayRef> 
 /// An integer-like array's values as 64-bit integers (decimals as their unscaled values);
 /// none for other types, nulls, or a decimal beyond 64 bits.
 fn integers(array: &ArrayRef) -> Option<Vec<i64>> {
-    use datafusion::arrow::array::AsArray;
-    use datafusion::arrow::datatypes::{Date32Type, Decimal128Type, Int32Type as I32, Int64Type};
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Date32Type, Decimal128Type, Int32Type as I32, Int64Type};
     if array.null_count() > 0 {
         return None;
     }
@@ -4253,7 +4266,7 @@ mod tests {
 
     #[test]
     fn years_of_days_equal_arrows_date_part() {
-        use datafusion::arrow::compute::kernels::temporal::{date_part, DatePart};
+        use arrow_arith::temporal::{date_part, DatePart};
         let days: Vec<i32> = (-800_000..800_000)
             .step_by(7)
             .chain([-1, 0, 59, 60, 11_016, 11_017])
