@@ -129,27 +129,6 @@ pub fn check_env() -> Result<(), String> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_round_trip() {
-        for l in Level::ALL {
-            assert_eq!(Level::parse(l.name()), Some(l));
-        }
-        assert_eq!(Level::parse("AVX2"), Some(Level::Avx2));
-        assert_eq!(Level::parse("sse9"), None);
-    }
-
-    #[test]
-    fn effective_never_exceeds_detected() {
-        assert!(effective() <= detected());
-        assert_eq!(supported().first(), Some(&Level::Portable));
-        assert_eq!(supported().last(), Some(&effective()));
-    }
-}
-
 /// Defines a kernel module `$name` whose body is written once in plain Rust and compiled three
 /// times: for the baseline target, for x86-64-v3 (AVX2, FMA, BMI) and for x86-64-v4 (AVX-512
 /// F/BW/CD/DQ/VL). The module has `at(level, args)`, which runs the body at `level` or the
@@ -223,4 +202,25 @@ macro_rules! kernel {
             }
         }
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for l in Level::ALL {
+            assert_eq!(Level::parse(l.name()), Some(l));
+        }
+        assert_eq!(Level::parse("AVX2"), Some(Level::Avx2));
+        assert_eq!(Level::parse("sse9"), None);
+    }
+
+    #[test]
+    fn effective_never_exceeds_detected() {
+        assert!(effective() <= detected());
+        assert_eq!(supported().first(), Some(&Level::Portable));
+        assert_eq!(supported().last(), Some(&effective()));
+    }
 }

@@ -4,8 +4,10 @@
 //! of `inpath-table`, with the offload device of `inpath-offload` planned in by a physical
 //! optimizer rule.
 //!
-//! - [`sql`]: [`SqlSession`] over a directory of tables (or Parquet files), the scan node that
-//!   prunes pages by zone map and pushes filters down, and what offload made of a plan.
+//! - [`scan`]: a column table as DataFusion's table provider, and the scan node that prunes
+//!   pages by zone map, pushes filters down and reads only the selected rows.
+//! - [`sql`]: [`SqlSession`] over a directory of tables (or Parquet files), and what offload
+//!   made of a plan.
 //! - [`rule`]: the physical optimizer rule that replaces offloadable sub-trees with a
 //!   [`DeviceExec`](rule::DeviceExec), and the translation of DataFusion expressions into
 //!   selectors and transformer programs.
@@ -19,9 +21,11 @@
 
 pub mod output;
 pub mod rule;
+pub mod scan;
 pub mod sql;
 pub mod tpch_queries;
 
 pub use inpath_table::{Error, Result};
 pub use output::ResultFormat;
-pub use sql::{ColumnTable, QueryResult, ScanStats, SqlSession};
+pub use scan::{ColumnTable, ScanStats};
+pub use sql::{QueryResult, SqlSession};

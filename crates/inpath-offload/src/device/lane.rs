@@ -1,0 +1,746 @@
+//! One lane: a task's pages read, selected and kept, block by block.
+
+use super::*;
+
+/// One lane's state: its group table and its share of the memory budget.
+pub(super) struct Lane<'a> {
+    pub(super) plan: &'a Prepared,
+    pub(super) counters: &'a Counters,
+    pub(super) budget: u64,
+    pub(super) groups: Groups,
+    /// Group-table bytes currently held against the device's memory.
+    pub(super) held: u64,
+    /// The most groups there can be (dictionary keys), once a page has shown the dictionaries.
+    pub(super) group_cap: Option<usize>,
+    /// A build (NOP) task's kept rows so far, in page order: per kept column its values (none
+    /// for late columns), and per origin of late columns the rows' places.
+    pub(super) kept_ints: Vec<Ints>,
+    pub(super) kept_places: Vec<Vec<u64>>,
+    /// Bytes of what the lane keeps, held against the device's memory.
+    pub(super) kept_bytes: u64,
+    /// The task's flags over the page being read, as mask words.
+    pub(super) flag_words: Vec<Vec<u64>>,
+    /// The page's columns kept bit-packed, by column.
+    pub(super) packed: HashMap<usize, Packed>,
+    /// Delta buffers of earlier pages, for the next to unpack into (not held against the
+    /// budget: at most a page of each packed column).
+    pub(super) spare_deltas: Vec<Vec<u32>>,
+    /// Whether the lane has sent partial groups to the host early.
+    pub(super) spilled: bool,
+    /// The selection of the block in hand when every row of the page goes through the
+    /// transformer (bit i: row i of the block); none when only selected rows do.
+    pub(super) block_mask: Option<Vec<u64>>,
+}
+
+impl<'a> Lane<'a> {
+    pub(super) fn new(plan: &'a Prepared, counters: &'a Counters, budget: u64) -> Lane<'a> {
+        let mut groups = Groups::new(plan.identities.len(), plan.aggs().len());
+        if plan.keys().is_empty() {
+            groups.push_group(&[]);
+        }
+        Lane {
+            plan,
+            counters,
+            budget,
+            groups,
+            held: 0,
+            group_cap: None,
+            kept_ints: vec![Ints::default(); plan.task.keep.len()],
+            kept_places: vec![Vec::new(); plan.origins.len()],
+            kept_bytes: 0,
+            flag_words: Vec::new(),
+            packed: HashMap::new(),
+            spare_deltas: Vec::new(),
+            spilled: false,
+            block_mask: None,
+        }
+    }
+
+    /// The most groups a page of `rows` rows can add.
+    pub(super) fn new_groups(&self, rows: usize) -> usize {
+        self.group_cap.map_or(rows, |c| c.min(rows))
+    }
+
+    pub(super) fn release(&mut self) {
+        self.counters.release(self.held + self.kept_bytes);
+        self.held = 0;
+        self.kept_bytes = 0;
+    }
+
+    pub(super) fn account_groups(&mut self) {
+        let now = self.groups.bytes();
+        if now > self.held {
+            self.counters.hold(now - self.held);
+        } else {
+            self.counters.release(self.held - now);
+        }
+        self.held = now;
+    }
+
+    pub(super) fn run(
+        &mut self,
+        pages: &LanePages,
+        cancel: &AtomicBool,
+        emit: &mut dyn FnMut(RecordBatch) -> bool,
+    ) -> Result<()> {
+        let rows_per_page = self.plan.reader.rows_per_page();
+        let mut last_page = 0u64;
+        let mut taken = 0;
+        while let Some(page) = pages.next(&mut taken) {
+            if cancel.load(Ordering::Relaxed) {
+                return Err(Error::Offload {
+                    detail: "the query was cancelled".into(),
+                });
+            }
+            // Under memory pressure the groups so far go to the host as partial groups: before
+            // a page whose reads (as large as the largest page so far) and new groups (at most
+            // one per row) could take the lane past its budget.
+            let worst =
+                last_page + (self.new_groups(rows_per_page) * self.groups.per_group()) as u64;
+            if !self.plan.keys().is_empty()
+                && self.groups.len > 0
+                && worst + self.groups.bytes() > self.budget
+            {
+                if self.plan.task.count_groups.is_some() || self.plan.hold_groups {
+                    // Counted groups, and groups a later task joins, must all be on the
+                    // device: nothing has been sent, so the host can still run the plan.
+                    return Err(Error::DeviceDeclined {
+                        detail: format!(
+                            "the {} groups {} outgrow the lane's {} KiB",
+                            self.groups.len,
+                            if self.plan.hold_groups {
+                                "a later task joins"
+                            } else {
+                                "to count"
+                            },
+                            self.budget >> 10
+                        ),
+                    });
+                }
+                Counters::add(&self.counters.groups_spilled, self.groups.len as u64);
+                self.spilled = true;
+                let batch = self.emit_groups()?;
+                self.groups.clear();
+                self.account_groups();
+                if !emit(batch) {
+                    return Ok(());
+                }
+            }
+            last_page = last_page.max(self.page(page)?);
+            self.keep_first_rows();
+        }
+        let task = &self.plan.task;
+        if task.operator == Operator::Nop
+            || task.order.is_some()
+            || task.count_groups.is_some()
+            || (task.whole_groups && !self.spilled)
+            || self.plan.hold_groups
+        {
+            // A NOP task's rows stay in the lane for the device to collect; so do groups to be
+            // sorted, joined or sent whole, for the device to merge across lanes first.
+        } else if self.plan.keys().is_empty() || self.groups.len > 0 {
+            // (Groups to send whole that spilled are not whole: the lane sends the rest itself,
+            // as it goes, and hands the device's finisher an empty table.)
+            let batch = self.emit_groups()?;
+            if task.whole_groups {
+                self.groups.clear();
+                self.account_groups();
+            }
+            emit(batch);
+        }
+        Ok(())
+    }
+
+    /// A NOP last task under TOPK: once the rows kept outnumber the limit by far, only those
+    /// that can still be among the first stay (ties included), so a lane holds about the
+    /// limit's rows, not every row it selected.
+    pub(super) fn keep_first_rows(&mut self) {
+        let plan = self.plan;
+        let (Some(order), Operator::Nop) = (&plan.task.order, &plan.task.operator) else {
+            return;
+        };
+        let Some(limit) = order.limit else {
+            return;
+        };
+        if plan.hold_groups || plan.distinct || plan.summarize.is_some() {
+            return;
+        }
+        let n = self
+            .kept_ints
+            .iter()
+            .map(Ints::len)
+            .chain(self.kept_places.iter().map(Vec::len))
+            .max()
+            .unwrap_or(0);
+        if n <= 2 * limit + 1024 {
+            return;
+        }
+        let keys = plan.order_keys(&self.kept_ints, order);
+        let mut picks = first_rows(&keys, n, Some(limit));
+        if picks.len() == n {
+            return;
+        }
+        // Page order among the rows left, as they came.
+        picks.sort_unstable();
+        Counters::add(&self.counters.groups_cut, (n - picks.len()) as u64);
+        let before = self.kept_bytes;
+        let mut after = 0u64;
+        for values in &mut self.kept_ints {
+            if values.len() == n {
+                *values = Ints::from(values.gather(&picks));
+            }
+            after += values.bytes() as u64;
+        }
+        for places in &mut self.kept_places {
+            *places = picks.iter().map(|&r| places[r as usize]).collect();
+            after += places.len() as u64 * 8;
+        }
+        let freed = before.saturating_sub(after);
+        self.kept_bytes -= freed;
+        self.counters.release(freed);
+    }
+
+    /// Reads, selects, transforms and aggregates one page; returns the bytes it held.
+    pub(super) fn page(&mut self, page: usize) -> Result<u64> {
+        let plan = self.plan;
+        let reader = &plan.reader;
+        let rows = reader.manifest().page_rows(page);
+        let table = &plan.task.table;
+        let mut arrays: HashMap<usize, ArrayRef> = HashMap::new();
+        let mut held = 0u64;
+        let read = |c: usize, arrays: &mut HashMap<usize, ArrayRef>, held: &mut u64| {
+            let meta = reader.zone_map(c, page)?;
+            Counters::add(&self.counters.bytes_read, meta.len);
+            let a = reader.read_page_narrow(c, page)?;
+            let bytes = a.get_array_memory_size() as u64;
+            *held += bytes;
+            self.counters.hold(bytes);
+            arrays.insert(c, a);
+            Ok::<(), Error>(())
+        };
+        let result = (|| {
+            // Mask words per comparator: a comparator repeated across products (an OR of ANDs
+            // distributed) is evaluated once per page; a packed column's comparators all in
+            // the pass that unpacks it.
+            let mut seen: Vec<(&Comparator, Vec<u64>)> = Vec::new();
+            for &c in &plan.selector_columns {
+                if plan.packed_columns.contains(&c) {
+                    let mut tests: Vec<&Comparator> = Vec::new();
+                    for cmp in plan.task.selector.products.iter().flatten() {
+                        if cmp.column == c && !tests.contains(&cmp) {
+                            tests.push(cmp);
+                        }
+                    }
+                    let keep = plan.packed_kept.contains(&c);
+                    if let Some((words, bytes)) = self.unpack_column(c, page, &tests, keep)? {
+                        held += bytes;
+                        seen.extend(tests.into_iter().zip(words));
+                        continue;
+                    }
+                }
+                read(c, &mut arrays, &mut held)?;
+            }
+            let column_name = |c: usize| {
+                format!(
+                    "table {table}, column {}, page {page}",
+                    reader.manifest().columns[c].name
+                )
+            };
+            // Row Selector: AND of ORs over 64-bit mask words.
+            let mut mask = vec![u64::MAX; words_for(rows)];
+            if let Some(last) = mask.last_mut() {
+                if !rows.is_multiple_of(64) {
+                    *last = (1u64 << (rows % 64)) - 1;
+                }
+            }
+            for product in &plan.task.selector.products {
+                let mut any = vec![0u64; mask.len()];
+                for cmp in product {
+                    let at = match seen.iter().position(|(c, _)| *c == cmp) {
+                        Some(at) => at,
+                        None => {
+                            let w = comparator_or_columns(&arrays, cmp, &column_name(cmp.column))?;
+                            seen.push((cmp, w));
+                            seen.len() - 1
+                        }
+                    };
+                    for (a, b) in any.iter_mut().zip(&seen[at].1) {
+                        *a |= b;
+                    }
+                }
+                for (m, a) in mask.iter_mut().zip(any) {
+                    *m &= a;
+                }
+            }
+            let selected: usize = mask.iter().map(|w| w.count_ones() as usize).sum();
+            if selected == 0 {
+                Counters::add(&self.counters.pages_skipped, 1);
+                return Ok(());
+            }
+            Counters::add(&self.counters.pages_read, 1);
+            Counters::add(&self.counters.rows_selected, selected as u64);
+            for &c in &plan.program_columns {
+                if plan.packed_columns.contains(&c) {
+                    if let Some((_, bytes)) = self.unpack_column(c, page, &[], true)? {
+                        held += bytes;
+                        continue;
+                    }
+                }
+                read(c, &mut arrays, &mut held)?;
+            }
+            self.flag_words = plan
+                .task
+                .flags
+                .iter()
+                .map(|cmp| comparator_or_columns(&arrays, cmp, &column_name(cmp.column)))
+                .collect::<Result<_>>()?;
+            for k in plan.keys() {
+                if let GroupKey::Dictionary { column } = k {
+                    if !arrays.contains_key(column) {
+                        read(*column, &mut arrays, &mut held)?;
+                    }
+                }
+            }
+            // A group-by must also hold one page's worth of new groups (one per row).
+            // Keys that are all dictionaries bound the groups by the product of their sizes.
+            if !plan.keys().is_empty() {
+                let mut cap = Some(1usize);
+                for k in plan.keys() {
+                    cap = match (k, cap) {
+                        (GroupKey::Dictionary { column }, Some(c)) => arrays[column]
+                            .as_any()
+                            .downcast_ref::<DictionaryArray<Int32Type>>()
+                            .and_then(|d| c.checked_mul(d.values().len().max(1))),
+                        _ => None,
+                    };
+                }
+                self.group_cap = cap;
+            }
+            // Most rows selected, no joins, a few groups by dictionary codes and sums and
+            // counts only (TPC-H Q1): every row goes through the transformer, the unselected
+            // ones zeroed, and the operator skips them; no row is gathered.
+            let masked = selected < rows
+                && selected * 8 >= rows * 7
+                && plan.task.joins.is_empty()
+                && plan.task.filter.is_none()
+                && plan.task.operator != Operator::Nop
+                && !plan.keys().is_empty()
+                && self.group_cap.is_some_and(|c| c <= FEW_GROUPS)
+                && plan
+                    .aggs()
+                    .iter()
+                    .all(|a| !matches!(a.func, AggFunc::Min | AggFunc::Max));
+            let sel: Option<Vec<u32>> = (selected < rows && !masked).then(|| {
+                let mut s = Vec::with_capacity(selected);
+                for (w, &word) in mask.iter().enumerate() {
+                    let mut bits = word;
+                    while bits != 0 {
+                        s.push((w * 64) as u32 + bits.trailing_zeros());
+                        bits &= bits - 1;
+                    }
+                }
+                s
+            });
+            // Joins: the selected rows matched with each build in turn (inner joins repeat a
+            // row per matching build row; semi and anti joins only drop rows).
+            let mut matched: Vec<Vec<u32>> = Vec::with_capacity(plan.task.joins.len());
+            let (sel, count) = if masked {
+                (None, rows)
+            } else if plan.task.joins.is_empty() {
+                (sel, selected)
+            } else {
+                let mut picked: Vec<u32> = sel.unwrap_or_else(|| (0..rows as u32).collect());
+                for (j, join) in plan.task.joins.iter().enumerate() {
+                    let values = |src: &Source, matched: &[Vec<u32>]| -> Result<Vec<i64>> {
+                        Ok(match *src {
+                            Source::Flag(f) => {
+                                flag_values(&self.flag_words[f], &Rows::Pick(&picked))
+                            }
+                            Source::Column(c) => {
+                                self.load_column(&arrays, c, &Rows::Pick(&picked), &|| {
+                                    column_name(c)
+                                })?
+                            }
+                            Source::Build { join: k, column } => {
+                                plan.builds[k].ints(column)?.gather(&matched[k])
+                            }
+                        })
+                    };
+                    let mut parts: Vec<Vec<i64>> = Vec::with_capacity(join.probe_keys.len());
+                    for key in &join.probe_keys {
+                        parts.push(values(key, &matched)?);
+                    }
+                    // A probe key beyond what packs cannot equal any build key (they all pack).
+                    let (keys, packs) = pack_keys(parts);
+                    let (take, build_rows) = match &join.residual {
+                        None => plan.builds[j].probe(&keys, packs.as_deref(), join.kind),
+                        Some(r) => {
+                            let v = values(&r.probe, &matched)?;
+                            let take = plan.builds[j].probe_residual(
+                                &keys,
+                                packs.as_deref(),
+                                join.kind,
+                                &v,
+                                r.build,
+                            )?;
+                            (take, Vec::new())
+                        }
+                    };
+                    picked = take.iter().map(|&i| picked[i as usize]).collect();
+                    for m in matched.iter_mut().filter(|m| !m.is_empty()) {
+                        *m = take.iter().map(|&i| m[i as usize]).collect();
+                    }
+                    matched.push(build_rows);
+                }
+                let n = picked.len();
+                if n == 0 {
+                    return Ok(());
+                }
+                let bytes = (n * 4 * (1 + matched.len())) as u64;
+                held += bytes;
+                self.counters.hold(bytes);
+                (Some(picked), n)
+            };
+            let groups_room = if plan.keys().is_empty() {
+                0
+            } else {
+                (self.new_groups(count) * self.groups.per_group()) as u64
+            };
+            // The transformer's registers hold one block of rows at a time.
+            let block = count.min(BLOCK);
+            let reg_bytes = (plan.task.transformer.ops.len() * block * 8) as u64;
+            if held + reg_bytes + groups_room > self.budget {
+                // Before the lane has sent anything: the host can still run the query.
+                return Err(Error::DeviceDeclined {
+                    detail: format!(
+                        "the device's memory budget ({} KiB per lane) cannot hold one page of \
+                         table {table} and its groups ({} KiB: columns {} KiB, registers {} KiB, \
+                         groups {} KiB); give the device more memory",
+                        self.budget >> 10,
+                        (held + reg_bytes + groups_room).div_ceil(1024),
+                        held >> 10,
+                        reg_bytes >> 10,
+                        groups_room >> 10
+                    ),
+                });
+            }
+            self.counters.hold(reg_bytes);
+            held += reg_bytes;
+            let mut start = 0;
+            while start < count {
+                let n = (count - start).min(BLOCK);
+                // BLOCK is a multiple of 64: a block's mask words are whole words of the page's.
+                self.block_mask =
+                    masked.then(|| mask[start / 64..(start + n).div_ceil(64)].to_vec());
+                let block = match &sel {
+                    None => Rows::Range(start, n),
+                    Some(s) => Rows::Pick(&s[start..start + n]),
+                };
+                let m: Vec<&[u32]> = matched
+                    .iter()
+                    .map(|v| {
+                        if v.is_empty() {
+                            &[][..]
+                        } else {
+                            &v[start..start + n]
+                        }
+                    })
+                    .collect();
+                if plan.task.operator == Operator::Nop {
+                    self.keep(page, &arrays, &block, &m)?;
+                } else {
+                    let Registers {
+                        values: registers,
+                        bounds,
+                    } = self.transform(&arrays, &block, &m, n, &column_name)?;
+                    match plan.task.filter {
+                        Some(f) if registers[f].contains(&0) => {
+                            // Only the rows the filter keeps, registers and places compacted.
+                            let keep: Vec<u32> = (0..n as u32)
+                                .filter(|&i| registers[f][i as usize] != 0)
+                                .collect();
+                            let pick = |v: &[u32]| -> Vec<u32> {
+                                keep.iter().map(|&i| v[i as usize]).collect()
+                            };
+                            // (Constants the operator never reads are held as no rows.)
+                            let regs: Vec<Cow<[i64]>> = registers
+                                .iter()
+                                .map(|r| {
+                                    Cow::Owned(match r.len() == n {
+                                        true => keep.iter().map(|&i| r[i as usize]).collect(),
+                                        false => Vec::new(),
+                                    })
+                                })
+                                .collect();
+                            let rows = pick(&block.indices());
+                            let kept: Vec<Vec<u32>> = m
+                                .iter()
+                                .map(|v| if v.is_empty() { Vec::new() } else { pick(v) })
+                                .collect();
+                            let kept: Vec<&[u32]> = kept.iter().map(Vec::as_slice).collect();
+                            if !keep.is_empty() {
+                                self.aggregate(
+                                    &arrays,
+                                    &regs,
+                                    &bounds,
+                                    &Rows::Pick(&rows),
+                                    &kept,
+                                    keep.len(),
+                                )?;
+                            }
+                        }
+                        _ => self.aggregate(&arrays, &registers, &bounds, &block, &m, n)?,
+                    }
+                }
+                start += n;
+            }
+            Ok(())
+        })();
+        self.block_mask = None;
+        let packed = std::mem::take(&mut self.packed);
+        self.spare_deltas
+            .extend(packed.into_values().map(|p| p.deltas));
+        self.counters.release(held);
+        result.map(|()| held)
+    }
+
+    /// Reads column `c` of `page` as its bit-packed deltas where the page is stored that way:
+    /// the selector's comparators `tests` on it answered run by run as the deltas are
+    /// unpacked (their mask words returned in order, each run of blocks compared while in the
+    /// L1 cache), and the deltas kept for loads where `keep`. Returns the words and the bytes
+    /// held, or `None` (nothing read) for a page stored otherwise.
+    pub(super) fn unpack_column(
+        &mut self,
+        c: usize,
+        page: usize,
+        tests: &[&Comparator],
+        keep: bool,
+    ) -> Result<Option<(Vec<Vec<u64>>, u64)>> {
+        let reader = &self.plan.reader;
+        let rows = reader.manifest().page_rows(page);
+        // Buffers of earlier pages are reused: unpacking writes into them in place.
+        let mut buffer = keep.then(|| self.spare_deltas.pop().unwrap_or_default());
+        let unpacked = reader.read_page_for(c, page, |block| {
+            let kernels: Vec<std::result::Result<(u8, u32), bool>> = tests
+                .iter()
+                .map(|cmp| match cmp.test {
+                    Test::Int { op, value } => delta_test(block.reference, op, value),
+                    // (Packed columns have integer comparators only.)
+                    _ => Err(false),
+                })
+                .collect();
+            let mut words: Vec<Vec<u64>> = kernels
+                .iter()
+                .map(|_| Vec::with_capacity(words_for(rows)))
+                .collect();
+            block.unpack_deltas(buffer.as_mut(), |_, deltas| {
+                for (kernel, w) in kernels.iter().zip(words.iter_mut()) {
+                    if let Ok((op, value)) = *kernel {
+                        arch::cmp_u32::run_into(deltas, op, value, w);
+                    }
+                }
+            });
+            for (kernel, w) in kernels.iter().zip(words.iter_mut()) {
+                if let Err(all) = *kernel {
+                    *w = pack_bits(rows, |_| all);
+                }
+            }
+            (block.reference, block.width, words)
+        })?;
+        let Some((reference, width, words)) = unpacked else {
+            self.spare_deltas.extend(buffer);
+            return Ok(None);
+        };
+        Counters::add(&self.counters.bytes_read, reader.zone_map(c, page)?.len);
+        let mut held = 0;
+        if let Some(deltas) = buffer {
+            held = deltas.len() as u64 * 4;
+            self.counters.hold(held);
+            self.packed.insert(c, Packed::new(deltas, reference, width));
+        }
+        Ok(Some((words, held)))
+    }
+
+    /// Column `c`'s values at `rows` as i64, from its packed page where it has one.
+    pub(super) fn load_column(
+        &self,
+        arrays: &HashMap<usize, ArrayRef>,
+        c: usize,
+        rows: &Rows,
+        what: &dyn Fn() -> String,
+    ) -> Result<Vec<i64>> {
+        match self.packed.get(&c) {
+            Some(p) => Ok(p.load(rows, what)?.0),
+            None => load(&arrays[&c], rows, what),
+        }
+    }
+
+    /// A residual build's block of rows as one row per run of equal keys (every kept column
+    /// but `value`), continuing the run the lane kept last: the run's first value, marked when
+    /// another value follows in it (`join::encode_residual`).
+    pub(super) fn summarize_runs(
+        &mut self,
+        columns: Vec<(usize, Vec<i64>)>,
+        value: usize,
+    ) -> Result<Vec<(usize, Vec<i64>)>> {
+        // Never the rows as they are: the probe reads this column as encoded.
+        let Some(v) = columns.iter().position(|(c, _)| *c == value) else {
+            return Err(Error::Offload {
+                detail: format!("a residual join's build keeps no integer column {value}"),
+            });
+        };
+        let keys: Vec<usize> = (0..columns.len()).filter(|&k| k != v).collect();
+        let values = &columns[v].1;
+        let kept = &self.kept_ints;
+        // Whether row `i`'s keys equal those of row `at` of this block, or (`None`) of the
+        // lane's last kept row.
+        let same = |i: usize, at: Option<usize>| {
+            keys.iter().all(|&k| {
+                let col = &columns[k].1;
+                match at {
+                    Some(j) => col[j] == col[i],
+                    None => kept[columns[k].0].last() == Some(col[i]),
+                }
+            })
+        };
+        let mut out: Vec<(usize, Vec<i64>)> =
+            columns.iter().map(|(c, _)| (*c, Vec::new())).collect();
+        // The run in progress: where its keys are, its kept value as it started and now.
+        let mut run: Option<(Option<usize>, i64, i64)> =
+            kept[value].last().map(|enc| (None, enc, enc));
+        let mut grown_kept: Option<i64> = None;
+        let mut close = |run: Option<(Option<usize>, i64, i64)>,
+                         out: &mut Vec<(usize, Vec<i64>)>| match run {
+            Some((Some(j), _, enc)) => {
+                for (k, (_, col)) in out.iter_mut().enumerate() {
+                    col.push(if k == v { enc } else { columns[k].1[j] });
+                }
+            }
+            Some((None, was, enc)) if was != enc => grown_kept = Some(enc),
+            _ => {}
+        };
+        for (i, &x) in values.iter().enumerate() {
+            match &mut run {
+                Some((at, _, enc)) if same(i, *at) => {
+                    if residual_first(*enc) != x {
+                        *enc |= 1;
+                    }
+                }
+                _ => {
+                    close(run.take(), &mut out);
+                    let enc = encode_residual(x).ok_or_else(|| Error::DeviceDeclined {
+                        detail: format!(
+                            "a residual join value {x} beyond what the device keeps (+-2^62)"
+                        ),
+                    })?;
+                    run = Some((Some(i), enc, enc));
+                }
+            }
+        }
+        close(run, &mut out);
+        if let Some(enc) = grown_kept {
+            let before = self.kept_ints[value].bytes();
+            self.kept_ints[value].set_last(enc);
+            let grown = (self.kept_ints[value].bytes() - before) as u64;
+            self.kept_bytes += grown;
+            self.counters.hold(grown);
+        }
+        Ok(out)
+    }
+
+    /// Adds a block of rows to what a build task keeps.
+    pub(super) fn keep(
+        &mut self,
+        page: usize,
+        arrays: &HashMap<usize, ArrayRef>,
+        rows: &Rows,
+        matched: &[&[u32]],
+    ) -> Result<()> {
+        let plan = self.plan;
+        let mut bytes = 0u64;
+        for (o, origin) in plan.origins.iter().enumerate() {
+            let places: Vec<u64> = match *origin {
+                Origin::Own => {
+                    let first = page as u64 * plan.reader.rows_per_page() as u64;
+                    rows.indices().iter().map(|&r| first + r as u64).collect()
+                }
+                Origin::Nested { join, places } => {
+                    let p = &plan.builds[join].places[places].rows;
+                    matched[join].iter().map(|&r| p[r as usize]).collect()
+                }
+            };
+            bytes += places.len() as u64 * 8;
+            self.kept_places[o].extend(places);
+        }
+        let mut columns: Vec<(usize, Vec<i64>)> = Vec::with_capacity(plan.keep_as.len());
+        for (c, how) in plan.keep_as.iter().enumerate() {
+            let KeepAs::Int(src) = *how else { continue };
+            let values: Vec<i64> = match src {
+                Source::Flag(f) => flag_values(&self.flag_words[f], rows),
+                Source::Column(col) => {
+                    self.load_column(arrays, col, rows, &|| format!("kept column {col}"))?
+                }
+                Source::Build { join, column } => {
+                    plan.builds[join].ints(column)?.gather(matched[join])
+                }
+            };
+            columns.push((c, values));
+        }
+        if let Some(v) = plan.summarize {
+            columns = self.summarize_runs(columns, v)?;
+        } else if plan.distinct && plan.origins.is_empty() && !columns.is_empty() {
+            // Rows equal to the row before them (the last kept, across blocks) are dropped.
+            let n = columns[0].1.len();
+            let same_as = |i: usize, j: usize| columns.iter().all(|(_, v)| v[i] == v[j]);
+            let same_as_kept = |i: usize| {
+                columns
+                    .iter()
+                    .all(|(c, v)| self.kept_ints[*c].last() == Some(v[i]))
+            };
+            let keep: Vec<usize> = (0..n)
+                .filter(|&i| {
+                    if i == 0 {
+                        !same_as_kept(0)
+                    } else {
+                        !same_as(i, i - 1)
+                    }
+                })
+                .collect();
+            if keep.len() < n {
+                for (_, v) in &mut columns {
+                    *v = keep.iter().map(|&i| v[i]).collect();
+                }
+            }
+        }
+        for (c, values) in columns {
+            let before = self.kept_ints[c].bytes();
+            self.kept_ints[c].extend(&values);
+            bytes += (self.kept_ints[c].bytes() - before) as u64;
+        }
+        self.kept_bytes += bytes;
+        self.counters.hold(bytes);
+        if self.kept_bytes > self.budget {
+            return Err(Error::DeviceDeclined {
+                detail: format!(
+                    "the rows table {} keeps for a join outgrow a lane's {} KiB of device memory",
+                    plan.task.table,
+                    self.budget >> 10
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// `values` with a masked block's unselected rows zeroed, for arithmetic checked row by
+    /// row (an unselected row must not fail a query); as they are otherwise.
+    pub(super) fn selected_only<'v>(&self, values: &'v [i64]) -> Cow<'v, [i64]> {
+        match &self.block_mask {
+            Some(mask) => {
+                let mut owned = values.to_vec();
+                arch::keep_selected::run(&mut owned, mask);
+                Cow::Owned(owned)
+            }
+            None => Cow::Borrowed(values),
+        }
+    }
+}

@@ -1,0 +1,169 @@
+//! Unit tests of the device internals.
+
+use super::*;
+
+/// A run is read in its order; lanes sharing a queue read every page exactly once between
+/// them, however the threads interleave.
+#[test]
+fn lane_pages_read_every_page_once() {
+    let run = LanePages::Run(vec![7, 3, 9]);
+    let mut taken = 0;
+    let read: Vec<usize> = std::iter::from_fn(|| run.next(&mut taken)).collect();
+    assert_eq!(read, [7, 3, 9]);
+    assert_eq!(run.next(&mut taken), None);
+
+    let pages: Vec<usize> = (0..10_000).map(|p| p * 3 + 1).collect();
+    let queue = Arc::new((pages.clone(), AtomicUsize::new(0)));
+    let mut read: Vec<usize> = std::thread::scope(|scope| {
+        let lanes: Vec<_> = (0..4)
+            .map(|_| {
+                let source = LanePages::Shared(queue.clone());
+                scope.spawn(move || {
+                    let mut taken = 0;
+                    let mut mine = Vec::new();
+                    while let Some(page) = source.next(&mut taken) {
+                        mine.push(page);
+                    }
+                    // Pages come in queue order within a lane.
+                    assert!(mine.windows(2).all(|w| w[0] < w[1]));
+                    mine
+                })
+            })
+            .collect();
+        lanes.into_iter().flat_map(|l| l.join().unwrap()).collect()
+    });
+    read.sort_unstable();
+    assert_eq!(read, pages);
+}
+
+/// Counted groups' rows ordered by every key as Arrow sorts them (strings by bytes,
+/// descending, nulls placed), and a limit keeping the rows tied with the last on every key.
+#[test]
+fn ordered_rows_sort_by_every_key_and_keep_ties_under_a_limit() {
+    let names: ArrayRef = Arc::new(arrow_array::StringArray::from(vec![
+        Some("b"),
+        Some("a"),
+        None,
+        Some("c"),
+        Some("a"),
+    ]));
+    let counts: ArrayRef = Arc::new(Int64Array::from(vec![3, 3, 1, 5, 2]));
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("name", DataType::Utf8, true),
+        Field::new("count", DataType::Int64, false),
+    ]));
+    let batch = RecordBatch::try_new(schema, vec![names, counts]).unwrap();
+    let key = |column, descending, nulls_first| SortKey {
+        column,
+        descending,
+        nulls_first,
+    };
+    let text = |b: &RecordBatch| -> Vec<(Option<String>, i64)> {
+        let n = b.column(0).as_string::<i32>();
+        let c = b.column(1).as_primitive::<Int64Type>();
+        (0..b.num_rows())
+            .map(|i| (n.is_valid(i).then(|| n.value(i).to_string()), c.value(i)))
+            .collect()
+    };
+    let s = |v: &str| Some(v.to_string());
+    let by_count_then_name = Order {
+        keys: vec![key(1, true, false), key(0, false, true)],
+        limit: None,
+    };
+    assert_eq!(
+        text(&ordered_rows(&batch, &by_count_then_name).unwrap()),
+        vec![
+            (s("c"), 5),
+            (s("a"), 3),
+            (s("b"), 3),
+            (s("a"), 2),
+            (None, 1)
+        ]
+    );
+    let names_last_first = Order {
+        keys: vec![key(0, true, false), key(1, false, false)],
+        limit: None,
+    };
+    assert_eq!(
+        text(&ordered_rows(&batch, &names_last_first).unwrap()),
+        vec![
+            (s("c"), 5),
+            (s("b"), 3),
+            (s("a"), 2),
+            (s("a"), 3),
+            (None, 1)
+        ]
+    );
+    // TOPK 2 by count: the two counts of 3 tie for second place, both sent.
+    let top_two = Order {
+        keys: vec![key(1, true, false)],
+        limit: Some(2),
+    };
+    let mut got = text(&ordered_rows(&batch, &top_two).unwrap());
+    got[1..].sort();
+    assert_eq!(got, vec![(s("c"), 5), (s("a"), 3), (s("b"), 3)]);
+    // A limit beyond the rows keeps them all; a key beyond the columns is an error.
+    let all = Order {
+        keys: vec![key(1, false, false)],
+        limit: Some(9),
+    };
+    assert_eq!(ordered_rows(&batch, &all).unwrap().num_rows(), 5);
+    let beyond = Order {
+        keys: vec![key(2, false, false)],
+        limit: None,
+    };
+    assert!(ordered_rows(&batch, &beyond)
+        .unwrap_err()
+        .to_string()
+        .contains("no column 2"));
+}
+
+#[test]
+fn years_of_days_equal_arrows_date_part() {
+    use arrow_arith::temporal::{date_part, DatePart};
+    let days: Vec<i32> = (-800_000..800_000)
+        .step_by(7)
+        .chain([-1, 0, 59, 60, 11_016, 11_017])
+        .collect();
+    let array = Date32Array::from(days.clone());
+    let want = date_part(&array, DatePart::Year).unwrap();
+    let want = want.as_primitive::<Int32Type>();
+    for (i, &d) in days.iter().enumerate() {
+        assert_eq!(year_of_days(d as i64), want.value(i) as i64, "day {d}");
+    }
+}
+
+#[test]
+fn like_matches_sql_patterns() {
+    for (text, pattern, want) in [
+        ("PROMO BRUSHED TIN", "PROMO%", true),
+        ("STANDARD BRASS", "%BRASS", true),
+        ("forest green", "%green%", true),
+        ("abc", "a_c", true),
+        ("abc", "a_", false),
+        ("", "%", true),
+        ("", "_", false),
+        ("aaa", "%a%a%a%", true),
+        ("aa", "%a%a%a%", false),
+        ("special requests", "%special%requests%", true),
+        ("13-719-553-3346", "13%", true),
+        ("1", "13%", false),
+        ("", "", true),
+        ("a", "", false),
+        ("%", "%", true),
+        ("ab", "%b", true),
+        ("ab", "%a", false),
+        ("crème brûlée", "crème%", true),
+        ("crème brûlée", "cr_me%", true),
+        ("crème brûlée", "%br_l%", true),
+        ("crème", "cr_e", false),
+    ] {
+        assert_eq!(like(text, pattern), want, "{text:?} LIKE {pattern:?}");
+        let m = LikeMatcher::new(pattern);
+        assert_eq!(
+            m.matches(text),
+            want,
+            "{text:?} LIKE {pattern:?} (read once)"
+        );
+    }
+}

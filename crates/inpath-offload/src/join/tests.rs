@@ -1,0 +1,311 @@
+//! The join's indexes (bitmap, positional, sorted) and radix sort against plain references.
+
+use super::*;
+
+/// A small deterministic generator (xorshift), so the properties run on fixed inputs.
+fn values(seed: u64, n: usize, modulo: i64) -> Vec<i64> {
+    inpath_table::testing::xorshift(seed, n, -(modulo / 3), modulo as u64)
+}
+
+#[test]
+fn sorter_output_is_a_sorted_stable_permutation() {
+    for (seed, n, modulo) in [(1, 0, 5), (2, 1, 5), (3, 1000, 7), (4, 5000, 1 << 40)] {
+        let keys = values(seed, n, modulo);
+        let (sorted, rows) = radix_sort_pairs(&keys);
+        let mut want: Vec<(i64, u32)> = keys.iter().zip(0u32..).map(|(&k, r)| (k, r)).collect();
+        want.sort();
+        let got: Vec<(i64, u32)> = sorted.into_iter().zip(rows).collect();
+        assert_eq!(got, want, "seed {seed}");
+    }
+    let extremes = vec![i64::MAX, i64::MIN, 0, -1, 1, i64::MIN];
+    let (sorted, _) = radix_sort_pairs(&extremes);
+    let mut want = extremes.clone();
+    want.sort();
+    assert_eq!(sorted, want);
+}
+
+/// Nested loops: the reference every join method must equal.
+fn reference(build: &[i64], probe: &[i64], kind: JoinKind) -> Vec<(u32, u32)> {
+    let mut out = Vec::new();
+    for (i, p) in probe.iter().enumerate() {
+        let hits: Vec<u32> = (0..build.len() as u32)
+            .filter(|&b| build[b as usize] == *p)
+            .collect();
+        match kind {
+            JoinKind::Inner => out.extend(hits.iter().map(|&b| (i as u32, b))),
+            JoinKind::Semi if !hits.is_empty() => out.push((i as u32, u32::MAX)),
+            JoinKind::Anti if hits.is_empty() => out.push((i as u32, u32::MAX)),
+            _ => {}
+        }
+    }
+    out
+}
+
+#[test]
+fn every_join_method_equals_an_equi_join_duplicates_included() {
+    // Keys within 32 bits are kept narrow; offset beyond them, wide.
+    for offset in [0, 1 << 40] {
+        join_methods_equal_an_equi_join(offset);
+    }
+}
+
+#[test]
+fn ints_narrow_until_a_value_needs_64_bits() {
+    let mut ints = Ints::from(vec![1, -2, i32::MAX as i64]);
+    assert!(matches!(ints, Ints::Narrow(_)));
+    assert_eq!(ints.bytes(), 12);
+    ints.extend(&[i32::MIN as i64 - 1]);
+    assert!(matches!(ints, Ints::Wide(_)));
+    ints.append(Ints::from(vec![7]));
+    assert_eq!(
+        ints.to_vec(),
+        vec![1, -2, i32::MAX as i64, i32::MIN as i64 - 1, 7]
+    );
+    assert_eq!(ints.gather(&[4, 0, 3]), vec![7, 1, i32::MIN as i64 - 1]);
+    assert_eq!(ints.last(), Some(7));
+    let mut narrow = Ints::from(vec![3]);
+    narrow.append(Ints::from(vec![1 << 33]));
+    assert_eq!(narrow.to_vec(), vec![3, 1 << 33]);
+    assert_eq!(Ints::default().last(), None);
+}
+
+fn join_methods_equal_an_equi_join(offset: i64) {
+    let shift = |v: Vec<i64>| -> Vec<i64> { v.into_iter().map(|x| x + offset).collect() };
+    let unique_dense: Vec<i64> = {
+        let mut v: Vec<i64> = (10..410).collect();
+        v.reverse();
+        shift(v)
+    };
+    let sorted_dups: Vec<i64> = shift((0..600).map(|i| i / 3 * 2).collect());
+    let random_dups = shift(values(9, 700, 300));
+    let mut ascending_probe = shift(values(11, 900, 500));
+    ascending_probe.sort();
+    let probes = [shift(values(10, 900, 500)), ascending_probe];
+    let cases = [
+        (&unique_dense, "positional"),
+        (&sorted_dups, "merge"),
+        (&random_dups, "sort-merge"),
+    ];
+    for (build, method) in cases {
+        let built = Built::new(
+            vec![Kept::Int(build.clone().into())],
+            Vec::new(),
+            &[0],
+            JoinMethod::Auto,
+            false,
+        )
+        .unwrap();
+        assert_eq!(built.method(), method);
+        assert_eq!(built.unique_keys(), method == "positional", "{method}");
+        // Without room for the positional slots, sorted pairs (and the same answers).
+        let tight = Built::within(
+            vec![Kept::Int(build.clone().into())],
+            Vec::new(),
+            &[0],
+            JoinMethod::Auto,
+            false,
+            1000,
+        )
+        .unwrap();
+        assert_ne!(tight.method(), "positional");
+        assert_eq!(tight.unique_keys(), method == "positional", "{method}");
+        let merged = Built::new(
+            vec![Kept::Int(build.clone().into())],
+            Vec::new(),
+            &[0],
+            JoinMethod::Merge,
+            false,
+        )
+        .unwrap();
+        let present = Built::new(
+            vec![Kept::Int(build.clone().into())],
+            Vec::new(),
+            &[0],
+            JoinMethod::Auto,
+            true,
+        )
+        .unwrap();
+        assert_eq!(present.method(), "bitmap");
+        for probe in &probes {
+            for kind in [JoinKind::Inner, JoinKind::Semi, JoinKind::Anti] {
+                let want = reference(build, probe, kind);
+                let mut methods = vec![&built, &merged, &tight];
+                if kind != JoinKind::Inner {
+                    methods.push(&present);
+                }
+                for b in methods {
+                    let (take, rows) = b.probe(probe, None, kind);
+                    let mut got: Vec<(u32, u32)> = if kind == JoinKind::Inner {
+                        take.into_iter().zip(rows).collect()
+                    } else {
+                        take.into_iter().map(|t| (t, u32::MAX)).collect()
+                    };
+                    got.sort();
+                    assert_eq!(got, want, "{method} ({}) {kind:?}", b.method());
+                }
+            }
+        }
+    }
+    let err = Built::new(
+        vec![Kept::Int(sorted_dups.into())],
+        Vec::new(),
+        &[0],
+        JoinMethod::Positional,
+        false,
+    );
+    assert!(err.is_err());
+}
+
+#[test]
+fn two_column_keys_join_as_pairs_and_keys_beyond_32_bits_never_match() {
+    let (mut a, b) = (values(21, 400, 20), values(22, 400, 30));
+    a[0] = 0;
+    let built = Built::new(
+        vec![Kept::Int(a.clone().into()), Kept::Int(b.clone().into())],
+        Vec::new(),
+        &[0, 1],
+        JoinMethod::Auto,
+        false,
+    )
+    .unwrap();
+    let (mut pa, mut pb) = (values(23, 300, 20), values(24, 300, 30));
+    pa[0] = 1 << 40; // would pack to the same bits as 0
+    pb[0] = b[0];
+    pa[1] = a[5];
+    pb[1] = b[5];
+    let (keys, packs) = pack_keys(vec![pa.clone(), pb.clone()]);
+    for kind in [JoinKind::Inner, JoinKind::Semi, JoinKind::Anti] {
+        let (take, rows) = built.probe(&keys, packs.as_deref(), kind);
+        let mut got: Vec<(u32, u32)> = if kind == JoinKind::Inner {
+            take.into_iter().zip(rows).collect()
+        } else {
+            take.into_iter().map(|t| (t, u32::MAX)).collect()
+        };
+        got.sort();
+        let mut want = Vec::new();
+        for i in 0..pa.len() {
+            let hits: Vec<u32> = (0..a.len() as u32)
+                .filter(|&r| a[r as usize] == pa[i] && b[r as usize] == pb[i])
+                .collect();
+            match kind {
+                JoinKind::Inner => want.extend(hits.iter().map(|&r| (i as u32, r))),
+                JoinKind::Semi if !hits.is_empty() => want.push((i as u32, u32::MAX)),
+                JoinKind::Anti if hits.is_empty() => want.push((i as u32, u32::MAX)),
+                _ => {}
+            }
+        }
+        assert_eq!(got, want, "{kind:?}");
+    }
+    let wide = Built::new(
+        vec![Kept::Int(vec![1 << 40].into()), Kept::Int(vec![1].into())],
+        Vec::new(),
+        &[0, 1],
+        JoinMethod::Auto,
+        false,
+    );
+    assert!(matches!(wide, Err(Error::DeviceDeclined { .. })));
+}
+
+/// Builds summarized as the lanes summarize them (one row per run of equal keys, runs cut
+/// where a lane's pages end), for keys in order and not: a residual semi or anti join
+/// equals a nested loop over the rows themselves, at every method.
+#[test]
+fn residual_semi_and_anti_joins_equal_a_nested_loop_over_the_rows_runs_summarize() {
+    let n = 800;
+    let in_order: Vec<i64> = (0..n as i64).map(|i| i / 4).collect();
+    let random = values(22, n, 150);
+    let vals = values(21, n, 5);
+    let probe_keys = values(23, 600, 240);
+    let probe_vals = values(24, 600, 5);
+    for build_keys in [&in_order, &random] {
+        for lanes_rows in [1, 3, n] {
+            let (mut k, mut v) = (Vec::new(), Vec::new());
+            for start in (0..n).step_by(lanes_rows) {
+                let mut last: Option<usize> = None;
+                for i in start..(start + lanes_rows).min(n) {
+                    match last.filter(|&l| k[l] == build_keys[i]) {
+                        Some(l) => {
+                            if residual_first(v[l]) != vals[i] {
+                                v[l] |= 1;
+                            }
+                        }
+                        None => {
+                            k.push(build_keys[i]);
+                            v.push(encode_residual(vals[i]).unwrap());
+                            last = Some(k.len() - 1);
+                        }
+                    }
+                }
+            }
+            for method in [JoinMethod::Auto, JoinMethod::Merge] {
+                let built = Built::new(
+                    vec![Kept::Int(k.clone().into()), Kept::Int(v.clone().into())],
+                    Vec::new(),
+                    &[0],
+                    method,
+                    false,
+                )
+                .unwrap();
+                for kind in [JoinKind::Semi, JoinKind::Anti] {
+                    let got = built
+                        .probe_residual(&probe_keys, None, kind, &probe_vals, 1)
+                        .unwrap();
+                    let want: Vec<u32> = (0..probe_keys.len())
+                        .filter(|&i| {
+                            let other = (0..n).any(|j| {
+                                build_keys[j] == probe_keys[i] && vals[j] != probe_vals[i]
+                            });
+                            other == (kind == JoinKind::Semi)
+                        })
+                        .map(|i| i as u32)
+                        .collect();
+                    assert_eq!(
+                        got,
+                        want,
+                        "{kind:?}, {} rows a lane, {}",
+                        lanes_rows,
+                        built.method()
+                    );
+                    assert!(!want.is_empty());
+                }
+            }
+        }
+    }
+    assert_eq!(encode_residual(i64::MAX / 2 + 1), None);
+    for x in [-7, 0, 5, i64::MAX / 2, i64::MIN / 2] {
+        let e = encode_residual(x).unwrap();
+        assert_eq!((residual_first(e), residual_several(e)), (x, false));
+        assert_eq!((residual_first(e | 1), residual_several(e | 1)), (x, true));
+    }
+}
+
+/// A key that arrived sorted is indexed where it is kept (no copy), and takes positional
+/// slots only where they cost no more than the rows kept or an eighth of the memory left:
+/// orders' keys (a quarter of their range) merge, customers' (all of it) are looked up.
+#[test]
+fn sorted_keys_are_not_copied_and_positional_slots_stay_within_their_share() {
+    let quarter: Vec<i64> = (0..40_000).map(|i| i * 4).collect();
+    let dense: Vec<i64> = (1..=40_000).collect();
+    let build = |keys: &Vec<i64>, budget: u64| {
+        Built::within(
+            vec![Kept::Int(keys.clone().into())],
+            Vec::new(),
+            &[0],
+            JoinMethod::Auto,
+            false,
+            budget,
+        )
+        .unwrap()
+    };
+    let merged = build(&quarter, 2 << 20);
+    assert_eq!(merged.method(), "merge");
+    // The kept keys (4 bytes each) and a presence bitmap over their range.
+    assert_eq!(merged.bytes(), 40_000 * 4 + 160_000 / 8);
+    assert!(merged.unique_keys());
+    let (take, rows) = merged.probe(&[8, 9, 159_996], None, JoinKind::Inner);
+    assert_eq!((take, rows), (vec![0, 2], vec![2, 39_999]));
+    // Slots of 640 KB against 160 KB kept: taken only with 5 MiB or more left.
+    assert_eq!(build(&quarter, 4 << 20).method(), "merge");
+    assert_eq!(build(&quarter, 8 << 20).method(), "positional");
+    assert_eq!(build(&dense, 1 << 20).method(), "positional");
+}

@@ -1,0 +1,793 @@
+//! Chains: a plan's scans, projections, filters and hash joins walked into the device's
+//! Table Task graph.
+
+use super::*;
+
+/// The Table Task graph for a Partial aggregate over projections over a scan or a tree of
+/// joins of scans, or why not.
+pub(super) fn aggregate_graph(
+    agg: &AggregateExec,
+    orient: Orient,
+) -> (Option<String>, Result<TaskGraph, String>) {
+    // Walk down to the rows, keeping the projections on the way.
+    let mut layers: Vec<(Vec<Arc<dyn PhysicalExpr>>, SchemaRef)> = Vec::new();
+    let mut node: Arc<dyn ExecutionPlan> = agg.input().clone();
+    loop {
+        if let Some(r) = node.downcast_ref::<RepartitionExec>() {
+            if !matches!(r.partitioning(), Partitioning::RoundRobinBatch(_)) {
+                return (None, Err("a hash repartition below the aggregate".into()));
+            }
+            node = r.input().clone();
+        } else if let Some(c) = node.downcast_ref::<CooperativeExec>() {
+            // Yields to the runtime between batches; the device's stream runs on its own lanes.
+            node = c.input().clone();
+        } else if let Some(p) = node.downcast_ref::<ProjectionExec>() {
+            layers.push((
+                p.expr().iter().map(|e| e.expr.clone()).collect(),
+                p.input().schema(),
+            ));
+            node = p.input().clone();
+        } else {
+            break;
+        }
+    }
+    let rows = match chain_for(&node, orient) {
+        Ok(rows) if rows.grouped => {
+            return (
+                None,
+                Err(
+                    "its input is an aggregate's groups (the device joins them, but does not \
+                     aggregate them again)"
+                        .into(),
+                ),
+            )
+        }
+        Ok(rows) => rows,
+        Err(why) => return (None, Err(why)),
+    };
+    let table = rows.tasks.last().map(|t| t.table.clone());
+    (table, build_graph(agg, &layers, rows))
+}
+
+/// Which side of an inner join the device keeps (builds) and which it streams (probes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Orient {
+    /// DataFusion's sides: its build side is the smaller after filters by its estimates.
+    Planner,
+    /// The side whose table has more rows streams. The planner's left-deep order may put a
+    /// large table's filtered rows (lineitem in Q7 and Q9) on a build side, where they must
+    /// fit in the device's memory; the rows of the smaller tables then fit instead.
+    LargestProbes,
+}
+
+/// Where a column of the rows a chain yields comes from.
+#[derive(Clone)]
+pub(super) struct Col {
+    /// Its source in the chain's last (pipeline) task.
+    pub(super) src: Source,
+    /// The table and column it was read from (its type, scale and nullability).
+    pub(super) reader: Arc<TableReader>,
+    pub(super) column: usize,
+    /// The build column an inner join matched it with (equal on every row): a group key here
+    /// groups by the matched build row.
+    pub(super) equals: Option<Source>,
+}
+
+/// A plan sub-tree as tasks: build tasks first, the pipeline task that yields its rows last.
+pub(super) struct Chain {
+    pub(super) tasks: Vec<TableTask>,
+    pub(super) columns: Vec<Col>,
+    /// Conditions on the pipeline's rows beyond the joins' keys (join filters, filters above
+    /// joins): each over its own schema, whose columns are these.
+    pub(super) filters: Vec<(Arc<dyn PhysicalExpr>, SchemaRef, Vec<Col>)>,
+    /// Rows of the pipeline task's table.
+    pub(super) rows: u64,
+    /// The rows are an offloaded aggregate's groups: the last task aggregates, and each
+    /// column's source is `Source::Column` of its output column.
+    pub(super) grouped: bool,
+}
+
+/// The input of a node that passes its input's rows on unchanged, only moved between
+/// partitions or yielding between batches (repartition, coalesce, cooperative), or none.
+pub(super) fn passed_through(node: &Arc<dyn ExecutionPlan>) -> Option<&Arc<dyn ExecutionPlan>> {
+    if let Some(r) = node.downcast_ref::<RepartitionExec>() {
+        return Some(r.input());
+    }
+    if let Some(c) = node.downcast_ref::<CoalescePartitionsExec>() {
+        return Some(c.input());
+    }
+    node.downcast_ref::<CooperativeExec>().map(|c| c.input())
+}
+
+/// The first node at or below `node` that is not one [`passed_through`] steps over.
+pub(super) fn under_pass_throughs(mut node: &Arc<dyn ExecutionPlan>) -> &Arc<dyn ExecutionPlan> {
+    while let Some(input) = passed_through(node) {
+        node = input;
+    }
+    node
+}
+
+/// Whether `g` groups by its input's leading columns, in order, without grouping sets.
+pub(super) fn by_leading_columns(g: &PhysicalGroupBy) -> bool {
+    !g.has_grouping_set()
+        && g.expr()
+            .iter()
+            .enumerate()
+            .all(|(i, (e, _))| e.downcast_ref::<PColumn>().is_some_and(|c| c.index() == i))
+}
+
+/// A schema's columns as a task's output fields (name, Arrow type as text), or which one a
+/// graph cannot name.
+pub(super) fn output_fields(schema: &SchemaRef) -> Result<Vec<(String, String)>, String> {
+    schema
+        .fields()
+        .iter()
+        .map(|f| {
+            let text = f.data_type().to_string();
+            if DataType::from_str(&text).ok().as_ref() != Some(f.data_type()) {
+                return Err(format!(
+                    "output column {} has a type the graph cannot name",
+                    f.name()
+                ));
+            }
+            Ok((f.name().clone(), text))
+        })
+        .collect()
+}
+
+/// The input column that output column `i` of a projection passes on unchanged, if it does.
+pub(super) fn projected_column(p: &ProjectionExec, i: usize) -> Option<usize> {
+    Some(p.expr().get(i)?.expr.downcast_ref::<PColumn>()?.index())
+}
+
+/// A node between a join and the Final aggregate below it.
+pub(super) enum Layer {
+    Projection(Vec<ProjectionExpr>),
+    /// A filter's predicate and its projection.
+    Filter(Arc<dyn PhysicalExpr>, Option<Vec<usize>>),
+}
+
+/// `expr` with its column `i` read from column `map[i]`.
+pub(super) fn remap_columns(
+    expr: &Arc<dyn PhysicalExpr>,
+    map: &[usize],
+) -> DfResult<Arc<dyn PhysicalExpr>> {
+    expr.clone()
+        .transform(|e| {
+            Ok(match e.downcast_ref::<PColumn>() {
+                Some(c) => match map.get(c.index()) {
+                    Some(&to) => Transformed::yes(Arc::new(PColumn::new(c.name(), to)) as _),
+                    None => {
+                        return Err(DataFusionError::Internal(format!(
+                            "column {c} beyond the {} columns moved",
+                            map.len()
+                        )))
+                    }
+                },
+                None => Transformed::no(e),
+            })
+        })
+        .map(|t| t.data)
+}
+
+/// Whether every column `expr` reads is one a plan has (not DataFusion's unknown column).
+pub(super) fn known_columns(expr: &Arc<dyn PhysicalExpr>) -> bool {
+    let mut known = true;
+    let _ = expr.apply(|e| {
+        known &= !e.is::<UnKnownColumn>();
+        Ok(TreeNodeRecursion::Continue)
+    });
+    known
+}
+
+/// `name`, or with a suffix when `taken` holds it already.
+pub(super) fn fresh_name<'a>(name: &str, taken: impl Iterator<Item = &'a str> + Clone) -> String {
+    let mut candidate = name.to_string();
+    let mut n = 1;
+    while taken.clone().any(|t| t == candidate) {
+        candidate = format!("{name}#{n}");
+        n += 1;
+    }
+    candidate
+}
+
+/// Whether an integer column holds each value at most once, read beside the plan (a table
+/// of at most [`UNIQUE_CHECK_ROWS`] rows; a larger one, or any read error, counts as not
+/// unique and leaves the plan alone).
+pub(super) fn unique_key(reader: &TableReader, column: usize) -> bool {
+    let rows = reader.row_count();
+    if rows > UNIQUE_CHECK_ROWS {
+        return false;
+    }
+    let mut values: Vec<i64> = Vec::with_capacity(rows as usize);
+    for page in 0..reader.page_count() {
+        let Ok(array) = reader.read_page(column, page) else {
+            return false;
+        };
+        let Ok(array) = datafusion::arrow::compute::cast(&array, &DataType::Int64) else {
+            return false;
+        };
+        let Some(ints) = array
+            .as_any()
+            .downcast_ref::<datafusion::arrow::array::Int64Array>()
+        else {
+            return false;
+        };
+        if datafusion::arrow::array::Array::null_count(ints) > 0 {
+            return false;
+        }
+        values.extend_from_slice(ints.values());
+    }
+    if values.windows(2).all(|w| w[0] < w[1]) {
+        return true;
+    }
+    values.sort_unstable();
+    values.windows(2).all(|w| w[0] < w[1])
+}
+
+/// The most rows [`unique_key`] reads at plan time (16 MiB of keys).
+pub(super) const UNIQUE_CHECK_ROWS: u64 = 1 << 21;
+
+/// The tasks for a scan, or a tree of inner, semi and anti equi-joins of scans with column
+/// projections between them, or why not.
+pub(super) fn chain_for(node: &Arc<dyn ExecutionPlan>, orient: Orient) -> Result<Chain, String> {
+    if let Some(input) = passed_through(node) {
+        return chain_for(input, orient);
+    }
+    if let Some(p) = node.downcast_ref::<ProjectionExec>() {
+        let mut chain = chain_for(p.input(), orient)?;
+        let columns = p
+            .expr()
+            .iter()
+            .map(|e| {
+                e.expr
+                    .downcast_ref::<PColumn>()
+                    .map(|c| chain.columns[c.index()].clone())
+                    .ok_or_else(|| format!("a computed column ({}) between joins", e.expr))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        chain.columns = columns;
+        return Ok(chain);
+    }
+    if let Some(scan) = node.downcast_ref::<ColumnScanExec>() {
+        if scan.limit().is_some() {
+            return Err("the scan has a limit".into());
+        }
+        let selector = match scan.selector() {
+            None => Selector::default(),
+            Some(Ok(s)) => s.clone(),
+            Some(Err(why)) => {
+                return Err(format!(
+                    "the filter on {} is not a sum of products: {why}",
+                    scan.reader().table()
+                ))
+            }
+        };
+        let reader = scan.reader().clone();
+        let columns = scan
+            .projection()
+            .iter()
+            .map(|&c| Col {
+                src: Source::Column(c),
+                reader: reader.clone(),
+                column: c,
+                equals: None,
+            })
+            .collect();
+        let task = TableTask {
+            table: reader.table().to_string(),
+            mask: MaskSource::All,
+            selector,
+            transformer: Program::default(),
+            flags: Vec::new(),
+            joins: Vec::new(),
+            filter: None,
+            operator: Operator::Nop,
+            keep: Vec::new(),
+            output: Output { fields: Vec::new() },
+            order: None,
+            count_groups: None,
+            whole_groups: false,
+        };
+        return Ok(Chain {
+            tasks: vec![task],
+            columns,
+            filters: Vec::new(),
+            rows: reader.row_count(),
+            grouped: false,
+        });
+    }
+    if let Some(j) = node.downcast_ref::<HashJoinExec>() {
+        return join_chain(j, orient);
+    }
+    if let Some(f) = node.downcast_ref::<FilterExec>() {
+        let mut chain = chain_for(f.input(), orient)?;
+        chain.filters.push((
+            f.predicate().clone(),
+            f.input().schema(),
+            chain.columns.clone(),
+        ));
+        if let Some(p) = f.projection() {
+            chain.columns = p
+                .iter()
+                .map(|&i| {
+                    chain
+                        .columns
+                        .get(i)
+                        .cloned()
+                        .ok_or("a filter projection beyond")
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+        }
+        return Ok(chain);
+    }
+    if let Some(agg) = node.downcast_ref::<AggregateExec>() {
+        return groups_chain(agg);
+    }
+    Err(format!(
+        "its input holds {}, which the device does not run yet",
+        node.name()
+    ))
+}
+
+/// The groups of a Final aggregate over a [`DeviceExec`]'s Partial, as rows a join can keep
+/// on the device: the device's graph, its aggregate task last (a build whose merged groups
+/// are its rows). Each column is a group key that is a column of the aggregated rows, or
+/// the min or max of one, so it has that column's type, and no nulls where it has none.
+pub(super) fn groups_chain(f: &AggregateExec) -> Result<Chain, String> {
+    let refuse = |why: &str| Err(format!("an aggregate's groups joined: {why}"));
+    if !matches!(
+        f.mode(),
+        AggregateMode::Final | AggregateMode::FinalPartitioned
+    ) || f.group_expr().has_grouping_set()
+        || f.group_expr().expr().is_empty()
+    {
+        return refuse("not the Final aggregate of a group-by");
+    }
+    let below = under_pass_throughs(f.input());
+    let Some(d) = below.downcast_ref::<DeviceExec>() else {
+        return refuse("its Partial aggregate is not on the device");
+    };
+    let Some(partial) = d
+        .host
+        .as_ref()
+        .and_then(|h| h.downcast_ref::<AggregateExec>())
+    else {
+        return refuse("no Partial aggregate under the device");
+    };
+    let Some(task) = d.graph.tasks.last() else {
+        return refuse("an empty graph");
+    };
+    if !matches!(task.operator, Operator::AggregateGroupBy { .. })
+        || task.order.is_some()
+        || task.count_groups.is_some()
+        || d.graph.tasks.iter().any(|t| t.mask != MaskSource::All)
+    {
+        return refuse("the device's task is not a plain group-by");
+    }
+    // The rows under the Partial aggregate, through its projections.
+    let mut layers: Vec<Vec<Arc<dyn PhysicalExpr>>> = Vec::new();
+    let mut node = partial.input().clone();
+    loop {
+        if let Some(p) = node.downcast_ref::<ProjectionExec>() {
+            layers.push(p.expr().iter().map(|e| e.expr.clone()).collect());
+            node = p.input().clone();
+        } else if let Some(input) = passed_through(&node) {
+            node = input.clone();
+        } else {
+            break;
+        }
+    }
+    let rows = chain_for(&node, Orient::Planner)?;
+    let row_column = |e: &Arc<dyn PhysicalExpr>| -> Option<Col> {
+        let mut at = e.downcast_ref::<PColumn>()?.index();
+        for layer in &layers {
+            at = layer.get(at)?.downcast_ref::<PColumn>()?.index();
+        }
+        rows.columns.get(at).cloned()
+    };
+    let mut columns = Vec::new();
+    for (e, name) in partial.group_expr().expr() {
+        let Some(c) = row_column(e) else {
+            return refuse(&format!("group key {name} is not a column"));
+        };
+        columns.push(c);
+    }
+    for a in partial.aggr_expr() {
+        let args = a.expressions();
+        let plain = matches!(a.fun().name(), "min" | "max")
+            && !a.is_distinct()
+            && a.state_fields().map(|f| f.len()).unwrap_or(0) == 1;
+        let c = match args.as_slice() {
+            [arg] if plain => row_column(arg),
+            _ => None,
+        };
+        let Some(c) = c else {
+            return refuse(&format!("{} is not the min or max of a column", a.name()));
+        };
+        columns.push(c);
+    }
+    if columns.len() != task.output.fields.len() || columns.len() != f.schema().fields().len() {
+        return refuse("its output is not its keys and one value per aggregate");
+    }
+    let columns = columns
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| Col {
+            src: Source::Column(i),
+            equals: None,
+            ..c
+        })
+        .collect();
+    Ok(Chain {
+        tasks: d.graph.tasks.clone(),
+        columns,
+        filters: Vec::new(),
+        // Never the larger side: groups are kept, never streamed.
+        rows: 0,
+        grouped: true,
+    })
+}
+
+/// A join key: an integer or decimal column without nulls; its scale (keys are compared as
+/// scaled integers, so both sides of a pair must have the same).
+pub(super) fn join_key(col: &Col) -> Result<i8, String> {
+    let field = col.reader.schema().field(col.column).clone();
+    let meta = &col.reader.manifest().columns[col.column];
+    if field.is_nullable() {
+        return Err(format!("join key {} may hold nulls", meta.name));
+    }
+    match meta.logical {
+        LogicalType::Int32 | LogicalType::Int64 | LogicalType::Date32 => Ok(0),
+        LogicalType::Decimal128 { scale, .. } => Ok(scale),
+        other => Err(format!("join key {} is {other:?}", meta.name)),
+    }
+}
+
+/// Two join keys compared as scaled integers: both without nulls, at the same scale.
+pub(super) fn join_keys(probe: &Col, build: &Col) -> Result<(), String> {
+    let (p, b) = (join_key(probe)?, join_key(build)?);
+    if p != b {
+        return Err(format!(
+            "join keys {} and {} at scales {p} and {b}",
+            probe.reader.manifest().columns[probe.column].name,
+            build.reader.manifest().columns[build.column].name
+        ));
+    }
+    Ok(())
+}
+
+pub(super) fn join_chain(j: &HashJoinExec, orient: Orient) -> Result<Chain, String> {
+    if j.null_aware {
+        return Err("a null-aware anti join (NOT IN)".into());
+    }
+    // The probe side streams through the pipeline task; the build side's rows are kept.
+    let (kind, probe_left) = match j.join_type() {
+        JoinType::Inner => (JoinKind::Inner, false),
+        JoinType::RightSemi => (JoinKind::Semi, false),
+        JoinType::RightAnti => (JoinKind::Anti, false),
+        JoinType::LeftSemi => (JoinKind::Semi, true),
+        JoinType::LeftAnti => (JoinKind::Anti, true),
+        other => return Err(format!("a {other} join")),
+    };
+    if j.on().is_empty() || j.on().len() > 2 {
+        return Err(format!("a join on {} keys", j.on().len()));
+    }
+    let key = |e: &Arc<dyn PhysicalExpr>| {
+        e.downcast_ref::<PColumn>()
+            .map(|c| c.index())
+            .ok_or_else(|| format!("a join key that is an expression ({e})"))
+    };
+    let mut lk = Vec::new();
+    let mut rk = Vec::new();
+    for (l, r) in j.on() {
+        lk.push(key(l)?);
+        rk.push(key(r)?);
+    }
+    let left = chain_for(j.left(), orient)?;
+    let right = chain_for(j.right(), orient)?;
+    let probe_left = probe_left
+        || (orient == Orient::LargestProbes && kind == JoinKind::Inner && left.rows > right.rows);
+    let (probe, build, pkey, bkey) = if probe_left {
+        (left, right, lk, rk)
+    } else {
+        (right, left, rk, lk)
+    };
+    if probe.grouped {
+        return Err(
+            "an aggregate's groups on a join's streaming side (the device holds groups \
+                    as a build only)"
+                .into(),
+        );
+    }
+    for (&p, &b) in pkey.iter().zip(&bkey) {
+        join_keys(&probe.columns[p], &build.columns[b])?;
+    }
+    if !build.filters.is_empty() {
+        return Err("a filter inside a join's build side".into());
+    }
+    // A semi or anti join's condition beyond the keys: `probe <> build` on integer columns
+    // without nulls (Q21), as (probe column, build column).
+    let residual = match j.filter() {
+        Some(f) if kind != JoinKind::Inner => {
+            let refuse = || {
+                format!(
+                    "a {} join with a residual filter other than `a <> b` on integer columns \
+                     ({})",
+                    j.join_type(),
+                    f.expression()
+                )
+            };
+            let b = f
+                .expression()
+                .downcast_ref::<PBinary>()
+                .filter(|b| *b.op() == SqlOp::NotEq)
+                .ok_or_else(refuse)?;
+            let side_of = |e: &Arc<dyn PhysicalExpr>| {
+                let c = e.downcast_ref::<PColumn>()?;
+                let ci = f.column_indices().get(c.index())?;
+                let left = matches!(ci.side, datafusion::common::JoinSide::Left);
+                Some((left == probe_left, ci.index))
+            };
+            let (x, y) = (side_of(b.left()), side_of(b.right()));
+            let ((_, p), (_, q)) = match (x, y) {
+                (Some(x @ (true, _)), Some(y @ (false, _))) => (x, y),
+                (Some(y @ (false, _)), Some(x @ (true, _))) => (x, y),
+                _ => return Err(refuse()),
+            };
+            let (pc, bc) = (probe.columns.get(p), build.columns.get(q));
+            let (Some(pc), Some(bc)) = (pc, bc) else {
+                return Err(refuse());
+            };
+            join_keys(pc, bc).map_err(|e| format!("{}: {e}", refuse()))?;
+            Some((pc.src, q))
+        }
+        _ => None,
+    };
+    // The build chain's last task keeps every column its rows carry; the probe chain's tasks
+    // follow the build's, their references to earlier tasks moved along.
+    let mut tasks = build.tasks;
+    let b = tasks.len() - 1;
+    // A semi or anti join reads nothing of the build rows but their keys (and the column of
+    // its residual condition, kept after them).
+    // An aggregate's groups: its output columns are its rows' columns, named by place.
+    let output_column = |c: &Col| match c.src {
+        Source::Column(i) => i,
+        _ => usize::MAX,
+    };
+    if build.grouped && residual.is_some() {
+        return Err("a residual condition on an aggregate's groups".into());
+    }
+    let (build_columns_kept, bkey): (Vec<Col>, Vec<usize>) = if build.grouped {
+        let keys = bkey
+            .iter()
+            .map(|&k| output_column(&build.columns[k]))
+            .collect();
+        (build.columns.clone(), keys)
+    } else if kind == JoinKind::Inner {
+        (build.columns.clone(), bkey)
+    } else {
+        let mut kept: Vec<Col> = bkey.iter().map(|&k| build.columns[k].clone()).collect();
+        kept.extend(residual.map(|(_, q)| build.columns[q].clone()));
+        (kept, (0..bkey.len()).collect())
+    };
+    let residual = residual.map(|(probe, _)| Residual {
+        probe,
+        build: bkey.len(),
+    });
+    let grouped = build.grouped;
+    let build = Chain {
+        tasks: Vec::new(),
+        columns: build_columns_kept,
+        filters: Vec::new(),
+        rows: build.rows,
+        grouped,
+    };
+    if !grouped {
+        tasks[b].keep = build.columns.iter().map(|c| c.src).collect();
+        tasks[b].output = Output {
+            fields: build
+                .columns
+                .iter()
+                .map(|c| {
+                    let f = c.reader.schema().field(c.column).clone();
+                    (f.name().clone(), f.data_type().to_string())
+                })
+                .collect(),
+        };
+    }
+    let shift = tasks.len();
+    for mut t in probe.tasks {
+        for join in &mut t.joins {
+            join.build += shift;
+        }
+        tasks.push(t);
+    }
+    let pipeline = tasks.last_mut().ok_or("a join without tasks")?;
+    let at = pipeline.joins.len();
+    let probe_keys: Vec<Source> = pkey.iter().map(|&p| probe.columns[p].src).collect();
+    pipeline.joins.push(Join {
+        build: b,
+        probe_keys: probe_keys.clone(),
+        build_keys: bkey.clone(),
+        kind,
+        method: JoinMethod::Auto,
+        residual,
+    });
+    let build_columns: Vec<Col> = build
+        .columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| Col {
+            src: Source::Build {
+                join: at,
+                column: if grouped { output_column(c) } else { i },
+            },
+            reader: c.reader.clone(),
+            column: c.column,
+            equals: None,
+        })
+        .collect();
+    let mut probe_columns = probe.columns;
+    if kind == JoinKind::Inner {
+        for c in &mut probe_columns {
+            if let Some(k) = probe_keys.iter().position(|&s| s == c.src) {
+                if c.equals.is_none() {
+                    c.equals = Some(Source::Build {
+                        join: at,
+                        column: bkey[k],
+                    });
+                }
+            }
+        }
+    }
+    let mut filters = probe.filters;
+    if let Some(f) = j.filter().filter(|_| kind == JoinKind::Inner) {
+        // Inner joins: the residual condition filters the joined rows (it commutes with the
+        // joins after it).
+        let (left, right) = if probe_left {
+            (&probe_columns, &build_columns)
+        } else {
+            (&build_columns, &probe_columns)
+        };
+        let cols = f
+            .column_indices()
+            .iter()
+            .map(|ci| {
+                let side = match ci.side {
+                    datafusion::common::JoinSide::Left => left,
+                    _ => right,
+                };
+                side.get(ci.index)
+                    .cloned()
+                    .ok_or("a join filter column beyond its side")
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        filters.push((f.expression().clone(), f.schema().clone(), cols));
+    }
+    // The join's columns: left then right for an inner join, the kept side's alone for semi
+    // and anti joins.
+    let mut columns = match (kind, probe_left) {
+        (JoinKind::Inner, false) => {
+            let mut c = build_columns;
+            c.extend(probe_columns);
+            c
+        }
+        (JoinKind::Inner, true) => {
+            let mut c = probe_columns;
+            c.extend(build_columns);
+            c
+        }
+        _ => probe_columns,
+    };
+    if let Some(p) = &j.projection {
+        columns = p
+            .iter()
+            .map(|&i| {
+                columns
+                    .get(i)
+                    .cloned()
+                    .ok_or("a join projection beyond its columns")
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+    }
+    Ok(Chain {
+        tasks,
+        columns,
+        filters,
+        rows: probe.rows,
+        grouped: false,
+    })
+}
+
+pub(super) fn build_graph(
+    agg: &AggregateExec,
+    layers: &[(Vec<Arc<dyn PhysicalExpr>>, SchemaRef)],
+    rows: Chain,
+) -> Result<TaskGraph, String> {
+    let group = agg.group_expr();
+    if group.has_grouping_set() {
+        return Err("grouping sets".into());
+    }
+    if agg.filter_expr().iter().any(Option::is_some) {
+        return Err("an aggregate with a FILTER clause".into());
+    }
+    let mut schemas = vec![agg.input().schema()];
+    schemas.extend(layers.iter().map(|(_, s)| s.clone()));
+    let Chain {
+        mut tasks,
+        columns,
+        filters,
+        ..
+    } = rows;
+    let mut c = Compiler {
+        layers,
+        schemas,
+        rows: &columns,
+        tasks: &mut tasks,
+        program: Program::default(),
+        scales: Vec::new(),
+        memo: HashMap::new(),
+        loads: HashMap::new(),
+    };
+    let mut keys = Vec::new();
+    for (expr, name) in group.expr() {
+        keys.push(
+            c.group_key(expr, 0)
+                .map_err(|e| format!("group key {name}: {e}"))?,
+        );
+    }
+    let mut aggs = Vec::new();
+    for a in agg.aggr_expr() {
+        if a.is_distinct() || !a.order_bys().is_empty() {
+            return Err(format!(
+                "{}: DISTINCT or ORDER BY inside an aggregate",
+                a.name()
+            ));
+        }
+        aggs.push(
+            c.aggregate(a.fun().name(), &a.expressions())
+                .map_err(|e| format!("{}: {e}", a.name()))?,
+        );
+    }
+    let fields = output_fields(&agg.schema())?;
+    let operator = if keys.is_empty() {
+        Operator::Aggregate { aggs }
+    } else {
+        Operator::AggregateGroupBy { keys, aggs }
+    };
+    // Each filter compiled against its own schema and columns, into the same program.
+    let mut filter: Option<usize> = None;
+    for (expr, schema, cols) in &filters {
+        let mut f = Compiler {
+            layers: &[],
+            schemas: vec![schema.clone()],
+            rows: cols,
+            tasks: &mut *c.tasks,
+            program: std::mem::take(&mut c.program),
+            scales: std::mem::take(&mut c.scales),
+            memo: HashMap::new(),
+            loads: std::mem::take(&mut c.loads),
+        };
+        let r = f.predicate(expr, 0);
+        c.program = f.program;
+        c.scales = f.scales;
+        c.loads = f.loads;
+        let r = r.map_err(|e| format!("the filter {expr}: {e}"))?;
+        filter = Some(match filter {
+            None => r,
+            Some(acc) => c.push(Op::Mul(acc, r), 0),
+        });
+    }
+    let program = std::mem::take(&mut c.program);
+    drop(c);
+    let pipeline = tasks.last_mut().ok_or("no task")?;
+    pipeline.transformer = program;
+    pipeline.filter = filter;
+    pipeline.operator = operator;
+    pipeline.output = Output { fields };
+    Ok(TaskGraph {
+        version: inpath_offload::GRAPH_VERSION,
+        tasks,
+    })
+}

@@ -1,0 +1,353 @@
+//! A pushed filter as the offload device's Row Selector: a sum of products of comparators
+//! over one table's columns, or why it is not one.
+
+use super::*;
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::ScalarValue;
+use datafusion::logical_expr::expr::{InList, Like};
+use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator as SqlOp};
+use inpath_offload::graph::{CmpOp, Comparator, Selector, Test};
+use inpath_table::format::LogicalType;
+use inpath_table::reader::TableReader;
+
+/// A SQL comparison as the device's.
+pub(crate) fn cmp_op(op: &SqlOp) -> Option<CmpOp> {
+    Some(match op {
+        SqlOp::Eq => CmpOp::Eq,
+        SqlOp::NotEq => CmpOp::Ne,
+        SqlOp::Lt => CmpOp::Lt,
+        SqlOp::LtEq => CmpOp::Le,
+        SqlOp::Gt => CmpOp::Gt,
+        SqlOp::GtEq => CmpOp::Ge,
+        _ => return None,
+    })
+}
+
+/// The Row Selector for a scan's pushed filters (a sum of products of comparators), or why
+/// they are not one.
+pub(crate) fn selector_for(filters: &[Expr], reader: &TableReader) -> Result<Selector, String> {
+    let mut products = Vec::new();
+    for f in filters {
+        products.extend(cnf(f, reader)?);
+    }
+    Ok(Selector { products })
+}
+
+/// A condition as a product of sums of comparators (conjunctive normal form): ANDs joined,
+/// ORs distributed over them (an OR of ANDs, as Q19's, becomes the product of every choice of
+/// one term from each), up to 256 sums.
+pub(super) fn cnf(expr: &Expr, reader: &TableReader) -> Result<Vec<Vec<Comparator>>, String> {
+    match expr {
+        Expr::BinaryExpr(BinaryExpr {
+            left,
+            op: SqlOp::And,
+            right,
+        }) => {
+            let mut a = cnf(left, reader)?;
+            a.extend(cnf(right, reader)?);
+            Ok(a)
+        }
+        Expr::BinaryExpr(BinaryExpr {
+            left,
+            op: SqlOp::Or,
+            right,
+        }) => {
+            let (a, b) = (cnf(left, reader)?, cnf(right, reader)?);
+            if a.len() * b.len() > 256 {
+                return Err(format!(
+                    "an OR of ANDs of over 256 sums of comparators ({} x {})",
+                    a.len(),
+                    b.len()
+                ));
+            }
+            let mut out = Vec::with_capacity(a.len() * b.len());
+            for x in &a {
+                for y in &b {
+                    let mut sum = x.clone();
+                    sum.extend(y.iter().cloned());
+                    out.push(sum);
+                }
+            }
+            Ok(out)
+        }
+        _ => conjunct_products(expr, reader),
+    }
+}
+
+pub(super) fn conjunct_products(
+    expr: &Expr,
+    reader: &TableReader,
+) -> Result<Vec<Vec<Comparator>>, String> {
+    match expr {
+        Expr::Between(Between {
+            expr,
+            negated: false,
+            low,
+            high,
+        }) => {
+            let lo = comparator(expr, SqlOp::GtEq, low, reader)?;
+            let hi = comparator(expr, SqlOp::LtEq, high, reader)?;
+            Ok(vec![vec![lo], vec![hi]])
+        }
+        Expr::InList(InList {
+            expr,
+            list,
+            negated,
+        }) => {
+            // `substr(c, 1, n) IN ('ab', ...)`: each item a LIKE 'ab%' (Q22's country codes).
+            if let Some((column, n)) = prefix_of(expr, reader) {
+                let items = list
+                    .iter()
+                    .map(|v| prefix_like(column, n, v, *negated))
+                    .collect::<Result<Vec<_>, _>>()?;
+                return Ok(if *negated {
+                    items.into_iter().map(|c| vec![c]).collect()
+                } else {
+                    vec![items]
+                });
+            }
+            let column = column_of(expr, reader)?;
+            if reader.manifest().columns[column].logical == LogicalType::Utf8 {
+                let values = list
+                    .iter()
+                    .map(|v| string_literal(v).ok_or_else(|| format!("IN item {v}")))
+                    .collect::<Result<_, _>>()?;
+                return Ok(vec![vec![Comparator {
+                    column,
+                    test: Test::StrIn {
+                        values,
+                        negated: *negated,
+                    },
+                }]]);
+            }
+            let op = if *negated { SqlOp::NotEq } else { SqlOp::Eq };
+            let items = list
+                .iter()
+                .map(|v| comparator(expr, op, v, reader))
+                .collect::<Result<Vec<_>, _>>()?;
+            // IN: one product, any item; NOT IN: every item excluded.
+            Ok(if *negated {
+                items.into_iter().map(|c| vec![c]).collect()
+            } else {
+                vec![items]
+            })
+        }
+        _ => Ok(vec![disjuncts(expr, reader)?]),
+    }
+}
+
+/// One comparison, LIKE, IN or BETWEEN as one sum of comparators (ORs and ANDs around them are
+/// `cnf`'s).
+pub(super) fn disjuncts(expr: &Expr, reader: &TableReader) -> Result<Vec<Comparator>, String> {
+    match expr {
+        Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
+            if matches!(left.as_ref(), Expr::Literal(..)) {
+                let swapped = op.swap().ok_or_else(|| format!("{expr}"))?;
+                Ok(vec![comparator(right, swapped, left, reader)?])
+            } else if let (Some((column, n)), SqlOp::Eq | SqlOp::NotEq) =
+                (prefix_of(left, reader), op)
+            {
+                Ok(vec![prefix_like(column, n, right, *op == SqlOp::NotEq)?])
+            } else {
+                Ok(vec![comparator(left, *op, right, reader)?])
+            }
+        }
+        Expr::Like(Like {
+            negated,
+            expr: inner,
+            pattern,
+            escape_char: None,
+            case_insensitive: false,
+        }) => {
+            let column = column_of(inner, reader)?;
+            let pattern = string_literal(pattern).ok_or("a LIKE pattern that is not a string")?;
+            Ok(vec![Comparator {
+                column,
+                test: Test::Like {
+                    pattern,
+                    negated: *negated,
+                },
+            }])
+        }
+        Expr::InList(_) | Expr::Between(_) => {
+            let products = conjunct_products(expr, reader)?;
+            match <[Vec<Comparator>; 1]>::try_from(products) {
+                Ok([one]) => Ok(one),
+                Err(_) => Err(format!("{expr} inside an OR")),
+            }
+        }
+        other => Err(format!("{other}")),
+    }
+}
+
+/// `substr(c, 1, n)` (or `substring(c from 1 for n)`) of a string column without nulls: the
+/// column and `n`.
+pub(super) fn prefix_of(expr: &Expr, reader: &TableReader) -> Option<(usize, i64)> {
+    let Expr::ScalarFunction(f) = expr else {
+        return None;
+    };
+    if !matches!(f.func.name(), "substr" | "substring") {
+        return None;
+    }
+    let [column, start, len] = f.args.as_slice() else {
+        return None;
+    };
+    // A dictionary column is cast to plain strings first: the same values.
+    let c = match column {
+        Expr::Column(c) => c,
+        Expr::Cast(datafusion::logical_expr::Cast { expr, field })
+            if matches!(field.data_type(), DataType::Utf8 | DataType::Utf8View) =>
+        {
+            match expr.as_ref() {
+                Expr::Column(c) => c,
+                _ => return None,
+            }
+        }
+        _ => return None,
+    };
+    let int = |e: &Expr| match e {
+        Expr::Literal(ScalarValue::Int64(Some(v)), _) => Some(*v),
+        Expr::Literal(ScalarValue::Int32(Some(v)), _) => Some(*v as i64),
+        _ => None,
+    };
+    let column = reader.column_index(&c.name)?;
+    let meta = &reader.manifest().columns[column];
+    (int(start)? == 1 && meta.logical == LogicalType::Utf8 && !meta.nullable)
+        .then_some((column, int(len)?))
+        .filter(|&(_, n)| n > 0)
+}
+
+/// `substr(c, 1, n) = v` as `c LIKE 'v%'`: exact where `v` has `n` characters and no LIKE
+/// wildcard (a shorter value of `c` is its own prefix, and equals no such `v`).
+pub(super) fn prefix_like(
+    column: usize,
+    n: i64,
+    v: &Expr,
+    negated: bool,
+) -> Result<Comparator, String> {
+    let text = string_literal(v).ok_or_else(|| format!("a prefix compared with {v}"))?;
+    if text.chars().count() as i64 != n || text.contains(['%', '_', '\\']) {
+        return Err(format!(
+            "a prefix of {n} characters compared with {text:?} (not {n} plain characters)"
+        ));
+    }
+    Ok(Comparator {
+        column,
+        test: Test::Like {
+            pattern: format!("{text}%"),
+            negated,
+        },
+    })
+}
+
+pub(super) fn column_of(expr: &Expr, reader: &TableReader) -> Result<usize, String> {
+    match expr {
+        Expr::Column(c) => reader
+            .column_index(&c.name)
+            .ok_or_else(|| format!("no column {}", c.name)),
+        // A cast that widens exactly keeps the order: compare the column itself, with the
+        // constant brought to the column's scale (rounded to keep the comparison's meaning).
+        Expr::Cast(datafusion::logical_expr::Cast { expr: inner, field }) => {
+            let data_type = field.data_type();
+            let c = column_of(inner, reader)?;
+            let logical = reader.manifest().columns[c].logical;
+            let exact = match (logical, data_type) {
+                (LogicalType::Decimal128 { scale, .. }, DataType::Decimal128(_, s)) => *s >= scale,
+                (LogicalType::Int32 | LogicalType::Int64, DataType::Decimal128(_, s)) => *s >= 0,
+                (LogicalType::Int32, DataType::Int64) => true,
+                _ => false,
+            };
+            if exact {
+                Ok(c)
+            } else {
+                Err(format!("{expr} changes the column's values"))
+            }
+        }
+        other => Err(format!("{other} is not a plain column")),
+    }
+}
+
+pub(super) fn string_literal(expr: &Expr) -> Option<String> {
+    let Expr::Literal(v, _) = expr else {
+        return None;
+    };
+    let v = match v {
+        ScalarValue::Dictionary(_, inner) => inner.as_ref(),
+        v => v,
+    };
+    match v {
+        ScalarValue::Utf8(Some(s))
+        | ScalarValue::LargeUtf8(Some(s))
+        | ScalarValue::Utf8View(Some(s)) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+pub(super) fn comparator(
+    column: &Expr,
+    op: SqlOp,
+    literal: &Expr,
+    reader: &TableReader,
+) -> Result<Comparator, String> {
+    let c = column_of(column, reader)?;
+    let logical = reader.manifest().columns[c].logical;
+    let op = cmp_op(&op).ok_or_else(|| format!("the operator {op}"))?;
+    // Two columns of the table, of one type and scale: compared row by row.
+    if let Ok(other) = column_of(literal, reader) {
+        let numeric = matches!(
+            logical,
+            LogicalType::Int32
+                | LogicalType::Int64
+                | LogicalType::Date32
+                | LogicalType::Decimal128 { .. }
+        );
+        if numeric && reader.manifest().columns[other].logical == logical {
+            return Ok(Comparator {
+                column: c,
+                test: Test::Columns { op, other },
+            });
+        }
+        return Err(format!(
+            "{column} against {literal}, a column of another type"
+        ));
+    }
+    if logical == LogicalType::Utf8 {
+        let s = string_literal(literal).ok_or_else(|| format!("{literal} against a string"))?;
+        return match op {
+            CmpOp::Eq | CmpOp::Ne => Ok(Comparator {
+                column: c,
+                test: Test::StrIn {
+                    values: vec![s],
+                    negated: op == CmpOp::Ne,
+                },
+            }),
+            _ => Err("an ordering comparison of strings".into()),
+        };
+    }
+    if !matches!(
+        logical,
+        LogicalType::Int32
+            | LogicalType::Int64
+            | LogicalType::Date32
+            | LogicalType::Decimal128 { .. }
+    ) {
+        return Err(format!("a comparison on a {logical:?} column"));
+    }
+    let Expr::Literal(value, _) = literal else {
+        return Err(format!("{literal} is not a constant"));
+    };
+    // A constant between two representable values: the comparison is rewritten to the
+    // neighbour that keeps its meaning (x < 5.5 is x < 6 at scale 0, x <= 5.5 is x <= 5).
+    let round = match op {
+        CmpOp::Lt | CmpOp::Ge => crate::scan::Round::Up,
+        CmpOp::Le | CmpOp::Gt => crate::scan::Round::Down,
+        CmpOp::Eq | CmpOp::Ne => crate::scan::Round::Exact,
+    };
+    match crate::scan::bound(value, logical, round) {
+        Some(inpath_table::format::Scalar::Int(v)) => Ok(Comparator {
+            column: c,
+            test: Test::Int { op, value: v },
+        }),
+        _ => Err(format!("the constant {value} against a {logical:?} column")),
+    }
+}
