@@ -20,6 +20,7 @@
 #![deny(missing_docs)]
 
 pub mod output;
+pub mod reason;
 pub mod rule;
 pub mod scan;
 pub mod sql;
@@ -27,5 +28,6 @@ pub mod tpch_queries;
 
 pub use inpath_table::{Error, Result};
 pub use output::ResultFormat;
+pub use reason::HostReason;
 pub use scan::{ColumnTable, ScanStats};
 pub use sql::{QueryResult, SqlSession};

@@ -263,6 +263,11 @@ fn offload_from_the_command_line_explains_runs_and_falls_back_on_small_budgets()
                 d["offloaded"].as_bool().unwrap() || d["declined"].is_string(),
                 "{d}"
             );
+            // ... and its reason typed: a kind, its values, and the same text.
+            if !d["offloaded"].as_bool().unwrap() {
+                assert!(d["reason"]["kind"].is_string(), "{d}");
+                assert_eq!(d["reason"]["text"], d["declined"], "{d}");
+            }
         }
         if [1, 3, 5, 6, 10].contains(&(n + 1)) {
             assert_eq!(class, "full", "Q{}", n + 1);

@@ -2,20 +2,21 @@
 //! Table Task graph.
 
 use super::*;
+use crate::reason::HostReason;
 
 /// The Table Task graph for a Partial aggregate over projections over a scan or a tree of
 /// joins of scans, or why not.
 pub(super) fn aggregate_graph(
     agg: &AggregateExec,
     orient: Orient,
-) -> (Option<String>, Result<TaskGraph, String>) {
+) -> (Option<String>, Result<TaskGraph, HostReason>) {
     // Walk down to the rows, keeping the projections on the way.
     let mut layers: Vec<(Vec<Arc<dyn PhysicalExpr>>, SchemaRef)> = Vec::new();
     let mut node: Arc<dyn ExecutionPlan> = agg.input().clone();
     loop {
         if let Some(r) = node.downcast_ref::<RepartitionExec>() {
             if !matches!(r.partitioning(), Partitioning::RoundRobinBatch(_)) {
-                return (None, Err("a hash repartition below the aggregate".into()));
+                return (None, Err(HostReason::HashRepartitionBelowAggregate));
             }
             node = r.input().clone();
         } else if let Some(c) = node.downcast_ref::<CooperativeExec>() {
@@ -32,16 +33,7 @@ pub(super) fn aggregate_graph(
         }
     }
     let rows = match chain_for(&node, orient) {
-        Ok(rows) if rows.grouped => {
-            return (
-                None,
-                Err(
-                    "its input is an aggregate's groups (the device joins them, but does not \
-                     aggregate them again)"
-                        .into(),
-                ),
-            )
-        }
+        Ok(rows) if rows.grouped => return (None, Err(HostReason::AggregatedGroups)),
         Ok(rows) => rows,
         Err(why) => return (None, Err(why)),
     };
@@ -118,17 +110,16 @@ pub(super) fn by_leading_columns(g: &PhysicalGroupBy) -> bool {
 
 /// A schema's columns as a task's output fields (name, Arrow type as text), or which one a
 /// graph cannot name.
-pub(super) fn output_fields(schema: &SchemaRef) -> Result<Vec<(String, String)>, String> {
+pub(super) fn output_fields(schema: &SchemaRef) -> Result<Vec<(String, String)>, HostReason> {
     schema
         .fields()
         .iter()
         .map(|f| {
             let text = f.data_type().to_string();
             if DataType::from_str(&text).ok().as_ref() != Some(f.data_type()) {
-                return Err(format!(
-                    "output column {} has a type the graph cannot name",
-                    f.name()
-                ));
+                return Err(HostReason::OutputType {
+                    column: f.name().clone(),
+                });
             }
             Ok((f.name().clone(), text))
         })
@@ -230,7 +221,10 @@ pub(super) const UNIQUE_CHECK_ROWS: u64 = 1 << 21;
 
 /// The tasks for a scan, or a tree of inner, semi and anti equi-joins of scans with column
 /// projections between them, or why not.
-pub(super) fn chain_for(node: &Arc<dyn ExecutionPlan>, orient: Orient) -> Result<Chain, String> {
+pub(super) fn chain_for(
+    node: &Arc<dyn ExecutionPlan>,
+    orient: Orient,
+) -> Result<Chain, HostReason> {
     if let Some(input) = passed_through(node) {
         return chain_for(input, orient);
     }
@@ -243,7 +237,9 @@ pub(super) fn chain_for(node: &Arc<dyn ExecutionPlan>, orient: Orient) -> Result
                 e.expr
                     .downcast_ref::<PColumn>()
                     .map(|c| chain.columns[c.index()].clone())
-                    .ok_or_else(|| format!("a computed column ({}) between joins", e.expr))
+                    .ok_or_else(|| HostReason::ComputedColumnBetweenJoins {
+                        expr: e.expr.to_string(),
+                    })
             })
             .collect::<Result<Vec<_>, _>>()?;
         chain.columns = columns;
@@ -251,16 +247,16 @@ pub(super) fn chain_for(node: &Arc<dyn ExecutionPlan>, orient: Orient) -> Result
     }
     if let Some(scan) = node.downcast_ref::<ColumnScanExec>() {
         if scan.limit().is_some() {
-            return Err("the scan has a limit".into());
+            return Err(HostReason::ScanLimit);
         }
         let selector = match scan.selector() {
             None => Selector::default(),
             Some(Ok(s)) => s.clone(),
             Some(Err(why)) => {
-                return Err(format!(
-                    "the filter on {} is not a sum of products: {why}",
-                    scan.reader().table()
-                ))
+                return Err(HostReason::FilterNotSelector {
+                    table: scan.reader().table().to_string(),
+                    why: Box::new(why.clone()),
+                })
             }
         };
         let reader = scan.reader().clone();
@@ -315,7 +311,7 @@ pub(super) fn chain_for(node: &Arc<dyn ExecutionPlan>, orient: Orient) -> Result
                         .columns
                         .get(i)
                         .cloned()
-                        .ok_or("a filter projection beyond")
+                        .ok_or_else(|| HostReason::inconsistent("a filter projection beyond"))
                 })
                 .collect::<Result<Vec<_>, _>>()?;
         }
@@ -324,46 +320,44 @@ pub(super) fn chain_for(node: &Arc<dyn ExecutionPlan>, orient: Orient) -> Result
     if let Some(agg) = node.downcast_ref::<AggregateExec>() {
         return groups_chain(agg);
     }
-    Err(format!(
-        "its input holds {}, which the device does not run yet",
-        node.name()
-    ))
+    Err(HostReason::UnsupportedOperator {
+        operator: node.name().to_string(),
+    })
 }
 
 /// The groups of a Final aggregate over a [`DeviceExec`]'s Partial, as rows a join can keep
 /// on the device: the device's graph, its aggregate task last (a build whose merged groups
 /// are its rows). Each column is a group key that is a column of the aggregated rows, or
 /// the min or max of one, so it has that column's type, and no nulls where it has none.
-pub(super) fn groups_chain(f: &AggregateExec) -> Result<Chain, String> {
-    let refuse = |why: &str| Err(format!("an aggregate's groups joined: {why}"));
+pub(super) fn groups_chain(f: &AggregateExec) -> Result<Chain, HostReason> {
     if !matches!(
         f.mode(),
         AggregateMode::Final | AggregateMode::FinalPartitioned
     ) || f.group_expr().has_grouping_set()
         || f.group_expr().expr().is_empty()
     {
-        return refuse("not the Final aggregate of a group-by");
+        return Err(HostReason::GroupsNotFinal);
     }
     let below = under_pass_throughs(f.input());
     let Some(d) = below.downcast_ref::<DeviceExec>() else {
-        return refuse("its Partial aggregate is not on the device");
+        return Err(HostReason::GroupsPartialOnHost);
     };
     let Some(partial) = d
         .host
         .as_ref()
         .and_then(|h| h.downcast_ref::<AggregateExec>())
     else {
-        return refuse("no Partial aggregate under the device");
+        return Err(HostReason::GroupsNoPartial);
     };
     let Some(task) = d.graph.tasks.last() else {
-        return refuse("an empty graph");
+        return Err(HostReason::GroupsEmptyGraph);
     };
     if !matches!(task.operator, Operator::AggregateGroupBy { .. })
         || task.order.is_some()
         || task.count_groups.is_some()
         || d.graph.tasks.iter().any(|t| t.mask != MaskSource::All)
     {
-        return refuse("the device's task is not a plain group-by");
+        return Err(HostReason::GroupsNotPlain);
     }
     // The rows under the Partial aggregate, through its projections.
     let mut layers: Vec<Vec<Arc<dyn PhysicalExpr>>> = Vec::new();
@@ -389,7 +383,9 @@ pub(super) fn groups_chain(f: &AggregateExec) -> Result<Chain, String> {
     let mut columns = Vec::new();
     for (e, name) in partial.group_expr().expr() {
         let Some(c) = row_column(e) else {
-            return refuse(&format!("group key {name} is not a column"));
+            return Err(HostReason::GroupKeyNotColumn {
+                key: name.to_string(),
+            });
         };
         columns.push(c);
     }
@@ -403,12 +399,14 @@ pub(super) fn groups_chain(f: &AggregateExec) -> Result<Chain, String> {
             _ => None,
         };
         let Some(c) = c else {
-            return refuse(&format!("{} is not the min or max of a column", a.name()));
+            return Err(HostReason::GroupValueNotMinMax {
+                aggregate: a.name().to_string(),
+            });
         };
         columns.push(c);
     }
     if columns.len() != task.output.fields.len() || columns.len() != f.schema().fields().len() {
-        return refuse("its output is not its keys and one value per aggregate");
+        return Err(HostReason::GroupsOutputShape);
     }
     let columns = columns
         .into_iter()
@@ -431,35 +429,41 @@ pub(super) fn groups_chain(f: &AggregateExec) -> Result<Chain, String> {
 
 /// A join key: an integer or decimal column without nulls; its scale (keys are compared as
 /// scaled integers, so both sides of a pair must have the same).
-pub(super) fn join_key(col: &Col) -> Result<i8, String> {
+pub(super) fn join_key(col: &Col) -> Result<i8, HostReason> {
     let field = col.reader.schema().field(col.column).clone();
     let meta = &col.reader.manifest().columns[col.column];
     if field.is_nullable() {
-        return Err(format!("join key {} may hold nulls", meta.name));
+        return Err(HostReason::NullableJoinKey {
+            column: meta.name.clone(),
+        });
     }
     match meta.logical {
         LogicalType::Int32 | LogicalType::Int64 | LogicalType::Date32 => Ok(0),
         LogicalType::Decimal128 { scale, .. } => Ok(scale),
-        other => Err(format!("join key {} is {other:?}", meta.name)),
+        other => Err(HostReason::JoinKeyType {
+            column: meta.name.clone(),
+            data_type: format!("{other:?}"),
+        }),
     }
 }
 
 /// Two join keys compared as scaled integers: both without nulls, at the same scale.
-pub(super) fn join_keys(probe: &Col, build: &Col) -> Result<(), String> {
+pub(super) fn join_keys(probe: &Col, build: &Col) -> Result<(), HostReason> {
     let (p, b) = (join_key(probe)?, join_key(build)?);
     if p != b {
-        return Err(format!(
-            "join keys {} and {} at scales {p} and {b}",
-            probe.reader.manifest().columns[probe.column].name,
-            build.reader.manifest().columns[build.column].name
-        ));
+        return Err(HostReason::JoinKeyScales {
+            probe: probe.reader.manifest().columns[probe.column].name.clone(),
+            build: build.reader.manifest().columns[build.column].name.clone(),
+            probe_scale: p,
+            build_scale: b,
+        });
     }
     Ok(())
 }
 
-pub(super) fn join_chain(j: &HashJoinExec, orient: Orient) -> Result<Chain, String> {
+pub(super) fn join_chain(j: &HashJoinExec, orient: Orient) -> Result<Chain, HostReason> {
     if j.null_aware {
-        return Err("a null-aware anti join (NOT IN)".into());
+        return Err(HostReason::NullAwareAntiJoin);
     }
     // The probe side streams through the pipeline task; the build side's rows are kept.
     let (kind, probe_left) = match j.join_type() {
@@ -468,15 +472,21 @@ pub(super) fn join_chain(j: &HashJoinExec, orient: Orient) -> Result<Chain, Stri
         JoinType::RightAnti => (JoinKind::Anti, false),
         JoinType::LeftSemi => (JoinKind::Semi, true),
         JoinType::LeftAnti => (JoinKind::Anti, true),
-        other => return Err(format!("a {other} join")),
+        other => {
+            return Err(HostReason::JoinType {
+                join_type: other.to_string(),
+            })
+        }
     };
     if j.on().is_empty() || j.on().len() > 2 {
-        return Err(format!("a join on {} keys", j.on().len()));
+        return Err(HostReason::JoinKeyCount { keys: j.on().len() });
     }
     let key = |e: &Arc<dyn PhysicalExpr>| {
         e.downcast_ref::<PColumn>()
             .map(|c| c.index())
-            .ok_or_else(|| format!("a join key that is an expression ({e})"))
+            .ok_or_else(|| HostReason::JoinKeyExpression {
+                expr: e.to_string(),
+            })
     };
     let mut lk = Vec::new();
     let mut rk = Vec::new();
@@ -494,29 +504,22 @@ pub(super) fn join_chain(j: &HashJoinExec, orient: Orient) -> Result<Chain, Stri
         (right, left, rk, lk)
     };
     if probe.grouped {
-        return Err(
-            "an aggregate's groups on a join's streaming side (the device holds groups \
-                    as a build only)"
-                .into(),
-        );
+        return Err(HostReason::GroupsStreamed);
     }
     for (&p, &b) in pkey.iter().zip(&bkey) {
         join_keys(&probe.columns[p], &build.columns[b])?;
     }
     if !build.filters.is_empty() {
-        return Err("a filter inside a join's build side".into());
+        return Err(HostReason::BuildSideFilter);
     }
     // A semi or anti join's condition beyond the keys: `probe <> build` on integer columns
     // without nulls (Q21), as (probe column, build column).
     let residual = match j.filter() {
         Some(f) if kind != JoinKind::Inner => {
-            let refuse = || {
-                format!(
-                    "a {} join with a residual filter other than `a <> b` on integer columns \
-                     ({})",
-                    j.join_type(),
-                    f.expression()
-                )
+            let refuse = || HostReason::ResidualFilter {
+                join_type: j.join_type().to_string(),
+                filter: f.expression().to_string(),
+                keys: None,
             };
             let b = f
                 .expression()
@@ -539,7 +542,11 @@ pub(super) fn join_chain(j: &HashJoinExec, orient: Orient) -> Result<Chain, Stri
             let (Some(pc), Some(bc)) = (pc, bc) else {
                 return Err(refuse());
             };
-            join_keys(pc, bc).map_err(|e| format!("{}: {e}", refuse()))?;
+            join_keys(pc, bc).map_err(|e| HostReason::ResidualFilter {
+                join_type: j.join_type().to_string(),
+                filter: f.expression().to_string(),
+                keys: Some(Box::new(e)),
+            })?;
             Some((pc.src, q))
         }
         _ => None,
@@ -556,7 +563,7 @@ pub(super) fn join_chain(j: &HashJoinExec, orient: Orient) -> Result<Chain, Stri
         _ => usize::MAX,
     };
     if build.grouped && residual.is_some() {
-        return Err("a residual condition on an aggregate's groups".into());
+        return Err(HostReason::ResidualOnGroups);
     }
     let (build_columns_kept, bkey): (Vec<Col>, Vec<usize>) = if build.grouped {
         let keys = bkey
@@ -603,7 +610,9 @@ pub(super) fn join_chain(j: &HashJoinExec, orient: Orient) -> Result<Chain, Stri
         }
         tasks.push(t);
     }
-    let pipeline = tasks.last_mut().ok_or("a join without tasks")?;
+    let pipeline = tasks
+        .last_mut()
+        .ok_or_else(|| HostReason::inconsistent("a join without tasks"))?;
     let at = pipeline.joins.len();
     let probe_keys: Vec<Source> = pkey.iter().map(|&p| probe.columns[p].src).collect();
     pipeline.joins.push(Join {
@@ -660,7 +669,7 @@ pub(super) fn join_chain(j: &HashJoinExec, orient: Orient) -> Result<Chain, Stri
                 };
                 side.get(ci.index)
                     .cloned()
-                    .ok_or("a join filter column beyond its side")
+                    .ok_or_else(|| HostReason::inconsistent("a join filter column beyond its side"))
             })
             .collect::<Result<Vec<_>, _>>()?;
         filters.push((f.expression().clone(), f.schema().clone(), cols));
@@ -681,15 +690,14 @@ pub(super) fn join_chain(j: &HashJoinExec, orient: Orient) -> Result<Chain, Stri
         _ => probe_columns,
     };
     if let Some(p) = &j.projection {
-        columns = p
-            .iter()
-            .map(|&i| {
-                columns
-                    .get(i)
-                    .cloned()
-                    .ok_or("a join projection beyond its columns")
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        columns =
+            p.iter()
+                .map(|&i| {
+                    columns.get(i).cloned().ok_or_else(|| {
+                        HostReason::inconsistent("a join projection beyond its columns")
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
     }
     Ok(Chain {
         tasks,
@@ -704,13 +712,13 @@ pub(super) fn build_graph(
     agg: &AggregateExec,
     layers: &[(Vec<Arc<dyn PhysicalExpr>>, SchemaRef)],
     rows: Chain,
-) -> Result<TaskGraph, String> {
+) -> Result<TaskGraph, HostReason> {
     let group = agg.group_expr();
     if group.has_grouping_set() {
-        return Err("grouping sets".into());
+        return Err(HostReason::GroupingSets);
     }
     if agg.filter_expr().iter().any(Option::is_some) {
-        return Err("an aggregate with a FILTER clause".into());
+        return Err(HostReason::AggregateFilter);
     }
     let mut schemas = vec![agg.input().schema()];
     schemas.extend(layers.iter().map(|(_, s)| s.clone()));
@@ -732,23 +740,24 @@ pub(super) fn build_graph(
     };
     let mut keys = Vec::new();
     for (expr, name) in group.expr() {
-        keys.push(
-            c.group_key(expr, 0)
-                .map_err(|e| format!("group key {name}: {e}"))?,
-        );
+        keys.push(c.group_key(expr, 0).map_err(|e| HostReason::InGroupKey {
+            key: name.to_string(),
+            why: Box::new(e),
+        })?);
     }
     let mut aggs = Vec::new();
     for a in agg.aggr_expr() {
         if a.is_distinct() || !a.order_bys().is_empty() {
-            return Err(format!(
-                "{}: DISTINCT or ORDER BY inside an aggregate",
-                a.name()
-            ));
+            return Err(HostReason::DistinctOrOrderedAggregate {
+                aggregate: a.name().to_string(),
+            });
         }
-        aggs.push(
-            c.aggregate(a.fun().name(), &a.expressions())
-                .map_err(|e| format!("{}: {e}", a.name()))?,
-        );
+        aggs.push(c.aggregate(a.fun().name(), &a.expressions()).map_err(|e| {
+            HostReason::InAggregate {
+                aggregate: a.name().to_string(),
+                why: Box::new(e),
+            }
+        })?);
     }
     let fields = output_fields(&agg.schema())?;
     let operator = if keys.is_empty() {
@@ -773,7 +782,10 @@ pub(super) fn build_graph(
         c.program = f.program;
         c.scales = f.scales;
         c.loads = f.loads;
-        let r = r.map_err(|e| format!("the filter {expr}: {e}"))?;
+        let r = r.map_err(|e| HostReason::InFilter {
+            filter: expr.to_string(),
+            why: Box::new(e),
+        })?;
         filter = Some(match filter {
             None => r,
             Some(acc) => c.push(Op::Mul(acc, r), 0),
@@ -781,7 +793,9 @@ pub(super) fn build_graph(
     }
     let program = std::mem::take(&mut c.program);
     drop(c);
-    let pipeline = tasks.last_mut().ok_or("no task")?;
+    let pipeline = tasks
+        .last_mut()
+        .ok_or_else(|| HostReason::inconsistent("no task"))?;
     pipeline.transformer = program;
     pipeline.filter = filter;
     pipeline.operator = operator;

@@ -2,6 +2,7 @@
 //! flags and aggregates.
 
 use super::*;
+use crate::reason::HostReason;
 use crate::scan::cmp_op;
 
 /// Compiles DataFusion physical expressions into the Row Transformer's program, through the
@@ -44,7 +45,7 @@ impl Compiler<'_> {
         }
     }
 
-    pub(super) fn column(&mut self, level: usize, index: usize) -> Result<usize, String> {
+    pub(super) fn column(&mut self, level: usize, index: usize) -> Result<usize, HostReason> {
         if let Some(&r) = self.memo.get(&(level, index)) {
             return Ok(r);
         }
@@ -52,7 +53,7 @@ impl Compiler<'_> {
             let col = self
                 .rows
                 .get(index)
-                .ok_or("a column beyond the scan's projection")?;
+                .ok_or_else(|| HostReason::inconsistent("a column beyond the scan's projection"))?;
             if let Some(&r) = self.loads.get(&col.src) {
                 r
             } else {
@@ -61,10 +62,17 @@ impl Compiler<'_> {
                 let scale = match meta.logical {
                     LogicalType::Int32 | LogicalType::Int64 | LogicalType::Date32 => 0,
                     LogicalType::Decimal128 { scale, .. } => scale,
-                    other => return Err(format!("column {} is {other:?}", meta.name)),
+                    other => {
+                        return Err(HostReason::ColumnType {
+                            column: meta.name.clone(),
+                            data_type: format!("{other:?}"),
+                        })
+                    }
                 };
                 if reader.schema().field(column).is_nullable() {
-                    return Err(format!("column {} may hold nulls", meta.name));
+                    return Err(HostReason::NullableColumn {
+                        column: meta.name.clone(),
+                    });
                 }
                 let op = match col.src {
                     Source::Column(column) => Op::Load { column },
@@ -89,19 +97,24 @@ impl Compiler<'_> {
         &self,
         expr: &Arc<dyn PhysicalExpr>,
         level: usize,
-    ) -> Result<i8, String> {
+    ) -> Result<i8, HostReason> {
         let ty = expr
             .data_type(&self.schemas[level])
-            .map_err(|e| e.strip_backtrace())?;
+            .map_err(|e| HostReason::Planning {
+                detail: e.strip_backtrace(),
+            })?;
         match ty {
             DataType::Decimal128(_, s) => Ok(s),
             DataType::Int64 | DataType::Int32 | DataType::Int16 | DataType::Int8 => Ok(0),
             DataType::Date32 => Ok(0),
-            other => Err(format!("{expr} is {other}")),
+            other => Err(HostReason::ExpressionType {
+                expr: expr.to_string(),
+                data_type: other.to_string(),
+            }),
         }
     }
 
-    pub(super) fn rescale(&mut self, r: usize, to: i8) -> Result<usize, String> {
+    pub(super) fn rescale(&mut self, r: usize, to: i8) -> Result<usize, HostReason> {
         let from = self.scales[r];
         match to - from {
             0 => Ok(r),
@@ -112,9 +125,7 @@ impl Compiler<'_> {
                 },
                 to,
             )),
-            _ => Err(format!(
-                "a decimal scale {from} narrowed to {to} (rounding)"
-            )),
+            _ => Err(HostReason::DecimalNarrowed { from, to }),
         }
     }
 
@@ -122,15 +133,18 @@ impl Compiler<'_> {
         &mut self,
         expr: &Arc<dyn PhysicalExpr>,
         level: usize,
-    ) -> Result<usize, String> {
+    ) -> Result<usize, HostReason> {
         if let Some(col) = expr.downcast_ref::<PColumn>() {
             return self.column(level, col.index());
         }
         let want = self.df_scale(expr, level)?;
         if let Some(lit) = expr.downcast_ref::<Literal>() {
-            let (v, s) = scaled_literal(lit.value())
-                .ok_or_else(|| format!("the literal {}", lit.value()))?;
-            let v = i64::try_from(v).map_err(|_| format!("the literal {v} beyond 64 bits"))?;
+            let (v, s) = scaled_literal(lit.value()).ok_or_else(|| HostReason::Literal {
+                value: lit.value().to_string(),
+            })?;
+            let v = i64::try_from(v).map_err(|_| HostReason::LiteralBeyond64Bits {
+                value: v.to_string(),
+            })?;
             let r = self.push(Op::Const { value: v }, s);
             return self.rescale(r, want);
         }
@@ -141,11 +155,9 @@ impl Compiler<'_> {
         if let Some(case) = expr.downcast_ref::<CaseExpr>() {
             // Branch-free: Selects from the last WHEN to the first, over the ELSE.
             if case.expr().is_some() {
-                return Err("CASE with an operand".into());
+                return Err(HostReason::CaseWithOperand);
             }
-            let otherwise = case
-                .else_expr()
-                .ok_or("CASE without ELSE (a NULL result)")?;
+            let otherwise = case.else_expr().ok_or(HostReason::CaseWithoutElse)?;
             let r = self.expr(otherwise, level)?;
             let mut acc = self.rescale(r, want)?;
             for (when, then) in case.when_then_expr().iter().rev() {
@@ -194,17 +206,24 @@ impl Compiler<'_> {
                     self.push(op, s)
                 }
                 SqlOp::Multiply => self.push(Op::Mul(x, y), sx + sy),
-                other => return Err(format!("the operator {other}")),
+                other => {
+                    return Err(HostReason::Operator {
+                        op: other.to_string(),
+                    })
+                }
             };
             if self.scales[r] != want {
-                return Err(format!(
-                    "{expr}: DataFusion's result scale {want} is not the exact scale {}",
-                    self.scales[r]
-                ));
+                return Err(HostReason::InexactScale {
+                    expr: expr.to_string(),
+                    planned: want,
+                    exact: self.scales[r],
+                });
             }
             return Ok(r);
         }
-        Err(format!("the expression {expr}"))
+        Err(HostReason::Expression {
+            expr: expr.to_string(),
+        })
     }
 
     /// A condition as a register that is 1 where it holds and 0 where not: ANDs as products,
@@ -213,7 +232,7 @@ impl Compiler<'_> {
         &mut self,
         e: &Arc<dyn PhysicalExpr>,
         level: usize,
-    ) -> Result<usize, String> {
+    ) -> Result<usize, HostReason> {
         if let Some(b) = e.downcast_ref::<PBinary>() {
             if matches!(b.op(), SqlOp::And | SqlOp::Or) && self.string_test(e, level).is_none() {
                 let x = self.predicate(b.left(), level)?;
@@ -256,28 +275,34 @@ impl Compiler<'_> {
         &mut self,
         when: &Arc<dyn PhysicalExpr>,
         level: usize,
-    ) -> Result<(usize, CmpOp, i64), String> {
+    ) -> Result<(usize, CmpOp, i64), HostReason> {
         if let Some((col, test)) = self.string_test(when, level) {
             let last = self.tasks.len() - 1;
             let src = flag_source(self.tasks, last, col.src, test)?;
             let op = match src {
                 Source::Flag(flag) => Op::Flag { flag },
                 Source::Build { join, column } => Op::Fetch { join, column },
-                Source::Column(_) => return Err("a flag that is a column".into()),
+                Source::Column(_) => return Err(HostReason::FlagIsColumn),
             };
             let r = self.push(op, 0);
             return Ok((r, CmpOp::Ne, 0));
         }
         let b = when
             .downcast_ref::<PBinary>()
-            .ok_or_else(|| format!("the condition {when}"))?;
-        let op = cmp_op(b.op()).ok_or_else(|| format!("the condition operator {}", b.op()))?;
-        let lit = b
-            .right()
-            .downcast_ref::<Literal>()
-            .ok_or_else(|| format!("the condition {when}: not against a constant"))?;
-        let (v, ls) = scaled_literal(lit.value())
-            .ok_or_else(|| format!("the condition constant {}", lit.value()))?;
+            .ok_or_else(|| HostReason::Condition {
+                condition: when.to_string(),
+            })?;
+        let op = cmp_op(b.op()).ok_or_else(|| HostReason::ConditionOperator {
+            op: b.op().to_string(),
+        })?;
+        let lit = b.right().downcast_ref::<Literal>().ok_or_else(|| {
+            HostReason::ConditionNotConstant {
+                condition: when.to_string(),
+            }
+        })?;
+        let (v, ls) = scaled_literal(lit.value()).ok_or_else(|| HostReason::ConditionConstant {
+            value: lit.value().to_string(),
+        })?;
         let r = self.expr(b.left(), level)?;
         let s = self.scales[r].max(ls);
         let r = self.rescale(r, s)?;
@@ -285,7 +310,9 @@ impl Compiler<'_> {
             .checked_pow((s - ls) as u32)
             .and_then(|f| v.checked_mul(f))
             .and_then(|v| i64::try_from(v).ok())
-            .ok_or_else(|| format!("the condition constant {v} beyond 64 bits"))?;
+            .ok_or_else(|| HostReason::ConditionConstantBeyond64Bits {
+                value: v.to_string(),
+            })?;
         Ok((r, op, v))
     }
 
@@ -383,7 +410,7 @@ impl Compiler<'_> {
         &mut self,
         expr: &Arc<dyn PhysicalExpr>,
         level: usize,
-    ) -> Result<GroupKey, String> {
+    ) -> Result<GroupKey, HostReason> {
         if let Some(col) = expr.downcast_ref::<PColumn>() {
             if let Some(c) = self.row_column(level, col.index()) {
                 // A column of build rows (or one an inner join made equal to one) groups by
@@ -400,7 +427,7 @@ impl Compiler<'_> {
                     (c.src, field.data_type())
                 {
                     if field.is_nullable() {
-                        return Err("a nullable dictionary column".into());
+                        return Err(HostReason::NullableDictionary);
                     }
                     return Ok(GroupKey::Dictionary { column });
                 }
@@ -413,22 +440,28 @@ impl Compiler<'_> {
         &mut self,
         name: &str,
         args: &[Arc<dyn PhysicalExpr>],
-    ) -> Result<Agg, String> {
+    ) -> Result<Agg, HostReason> {
         let func = match name {
             "sum" => AggFunc::Sum,
             "count" => AggFunc::Count,
             "avg" => AggFunc::Avg,
             "min" => AggFunc::Min,
             "max" => AggFunc::Max,
-            other => return Err(format!("the aggregate function {other}")),
+            other => {
+                return Err(HostReason::AggregateFunction {
+                    function: other.to_string(),
+                })
+            }
         };
         let [arg] = args else {
-            return Err(format!("{} arguments", args.len()));
+            return Err(HostReason::AggregateArguments {
+                arguments: args.len(),
+            });
         };
         if func == AggFunc::Count {
             if let Some(lit) = arg.downcast_ref::<Literal>() {
                 if lit.value().is_null() {
-                    return Err("count of NULL".into());
+                    return Err(HostReason::CountOfNull);
                 }
                 return Ok(Agg {
                     func: AggFunc::CountAll,
@@ -484,21 +517,23 @@ pub(super) fn flag_source(
     t: usize,
     src: Source,
     test: Test,
-) -> Result<Source, String> {
+) -> Result<Source, HostReason> {
     match src {
         Source::Column(column) => {
             tasks[t].flags.push(Comparator { column, test });
             Ok(Source::Flag(tasks[t].flags.len() - 1))
         }
         Source::Build { join, .. } if tasks[t].joins.get(join).is_none() => {
-            Err(format!("join {join} of task {t} does not exist"))
+            Err(HostReason::Inconsistent {
+                detail: format!("join {join} of task {t} does not exist"),
+            })
         }
         Source::Build { join, column } => {
             let b = tasks[t].joins[join].build;
             let inner = *tasks[b]
                 .keep
                 .get(column)
-                .ok_or("a kept column beyond the build's")?;
+                .ok_or_else(|| HostReason::inconsistent("a kept column beyond the build's"))?;
             let kept = flag_source(tasks, b, inner, test)?;
             tasks[b].keep.push(kept);
             let name = format!("flag{}", tasks[b].keep.len() - 1);
@@ -508,6 +543,6 @@ pub(super) fn flag_source(
                 column: tasks[b].keep.len() - 1,
             })
         }
-        Source::Flag(_) => Err("a test on a flag".into()),
+        Source::Flag(_) => Err(HostReason::TestOnFlag),
     }
 }

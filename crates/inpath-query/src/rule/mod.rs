@@ -9,6 +9,7 @@
 //! host's sort and limit stay, to order what arrives. Anything the device cannot run exactly
 //! leaves the plan as it was, and the reason is kept for `explain --offload`.
 
+use crate::reason::HostReason;
 use crate::scan::ColumnScanExec;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
@@ -118,7 +119,7 @@ pub struct Decision {
     /// The table the aggregate reads (when it reaches a scan).
     pub table: Option<String>,
     /// `None` when offloaded, else why not.
-    pub declined: Option<String>,
+    pub declined: Option<HostReason>,
     /// Thesis limits the task exceeds (reported; they decline it only under `--fidelity
     /// thesis`).
     pub limits_hit: Vec<String>,
@@ -184,7 +185,7 @@ impl OffloadRule {
             if over.is_empty() {
                 Ok(graph)
             } else {
-                Err(format!("over the thesis's limits: {}", over.join(", ")))
+                Err(HostReason::OverLimits { limits: over })
             }
         });
         match result {

@@ -2,6 +2,7 @@
 //! moved below it where its key is unique.
 
 use super::*;
+use crate::reason::HostReason;
 
 impl OffloadRule {
     /// The rows of `input`, a tree of joins of scans (and of offloaded aggregates' groups)
@@ -26,16 +27,18 @@ impl OffloadRule {
             return None;
         }
         let schema = input.schema();
-        let graph = |orient: Orient| -> Result<TaskGraph, String> {
+        let graph = |orient: Orient| -> Result<TaskGraph, HostReason> {
             let chain = chain_for(input, orient)?;
             if chain.grouped || !chain.filters.is_empty() {
-                return Err("groups, or a filter on the rows sent".into());
+                return Err(HostReason::RowsWithGroupsOrFilter);
             }
             let Chain {
                 mut tasks, columns, ..
             } = chain;
             let fields = output_fields(&schema)?;
-            let last = tasks.last_mut().ok_or("no task")?;
+            let last = tasks
+                .last_mut()
+                .ok_or_else(|| HostReason::inconsistent("no task"))?;
             last.keep = columns.iter().map(|c| c.src).collect();
             last.output = Output { fields };
             last.order = Some(Order {
@@ -46,9 +49,11 @@ impl OffloadRule {
                 version: inpath_offload::GRAPH_VERSION,
                 tasks,
             };
-            graph.check().map_err(|e| e.to_string())?;
+            graph.check().map_err(|e| HostReason::Inconsistent {
+                detail: e.to_string(),
+            })?;
             if graph_exceeds(&graph, &self.limits).iter().any(|h| h.1) {
-                return Err("over the thesis's limits".into());
+                return Err(HostReason::OverLimits { limits: Vec::new() });
             }
             Ok(graph)
         };

@@ -16,14 +16,17 @@ pub struct ColumnScanExec {
     pub(super) pages_total: usize,
     pub(super) limit: Option<usize>,
     /// The pushed filter as an offload Row Selector, or why it is not one.
-    pub(super) selector: Option<std::result::Result<inpath_offload::graph::Selector, String>>,
+    pub(super) selector:
+        Option<std::result::Result<inpath_offload::graph::Selector, crate::reason::HostReason>>,
     pub(super) props: Arc<PlanProperties>,
 }
 
 impl ColumnScanExec {
     pub(super) fn with_selector(
         mut self,
-        selector: Option<std::result::Result<inpath_offload::graph::Selector, String>>,
+        selector: Option<
+            std::result::Result<inpath_offload::graph::Selector, crate::reason::HostReason>,
+        >,
     ) -> ColumnScanExec {
         self.selector = selector;
         self
@@ -48,7 +51,8 @@ impl ColumnScanExec {
     /// filter is not a sum of products of comparators).
     pub fn selector(
         &self,
-    ) -> Option<&std::result::Result<inpath_offload::graph::Selector, String>> {
+    ) -> Option<&std::result::Result<inpath_offload::graph::Selector, crate::reason::HostReason>>
+    {
         self.selector.as_ref()
     }
 

@@ -2,6 +2,7 @@
 //! over one table's columns, or why it is not one.
 
 use super::*;
+use crate::reason::HostReason;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::expr::{InList, Like};
@@ -25,7 +26,7 @@ pub(crate) fn cmp_op(op: &SqlOp) -> Option<CmpOp> {
 
 /// The Row Selector for a scan's pushed filters (a sum of products of comparators), or why
 /// they are not one.
-pub(crate) fn selector_for(filters: &[Expr], reader: &TableReader) -> Result<Selector, String> {
+pub(crate) fn selector_for(filters: &[Expr], reader: &TableReader) -> Result<Selector, HostReason> {
     let mut products = Vec::new();
     for f in filters {
         products.extend(cnf(f, reader)?);
@@ -36,7 +37,7 @@ pub(crate) fn selector_for(filters: &[Expr], reader: &TableReader) -> Result<Sel
 /// A condition as a product of sums of comparators (conjunctive normal form): ANDs joined,
 /// ORs distributed over them (an OR of ANDs, as Q19's, becomes the product of every choice of
 /// one term from each), up to 256 sums.
-pub(super) fn cnf(expr: &Expr, reader: &TableReader) -> Result<Vec<Vec<Comparator>>, String> {
+pub(super) fn cnf(expr: &Expr, reader: &TableReader) -> Result<Vec<Vec<Comparator>>, HostReason> {
     match expr {
         Expr::BinaryExpr(BinaryExpr {
             left,
@@ -54,11 +55,10 @@ pub(super) fn cnf(expr: &Expr, reader: &TableReader) -> Result<Vec<Vec<Comparato
         }) => {
             let (a, b) = (cnf(left, reader)?, cnf(right, reader)?);
             if a.len() * b.len() > 256 {
-                return Err(format!(
-                    "an OR of ANDs of over 256 sums of comparators ({} x {})",
-                    a.len(),
-                    b.len()
-                ));
+                return Err(HostReason::TooManyProducts {
+                    left: a.len(),
+                    right: b.len(),
+                });
             }
             let mut out = Vec::with_capacity(a.len() * b.len());
             for x in &a {
@@ -77,7 +77,7 @@ pub(super) fn cnf(expr: &Expr, reader: &TableReader) -> Result<Vec<Vec<Comparato
 pub(super) fn conjunct_products(
     expr: &Expr,
     reader: &TableReader,
-) -> Result<Vec<Vec<Comparator>>, String> {
+) -> Result<Vec<Vec<Comparator>>, HostReason> {
     match expr {
         Expr::Between(Between {
             expr,
@@ -110,7 +110,11 @@ pub(super) fn conjunct_products(
             if reader.manifest().columns[column].logical == LogicalType::Utf8 {
                 let values = list
                     .iter()
-                    .map(|v| string_literal(v).ok_or_else(|| format!("IN item {v}")))
+                    .map(|v| {
+                        string_literal(v).ok_or_else(|| HostReason::InItem {
+                            item: v.to_string(),
+                        })
+                    })
                     .collect::<Result<_, _>>()?;
                 return Ok(vec![vec![Comparator {
                     column,
@@ -138,11 +142,13 @@ pub(super) fn conjunct_products(
 
 /// One comparison, LIKE, IN or BETWEEN as one sum of comparators (ORs and ANDs around them are
 /// `cnf`'s).
-pub(super) fn disjuncts(expr: &Expr, reader: &TableReader) -> Result<Vec<Comparator>, String> {
+pub(super) fn disjuncts(expr: &Expr, reader: &TableReader) -> Result<Vec<Comparator>, HostReason> {
     match expr {
         Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
             if matches!(left.as_ref(), Expr::Literal(..)) {
-                let swapped = op.swap().ok_or_else(|| format!("{expr}"))?;
+                let swapped = op.swap().ok_or_else(|| HostReason::NotSwappable {
+                    expr: expr.to_string(),
+                })?;
                 Ok(vec![comparator(right, swapped, left, reader)?])
             } else if let (Some((column, n)), SqlOp::Eq | SqlOp::NotEq) =
                 (prefix_of(left, reader), op)
@@ -160,7 +166,7 @@ pub(super) fn disjuncts(expr: &Expr, reader: &TableReader) -> Result<Vec<Compara
             case_insensitive: false,
         }) => {
             let column = column_of(inner, reader)?;
-            let pattern = string_literal(pattern).ok_or("a LIKE pattern that is not a string")?;
+            let pattern = string_literal(pattern).ok_or(HostReason::LikePattern)?;
             Ok(vec![Comparator {
                 column,
                 test: Test::Like {
@@ -173,10 +179,14 @@ pub(super) fn disjuncts(expr: &Expr, reader: &TableReader) -> Result<Vec<Compara
             let products = conjunct_products(expr, reader)?;
             match <[Vec<Comparator>; 1]>::try_from(products) {
                 Ok([one]) => Ok(one),
-                Err(_) => Err(format!("{expr} inside an OR")),
+                Err(_) => Err(HostReason::InsideOr {
+                    expr: expr.to_string(),
+                }),
             }
         }
-        other => Err(format!("{other}")),
+        other => Err(HostReason::FilterExpression {
+            expr: other.to_string(),
+        }),
     }
 }
 
@@ -224,12 +234,12 @@ pub(super) fn prefix_like(
     n: i64,
     v: &Expr,
     negated: bool,
-) -> Result<Comparator, String> {
-    let text = string_literal(v).ok_or_else(|| format!("a prefix compared with {v}"))?;
+) -> Result<Comparator, HostReason> {
+    let text = string_literal(v).ok_or_else(|| HostReason::PrefixValue {
+        value: v.to_string(),
+    })?;
     if text.chars().count() as i64 != n || text.contains(['%', '_', '\\']) {
-        return Err(format!(
-            "a prefix of {n} characters compared with {text:?} (not {n} plain characters)"
-        ));
+        return Err(HostReason::PrefixText { length: n, text });
     }
     Ok(Comparator {
         column,
@@ -240,11 +250,13 @@ pub(super) fn prefix_like(
     })
 }
 
-pub(super) fn column_of(expr: &Expr, reader: &TableReader) -> Result<usize, String> {
+pub(super) fn column_of(expr: &Expr, reader: &TableReader) -> Result<usize, HostReason> {
     match expr {
         Expr::Column(c) => reader
             .column_index(&c.name)
-            .ok_or_else(|| format!("no column {}", c.name)),
+            .ok_or_else(|| HostReason::NoColumn {
+                column: c.name.clone(),
+            }),
         // A cast that widens exactly keeps the order: compare the column itself, with the
         // constant brought to the column's scale (rounded to keep the comparison's meaning).
         Expr::Cast(datafusion::logical_expr::Cast { expr: inner, field }) => {
@@ -260,10 +272,14 @@ pub(super) fn column_of(expr: &Expr, reader: &TableReader) -> Result<usize, Stri
             if exact {
                 Ok(c)
             } else {
-                Err(format!("{expr} changes the column's values"))
+                Err(HostReason::ChangingCast {
+                    expr: expr.to_string(),
+                })
             }
         }
-        other => Err(format!("{other} is not a plain column")),
+        other => Err(HostReason::NotAColumn {
+            expr: other.to_string(),
+        }),
     }
 }
 
@@ -288,10 +304,10 @@ pub(super) fn comparator(
     op: SqlOp,
     literal: &Expr,
     reader: &TableReader,
-) -> Result<Comparator, String> {
+) -> Result<Comparator, HostReason> {
     let c = column_of(column, reader)?;
     let logical = reader.manifest().columns[c].logical;
-    let op = cmp_op(&op).ok_or_else(|| format!("the operator {op}"))?;
+    let op = cmp_op(&op).ok_or_else(|| HostReason::Operator { op: op.to_string() })?;
     // Two columns of the table, of one type and scale: compared row by row.
     if let Ok(other) = column_of(literal, reader) {
         let numeric = matches!(
@@ -307,12 +323,15 @@ pub(super) fn comparator(
                 test: Test::Columns { op, other },
             });
         }
-        return Err(format!(
-            "{column} against {literal}, a column of another type"
-        ));
+        return Err(HostReason::ColumnsOfOtherTypes {
+            column: column.to_string(),
+            other: literal.to_string(),
+        });
     }
     if logical == LogicalType::Utf8 {
-        let s = string_literal(literal).ok_or_else(|| format!("{literal} against a string"))?;
+        let s = string_literal(literal).ok_or_else(|| HostReason::NotAString {
+            value: literal.to_string(),
+        })?;
         return match op {
             CmpOp::Eq | CmpOp::Ne => Ok(Comparator {
                 column: c,
@@ -321,7 +340,7 @@ pub(super) fn comparator(
                     negated: op == CmpOp::Ne,
                 },
             }),
-            _ => Err("an ordering comparison of strings".into()),
+            _ => Err(HostReason::StringOrdering),
         };
     }
     if !matches!(
@@ -331,10 +350,14 @@ pub(super) fn comparator(
             | LogicalType::Date32
             | LogicalType::Decimal128 { .. }
     ) {
-        return Err(format!("a comparison on a {logical:?} column"));
+        return Err(HostReason::ComparisonType {
+            data_type: format!("{logical:?}"),
+        });
     }
     let Expr::Literal(value, _) = literal else {
-        return Err(format!("{literal} is not a constant"));
+        return Err(HostReason::NotAConstant {
+            value: literal.to_string(),
+        });
     };
     // A constant between two representable values: the comparison is rewritten to the
     // neighbour that keeps its meaning (x < 5.5 is x < 6 at scale 0, x <= 5.5 is x <= 5).
@@ -348,6 +371,9 @@ pub(super) fn comparator(
             column: c,
             test: Test::Int { op, value: v },
         }),
-        _ => Err(format!("the constant {value} against a {logical:?} column")),
+        _ => Err(HostReason::ConstantType {
+            value: value.to_string(),
+            data_type: format!("{logical:?}"),
+        }),
     }
 }

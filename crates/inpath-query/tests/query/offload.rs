@@ -312,11 +312,21 @@ fn residual_semi_and_anti_joins_equal_the_host_for_any_lanes_and_budget() {
     let reasons: Vec<String> = explained
         .decisions
         .iter()
-        .filter_map(|d| d.declined.clone())
+        .filter_map(|d| d.declined.as_ref().map(|r| r.to_string()))
         .collect();
     assert!(
         reasons.iter().any(|r| r.contains("other than `a <> b`")),
         "{reasons:?}"
+    );
+    // The reason is typed, with the join's type and its filter as values.
+    assert!(
+        explained.decisions.iter().any(|d| matches!(
+            &d.declined,
+            Some(inpath_query::HostReason::ResidualFilter { join_type, filter, keys: None })
+                if join_type == "LeftSemi" && filter.contains("o_orderdate")
+        )),
+        "{:?}",
+        explained.decisions
     );
     same_rows(
         &rows_text(&on.sql(text).unwrap().batches),
@@ -590,10 +600,10 @@ fn joins_the_device_refuses_on_groups_name_the_reason_and_answer_as_the_host() {
     ] {
         let explain = on.explain_offload(sql).unwrap();
         assert!(
-            explain
-                .decisions
-                .iter()
-                .any(|d| d.declined.as_deref().is_some_and(|r| r.starts_with(reason))),
+            explain.decisions.iter().any(|d| d
+                .declined
+                .as_ref()
+                .is_some_and(|r| r.to_string().starts_with(reason))),
             "{sql}: {:?}",
             explain.decisions
         );
