@@ -32,7 +32,7 @@
 //! 16     -    page records; page k at the offset and length the manifest records
 //! ```
 //!
-//! Full description with the page layouts: `docs/FORMATS.md`, "Column tables (inpath-query)".
+//! Full description with the page layouts: `docs/FORMATS.md`, "Column tables (inpath-table)".
 
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};

@@ -1,7 +1,7 @@
 //! `inpath query gen|import|sql|tpch|inspect`: TPC-H generation and Parquet/CSV import into
 //! column tables of sealed pages, SQL over them (DataFusion with our scan underneath), the 22
 //! TPC-H queries checked against pinned answers, and a look inside tables (see
-//! `docs/query.md`, `docs/FORMATS.md`, "Column tables (inpath-query)").
+//! `docs/query.md`, `docs/FORMATS.md`, "Column tables (inpath-table)").
 use crate::cmd::seal::{read_keys, sealing_key};
 use crate::common::{bytes, print_out, thousands};
 use anyhow::{bail, Context};
