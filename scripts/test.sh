@@ -222,6 +222,7 @@ if [ "$mode" = full ]; then
   fi
   for level in "${lower_levels[@]}"; do
     phase "full: engine suites with INPATH_ISA=$level"
-    INPATH_ISA=$level python3 scripts/test_bins.py inpath-sketch inpath-corr inpath-seal inpath-store
+    INPATH_ISA=$level python3 scripts/test_bins.py inpath-sketch inpath-corr inpath-seal inpath-store \
+      inpath-table inpath-offload
   done
 fi

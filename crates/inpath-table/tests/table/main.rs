@@ -6,6 +6,8 @@
 //! - [`roundtrip`]: every type, null pattern, page size and seal tier round-trips; chunking
 //!   never matters.
 //! - [`tpch`]: TPC-H at SF 0.01 holds exactly what tpchgen-arrow generates.
+//! - [`import`]: Parquet and CSV import (the parquet and arrow-csv crates): every type
+//!   round-trips, narrow types widen, CSV types are inferred, bad files leave nothing.
 //! - [`errors`]: bad input gives its typed error naming the table (and column and page), never
 //!   a panic or a wrong answer.
 //!
@@ -15,5 +17,6 @@
 mod common;
 
 mod errors;
+mod import;
 mod roundtrip;
 mod tpch;
