@@ -32,6 +32,13 @@ offloaded queries (VmHWM, printed beside it, also counts the binary's clean, sha
 which the kernel can drop at any time: not the host's own memory); bytes to the host >= 100x
 fewer for Q1/Q6 and >= 20x for Q3/Q10. Each fully offloaded row ends with its anonymous-peak
 ratio and whether it meets the target.
+
+Before and after (`--baseline BIN`, no peer needed): the 22 queries on plain pages with and
+without offload, this build against another build of inpath (a binary kept from before a
+change), the two taking turns query set by query set, three rounds with their samples pooled;
+per query the median of each and the ratio this/baseline, and the totals. Checks the answers
+of both against DuckDB's pinned ones where the scale factor has them (0.01, 0.1). Generates the
+tables if missing.
 """
 
 import argparse
@@ -64,9 +71,9 @@ def timed(cmd):
     return time.perf_counter() - start
 
 
-def inpath_tpch(dir_, threads, runs, extra=()):
+def inpath_tpch(dir_, threads, runs, extra=(), binary=None):
     """Per-query median seconds and scan bytes from `inpath query tpch --json`."""
-    out = json.loads(run([inpath_bin(), "query", "tpch", dir_, "--json", "--threads", str(threads),
+    out = json.loads(run([binary or inpath_bin(), "query", "tpch", dir_, "--json", "--threads", str(threads),
                           "--runs", str(runs + 1), *extra]))
     result = {}
     for q in out["queries"]:
@@ -273,6 +280,38 @@ def duckdb_tpch(con, threads, runs):
     return result
 
 
+def baseline_rows(report, plain, threads, runs, baseline, rounds=3):
+    """This build against `baseline` (another inpath binary) on the same tables, with and
+    without offload: the two alternate, `rounds` times, each round `runs` timed runs a query."""
+    ours_bin = inpath_bin()
+    print(f"{'q':>4} {'thr':>3} {'offload':>7} | {'baseline s':>10} {'this s':>8} {'this/base':>9}", flush=True)
+    for t in threads:
+        for offload in (False, True):
+            extra = ["--offload"] if offload else []
+            samples = {"base": {}, "this": {}}
+            for _ in range(rounds):
+                for side, binary in (("base", baseline), ("this", ours_bin)):
+                    out = json.loads(run([binary, "query", "tpch", plain, "--json", "--threads", str(t),
+                                          "--runs", str(runs + 1), *extra]))
+                    for q in out["queries"]:
+                        if q["check"] not in (None, "equal"):
+                            sys.exit(f"query.py: {side} Q{q['query']} differs from DuckDB's: {q['check']}")
+                        samples[side].setdefault(q["query"], []).extend(q["times"][1:])
+            totals = {"base": 0.0, "this": 0.0}
+            for name in sorted(samples["this"]):
+                b = statistics.median(samples["base"][name])
+                o = statistics.median(samples["this"][name])
+                totals["base"] += b
+                totals["this"] += o
+                print(f"Q{name:<3} {t:>3} {'on' if offload else 'off':>7} | {b:>10.4f} {o:>8.4f} {o / b:>9.3f}",
+                      flush=True)
+                report.rows.append({"query": name, "threads": t, "offload": offload, "baseline_s": b,
+                                    "this_s": o, "this_over_baseline": o / b})
+            report.note(f"total, {t} threads, offload {'on' if offload else 'off'}: baseline "
+                        f"{totals['base']:.3f} s, this {totals['this']:.3f} s, ratio "
+                        f"{totals['this'] / totals['base']:.3f}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sf", default="1", help="TPC-H scale factor (default 1)")
@@ -285,7 +324,24 @@ def main():
     parser.add_argument("--memory-only", action="store_true",
                         help="only the host's memory with and without offload (RssAnon and VmHWM "
                              "per query); needs no peer, generates the tables if missing")
+    parser.add_argument("--baseline", metavar="BIN",
+                        help="only this build against another inpath binary (before/after a change), "
+                             "with and without offload; needs no peer, generates the tables if missing")
     args = parser.parse_args()
+    if args.baseline:
+        if not os.access(args.baseline, os.X_OK):
+            sys.exit(f"query.py: --baseline {args.baseline}: not an executable file")
+        if not args.no_build:
+            common.build_cli()
+        plain = os.path.join(common.OUT, "query", f"sf{args.sf}", "plain")
+        if not os.path.exists(os.path.join(plain, "lineitem", "manifest")):
+            run([inpath_bin(), "query", "gen", "--sf", args.sf, plain, "--force", "--quiet"])
+        report = common.Report("query-baseline", {"data": f"TPC-H SF {args.sf} (tpchgen 4.0)",
+                                                  "baseline": os.path.abspath(args.baseline)})
+        baseline_rows(report, plain, [int(t) for t in args.threads.split(",")], args.runs,
+                      os.path.abspath(args.baseline))
+        report.save()
+        return
     if args.memory_only:
         if not args.no_build:
             common.build_cli()
