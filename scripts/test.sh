@@ -179,10 +179,9 @@ phase "rust tests"
 cargo test --release --workspace
 
 # The portable code must build for aarch64 (Graviton, Ampere, Apple): check the crates that hold
-# kernels for that target, warnings as errors. The query engine's `arch` module holds only
-# `cfg(target_arch = "x86_64")` wrappers around plain Rust loops (and AVX-512 mask compares),
-# whose portable path is the one an aarch64 build compiles; checking the query engine and the
-# CLI here would add a second DataFusion build. Needs rustup's aarch64 standard library and a
+# kernels for that target, warnings as errors. The format's and the device's kernels
+# (inpath-table, inpath-offload: Arrow only) are checked too; the DataFusion host and the CLI
+# hold no kernels, and checking them would add a second DataFusion build. Needs rustup's aarch64 standard library and a
 # cross C compiler (zstd's C sources); where they cannot be had, say so and go on.
 phase "cargo check --target aarch64-unknown-linux-gnu"
 if command -v rustup >/dev/null 2>&1 && command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 \
@@ -191,7 +190,7 @@ if command -v rustup >/dev/null 2>&1 && command -v aarch64-linux-gnu-gcc >/dev/n
   CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc RUSTFLAGS="-D warnings" \
     cargo check --release --quiet --target aarch64-unknown-linux-gnu \
     -p inpath-core -p inpath-sketch -p inpath-corr -p inpath-seal -p inpath-wire -p inpath-store \
-    -p inpath-cache
+    -p inpath-cache -p inpath-table -p inpath-offload
 else
   echo "test.sh: skipped: the aarch64 target (rustup target add aarch64-unknown-linux-gnu) or aarch64-linux-gnu-gcc is not available"
 fi
