@@ -2,7 +2,8 @@
 
 #![allow(unsafe_code)]
 
-use super::*;
+use super::common::*;
+use inpath_core::isa::Level;
 
 /// Mask words of `values[i] op c`: bit i of word i/64 is row i (the last word's bits beyond
 /// the rows are zero).

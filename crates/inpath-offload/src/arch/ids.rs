@@ -2,7 +2,9 @@
 
 #![allow(unsafe_code)]
 
-use super::*;
+use super::common::*;
+use super::rows::drop_unselected;
+use inpath_core::isa::{self, Level};
 use inpath_core::kernel;
 
 /// The group id in `slots` of each row's slot; `u32::MAX` where the slot has no group yet or

@@ -14,12 +14,12 @@
 //!
 //! The kernels, by concern: [`compare`] (the selector's mask words), [`sums`] (exact and
 //! grouped sums), [`rows`] (the transformer's arithmetic, gathers and selections) and [`ids`]
-//! (group slots of dictionary-code keys).
+//! (group slots of dictionary-code keys), each a leaf over [`common`] (the level, the
+//! operators, an unzeroed output vector).
 
 #![allow(unsafe_code)]
 
-use inpath_core::isa::{self, Level};
-
+mod common;
 mod compare;
 mod ids;
 mod rows;
@@ -32,28 +32,4 @@ pub(crate) use ids::*;
 pub(crate) use rows::*;
 pub(crate) use sums::*;
 
-/// The level the kernels run at.
-pub(crate) fn level() -> Level {
-    isa::effective()
-}
-
-/// A vector of `n` values that `write` puts into its memory, never zeroed first. `write` gets
-/// exactly `n` slots and must write every one: each kernel zips them with inputs of at least
-/// `n` values (a zeroed vector cost 3 % of Q1 in memset).
-#[inline(always)]
-fn written<T>(n: usize, write: impl FnOnce(&mut [std::mem::MaybeUninit<T>])) -> Vec<T> {
-    let mut out = Vec::with_capacity(n);
-    write(&mut out.spare_capacity_mut()[..n]);
-    // SAFETY: `write` initialised all `n` slots (every caller writes one value per slot of a
-    // zip whose shortest side has `n` items).
-    unsafe { out.set_len(n) };
-    out
-}
-
-/// Comparison operators of the kernels (the selector's, as numbers so one kernel takes any).
-pub(crate) const EQ: u8 = 0;
-pub(crate) const NE: u8 = 1;
-pub(crate) const LT: u8 = 2;
-pub(crate) const LE: u8 = 3;
-pub(crate) const GT: u8 = 4;
-pub(crate) const GE: u8 = 5;
+pub(crate) use common::{EQ, GE, GT, LE, LT, NE};

@@ -2,7 +2,7 @@
 
 #![allow(unsafe_code)]
 
-use super::*;
+use super::common::*;
 use inpath_core::kernel;
 
 /// Operation code of [`wrapping_op`] and [`const_op`] for a product of operands within i32.

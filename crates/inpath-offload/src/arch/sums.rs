@@ -2,7 +2,8 @@
 
 #![allow(unsafe_code)]
 
-use super::*;
+use super::common::*;
+use inpath_core::isa::{self, Level};
 use inpath_core::kernel;
 
 kernel! {

@@ -1,6 +1,7 @@
 //! Every level this machine has against the portable kernels and a plain reference.
 
 use super::*;
+use inpath_core::isa::{self, Level};
 
 fn values(n: usize, seed: u64, spread: i64) -> Vec<i64> {
     inpath_table::testing::xorshift(seed, n, -spread, 2 * spread as u64 + 1)

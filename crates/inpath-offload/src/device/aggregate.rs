@@ -1,6 +1,16 @@
 //! The Swissknife aggregate: group ids of a block's rows and their accumulators.
 
-use super::*;
+use super::exact::{exact_sum, sum_by_group, sums_in_i64, FEW_GROUPS};
+use super::groups::DENSE_SLOTS;
+use super::lane::Lane;
+use super::prepare::{Identity, Rows};
+use crate::arch;
+use crate::graph::AggFunc;
+use arrow_array::types::Int32Type;
+use arrow_array::{Array, ArrayRef, DictionaryArray, RecordBatch};
+use inpath_table::error::{Error, Result};
+use std::borrow::Cow;
+use std::collections::HashMap;
 
 impl<'a> Lane<'a> {
     /// [`Lane::group_ids`] of a run of rows keyed by one or two dictionary columns whose

@@ -1,6 +1,15 @@
 //! The Row Selector's comparators: loading page values, mask words of comparisons, LIKE.
 
-use super::*;
+use super::prepare::Rows;
+use crate::arch;
+use crate::graph::{CmpOp, Comparator, Test};
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Date32Type, Decimal128Type, Int32Type, Int64Type};
+use arrow_array::{Array, ArrayRef, Decimal128Array, DictionaryArray, StringArray};
+use arrow_schema::DataType;
+use inpath_table::error::{Error, Result};
+use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Rows of this many at a time go through the transformer and the operator: registers stay
 /// in cache and within the memory budget.

@@ -1,6 +1,22 @@
 //! Emitting results: the group table and kept rows as Arrow batches of the task's schema.
 
-use super::*;
+use super::finish::first_rows;
+use super::groups::{merge_by_values, merge_groups, Groups, MulHasher};
+use super::prepare::{Emit, Identity, KeepAs, Prepared};
+use super::stats::Counters;
+use crate::graph::{AggFunc, GroupKey, Order, SortKey, Source};
+use crate::join::{read_places, Ints, Kept};
+use arrow_array::types::Int32Type;
+use arrow_array::{
+    Array, ArrayRef, BooleanArray, Date32Array, Decimal128Array, DictionaryArray, Float64Array,
+    Int32Array, Int64Array, RecordBatch, UInt64Array,
+};
+use arrow_row::{Row, RowConverter, SortField};
+use arrow_schema::{DataType, Field};
+use inpath_table::error::{Error, Result};
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+use std::sync::Arc;
 
 impl Prepared {
     /// Whether every group of the table is a group of the SQL, not a part of one: each build

@@ -1,6 +1,7 @@
 //! Exact arithmetic: overflow checks and sums that stay exact in 64 or 128 bits.
 
-use super::*;
+use crate::arch;
+use crate::graph::Op;
 
 /// `x op y` row by row (0 add, 1 subtract, 2 multiply), or none where a row overflows.
 pub(super) fn checked_op(code: u8, x: &[i64], y: &[i64]) -> Option<Vec<i64>> {

@@ -1,7 +1,19 @@
 //! Finishing a task: merging the lanes' groups and rows, ordering them, top-k with ties,
 //! counted groups.
 
-use super::*;
+use super::groups::{Groups, MulHasher};
+use super::prepare::Prepared;
+use super::stats::Counters;
+use crate::graph::Order;
+use crate::join::Ints;
+use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch};
+use arrow_row::{RowConverter, SortField};
+use arrow_schema::{DataType, Field, Schema};
+use inpath_table::error::{Error, Result};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::mpsc::Receiver;
+use std::sync::Arc;
 
 /// The finisher of a sorted task: takes every lane's group table, merges them, orders them
 /// (SORT, TOPK) and sends the batch. A lane that failed has sent its error instead; then

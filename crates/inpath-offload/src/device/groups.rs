@@ -1,6 +1,9 @@
 //! The lanes' group table: keys to accumulators, merged across lanes.
 
-use super::*;
+use crate::graph::{Agg, AggFunc};
+use arrow_array::ArrayRef;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// The group table of AGGREGATE (one group) or AGGREGATE_GROUPBY.
 pub(super) struct Groups {

@@ -1,6 +1,24 @@
 //! One lane: a task's pages read, selected and kept, block by block.
 
-use super::*;
+use super::compare::{
+    comparator_or_columns, delta_test, flag_values, load, pack_bits, words_for, Packed, BLOCK,
+};
+use super::exact::FEW_GROUPS;
+use super::finish::first_rows;
+use super::groups::Groups;
+use super::prepare::{KeepAs, Origin, Prepared, Rows};
+
+use super::stats::Counters;
+use crate::arch;
+use crate::graph::{AggFunc, Comparator, GroupKey, Operator, Source, Test};
+use crate::join::{encode_residual, pack_keys, residual_first, Ints};
+use arrow_array::types::Int32Type;
+use arrow_array::{Array, ArrayRef, DictionaryArray, RecordBatch};
+use inpath_table::error::{Error, Result};
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 /// One lane's state: its group table and its share of the memory budget.
 pub(super) struct Lane<'a> {
@@ -743,4 +761,37 @@ impl<'a> Lane<'a> {
             None => Cow::Borrowed(values),
         }
     }
+}
+
+/// The pages a lane of the last task reads.
+pub(super) enum LanePages {
+    /// A run of its own, read in order: a NOP task's kept rows and sorted groups follow page
+    /// order, lane by lane.
+    Run(Vec<usize>),
+    /// A queue all lanes share, each taking the next page when done with its last: where which
+    /// lane reads a page does not change the result (the groups of an aggregate merge
+    /// exactly), a lane on a slower core reads fewer pages instead of holding the query up.
+    Shared(Arc<(Vec<usize>, AtomicUsize)>),
+}
+
+impl LanePages {
+    /// The next page to read, none when all are taken; `taken` counts a run's pages so far.
+    pub(super) fn next(&self, taken: &mut usize) -> Option<usize> {
+        match self {
+            LanePages::Run(run) => {
+                *taken += 1;
+                run.get(*taken - 1).copied()
+            }
+            LanePages::Shared(queue) => queue
+                .0
+                .get(queue.1.fetch_add(1, Ordering::Relaxed))
+                .copied(),
+        }
+    }
+}
+
+/// A block's transformer registers, with a bound on each register's magnitudes.
+pub(super) struct Registers<'a> {
+    pub(super) values: Vec<Cow<'a, [i64]>>,
+    pub(super) bounds: Vec<u64>,
 }

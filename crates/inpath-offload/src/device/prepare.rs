@@ -1,7 +1,13 @@
 //! A task prepared for the lanes: columns resolved against the tables, what is kept and
 //! emitted, the pages that survive the zone maps.
 
-use super::*;
+use crate::graph::{Agg, AggFunc, CmpOp, Comparator, GroupKey, Operator, Source, TableTask, Test};
+use crate::join::{Built, Kept};
+use arrow_schema::{DataType, SchemaRef};
+use inpath_table::error::{Error, Result};
+use inpath_table::format::LogicalType;
+use inpath_table::reader::TableReader;
+use std::sync::Arc;
 
 /// A task checked against its table, ready for lanes.
 pub(super) struct Prepared {

@@ -1,7 +1,23 @@
 //! Running a graph: its builds and tasks on the device's lanes, page runs per lane, and the
 //! finisher that merges what the lanes produced.
 
-use super::*;
+use super::compare::BLOCK;
+use super::emit::integers;
+use super::finish::{finish_groups, finish_rows, LaneRows};
+use super::groups::Groups;
+use super::lane::{Lane, LanePages};
+use super::prepare::{KeepAs, Prepared};
+use super::stats::{Counters, DeviceStats};
+use super::stream::{output_schema, DeviceStream, PlanHold};
+use super::{Device, LocalDevice};
+use crate::graph::{Comparator, MaskSource, Operator, Source, TableTask, TaskGraph};
+use crate::join::{Built, Ints, Kept, Places};
+use arrow_array::RecordBatch;
+use arrow_schema::Schema;
+use inpath_table::error::{Error, Result};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::sync_channel;
+use std::sync::Arc;
 
 impl LocalDevice {
     /// Runs a build (NOP) task on every lane and indexes its kept rows by `key`.
@@ -279,33 +295,6 @@ pub(super) fn lane_runs(pages: &[usize], lanes: usize) -> Vec<&[usize]> {
         start += len;
     }
     runs
-}
-
-/// The pages a lane of the last task reads.
-pub(super) enum LanePages {
-    /// A run of its own, read in order: a NOP task's kept rows and sorted groups follow page
-    /// order, lane by lane.
-    Run(Vec<usize>),
-    /// A queue all lanes share, each taking the next page when done with its last: where which
-    /// lane reads a page does not change the result (the groups of an aggregate merge
-    /// exactly), a lane on a slower core reads fewer pages instead of holding the query up.
-    Shared(Arc<(Vec<usize>, AtomicUsize)>),
-}
-
-impl LanePages {
-    /// The next page to read, none when all are taken; `taken` counts a run's pages so far.
-    pub(super) fn next(&self, taken: &mut usize) -> Option<usize> {
-        match self {
-            LanePages::Run(run) => {
-                *taken += 1;
-                run.get(*taken - 1).copied()
-            }
-            LanePages::Shared(queue) => queue
-                .0
-                .get(queue.1.fetch_add(1, Ordering::Relaxed))
-                .copied(),
-        }
-    }
 }
 
 /// The builds of a task's joins, in join order.

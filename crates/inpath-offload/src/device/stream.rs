@@ -1,6 +1,15 @@
 //! The stream a submitted graph answers through, and its cancellation.
 
-use super::*;
+use super::prepare::Prepared;
+use super::stats::Counters;
+use crate::graph::TableTask;
+use arrow_array::RecordBatch;
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use inpath_table::error::{Error, Result};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Receiver;
+use std::sync::Arc;
 
 /// A plan whose builds are held against the device's memory until the last lane is done.
 pub(super) struct PlanHold {

@@ -1,6 +1,16 @@
 //! Unit tests of the device internals.
 
+use super::compare::{like, LikeMatcher};
+use super::finish::ordered_rows;
+use super::lane::LanePages;
+use super::transform::year_of_days;
 use super::*;
+use crate::graph::{Order, SortKey};
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Int32Type, Int64Type};
+use arrow_array::{Array, ArrayRef, Date32Array, Int64Array, RecordBatch};
+use arrow_schema::{DataType, Field, Schema};
+use std::sync::atomic::AtomicUsize;
 
 /// A run is read in its order; lanes sharing a queue read every page exactly once between
 /// them, however the threads interleave.

@@ -1,6 +1,18 @@
 //! The Row Transformer: a program run over the selected rows, a block at a time.
 
-use super::*;
+use super::compare::{flag_values, load};
+use super::exact::{checked_op, no_overflow};
+use super::lane::{Lane, Registers};
+use super::prepare::Rows;
+use crate::arch;
+use crate::graph::{GroupKey, Op};
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int64Type;
+use arrow_array::{Array, ArrayRef};
+use arrow_schema::DataType;
+use inpath_table::error::{Error, Result};
+use std::borrow::Cow;
+use std::collections::HashMap;
 
 impl<'a> Lane<'a> {
     /// Runs the Row Transformer over the selected rows, vector at a time.
@@ -232,10 +244,4 @@ pub(super) fn filled<'a>(
         Some(v) if regs[r].len() != n => Cow::Owned(vec![v; n]),
         _ => Cow::Borrowed(&regs[r]),
     }
-}
-
-/// A block's transformer registers, with a bound on each register's magnitudes.
-pub(super) struct Registers<'a> {
-    pub(super) values: Vec<Cow<'a, [i64]>>,
-    pub(super) bounds: Vec<u64>,
 }
