@@ -1,9 +1,23 @@
 //! The expression compiler: DataFusion physical expressions into transformer programs,
 //! flags and aggregates.
 
-use super::*;
+use super::plan::Col;
 use crate::reason::HostReason;
 use crate::scan::cmp_op;
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::common::ScalarValue;
+use datafusion::logical_expr::Operator as SqlOp;
+use datafusion::physical_expr::expressions::{
+    BinaryExpr as PBinary, CaseExpr, CastExpr, Column as PColumn, InListExpr, LikeExpr, Literal,
+};
+use datafusion::physical_expr::{PhysicalExpr, ScalarFunctionExpr};
+use inpath_offload::graph::{
+    Agg, AggFunc, CmpOp, Comparator, GroupKey, Op, Program, Source, TableTask, Test,
+};
+use inpath_table::format::LogicalType;
+use inpath_table::reader::TableReader;
+use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Compiles DataFusion physical expressions into the Row Transformer's program, through the
 /// projections between the aggregate and the scan; every register keeps its decimal scale.

@@ -1,6 +1,25 @@
 //! The execution node that runs a Table Task graph on the device ([`DeviceExec`]).
 
-use super::*;
+use super::plan::under_pass_throughs;
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::DataFusionError;
+use datafusion::common::Result as DfResult;
+use datafusion::execution::TaskContext;
+use datafusion::physical_expr::{EquivalenceProperties, LexOrdering, PhysicalExpr};
+use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::sorts::sort::SortExec;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, Partitioning,
+    PlanProperties, SendableRecordBatchStream,
+};
+use inpath_offload::device::Device;
+use inpath_offload::graph::{Operator, TaskGraph};
+use std::sync::{Arc, Mutex};
 
 /// A device's plan properties: `eq`, one partition, every row at the end, bounded.
 pub(super) fn one_partition(eq: EquivalenceProperties) -> Arc<PlanProperties> {

@@ -1,6 +1,8 @@
 //! The thesis's hardware limits (reference 001) a graph must fit, and what exceeds them.
 
-use super::*;
+use inpath_offload::graph::{
+    CmpOp, Comparator, GroupKey, Operator, Selector, TableTask, TaskGraph, Test,
+};
 
 /// Which thesis limits a graph's tasks exceed.
 pub fn thesis_limits_hit(graph: &TaskGraph) -> Vec<String> {
@@ -109,4 +111,40 @@ pub(super) fn exceeds(task: &TableTask, limits: &Limits) -> Vec<(String, bool)> 
         ));
     }
     hit
+}
+
+/// The thesis's hardware limits (reference 001, part II), applied with `--fidelity thesis`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Group buckets of the group-by aggregate.
+    pub group_buckets: Option<usize>,
+    /// Bytes of a group id.
+    pub group_id_bytes: Option<usize>,
+    /// Comparators of the Row Selector.
+    pub comparators: Option<usize>,
+    /// Processing elements x instructions of the Row Transformer.
+    pub instructions: Option<usize>,
+    /// Column read ports (columns read at once).
+    pub read_ports: Option<usize>,
+}
+
+impl Limits {
+    /// No limits: what the software device can do.
+    pub const LIFTED: Limits = Limits {
+        group_buckets: None,
+        group_id_bytes: None,
+        comparators: None,
+        instructions: None,
+        read_ports: None,
+    };
+
+    /// The thesis's: 1024 group buckets, 16-byte group ids, 4 comparators, 4 PEs x 8
+    /// instructions, one read port.
+    pub const THESIS: Limits = Limits {
+        group_buckets: Some(1024),
+        group_id_bytes: Some(16),
+        comparators: Some(4),
+        instructions: Some(32),
+        read_ports: Some(1),
+    };
 }

@@ -10,105 +10,41 @@
 //! leaves the plan as it was, and the reason is kept for `explain --offload`.
 
 use crate::reason::HostReason;
-use crate::scan::ColumnScanExec;
-use datafusion::arrow::array::RecordBatch;
-use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use chain::aggregate_graph;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
-use datafusion::common::JoinType;
-use datafusion::common::NullEquality;
-use datafusion::common::{DataFusionError, ScalarValue};
-use datafusion::execution::TaskContext;
-use datafusion::logical_expr::Operator as SqlOp;
-use datafusion::physical_expr::expressions::{
-    BinaryExpr as PBinary, CaseExpr, CastExpr, Column as PColumn, InListExpr, LikeExpr, Literal,
-    UnKnownColumn,
-};
-use datafusion::physical_expr::projection::ProjectionExpr;
-use datafusion::physical_expr::scalar_subquery::ScalarSubqueryExpr;
-use datafusion::physical_expr::{
-    EquivalenceProperties, LexOrdering, PhysicalExpr, ScalarFunctionExpr,
-};
+use datafusion::common::Result as DfResult;
+use datafusion::physical_expr::expressions::Column as PColumn;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
-use datafusion::physical_plan::aggregates::PhysicalGroupBy;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
-use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
-use datafusion::physical_plan::coop::CooperativeExec;
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
-use datafusion::physical_plan::filter::{FilterExec, FilterExecBuilder};
-use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
-use datafusion::physical_plan::projection::ProjectionExec;
-use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::scalar_subquery::ScalarSubqueryExec;
 use datafusion::physical_plan::sorts::sort::SortExec;
-use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
-use datafusion::physical_plan::{
-    replace_children_if_necessary, DisplayAs, DisplayFormatType, ExecutionPlan,
-    ExecutionPlanProperties, Partitioning, PlanProperties, SendableRecordBatchStream,
-};
+use datafusion::physical_plan::{replace_children_if_necessary, ExecutionPlan};
 use inpath_offload::device::Device;
-use inpath_offload::graph::{
-    Agg, AggFunc, CmpOp, Comparator, CountGroups, GroupKey, Join, JoinKind, JoinMethod, MaskSource,
-    Op, Operator, Order, Output, Program, Residual, Selector, SortKey, Source, TableTask,
-    TaskGraph, Test,
-};
-use inpath_table::format::LogicalType;
-use inpath_table::reader::TableReader;
+use inpath_offload::graph::SortKey;
+use limits::graph_exceeds;
+use limits::thesis_limits_hit;
+use plan::Orient;
+use rewrite::counted_groups;
+use rewrite::extreme_filters;
+use rewrite::extreme_of_column;
+use rewrite::finished_count;
+use rewrite::is_finished_count;
+use rewrite::ordered_device;
+use rewrite::whole_groups;
 use std::collections::HashMap;
-use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 
 mod chain;
 mod compile;
 mod exec;
 mod limits;
+mod plan;
 mod pushdown;
 mod rewrite;
 
-use chain::*;
-use compile::*;
 pub use exec::DeviceExec;
-use limits::*;
-use rewrite::*;
-
-type DfResult<T> = datafusion::common::Result<T>;
-
-/// The thesis's hardware limits (reference 001, part II), applied with `--fidelity thesis`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Limits {
-    /// Group buckets of the group-by aggregate.
-    pub group_buckets: Option<usize>,
-    /// Bytes of a group id.
-    pub group_id_bytes: Option<usize>,
-    /// Comparators of the Row Selector.
-    pub comparators: Option<usize>,
-    /// Processing elements x instructions of the Row Transformer.
-    pub instructions: Option<usize>,
-    /// Column read ports (columns read at once).
-    pub read_ports: Option<usize>,
-}
-
-impl Limits {
-    /// No limits: what the software device can do.
-    pub const LIFTED: Limits = Limits {
-        group_buckets: None,
-        group_id_bytes: None,
-        comparators: None,
-        instructions: None,
-        read_ports: None,
-    };
-
-    /// The thesis's: 1024 group buckets, 16-byte group ids, 4 comparators, 4 PEs x 8
-    /// instructions, one read port.
-    pub const THESIS: Limits = Limits {
-        group_buckets: Some(1024),
-        group_id_bytes: Some(16),
-        comparators: Some(4),
-        instructions: Some(32),
-        read_ports: Some(1),
-    };
-}
+pub use limits::Limits;
 
 /// What the rule decided about each aggregate it looked at, in plan order.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,8 +1,33 @@
 //! Joins moved onto the device: rows sent for a join above, and a join above an aggregate
 //! moved below it where its key is unique.
 
-use super::*;
+use super::chain::{chain_for, output_fields, unique_key};
+use super::exec::DeviceExec;
+use super::limits::{graph_exceeds, thesis_limits_hit};
+use super::plan::{
+    fresh_name, known_columns, passed_through, projected_column, remap_columns,
+    under_pass_throughs, Chain, Layer, Orient,
+};
+use super::rewrite::unsorted;
+use super::{Decision, OffloadRule};
 use crate::reason::HostReason;
+use crate::scan::ColumnScanExec;
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+use datafusion::common::JoinType;
+use datafusion::common::NullEquality;
+use datafusion::common::Result as DfResult;
+use datafusion::physical_expr::expressions::Column as PColumn;
+use datafusion::physical_expr::projection::ProjectionExpr;
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_plan::aggregates::PhysicalGroupBy;
+use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+use datafusion::physical_plan::filter::{FilterExec, FilterExecBuilder};
+use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
+use datafusion::physical_plan::projection::ProjectionExec;
+use datafusion::physical_plan::repartition::RepartitionExec;
+use datafusion::physical_plan::{ExecutionPlan, Partitioning};
+use inpath_offload::graph::{Order, Output, SortKey, TaskGraph};
+use std::sync::Arc;
 
 impl OffloadRule {
     /// The rows of `input`, a tree of joins of scans (and of offloaded aggregates' groups)

@@ -1,7 +1,25 @@
 //! Plan rewrites around an offloaded aggregate: scalar subqueries of extremes, counted
 //! groups, whole groups standing in for the final aggregate, sort and top-k on the device.
 
-use super::*;
+use super::exec::DeviceExec;
+use super::plan::{by_leading_columns, passed_through, projected_column, under_pass_throughs};
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::Result as DfResult;
+use datafusion::logical_expr::Operator as SqlOp;
+use datafusion::physical_expr::expressions::{BinaryExpr as PBinary, Column as PColumn};
+use datafusion::physical_expr::scalar_subquery::ScalarSubqueryExpr;
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+use datafusion::physical_plan::filter::FilterExec;
+use datafusion::physical_plan::projection::ProjectionExec;
+use datafusion::physical_plan::repartition::RepartitionExec;
+use datafusion::physical_plan::scalar_subquery::ScalarSubqueryExec;
+use datafusion::physical_plan::{
+    replace_children_if_necessary, ExecutionPlan, ExecutionPlanProperties,
+};
+use inpath_offload::graph::{CountGroups, Operator, Order, SortKey, TaskGraph};
+use std::sync::Arc;
 
 /// For an aggregate without groups whose one aggregate is `max(c)` or `min(c)` of an input
 /// column: `c` as the sort key whose first row (ties included) holds the answer, nulls last.

@@ -1,7 +1,13 @@
 //! Which filters the scan takes, and the zone-map ranges they bound (constants rounded to
 //! the column's stored type).
 
-use super::*;
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::Result as DfResult;
+use datafusion::common::{Column, ScalarValue};
+use datafusion::logical_expr::expr::{InList, Like};
+use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator};
+use inpath_table::format::{LogicalType, Scalar};
+use inpath_table::reader::TableReader;
 
 /// Whether `expr` can be evaluated by the scan alone: it references only this table's columns,
 /// at least one of them, and holds nothing volatile, no subquery, no aggregate.

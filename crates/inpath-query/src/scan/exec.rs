@@ -1,7 +1,25 @@
 //! The scan's execution node: pages pruned by zone map, the pushed filter evaluated per page
 //! first, only the selected rows' other columns read.
 
-use super::*;
+use super::stats::ScanCounters;
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions};
+use datafusion::arrow::compute::{filter_record_batch, prep_null_mask_filter};
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::stats::Precision;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::Result as DfResult;
+use datafusion::common::{DataFusionError, Statistics};
+use datafusion::execution::TaskContext;
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+    ReplaceChildrenOptions, SendableRecordBatchStream, StatisticsArgs,
+};
+use inpath_table::error::Error;
+use inpath_table::reader::TableReader;
+use std::sync::Arc;
 
 /// The scan: pages split into contiguous runs, one run per output partition.
 #[derive(Debug)]
@@ -332,4 +350,20 @@ impl Iterator for PageRun {
             }
         }
     }
+}
+
+/// The pushed-down filter, bound to the schema of the columns it reads.
+#[derive(Debug, Clone)]
+pub(super) struct PushedFilter {
+    /// Table column indices the filter reads, ascending.
+    pub(super) columns: Vec<usize>,
+    /// Their schema (the batch the expression is evaluated on).
+    pub(super) schema: SchemaRef,
+    pub(super) expr: Arc<dyn PhysicalExpr>,
+    /// The logical expression, for `EXPLAIN`.
+    pub(super) text: String,
+}
+
+pub(super) fn external(e: Error) -> DataFusionError {
+    DataFusionError::External(Box::new(e))
 }

@@ -13,116 +13,34 @@
 //! - **Limit** (when DataFusion hands one down) stops the scan early.
 
 use async_trait::async_trait;
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions};
-use datafusion::arrow::compute::{filter_record_batch, prep_null_mask_filter};
+use bounds::conjunct_range;
+use bounds::pushable;
+use bounds::unqualified;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::{Session, TableProvider};
 use datafusion::common::stats::Precision;
-use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
-use datafusion::common::{Column, DFSchema, DataFusionError, ScalarValue, Statistics};
+use datafusion::common::Result as DfResult;
+use datafusion::common::{DFSchema, Statistics};
 use datafusion::datasource::TableType;
-use datafusion::execution::TaskContext;
-use datafusion::logical_expr::expr::{InList, Like};
 use datafusion::logical_expr::utils::{conjunction, split_conjunction};
-use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator, TableProviderFilterPushDown};
-use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
-use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
-    ReplaceChildrenOptions, SendableRecordBatchStream, StatisticsArgs,
-};
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::physical_plan::ExecutionPlan;
 use inpath_seal::KeyRing;
-use inpath_table::error::{Error, Result};
-use inpath_table::format::{LogicalType, Scalar};
+use inpath_table::error::Result;
 use inpath_table::reader::TableReader;
-use serde::Serialize;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 mod bounds;
 mod exec;
 mod selector;
+mod stats;
 
-use bounds::*;
 pub(crate) use bounds::{bound, Round};
 pub use exec::ColumnScanExec;
+use exec::{external, PushedFilter};
 pub(crate) use selector::{cmp_op, selector_for};
-
-type DfResult<T> = datafusion::common::Result<T>;
-
-/// Counters of what scans did, shared by every table of a session.
-#[derive(Debug, Default)]
-pub struct ScanCounters {
-    pages_total: AtomicU64,
-    pages_pruned: AtomicU64,
-    pages_unselected: AtomicU64,
-    records_read: AtomicU64,
-    bytes_read: AtomicU64,
-    rows_scanned: AtomicU64,
-    rows_out: AtomicU64,
-    bytes_out: AtomicU64,
-}
-
-impl ScanCounters {
-    /// The counts so far.
-    pub fn snapshot(&self) -> ScanStats {
-        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        ScanStats {
-            pages_total: get(&self.pages_total),
-            pages_pruned: get(&self.pages_pruned),
-            pages_unselected: get(&self.pages_unselected),
-            records_read: get(&self.records_read),
-            bytes_read: get(&self.bytes_read),
-            rows_scanned: get(&self.rows_scanned),
-            rows_out: get(&self.rows_out),
-            bytes_out: get(&self.bytes_out),
-        }
-    }
-
-    /// Sets every count to zero.
-    pub fn reset(&self) {
-        for c in [
-            &self.pages_total,
-            &self.pages_pruned,
-            &self.pages_unselected,
-            &self.records_read,
-            &self.bytes_read,
-            &self.rows_scanned,
-            &self.rows_out,
-            &self.bytes_out,
-        ] {
-            c.store(0, Ordering::Relaxed);
-        }
-    }
-
-    fn add(counter: &AtomicU64, n: u64) {
-        counter.fetch_add(n, Ordering::Relaxed);
-    }
-}
-
-/// What the scans of a statement (or a session) did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct ScanStats {
-    /// Pages (row ranges) of the scanned tables.
-    pub pages_total: u64,
-    /// Pages skipped by zone maps: nothing read.
-    pub pages_pruned: u64,
-    /// Pages whose filter columns were read and selected no row: their other columns were
-    /// never read or unsealed.
-    pub pages_unselected: u64,
-    /// Column page records read and unsealed.
-    pub records_read: u64,
-    /// Bytes of those records (what a storage device would have sent).
-    pub bytes_read: u64,
-    /// Rows in the pages that were read.
-    pub rows_scanned: u64,
-    /// Rows the scans handed to DataFusion.
-    pub rows_out: u64,
-    /// Bytes of the Arrow batches the scans handed to DataFusion (what crossed to the host).
-    pub bytes_out: u64,
-}
+pub use stats::{ScanCounters, ScanStats};
 
 /// A column table as a DataFusion table.
 #[derive(Debug)]
@@ -150,22 +68,6 @@ impl ColumnTable {
     pub fn reader(&self) -> &TableReader {
         &self.reader
     }
-}
-
-/// The pushed-down filter, bound to the schema of the columns it reads.
-#[derive(Debug, Clone)]
-struct PushedFilter {
-    /// Table column indices the filter reads, ascending.
-    columns: Vec<usize>,
-    /// Their schema (the batch the expression is evaluated on).
-    schema: SchemaRef,
-    expr: Arc<dyn PhysicalExpr>,
-    /// The logical expression, for `EXPLAIN`.
-    text: String,
-}
-
-fn external(e: Error) -> DataFusionError {
-    DataFusionError::External(Box::new(e))
 }
 
 #[async_trait]

@@ -1,13 +1,13 @@
 //! A pushed filter as the offload device's Row Selector: a sum of products of comparators
 //! over one table's columns, or why it is not one.
 
-use super::*;
 use crate::reason::HostReason;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::expr::{InList, Like};
 use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator as SqlOp};
 use inpath_offload::graph::{CmpOp, Comparator, Selector, Test};
+use inpath_table::error::Result;
 use inpath_table::format::LogicalType;
 use inpath_table::reader::TableReader;
 
