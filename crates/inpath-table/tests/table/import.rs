@@ -17,7 +17,7 @@ use std::sync::Arc;
 fn write_parquet(path: &Path, batch: &RecordBatch, rows_per_group: usize) {
     let file = std::fs::File::create(path).unwrap();
     let props = parquet::file::properties::WriterProperties::builder()
-        .set_max_row_group_size(rows_per_group)
+        .set_max_row_group_row_count(Some(rows_per_group))
         .build();
     let mut w = parquet::arrow::ArrowWriter::try_new(file, batch.schema(), Some(props)).unwrap();
     w.write(batch).unwrap();
