@@ -16,6 +16,9 @@
 //! - [`order`]: SORT and TOPK over rows and groups keep every tie of the last row sent.
 //! - [`lanes`]: lanes and budgets do not change answers; a dropped or cancelled stream stops
 //!   its graph and the device goes on.
+//! - [`moved`] and [`pipe`]: the device tests that lived in inpath-query without needing SQL:
+//!   the Row Selector against direct evaluation, bad graphs and budgets, the transformer's
+//!   exactness, packed pages at the edges of 64 bits, and a device served over a pipe.
 //!
 //! Every test writes its tables in its own temporary directory and makes its own devices, so
 //! the tests can share the process.
@@ -28,6 +31,8 @@ mod common;
 mod groups;
 mod joins;
 mod lanes;
+mod moved;
 mod order;
+mod pipe;
 mod selector;
 mod transformer;
