@@ -5,9 +5,9 @@
 //!   against DuckDB's pinned answers.
 //! - [`sql`]: the 22 TPC-H queries on plain and sealed pages, pushdown equal to no pushdown,
 //!   limit, import, and bad input.
-//! - [`offload`]: the 22 queries with the device on and off, the device's aggregates, joins,
-//!   Row Selector and top-k equal the host's for any lanes and memory budget, and a device
-//!   served over a pipe.
+//! - [`offload`]: the 22 queries with the device on and off, the device's aggregates, joins
+//!   and top-k equal the host's for any lanes and memory budget. (The device's tests that need
+//!   no SQL are inpath-offload's own, `crates/inpath-offload/tests/offload`.)
 //!
 //! Every test writes its tables in its own temporary directory and opens its own sessions, so
 //! the tests can share the process.

@@ -1,0 +1,174 @@
+//! AGGREGATE_GROUPBY: one and two keys (dictionary strings, registers), random aggregates,
+//! selectors and budgets from ample to so small that the lanes emit partial groups early
+//! (counted as spilled); the partial groups merged as the host's Final aggregate merges them
+//! equal the reference's group map, and groups sent whole come once each, in one batch,
+//! unless a lane spilled.
+
+use crate::common::*;
+use crate::selector::{columns, selects, Col};
+use crate::transformer::{add_row, aggs_fields, numbers, random_aggs, state_funcs};
+use inpath_offload::graph::{CmpOp, Comparator, GroupKey, Op, Operator, Selector, Test};
+use inpath_offload::{Device, TaskGraph};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::HashMap;
+
+/// The program every grouping runs over `numbers`: r0 a, r1 p, r2 q, r3 p * q, r4 d,
+/// r5 year(d), r6 b, r7 a - b * 3.
+pub fn ops() -> Vec<Op> {
+    vec![
+        Op::Load { column: 0 },
+        Op::Load { column: 3 },
+        Op::Load { column: 4 },
+        Op::Mul(1, 2),
+        Op::Load { column: 2 },
+        Op::Year { src: 4 },
+        Op::Load { column: 1 },
+        Op::Const { value: 3 },
+        Op::Mul(6, 7),
+        Op::Sub(0, 8),
+    ]
+}
+
+/// The key sets grouped by: mode (5 strings), name (300), a (2,000 integers), year(d), two
+/// strings, a string and an integer, two integers.
+pub fn key_sets() -> Vec<Vec<GroupKey>> {
+    let mode = GroupKey::Dictionary { column: 5 };
+    let name = GroupKey::Dictionary { column: 7 };
+    vec![
+        vec![mode.clone()],
+        vec![name.clone()],
+        vec![GroupKey::Register(0)],
+        vec![GroupKey::Register(5)],
+        vec![name.clone(), mode.clone()],
+        vec![mode, GroupKey::Register(0)],
+        vec![GroupKey::Register(5), GroupKey::Register(2)],
+        vec![name, GroupKey::Register(9)],
+    ]
+}
+
+/// A key's cell on row `i` (registers `regs`).
+fn key_cell(cols: &[Col], key: &GroupKey, regs: &[i128], i: usize) -> Cell {
+    match *key {
+        GroupKey::Dictionary { column } => match &cols[column] {
+            Col::Str(v) => Cell::Str(v[i].clone().unwrap()),
+            Col::Int(_) => unreachable!(),
+        },
+        GroupKey::Register(r) => Cell::Int(regs[r]),
+        GroupKey::Build { .. } => unreachable!("no joins here"),
+    }
+}
+
+#[test]
+fn group_bys_merge_into_the_reference_groups_under_any_budget_and_spill_when_small() {
+    let batch = numbers(3_000, 41);
+    let dir = tempfile::tempdir().unwrap();
+    let reader = write_table(dir.path(), "t", &batch, 100);
+    assert!(
+        matches!(
+            reader.schema().field(7).data_type(),
+            arrow_schema::DataType::Dictionary(..)
+        ),
+        "name is dictionary-coded"
+    );
+    let cols = columns(&batch);
+    let ops = ops();
+    let regs: Vec<Vec<i128>> = (0..batch.num_rows())
+        .map(|i| crate::transformer::evaluate(&ops, &[], &cols, i).unwrap())
+        .collect();
+    // (lanes, budget): ample, and small enough that a lane's 2,000 groups of a outgrow it.
+    let devices = [
+        (device(&[("t", &reader)], 3, 64 << 20), false),
+        (device(&[("t", &reader)], 1, 96 << 10), true),
+        (device(&[("t", &reader)], 2, 160 << 10), true),
+    ];
+    let mut r = StdRng::seed_from_u64(42);
+    let mut spilled_at_small = 0;
+    let mut cases = 0;
+    for round in 0..25 {
+        for keys in key_sets() {
+            let aggs = random_aggs(&mut r, ops.len());
+            let funcs = state_funcs(&aggs);
+            let mut fields: Vec<(&str, &str)> = keys
+                .iter()
+                .zip(["k0", "k1"])
+                .map(|(k, n)| match k {
+                    GroupKey::Dictionary { .. } => (n, "Utf8"),
+                    _ => (n, "Int64"),
+                })
+                .collect();
+            fields.extend(aggs_fields(&aggs).iter().map(|(n, t)| (&n[..], &t[..])));
+            let mut t = task(
+                "t",
+                ops.clone(),
+                Operator::AggregateGroupBy {
+                    keys: keys.clone(),
+                    aggs: aggs.iter().map(|&(f, a)| agg(f, a)).collect(),
+                },
+                fields,
+            );
+            if r.gen_bool(0.5) {
+                t.selector = Selector {
+                    products: vec![vec![Comparator {
+                        column: 0,
+                        test: Test::Int {
+                            op: CmpOp::Ge,
+                            value: r.gen_range(-1200..800),
+                        },
+                    }]],
+                };
+            }
+            t.whole_groups = r.gen_bool(0.5);
+            let mut want: HashMap<Vec<Cell>, Vec<State>> = HashMap::new();
+            for i in (0..batch.num_rows()).filter(|&i| selects(&cols, &t.selector, i)) {
+                let key: Vec<Cell> = keys
+                    .iter()
+                    .map(|k| key_cell(&cols, k, &regs[i], i))
+                    .collect();
+                let states = want
+                    .entry(key)
+                    .or_insert_with(|| funcs.iter().map(|&f| State::empty(f)).collect());
+                add_row(states, &aggs, &regs[i]);
+            }
+            let want: HashMap<Vec<Cell>, Vec<Cell>> = want
+                .into_iter()
+                .map(|(k, s)| (k, s.iter().map(State::cell).collect()))
+                .collect();
+            let graph = TaskGraph::single(t.clone());
+            for (device, small) in &devices {
+                device.reset_stats();
+                let what = format!(
+                    "round {round}, keys {keys:?}, aggs {aggs:?}, whole {}, selector {:?}, lanes {}, budget {}",
+                    t.whole_groups,
+                    t.selector,
+                    device.lanes(),
+                    device.memory_budget()
+                );
+                let batches = run(device, &graph).unwrap_or_else(|e| panic!("{what}: {e}"));
+                let got = rows(&batches);
+                assert_eq!(merge_groups(&got, keys.len(), &funcs), want, "{what}");
+                let s = device.stats();
+                if s.groups_spilled > 0 {
+                    spilled_at_small += usize::from(*small);
+                    assert!(*small, "{what}: {s:?}");
+                } else {
+                    // Without a spill each group comes once (lanes' partials aside).
+                    if t.whole_groups {
+                        assert!(batches.len() <= 1, "{what}");
+                        assert_eq!(got.len(), want.len(), "{what}");
+                    }
+                }
+                // (Groups sent whole are counted twice for a moment, by the lane and by the
+                // device's merge they are handed to: their peak is not checked here.)
+                if !t.whole_groups {
+                    assert!(s.peak_memory <= device.memory_budget(), "{what}: {s:?}");
+                }
+                cases += 1;
+            }
+        }
+    }
+    assert!(
+        spilled_at_small > 25,
+        "{spilled_at_small} spilled of {cases}"
+    );
+}

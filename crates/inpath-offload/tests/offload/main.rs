@@ -1,0 +1,38 @@
+//! The integration tests of inpath-offload, in one test binary (run one part with
+//! `cargo test -p inpath-offload --test offload joins::`). No SQL engine is linked: every
+//! graph is built by hand, and every answer is checked against a plain Rust reference
+//! computed over the Arrow arrays that were written (never the device, never DataFusion).
+//! Random cases come from fixed seeds.
+//!
+//! - [`table`]: inpath-table's test helpers (tables written alike).
+//! - [`common`]: tables written in small pages and opened as the device opens them, graphs
+//!   by hand, the device's batches as plain cells, partial aggregates merged.
+//! - [`selector`]: the Row Selector selects the reference's rows.
+//! - [`transformer`]: random programs aggregate exactly as an i128 reference.
+//! - [`groups`]: group-bys of one and two keys merge into the reference's groups under any
+//!   budget, spilling when it is small.
+//! - [`joins`]: every join kind equals a nested-loop reference; a build that outgrows the
+//!   budget is declined.
+//! - [`order`]: SORT and TOPK over rows and groups keep every tie of the last row sent.
+//! - [`lanes`]: lanes and budgets do not change answers; a dropped or cancelled stream stops
+//!   its graph and the device goes on.
+//! - [`moved`] and [`pipe`]: the device tests that lived in inpath-query without needing SQL:
+//!   the Row Selector against direct evaluation, bad graphs and budgets, the transformer's
+//!   exactness, packed pages at the edges of 64 bits, and a device served over a pipe.
+//!
+//! Every test writes its tables in its own temporary directory and makes its own devices, so
+//! the tests can share the process.
+
+#[path = "../../../inpath-table/tests/table/common.rs"]
+mod table;
+
+mod common;
+
+mod groups;
+mod joins;
+mod lanes;
+mod moved;
+mod order;
+mod pipe;
+mod selector;
+mod transformer;
