@@ -17,7 +17,8 @@ use std::sync::Arc;
 
 /// The finisher of a sorted task: takes every lane's group table, merges them, orders them
 /// (SORT, TOPK) and sends the batch. A lane that failed has sent its error instead; then
-/// nothing is sent here.
+/// nothing is sent here. Each table arrives with its bytes still held against the device's
+/// memory (the lane handed them over); they are released here once the batch is made.
 pub(super) fn finish_groups(
     plan: &Prepared,
     order: Option<&Order>,
@@ -30,7 +31,6 @@ pub(super) fn finish_groups(
     let (mut spilled, mut held) = (false, 0u64);
     for (groups, lane_spilled) in tables_rx.iter() {
         spilled |= lane_spilled;
-        counters.hold(groups.bytes());
         held += groups.bytes();
         tables.push(groups);
         if tables.len() == lanes {

@@ -506,8 +506,15 @@ impl Device for LocalDevice {
                             tx.send(Ok(batch)).is_ok()
                         });
                         if let (Ok(()), Some(finisher)) = (&result, finisher) {
+                            // The table passes to the finisher with the bytes held for it:
+                            // counted once, by the lane until here and by the finisher after
+                            // (it releases them), never twice.
+                            lane.account_groups();
                             let groups = std::mem::replace(&mut lane.groups, Groups::new(0, 0));
-                            let _ = finisher.send((groups, lane.spilled));
+                            let bytes = std::mem::take(&mut lane.held);
+                            if finisher.send((groups, lane.spilled)).is_err() {
+                                counters.release(bytes);
+                            }
                         }
                         if let (Ok(()), Some(rows)) = (&result, rows_finisher) {
                             let _ = rows.send((
