@@ -16,9 +16,10 @@
 //! - [`order`]: SORT and TOPK over rows and groups keep every tie of the last row sent.
 //! - [`lanes`]: lanes and budgets do not change answers; a dropped or cancelled stream stops
 //!   its graph and the device goes on.
-//! - [`moved`] and [`pipe`]: the device tests that lived in inpath-query without needing SQL:
-//!   the Row Selector against direct evaluation, bad graphs and budgets, the transformer's
-//!   exactness, packed pages at the edges of 64 bits, and a device served over a pipe.
+//! - [`graphs`]: hand-built graphs: the Row Selector against direct evaluation, bad graphs and
+//!   budgets, the transformer's exactness, packed pages at the edges of 64 bits.
+//! - [`pipe`]: a device served over a pipe answers as the local one, declines and cancels
+//!   alike; a pipe that is not a device is refused.
 //!
 //! Every test writes its tables in its own temporary directory and makes its own devices, so
 //! the tests can share the process.
@@ -28,10 +29,10 @@ mod table;
 
 mod common;
 
+mod graphs;
 mod groups;
 mod joins;
 mod lanes;
-mod moved;
 mod order;
 mod pipe;
 mod selector;

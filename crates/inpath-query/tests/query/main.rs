@@ -5,6 +5,8 @@
 //!   against DuckDB's pinned answers.
 //! - [`sql`]: the 22 TPC-H queries on plain and sealed pages, pushdown equal to no pushdown,
 //!   limit, import, and bad input.
+//! - [`joins`]: joins on the device equal the host's for any lanes and budget; refusals name
+//!   their typed reason.
 //! - [`offload`]: the 22 queries with the device on and off, the device's aggregates, joins
 //!   and top-k equal the host's for any lanes and memory budget. (The device's tests that need
 //!   no SQL are inpath-offload's own, `crates/inpath-offload/tests/offload`.)
@@ -14,5 +16,6 @@
 
 mod common;
 
+mod joins;
 mod offload;
 mod sql;

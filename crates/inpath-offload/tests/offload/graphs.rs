@@ -1,6 +1,5 @@
-//! Tests moved from inpath-query's offload tests that never needed SQL: the Row Selector
-//! against direct evaluation, bad graphs and budgets, the transformer's exactness, and packed
-//! pages at the edges of 64 bits.
+//! Hand-built graphs: the Row Selector against direct evaluation, bad graphs and budgets, the
+//! transformer's exactness, and packed pages at the edges of 64 bits.
 
 use crate::pipe::t_tables;
 use arrow_array::{ArrayRef, Date32Array, Decimal128Array, Int64Array, RecordBatch, StringArray};
