@@ -4,7 +4,7 @@
 
 use super::common::*;
 use super::rows::drop_unselected;
-use inpath_core::isa::{self, Level};
+use inpath_core::isa::Level;
 use inpath_core::kernel;
 
 /// The group id in `slots` of each row's slot; `u32::MAX` where the slot has no group yet or
@@ -13,7 +13,7 @@ use inpath_core::kernel;
 /// Q1 on a Zen 3); others by [`slot_ids_gathered`].
 pub(crate) fn slot_ids_at(level: Level, at: &[i64], slots: &[u32]) -> Vec<u32> {
     #[cfg(target_arch = "x86_64")]
-    if slots.len() <= 8 && level.min(isa::detected()) >= Level::Avx2 {
+    if slots.len() <= 8 && level.min(inpath_core::isa::detected()) >= Level::Avx2 {
         // SAFETY: `detected()` found AVX2.
         return unsafe { slot_ids_v3_small(at, slots) };
     }
@@ -108,7 +108,7 @@ pub(crate) fn dense_ids_at(
         return (n == 0).then(Vec::new);
     }
     #[cfg(target_arch = "x86_64")]
-    if level.min(isa::detected()) >= Level::Avx2 && slots.len() <= i32::MAX as usize {
+    if level.min(inpath_core::isa::detected()) >= Level::Avx2 && slots.len() <= i32::MAX as usize {
         // SAFETY: `detected()` found AVX2; the lengths were checked above.
         return unsafe { dense_ids_v3(a, b, stride, slots, mask) };
     }

@@ -3,7 +3,7 @@
 #![allow(unsafe_code)]
 
 use super::common::*;
-use inpath_core::isa::{self, Level};
+use inpath_core::isa::Level;
 use inpath_core::kernel;
 
 kernel! {
@@ -105,7 +105,7 @@ pub(crate) fn group_sums_many_at(
     {
         let groups = out.iter().map(Vec::len).max().unwrap_or(0);
         let fits = groups <= MANY_GROUPS && values.iter().all(|v| v.len() >= ids.len());
-        if level.min(isa::detected()) >= Level::Avx512 && fits {
+        if level.min(inpath_core::isa::detected()) >= Level::Avx512 && fits {
             // Registers a pass, by the groups' vectors: 24 accumulators at most.
             let per = match groups {
                 0..=4 => 6,
@@ -145,7 +145,7 @@ pub(crate) fn group_sums_many_at(
             return;
         }
         let counted = counts.as_ref().is_none_or(|c| c.len() <= MANY_GROUPS);
-        if level.min(isa::detected()) >= Level::Avx2 && fits && counted {
+        if level.min(inpath_core::isa::detected()) >= Level::Avx2 && fits && counted {
             // SAFETY: `detected()` found AVX2; each value slice holds at least `ids.len()`
             // values (checked above).
             unsafe {
