@@ -2,7 +2,8 @@
 //! a pipe answers as the local one, declines and cancels alike; a pipe that is not a device is
 //! refused, and a device that goes away fails its graphs.
 
-use crate::graphs::{aggregate_over_t, random_table, sum_over_t};
+use crate::graphs::{aggregate_over_t, sum_over_t};
+use crate::table::random_table;
 use arrow_array::{Decimal128Array, Int64Array, RecordBatch};
 use inpath_offload::graph::{Agg, AggFunc, Op, Operator, TableTask};
 use inpath_offload::{serve, Device, LocalDevice, ProcessDevice, TaskGraph};

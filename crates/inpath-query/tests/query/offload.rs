@@ -5,7 +5,7 @@
 //! pipe) are inpath-offload's own.
 
 use crate::common::*;
-use arrow_array::{ArrayRef, Date32Array, Decimal128Array, Int64Array, RecordBatch, StringArray};
+use arrow_array::RecordBatch;
 use datafusion::datasource::MemTable;
 use inpath_offload::graph::{
     Agg, AggFunc, CountGroups, MaskSource, Op, Operator, Output, Program, Selector, TableTask,
@@ -15,8 +15,7 @@ use inpath_query::sql::OffloadOptions;
 use inpath_query::tpch_queries::query;
 use inpath_query::SqlSession;
 use inpath_seal::KeyRing;
-use inpath_table::{TableReader, TableWriter, WriteOptions};
-use rand::{Rng, SeedableRng};
+use inpath_table::TableReader;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -193,62 +192,10 @@ fn string_prefixes_select_on_the_device_as_the_host_does() {
     }
 }
 
-/// Writes `batch` as table `t` under `dir` in pages of `rows_per_page` rows; returns its path.
-pub(crate) fn write_t(dir: &Path, batch: &RecordBatch, rows_per_page: usize) -> std::path::PathBuf {
-    let table = dir.join("t");
-    let mut w = TableWriter::create(
-        &table,
-        batch.schema(),
-        WriteOptions {
-            rows_per_page,
-            ..WriteOptions::default()
-        },
-    )
-    .unwrap();
-    w.write(batch).unwrap();
-    w.finish().unwrap();
-    table
-}
-
 /// A table with random decimals, dates, integers and two dictionary strings, written in small
 /// pages; the same rows in DataFusion's memory table.
 pub(crate) fn random_table(dir: &Path, rows: usize, seed: u64) -> (RecordBatch, SqlSession) {
-    let mut r = rand::rngs::StdRng::seed_from_u64(seed);
-    let price: ArrayRef = Arc::new(
-        Decimal128Array::from_iter_values((0..rows).map(|_| r.gen_range(-100_000i128..1_000_000)))
-            .with_precision_and_scale(15, 2)
-            .unwrap(),
-    );
-    let disc: ArrayRef = Arc::new(
-        Decimal128Array::from_iter_values((0..rows).map(|_| r.gen_range(0i128..=10)))
-            .with_precision_and_scale(15, 2)
-            .unwrap(),
-    );
-    let day: ArrayRef = Arc::new(Date32Array::from_iter_values(
-        (0..rows).map(|_| r.gen_range(8000..11000)),
-    ));
-    let qty: ArrayRef = Arc::new(Int64Array::from_iter_values(
-        (0..rows).map(|_| r.gen_range(-50..50)),
-    ));
-    let flags = ["A", "N", "R"];
-    let flag: ArrayRef = Arc::new(StringArray::from_iter_values(
-        (0..rows).map(|_| flags[r.gen_range(0..3)]),
-    ));
-    // Many groups: enough to spill under a small budget.
-    let name: ArrayRef = Arc::new(StringArray::from_iter_values(
-        (0..rows).map(|_| format!("name {:04}", r.gen_range(0..3000))),
-    ));
-    let schema = Arc::new(arrow_schema::Schema::new(vec![
-        arrow_schema::Field::new("price", arrow_schema::DataType::Decimal128(15, 2), false),
-        arrow_schema::Field::new("disc", arrow_schema::DataType::Decimal128(15, 2), false),
-        arrow_schema::Field::new("day", arrow_schema::DataType::Date32, false),
-        arrow_schema::Field::new("qty", arrow_schema::DataType::Int64, false),
-        arrow_schema::Field::new("flag", arrow_schema::DataType::Utf8, false),
-        arrow_schema::Field::new("name", arrow_schema::DataType::Utf8, false),
-    ]));
-    let batch =
-        RecordBatch::try_new(schema.clone(), vec![price, disc, day, qty, flag, name]).unwrap();
-    write_t(dir, &batch, 1000);
+    let batch = crate::common::random_table(dir, rows, seed);
     let session = SqlSession::open(dir, &KeyRing::new(), 2).unwrap();
     (batch, session)
 }
