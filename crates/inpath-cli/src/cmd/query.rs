@@ -153,8 +153,9 @@ struct ExplainArgs {
     /// TPC-H queries to explain, such as 1,6,14 or 1-5 (default: all 22).
     #[arg(long, conflicts_with = "sql")]
     queries: Option<String>,
-    /// Explain this statement instead of TPC-H queries.
-    #[arg(long)]
+    /// Explain this statement instead of TPC-H queries (it may begin with a `--` comment; `-`
+    /// reads it from standard input).
+    #[arg(long, allow_hyphen_values = true)]
     sql: Option<String>,
     /// Print each query's Table Task graphs (JSON) and plan.
     #[arg(long)]
@@ -288,12 +289,22 @@ struct ImportArgs {
     inpath query sql tpch \"SELECT l_returnflag, count(*) FROM lineitem GROUP BY 1 ORDER BY 1\"\n  \
     inpath query sql tpch-sealed --key-file keys.txt --json \"SELECT * FROM nation LIMIT 3\"\n  \
     inpath query sql tpch -o big-orders.parquet \"SELECT * FROM orders WHERE o_totalprice > 500000\"\n  \
-    inpath query sql tpch --explain \"SELECT sum(l_quantity) FROM lineitem WHERE l_shipdate < date '1993-01-01'\"")]
+    inpath query sql tpch --explain \"SELECT sum(l_quantity) FROM lineitem WHERE l_shipdate < date '1993-01-01'\"\n  \
+    inpath query sql tpch -f q1.sql            # the statement from a file (comments and all)\n  \
+    inpath query sql tpch - < q1.sql           # ... or from standard input")]
 struct SqlArgs {
     /// A table directory, or a directory of table directories (tables by directory name).
     dir: PathBuf,
-    /// The statement.
-    statement: String,
+    /// The statement (it may begin with a `--` comment), or `-` to read it from standard input.
+    #[arg(
+        allow_hyphen_values = true,
+        required_unless_present = "file",
+        conflicts_with = "file"
+    )]
+    statement: Option<String>,
+    /// Read the statement from this file (`-`: standard input).
+    #[arg(short = 'f', long, value_name = "FILE")]
+    file: Option<PathBuf>,
     #[command(flatten)]
     keys: ReadKeyArgs,
     /// Threads (and scan partitions).
@@ -496,7 +507,7 @@ fn explain(args: ExplainArgs) -> anyhow::Result<()> {
     }
     let session = open_session(&args.dir, &args.keys, args.threads, &args.offload)?;
     let statements: Vec<(String, String)> = match (&args.sql, &args.queries) {
-        (Some(sql), _) => vec![("sql".to_string(), sql.clone())],
+        (Some(sql), _) => vec![("sql".to_string(), statement(Some(sql), None)?)],
         (None, q) => {
             let queries = match q {
                 Some(q) => parse_queries(q)?,
@@ -606,14 +617,68 @@ fn stats_line(s: &inpath_query::ScanStats) -> String {
     )
 }
 
+/// The most bytes a statement may have, from an argument, a file or standard input.
+const STATEMENT_LIMIT: u64 = 16 << 20;
+
+/// A statement given as `text` (`-`: standard input) or in `file` (`-`: standard input),
+/// at most [`STATEMENT_LIMIT`] bytes and not blank.
+fn statement(text: Option<&str>, file: Option<&Path>) -> anyhow::Result<String> {
+    use std::io::Read;
+    let read = |what: String, r: &mut dyn Read| -> anyhow::Result<String> {
+        let mut bytes = Vec::new();
+        r.take(STATEMENT_LIMIT + 1)
+            .read_to_end(&mut bytes)
+            .with_context(|| format!("cannot read the statement from {what}"))?;
+        if bytes.len() as u64 > STATEMENT_LIMIT {
+            bail!(
+                "the statement from {what} is over {} MiB",
+                STATEMENT_LIMIT >> 20
+            );
+        }
+        String::from_utf8(bytes).with_context(|| format!("the statement from {what} is not UTF-8"))
+    };
+    let (what, text) = match (text, file) {
+        (Some("-"), None) => (
+            "standard input".to_string(),
+            read("standard input".into(), &mut std::io::stdin().lock())?,
+        ),
+        (Some(t), None) => {
+            if t.len() as u64 > STATEMENT_LIMIT {
+                bail!("the statement is over {} MiB", STATEMENT_LIMIT >> 20);
+            }
+            ("the command line".to_string(), t.to_string())
+        }
+        (None, Some(f)) if f == Path::new("-") => (
+            "standard input".to_string(),
+            read("standard input".into(), &mut std::io::stdin().lock())?,
+        ),
+        (None, Some(f)) => {
+            let mut file = std::fs::File::open(f)
+                .with_context(|| format!("cannot open the statement file {}", f.display()))?;
+            (
+                f.display().to_string(),
+                read(f.display().to_string(), &mut file)?,
+            )
+        }
+        _ => bail!("give the statement as an argument, or with -f FILE, not both"),
+    };
+    // Blank, or only comments: nothing to run.
+    let meaningful = text.lines().any(|l| {
+        let l = l.trim();
+        !l.is_empty() && !l.starts_with("--")
+    });
+    if !meaningful {
+        bail!("the statement from {what} is empty (only blanks or comments)");
+    }
+    Ok(text)
+}
+
 fn sql(args: SqlArgs) -> anyhow::Result<()> {
     use inpath_query::ResultFormat;
+    let text = statement(args.statement.as_deref(), args.file.as_deref())?;
     let session = open_session(&args.dir, &args.keys, args.threads, &args.offload)?;
     if args.explain {
-        return print_out(&format!(
-            "{}\n",
-            session.explain(&args.statement)?.trim_end()
-        ));
+        return print_out(&format!("{}\n", session.explain(&text)?.trim_end()));
     }
     // Refuse an output that is one of the tables' files before any work.
     let mut inputs = Vec::new();
@@ -628,7 +693,7 @@ fn sql(args: SqlArgs) -> anyhow::Result<()> {
         }
         inpath_core::output::check_distinct(out, &inputs)?;
     }
-    let result = session.sql(&args.statement)?;
+    let result = session.sql(&text)?;
     if args.stats {
         eprintln!("{}", stats_line(&session.stats()));
         if let Some(d) = session.device_stats() {

@@ -227,6 +227,60 @@ fn sql_tpch_and_import_from_the_command_line() {
     std::fs::write(d.join("notes.txt"), "a\n").unwrap();
     let e = fails(&inpath(&["query", "import", "notes.txt", "db"], d));
     assert!(e.contains(".parquet or .csv"), "{e}");
+
+    // The statement as an argument that begins with a comment, from a file, from standard
+    // input: the same rows.
+    let text = "-- Asia's nations\nSELECT count(*) AS n FROM nation WHERE n_regionkey = 2";
+    let arg = ok(&inpath(&["query", "sql", "tpch", "--json", text], d));
+    assert_eq!(arg[0]["n"], 5);
+    std::fs::write(d.join("asia.sql"), text).unwrap();
+    let file = ok(&inpath(
+        &["query", "sql", "tpch", "--json", "-f", "asia.sql"],
+        d,
+    ));
+    assert_eq!(file, arg);
+    for args in [
+        &["query", "sql", "tpch", "--json", "-"][..],
+        &["query", "sql", "tpch", "--json", "-f", "-"][..],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_inpath"))
+            .args(args)
+            .current_dir(d)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+        assert_eq!(ok(&child.wait_with_output().unwrap()), arg, "{args:?}");
+    }
+    let explained = inpath(&["query", "explain", "tpch", "--offload", "--sql", text], d);
+    assert!(
+        explained.status.success(),
+        "{}",
+        String::from_utf8_lossy(&explained.stderr)
+    );
+    // Nothing to run, both ways at once, a missing file: refused, naming the problem.
+    let e = fails(&inpath(
+        &["query", "sql", "tpch", "-- only a comment\n  "],
+        d,
+    ));
+    assert!(e.contains("empty"), "{e}");
+    let e = fails(&inpath(
+        &["query", "sql", "tpch", "-f", "asia.sql", "SELECT 1"],
+        d,
+    ));
+    assert!(e.contains("cannot be used with"), "{e}");
+    let e = fails(&inpath(&["query", "sql", "tpch", "-f", "missing.sql"], d));
+    assert!(e.contains("missing.sql"), "{e}");
+    let e = fails(&inpath(&["query", "sql", "tpch"], d));
+    assert!(e.contains("required"), "{e}");
 }
 
 #[test]
