@@ -34,6 +34,15 @@ pub enum StoreError {
         current: u64,
     },
 
+    /// No handle was put under this name (and it is not written as `ID` or `ID@GENERATION`).
+    #[error("store {dir} holds no file named {name:?} (`inpath store ls` lists the names; a handle is ID, ID@GENERATION or a name)")]
+    UnknownName {
+        /// The name asked for.
+        name: String,
+        /// The store directory.
+        dir: PathBuf,
+    },
+
     /// A handle was not written as `ID` or `ID@GENERATION`.
     #[error("{text:?} is not a handle: expected ID or ID@GENERATION (decimal numbers)")]
     BadHandle {

@@ -520,7 +520,7 @@ impl Service {
             Request::Stats => Ok(self.stats()),
             Request::Rm { handle } => {
                 let mut store = Store::open(&self.dir)?;
-                let entry = store.remove(HandleRef::parse(handle)?)?;
+                let entry = store.remove(store.handle_ref(handle)?)?;
                 Ok(entry_json(&entry))
             }
             Request::Bfs {
@@ -537,7 +537,7 @@ impl Service {
             } => self.chase(handle, *start, *hops, *repeat),
             Request::Neighbours { handle, vertices } => {
                 let store = self.store()?;
-                let handle = store.open_handle(HandleRef::parse(handle)?)?;
+                let handle = store.open_handle(store.handle_ref(handle)?)?;
                 let graph = CsrGraph::open(&handle)?;
                 let (targets, counts) = graph.neighbours_of(vertices)?;
                 Ok(with_returned(json!({
@@ -557,7 +557,7 @@ impl Service {
 
     fn bfs(&self, handle: &str, source: u64, threads: usize, arrays: bool) -> Result<Value> {
         let store = self.store()?;
-        let handle = store.open_handle(HandleRef::parse(handle)?)?;
+        let handle = store.open_handle(store.handle_ref(handle)?)?;
         let started = Instant::now();
         let cpu = cpu_now();
         let graph = CsrGraph::open(&handle)?;
@@ -610,7 +610,7 @@ impl Service {
 
     fn chase(&self, handle: &str, start: u64, hops: Option<u64>, repeat: usize) -> Result<Value> {
         let store = self.store()?;
-        let handle = store.open_handle(HandleRef::parse(handle)?)?;
+        let handle = store.open_handle(store.handle_ref(handle)?)?;
         let entry = handle.entry();
         let hops = hops.unwrap_or(entry.pages());
         let repeat = repeat.clamp(1, 1000);
@@ -655,7 +655,7 @@ impl Service {
     fn tap(&self, handle: &str, spec: &str, threads: usize) -> Result<Value> {
         let name = tap_name(spec);
         let store = self.store()?;
-        let handle = store.open_handle(HandleRef::parse(handle)?)?;
+        let handle = store.open_handle(store.handle_ref(handle)?)?;
         let lanes = self.lanes(threads);
         let cost = RunCost::start(&self.reader);
         let head = |v: Value| {
@@ -817,7 +817,7 @@ impl Service {
         threads: usize,
     ) -> Result<Value> {
         let store = self.store()?;
-        let handle = store.open_handle(HandleRef::parse(handle)?)?;
+        let handle = store.open_handle(store.handle_ref(handle)?)?;
         let kernel = Hamming::new(item_size, queries, k)?;
         kernel.check_size(handle.entry().size)?;
         let cost = RunCost::start(&self.reader);
@@ -843,7 +843,7 @@ impl Service {
         probe: u32,
     ) -> Result<Value> {
         let store = self.store()?;
-        let handle = store.open_handle(HandleRef::parse(handle)?)?;
+        let handle = store.open_handle(store.handle_ref(handle)?)?;
         // Checked before the index is read, so bad queries are named first.
         Hamming::new(item_size, queries.clone(), k)?.check_size(handle.entry().size)?;
         let cost = RunCost::start(&self.reader);
@@ -890,7 +890,7 @@ impl Service {
         threads: usize,
     ) -> Result<Value> {
         let store = self.store()?;
-        let handle = store.open_handle(HandleRef::parse(handle)?)?;
+        let handle = store.open_handle(store.handle_ref(handle)?)?;
         let cost = RunCost::start(&self.reader);
         let (index, stats) = LshIndex::build(
             &self.reader,
@@ -940,7 +940,7 @@ impl Service {
             ));
         }
         let store = self.store()?;
-        let handle = store.open_handle(HandleRef::parse(handle)?)?;
+        let handle = store.open_handle(store.handle_ref(handle)?)?;
         let lanes = self.lanes(threads);
         let offsets = !count;
         let cost = RunCost::start(&self.reader);
@@ -1017,7 +1017,7 @@ impl Service {
         length: Option<u64>,
     ) -> Result<(Arc<OpenHandle>, u64)> {
         let store = self.store()?;
-        let h = HandleRef::parse(handle)?;
+        let h = store.handle_ref(handle)?;
         let handle = store.open_handle(h)?;
         let size = handle.entry().size;
         let length = match length {

@@ -105,6 +105,24 @@ impl Store {
         &self.catalog.entries
     }
 
+    /// A handle as a user writes it: `ID`, `ID@GENERATION`, or the name the file was put under
+    /// (its current generation). Digits are always an id: a file named `12` is reached by its
+    /// handle. An unknown name is [`StoreError::UnknownName`].
+    pub fn handle_ref(&self, text: &str) -> Result<HandleRef> {
+        if let Ok(h) = HandleRef::parse(text) {
+            return Ok(h);
+        }
+        self.catalog
+            .entries
+            .iter()
+            .find(|e| e.name == text)
+            .map(|e| HandleRef::from(e.handle))
+            .ok_or_else(|| StoreError::UnknownName {
+                name: text.to_string(),
+                dir: self.dir.clone(),
+            })
+    }
+
     /// The entry `handle` names, or [`StoreError::UnknownHandle`] / [`StoreError::StaleHandle`].
     pub fn resolve(&self, handle: HandleRef) -> Result<&Entry> {
         let entry = self

@@ -14,9 +14,7 @@ use inpath_store::chase::{chase_pread, ChasePages, Stop};
 use inpath_store::graph::{csr_bytes, random_edges, read_edge_list, GraphKind};
 use inpath_store::kernel::run;
 use inpath_store::remote::{self, entry_json, from_hex, to_hex, Client, Request, Service};
-use inpath_store::{
-    FlashReader, Hamming, HandleRef, Literal, PutOptions, ReaderConfig, Store, Tier,
-};
+use inpath_store::{FlashReader, Hamming, Literal, PutOptions, ReaderConfig, Store, Tier};
 use inpath_wire::tap::StoreTaps;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -153,7 +151,7 @@ bound (port 0 picks a free port) and runs until stopped. Protocol: docs/FORMATS.
 struct TapArgs {
     #[command(flatten)]
     at: Location,
-    /// Handle: ID or ID@GENERATION.
+    /// Handle: ID, ID@GENERATION, or the name it was put under.
     handle: String,
     /// The tap's options, comma-separated KEY=VALUE (as in `inpath wire --tap NAME:OPTIONS`).
     #[arg(short, long, value_name = "OPTIONS")]
@@ -285,7 +283,7 @@ struct PutGraphArgs {
 struct BfsArgs {
     #[command(flatten)]
     at: Location,
-    /// Handle of a CSR graph: ID or ID@GENERATION.
+    /// Handle of a CSR graph: ID, ID@GENERATION, or its name.
     handle: String,
     /// The vertex to start from.
     #[arg(long)]
@@ -333,7 +331,7 @@ struct PutChaseArgs {
 struct ChaseArgs {
     #[command(flatten)]
     at: Location,
-    /// Handle of a chase file: ID or ID@GENERATION.
+    /// Handle of a chase file: ID, ID@GENERATION, or its name.
     handle: String,
     /// The page to start from.
     #[arg(long, default_value_t = 0)]
@@ -371,7 +369,7 @@ struct LsArgs {
 struct ReadArgs {
     #[command(flatten)]
     at: Location,
-    /// Handle: ID, or ID@GENERATION to refuse a replaced file.
+    /// Handle: ID or the name it was put under, or ID@GENERATION to refuse a replaced file.
     handle: String,
     /// First byte.
     #[arg(long, default_value_t = 0)]
@@ -390,7 +388,7 @@ struct ReadArgs {
 struct RmArgs {
     #[command(flatten)]
     at: Location,
-    /// Handle: ID or ID@GENERATION.
+    /// Handle: ID, ID@GENERATION, or the name it was put under.
     handle: String,
 }
 
@@ -398,7 +396,7 @@ struct RmArgs {
 struct GrepArgs {
     #[command(flatten)]
     at: Location,
-    /// Handle: ID or ID@GENERATION.
+    /// Handle: ID, ID@GENERATION, or the name it was put under.
     handle: String,
     /// Pattern: a literal byte string, or with --regex a regular expression (Rust regex syntax).
     pattern: String,
@@ -454,7 +452,7 @@ impl ReadPathArgs {
 struct NnArgs {
     #[command(flatten)]
     at: Location,
-    /// Handle: ID or ID@GENERATION.
+    /// Handle: ID, ID@GENERATION, or the name it was put under.
     handle: String,
     /// Item size in bytes (the handle's size must be a multiple).
     #[arg(long)]
@@ -488,7 +486,7 @@ struct NnArgs {
 struct IndexArgs {
     #[command(flatten)]
     at: Location,
-    /// Handle: ID or ID@GENERATION.
+    /// Handle: ID, ID@GENERATION, or the name it was put under.
     handle: String,
     /// Item size in bytes (the handle's size must be a multiple).
     #[arg(long)]
@@ -606,10 +604,6 @@ fn open(dir: &Path, keys: &KeyArgs) -> Result<Store> {
         Some(path) => store.with_keys(&read_keys(path, keys.allow_insecure_key_file)?.ring),
         None => store,
     })
-}
-
-fn handle_ref(text: &str) -> Result<HandleRef> {
-    Ok(HandleRef::parse(text)?)
 }
 
 /// The page layout `PageArgs` ask for: page size, seal configuration (None: raw pages) and key.
@@ -812,7 +806,6 @@ fn refuse_terminal(output: &str, length: u64) -> Result<()> {
 }
 
 fn rm(a: RmArgs) -> Result<()> {
-    handle_ref(&a.handle)?;
     let e = Target::open(&a.at, &KeyArgs::none(), None)?.call(&Request::Rm {
         handle: a.handle.clone(),
     })?;
@@ -1055,7 +1048,7 @@ fn bfs(a: BfsArgs) -> Result<()> {
     let mut inputs = vec![];
     if let Target::Local(_) = &target {
         let store = Store::open(Path::new(&a.at.store))?;
-        let entry = store.resolve(handle_ref(&a.handle)?)?;
+        let entry = store.resolve(store.handle_ref(&a.handle)?)?;
         inputs.push(Input::File(
             Path::new(&a.at.store)
                 .join("pages")
@@ -1156,7 +1149,6 @@ fn put_chase(a: PutChaseArgs) -> Result<()> {
 }
 
 fn chase(a: ChaseArgs) -> Result<()> {
-    let h = handle_ref(&a.handle)?;
     let repeat = a.repeat.max(1);
     if !a.raw {
         let v = Target::open(&a.at, &a.keys, None)?.call(&Request::Chase {
@@ -1195,7 +1187,7 @@ fn chase(a: ChaseArgs) -> Result<()> {
     let (entry, sequence, stop) = {
         let store =
             Store::open(&dir).with_context(|| format!("cannot open store {}", dir.display()))?;
-        let entry = store.resolve(h)?.clone();
+        let entry = store.resolve(store.handle_ref(&a.handle)?)?.clone();
         if entry.tier != Tier::Raw {
             bail!(
                 "--raw reads raw pages from the data file; handle {} is sealed ({})",

@@ -112,7 +112,26 @@ fn put_ls_grep_read_rm() {
     ok(d, &["store", "read", "S", "1@1", "-o", "back.txt"]);
     assert_eq!(std::fs::read(d.join("back.txt")).unwrap(), text());
 
-    let out = ok(d, &["store", "rm", "S", "1"]);
+    // The name the file was put under stands for its handle, in every verb.
+    let by_name = ok(d, &["store", "grep", "S", "t.txt", "needle", "--count"]);
+    assert_eq!(
+        by_name,
+        ok(d, &["store", "grep", "S", "1", "needle", "--count"])
+    );
+    let part_by_name = ok(
+        d,
+        &[
+            "store", "read", "S", "t.txt", "--offset", "1000", "--length", "50",
+        ],
+    );
+    assert_eq!(part_by_name, part);
+    let err = fails(d, &["store", "grep", "S", "nope.txt", "needle"]);
+    assert!(
+        err.contains("no file named \"nope.txt\"") && err.contains("store ls"),
+        "{err}"
+    );
+
+    let out = ok(d, &["store", "rm", "S", "t.txt"]);
     assert!(out.starts_with("removed handle 1@1 (t.txt"), "{out}");
     let err = fails(d, &["store", "read", "S", "1"]);
     assert!(err.contains("unknown handle 1 in store S"), "{err}");
@@ -207,7 +226,7 @@ fn bad_inputs_fail_with_a_clear_message() {
         "{err}"
     );
     let err = fails(d, &["store", "read", "S", "x1"]);
-    assert!(err.contains("\"x1\" is not a handle"), "{err}");
+    assert!(err.contains("no file named \"x1\""), "{err}");
     let err = fails(
         d,
         &[
