@@ -56,6 +56,9 @@ def test_local_and_remote_answer_alike_and_equal_a_naive_search(served):
         assert r["lines"] == sum(1 for line in data.split(b"\n") if b"needles" in line)
         assert store.read(sealed, 10, 20) == data[10:30]
         assert store.read(raw) == data
+        # A handle may be given by the name the file was put under.
+        assert store.read("sealed", 10, 20) == data[10:30]
+        assert store.grep("t.txt", b"needle", count=True)["lines"] == lines
     r = remote.grep(raw, "needle", count=True)
     assert r["bytes_scanned"] == len(data) and r["bytes_returned"] < 1000
     assert remote.stats()["requests"] >= 10
