@@ -624,44 +624,41 @@ const STATEMENT_LIMIT: u64 = 16 << 20;
 /// at most [`STATEMENT_LIMIT`] bytes and not blank.
 fn statement(text: Option<&str>, file: Option<&Path>) -> anyhow::Result<String> {
     use std::io::Read;
-    let read = |what: String, r: &mut dyn Read| -> anyhow::Result<String> {
-        let mut bytes = Vec::new();
-        r.take(STATEMENT_LIMIT + 1)
-            .read_to_end(&mut bytes)
-            .with_context(|| format!("cannot read the statement from {what}"))?;
-        if bytes.len() as u64 > STATEMENT_LIMIT {
-            bail!(
-                "the statement from {what} is over {} MiB",
-                STATEMENT_LIMIT >> 20
-            );
-        }
-        String::from_utf8(bytes).with_context(|| format!("the statement from {what} is not UTF-8"))
-    };
+    let from_stdin = text == Some("-") || file == Some(Path::new("-"));
     let (what, text) = match (text, file) {
-        (Some("-"), None) => (
-            "standard input".to_string(),
-            read("standard input".into(), &mut std::io::stdin().lock())?,
-        ),
-        (Some(t), None) => {
-            if t.len() as u64 > STATEMENT_LIMIT {
-                bail!("the statement is over {} MiB", STATEMENT_LIMIT >> 20);
-            }
-            ("the command line".to_string(), t.to_string())
+        (Some(_), Some(_)) | (None, None) => {
+            bail!("give the statement as an argument, or with -f FILE, not both")
         }
-        (None, Some(f)) if f == Path::new("-") => (
-            "standard input".to_string(),
-            read("standard input".into(), &mut std::io::stdin().lock())?,
-        ),
-        (None, Some(f)) => {
-            let mut file = std::fs::File::open(f)
-                .with_context(|| format!("cannot open the statement file {}", f.display()))?;
-            (
-                f.display().to_string(),
-                read(f.display().to_string(), &mut file)?,
-            )
+        (Some(t), None) if !from_stdin => ("the command line".to_string(), t.to_string()),
+        (_, f) => {
+            let (what, input): (String, Box<dyn Read>) = match f {
+                Some(f) if !from_stdin => (
+                    f.display().to_string(),
+                    Box::new(std::fs::File::open(f).with_context(|| {
+                        format!("cannot open the statement file {}", f.display())
+                    })?),
+                ),
+                _ => (
+                    "standard input".to_string(),
+                    Box::new(std::io::stdin().lock()),
+                ),
+            };
+            let mut bytes = Vec::new();
+            input
+                .take(STATEMENT_LIMIT + 1)
+                .read_to_end(&mut bytes)
+                .with_context(|| format!("cannot read the statement from {what}"))?;
+            let text = String::from_utf8(bytes)
+                .with_context(|| format!("the statement from {what} is not UTF-8"))?;
+            (what, text)
         }
-        _ => bail!("give the statement as an argument, or with -f FILE, not both"),
     };
+    if text.len() as u64 > STATEMENT_LIMIT {
+        bail!(
+            "the statement from {what} is over {} MiB",
+            STATEMENT_LIMIT >> 20
+        );
+    }
     // Blank, or only comments: nothing to run.
     let meaningful = text.lines().any(|l| {
         let l = l.trim();
