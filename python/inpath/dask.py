@@ -363,6 +363,23 @@ class ShardedStore:
     def _workers(self):
         return sorted(self.client.scheduler_info()["workers"])
 
+    def _workers_to_place_on(self):
+        """The workers a new file is sharded across. A cluster that has none at this moment
+        (just started, or a worker restarting under its nanny) is waited for, within
+        ``min(timeout, 60)`` seconds, before that is an error."""
+        workers = self._workers()
+        if workers:
+            return workers
+        wait_s = min(self.timeout, 60)
+        try:
+            self.client.wait_for_workers(1, timeout=wait_s)
+        except Exception as e:  # noqa: BLE001 - distributed raises TimeoutError or its own
+            raise InpathError(f"the cluster has no workers (waited {wait_s} s for one: {e})") from None
+        workers = self._workers()
+        if not workers:
+            raise InpathError(f"the cluster has no workers (waited {wait_s} s for one)")
+        return workers
+
     def _check_alive(self, shards):
         alive = set(self._workers())
         dead = [s for s in shards if s.worker not in alive]
@@ -415,9 +432,7 @@ class ShardedStore:
         """Shards ``data`` (bytes) across the workers under ``name``: text cut after a newline
         near each even split, or with ``item_size`` binary items cut at item boundaries.
         Returns the shard catalog (a list of :class:`Shard`)."""
-        workers = self._workers()
-        if not workers:
-            raise InpathError("the cluster has no workers")
+        workers = self._workers_to_place_on()
         data = bytes(data)
         n = len(workers)
         cuts = [0]
@@ -448,9 +463,7 @@ class ShardedStore:
         vertices only. ``undirected`` adds each edge both ways first. Returns the catalog."""
         import numpy as np
 
-        workers = self._workers()
-        if not workers:
-            raise InpathError("the cluster has no workers")
+        workers = self._workers_to_place_on()
         src = np.asarray(src, dtype=np.uint32)
         dst = np.asarray(dst, dtype=np.uint32)
         if len(src) != len(dst):
