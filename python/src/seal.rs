@@ -107,13 +107,13 @@ fn sealer(
     Sealer::new(config, key.as_ref().map(|k| (key_id, k))).map_err(seal_err)
 }
 
-/// ``threads``: at least 1 (None: the number of CPUs).
+/// ``threads``: the CLI's one rule, 1 to `inpath_core::lanes::MAX_THREADS` (None: the
+/// number of CPUs).
 pub(crate) fn threads_arg(threads: Option<usize>) -> PyResult<usize> {
     match threads {
-        Some(0) => Err(InpathError::new_err(
-            "threads = 0 is out of range: 1 or more (None: one per CPU)",
-        )),
-        Some(n) => Ok(n),
+        Some(n) => inpath_core::lanes::check_threads(n)
+            .map(|()| n)
+            .map_err(|e| InpathError::new_err(format!("{e} (None: one per CPU)"))),
         None => Ok(std::thread::available_parallelism().map_or(1, |n| n.get())),
     }
 }

@@ -140,6 +140,19 @@ pub fn bytes(n: u64) -> String {
 }
 
 /// Parses a byte size: `4096`, `4k`, `4KiB`, `64KB`, `1MiB`, `16M`, `1GiB` (binary units).
+/// The one rule for every command's `--threads` (and `cache serve -t`): 1 to
+/// [`inpath_core::lanes::MAX_THREADS`], checked when the command line is read.
+pub fn parse_threads(text: &str) -> Result<usize, String> {
+    let n: usize = text.trim().parse().map_err(|_| {
+        format!(
+            "{text:?} is not a thread count: a whole number from 1 to {}",
+            inpath_core::lanes::MAX_THREADS
+        )
+    })?;
+    inpath_core::lanes::check_threads(n).map_err(|e| e.to_string())?;
+    Ok(n)
+}
+
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());

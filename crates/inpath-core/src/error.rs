@@ -69,6 +69,36 @@ pub enum Error {
         input: PathBuf,
     },
 
+    /// A text line or CSV field is longer than the bound every reader holds to
+    /// ([`crate::framing::MAX_RECORD`]): the input is not text of that kind (an endless device,
+    /// a binary file) or needs another format.
+    #[error(
+        "{what} is longer than {} MiB, the longest inpath reads; is the input text \
+         of this kind (not an endless device or a binary file)?",
+        limit >> 20
+    )]
+    RecordTooLong {
+        /// Which record, in words: "line 7 (after 6 whole lines)".
+        what: String,
+        /// The bound in bytes.
+        limit: usize,
+    },
+
+    /// A file of a bounded format is longer than that format can be.
+    #[error(
+        "{} is larger than {} MiB, the most {what} can be; is it the right file?",
+        path.display(),
+        limit >> 20
+    )]
+    TooLarge {
+        /// The file as named.
+        path: PathBuf,
+        /// What it should hold ("a saved sketch", "a key file").
+        what: String,
+        /// The bound in bytes.
+        limit: u64,
+    },
+
     /// A CSV column named by the user does not exist.
     #[error("CSV column {column} not found; the header has {available}")]
     MissingColumn {

@@ -14,6 +14,15 @@
 use crate::{error::excerpt, Error, Result};
 use csv_core::{ReadFieldResult, Reader, ReaderBuilder};
 
+/// The longest text line or CSV field any reader takes (16 MiB): a longer one is
+/// [`Error::RecordTooLong`], so an input without record ends (an endless character device, a
+/// binary file read as text) fails with a message instead of filling memory.
+pub const MAX_RECORD: usize = 16 << 20;
+
+/// The most fields a CSV row may have (1 Mi): a row of endless empty fields is refused like an
+/// overlong one.
+pub const MAX_FIELDS: usize = 1 << 20;
+
 /// A CSV column, by header name or by 0-based index.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ColumnRef {
@@ -246,6 +255,16 @@ impl Deframer {
                         result?;
                     }
                 }
+                if self.carry.len() + chunk.len() > MAX_RECORD {
+                    return Err(Error::RecordTooLong {
+                        what: format!(
+                            "line {} (after {} whole lines)",
+                            self.records + 1,
+                            self.records
+                        ),
+                        limit: MAX_RECORD,
+                    });
+                }
                 self.carry.extend_from_slice(chunk);
                 Ok(())
             }
@@ -346,6 +365,12 @@ impl CsvState {
                     }
                 }
                 ReadFieldResult::OutputFull => {
+                    if self.field.len() >= MAX_RECORD {
+                        return Err(Error::RecordTooLong {
+                            what: format!("a field of CSV row {}", self.row),
+                            limit: MAX_RECORD,
+                        });
+                    }
                     let grown = self.field.len() * 2;
                     self.field.resize(grown, 0);
                 }
@@ -365,6 +390,12 @@ impl CsvState {
     fn on_field<S: RecordSink>(&mut self, record_end: bool, sink: &mut S) -> Result<bool> {
         let column = self.column;
         self.column += 1;
+        if self.column > MAX_FIELDS {
+            return Err(Error::RecordTooLong {
+                what: format!("CSV row {} (more than {MAX_FIELDS} fields)", self.row),
+                limit: MAX_RECORD,
+            });
+        }
         let is_header = self.spec.has_header && self.header.is_none();
         if !is_header && self.selection.is_none() && !self.all {
             self.resolve(None)?;

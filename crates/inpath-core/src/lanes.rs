@@ -141,6 +141,13 @@ pub fn run_reader<E: Lane>(
                 .framing()
                 .split_point(&buf[..filled])
                 .unwrap_or(filled);
+            if filled - cut > crate::framing::MAX_RECORD {
+                read_error = Some(Error::RecordTooLong {
+                    what: format!("a line of {}", path.display()),
+                    limit: crate::framing::MAX_RECORD,
+                });
+                break;
+            }
             carry.clear();
             carry.extend_from_slice(&buf[cut..filled]);
             let at_end = n < chunk_size;

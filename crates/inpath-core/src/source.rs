@@ -57,6 +57,29 @@ impl Input {
     }
 }
 
+/// Reads a whole file of a bounded format (a saved sketch, a statistics file, a key file, a
+/// manifest): more than `limit` bytes is [`Error::TooLarge`] naming the file, what it should be
+/// and the limit, so a wrong path (an endless device, a huge unrelated file) never fills memory.
+pub fn read_bounded(path: &Path, what: &str, limit: u64) -> Result<Vec<u8>> {
+    let (file, meta) = open_file(path)?;
+    let too_large = || Error::TooLarge {
+        path: path.to_path_buf(),
+        what: what.to_string(),
+        limit,
+    };
+    if meta.is_file() && meta.len() > limit {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::new();
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::io(path, e))?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large());
+    }
+    Ok(bytes)
+}
+
 /// Opens a file for reading; a directory is an error that says so.
 fn open_file(path: &Path) -> Result<(File, std::fs::Metadata)> {
     let file = File::open(path).map_err(|e| Error::io(path, e))?;

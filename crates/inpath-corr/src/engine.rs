@@ -412,12 +412,27 @@ impl Sink {
             DType::I64 => out.extend_from_slice(
                 &(int(i64::MIN as i128, i64::MAX as i128)? as i64).to_le_bytes(),
             ),
+            // A value that does not fit the type (1e999 as f64, 1e39 as f32) parses as an
+            // infinity, and "inf" or "NaN" as themselves: none has a correlation, so each is an
+            // error naming the cell rather than a silent infinity.
             DType::F32 => {
                 let v: f32 = s.parse().map_err(|_| bad("a number (f32)".into()))?;
+                if !v.is_finite() {
+                    return Err(bad(format!(
+                        "a finite number that fits f32 (magnitude up to {:e})",
+                        f32::MAX
+                    )));
+                }
                 out.extend_from_slice(&v.to_le_bytes());
             }
             DType::F64 => {
                 let v: f64 = s.parse().map_err(|_| bad("a number (f64)".into()))?;
+                if !v.is_finite() {
+                    return Err(bad(format!(
+                        "a finite number that fits f64 (magnitude up to {:e})",
+                        f64::MAX
+                    )));
+                }
                 out.extend_from_slice(&v.to_le_bytes());
             }
         }

@@ -39,6 +39,9 @@ pub const VERSION: u16 = 1;
 /// The most streams one job may have: the state grows as M^2 (24 to 100 bytes a pair while
 /// accumulating, by type), so 8192 streams take 0.8 to 3.5 GB.
 pub const MAX_STREAMS: usize = 8192;
+/// The largest statistics file a reader takes (2 GiB): 8,192 streams of 256-bit sums hold
+/// about 1.1 GB.
+pub const MAX_FILE: u64 = 2 << 30;
 
 /// What the statistics are of.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -528,7 +531,7 @@ impl Statistics {
 
     /// Reads a statistics file.
     pub fn load(path: &Path) -> Result<Statistics> {
-        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        let bytes = inpath_core::source::read_bounded(path, "a statistics file", MAX_FILE)?;
         Statistics::from_bytes(&bytes, &path.display().to_string())
     }
 }

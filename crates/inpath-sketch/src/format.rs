@@ -40,6 +40,9 @@ pub const MAGIC: &[u8; 8] = b"INPSKTCH";
 /// The newest version this code writes (for sketches that do not keep all three); it reads
 /// every version up to it.
 pub const VERSION: u16 = 2;
+/// The largest sketch file a reader takes (1 GiB): the largest valid sketch (HLL P = 18,
+/// Count-Min and Fast-AGMS 16 rows of 2^20 counters) is about 256 MiB.
+pub const MAX_FILE: u64 = 1 << 30;
 const HEADER: usize = 64;
 
 /// Serializes a sketch.

@@ -59,7 +59,7 @@ pub struct ServeArgs {
     #[arg(long, default_value = "8GiB")]
     flash_size: String,
     /// Worker threads (memcached -t).
-    #[arg(short = 't', long, default_value_t = 4)]
+    #[arg(short = 't', long, default_value_t = 4, value_parser = crate::common::parse_threads)]
     threads: usize,
     /// Most simultaneous connections (memcached -c).
     #[arg(short = 'c', long = "max-conns", default_value_t = 1024)]

@@ -125,7 +125,7 @@ struct RunArgs {
     #[arg(long)]
     spearman: bool,
     /// Lanes (threads); results are identical for any count with integer types [default: 1].
-    #[arg(short = 'j', long, default_value_t = 1)]
+    #[arg(short = 'j', long, default_value_t = 1, value_parser = crate::common::parse_threads)]
     threads: usize,
     /// Save the statistics to this file (docs/FORMATS.md), for `merge` and `show` later.
     #[arg(long, value_name = "FILE.stats")]
@@ -388,11 +388,27 @@ fn read_columns(
         Input::File(path) => path.clone(),
         Input::Stdin => bail!("--layout columns needs a file (it reads each stream's region); standard input cannot be read that way"),
     };
+    // Checked before opening: opening a FIFO with no writer would wait for one.
+    let meta = std::fs::metadata(&path).map_err(|e| inpath_core::Error::io(&path, e))?;
+    if !meta.is_file() {
+        use std::os::unix::fs::FileTypeExt;
+        let kind = match meta.file_type() {
+            t if t.is_dir() => "a directory",
+            t if t.is_fifo() => "a pipe (FIFO)",
+            t if t.is_char_device() => "a character device",
+            t if t.is_block_device() => "a block device",
+            t if t.is_socket() => "a socket",
+            _ => "not a regular file",
+        };
+        bail!(
+            "--layout columns reads each stream's region of a file, so it needs a regular file it \
+             can seek in; {} is {kind}. Save the data to a file first, or send it row by row \
+             with --layout rows",
+            path.display()
+        );
+    }
     let file = std::fs::File::open(&path).map_err(|e| inpath_core::Error::io(&path, e))?;
-    let len = file
-        .metadata()
-        .map_err(|e| inpath_core::Error::io(&path, e))?
-        .len();
+    let len = meta.len();
     let m = engine.streams().unwrap_or(2) as u64;
     let w = config.dtype.width() as u64;
     if len % (m * w) != 0 {

@@ -165,7 +165,7 @@ struct ExplainArgs {
     #[command(flatten)]
     keys: ReadKeyArgs,
     /// Threads (and scan partitions) of the plans.
-    #[arg(long, default_value_t = default_threads())]
+    #[arg(long, default_value_t = default_threads(), value_parser = crate::common::parse_threads)]
     threads: usize,
     /// Print JSON.
     #[arg(long)]
@@ -202,9 +202,6 @@ impl WriteTableArgs {
         threads: usize,
     ) -> anyhow::Result<(WriteOptions, SealConfig)> {
         let (seal, bits) = parse_tier(&self.tier)?;
-        if threads == 0 {
-            bail!("--threads must be at least 1");
-        }
         let key = sealing_key(
             self.key_file.as_deref(),
             self.allow_insecure_key_file,
@@ -273,7 +270,7 @@ struct ImportArgs {
     #[command(flatten)]
     write: WriteTableArgs,
     /// Threads for encoding and sealing.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = crate::common::parse_threads)]
     threads: usize,
     /// Replace the table if it exists.
     #[arg(long)]
@@ -308,7 +305,7 @@ struct SqlArgs {
     #[command(flatten)]
     keys: ReadKeyArgs,
     /// Threads (and scan partitions).
-    #[arg(long, default_value_t = default_threads())]
+    #[arg(long, default_value_t = default_threads(), value_parser = crate::common::parse_threads)]
     threads: usize,
     /// Print the rows as JSON (an array of objects).
     #[arg(long, conflicts_with_all = ["csv", "output"])]
@@ -352,7 +349,7 @@ struct TpchArgs {
     #[command(flatten)]
     keys: ReadKeyArgs,
     /// Threads (and scan partitions).
-    #[arg(long, default_value_t = default_threads())]
+    #[arg(long, default_value_t = default_threads(), value_parser = crate::common::parse_threads)]
     threads: usize,
     /// Runs of each query; the median time is reported (the first run also warms the cache).
     #[arg(long, default_value_t = 1)]
@@ -389,7 +386,7 @@ struct GenArgs {
     #[command(flatten)]
     write: WriteTableArgs,
     /// Threads for generation and for encoding and sealing.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = crate::common::parse_threads)]
     threads: usize,
     /// Replace tables that already exist in DIR (only directories that are tables).
     #[arg(long)]

@@ -61,7 +61,7 @@ pub struct SealArgs {
     #[arg(long)]
     key_id: Option<u32>,
     /// Worker threads.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = crate::common::parse_threads)]
     threads: usize,
     /// Print the summary as JSON.
     #[arg(long)]
@@ -132,7 +132,7 @@ pub struct UnsealArgs {
     #[arg(long, default_value = "1GiB", value_parser = crate::common::parse_size)]
     max_page: u64,
     /// Worker threads.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = crate::common::parse_threads)]
     threads: usize,
     /// Print the summary as JSON.
     #[arg(long)]
@@ -201,7 +201,8 @@ pub(crate) fn read_keys(path: &Path, allow_insecure: bool) -> anyhow::Result<key
         }
     }
     let bytes = Zeroizing::new(
-        std::fs::read(path).with_context(|| format!("cannot read key file {}", path.display()))?,
+        inpath_core::source::read_bounded(path, "a key file", 1 << 20)
+            .with_context(|| format!("cannot read key file {}", path.display()))?,
     );
     keyfile::parse_bytes(bytes).with_context(|| format!("key file {}", path.display()))
 }
@@ -258,9 +259,6 @@ pub fn run(args: SealArgs) -> anyhow::Result<()> {
             "--page-size {} is out of range: 1 byte to 1 GiB",
             args.page_size
         );
-    }
-    if args.threads == 0 {
-        bail!("--threads must be at least 1");
     }
     let key = sealing_key(
         args.key_file.as_deref(),
@@ -385,9 +383,6 @@ fn next_record(
 
 /// Runs `inpath unseal`.
 pub fn run_unseal(args: UnsealArgs) -> anyhow::Result<()> {
-    if args.threads == 0 {
-        bail!("--threads must be at least 1");
-    }
     let ring = match &args.key_file {
         Some(path) => read_keys(path, args.allow_insecure_key_file)?.ring,
         None => KeyRing::new(),

@@ -79,7 +79,7 @@ struct BuildArgs {
     estimator: EstimatorArg,
     /// Lanes (threads) to split the work across; results are identical for any count
     /// [default: the number of CPUs].
-    #[arg(short, long)]
+    #[arg(short, long, value_parser = crate::common::parse_threads)]
     threads: Option<usize>,
     /// Print the summary as JSON.
     #[arg(long)]
@@ -369,7 +369,7 @@ fn save(sketch: &Sketch, path: &Path, inputs: &[Input]) -> Result<()> {
 }
 
 fn load(path: &Path) -> Result<Sketch> {
-    let bytes = std::fs::read(path).map_err(|e| inpath_core::Error::io(path, e))?;
+    let bytes = inpath_core::source::read_bounded(path, "a saved sketch", format::MAX_FILE)?;
     Ok(format::from_bytes(
         &bytes,
         &format!("sketch file {}", path.display()),

@@ -157,7 +157,7 @@ struct TapArgs {
     #[arg(short, long, value_name = "OPTIONS")]
     options: Option<String>,
     /// Lanes (threads); the result does not depend on them.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = crate::common::parse_threads)]
     threads: usize,
     #[command(flatten)]
     read: ReadPathArgs,
@@ -289,7 +289,7 @@ struct BfsArgs {
     #[arg(long)]
     source: u64,
     /// Threads: each level's frontier is cut across them (the result does not change).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = crate::common::parse_threads)]
     threads: usize,
     /// Write `VERTEX LEVEL PREDECESSOR` for every vertex reached, in visit order, to FILE
     /// (`-` for standard output); the source's predecessor is -1.
@@ -407,7 +407,7 @@ struct GrepArgs {
     #[arg(short, long)]
     count: bool,
     /// Lanes (threads), each scanning a contiguous range of pages.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = crate::common::parse_threads)]
     threads: usize,
     #[command(flatten)]
     read: ReadPathArgs,
@@ -464,7 +464,7 @@ struct NnArgs {
     #[arg(short, default_value_t = 1)]
     k: usize,
     /// Lanes (threads).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = crate::common::parse_threads)]
     threads: usize,
     /// Approximate search through the handle's LSH index (`inpath store index`).
     #[arg(long)]
@@ -501,7 +501,7 @@ struct IndexArgs {
     #[arg(long, default_value_t = inpath_store::lsh::DEFAULT_SEED)]
     seed: u64,
     /// Lanes (threads) of the build scan.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = crate::common::parse_threads)]
     threads: usize,
     #[command(flatten)]
     read: ReadPathArgs,
@@ -910,8 +910,12 @@ fn grep(a: GrepArgs) -> Result<()> {
 }
 
 fn nn(a: NnArgs) -> Result<()> {
-    let queries = std::fs::read(&a.queries)
-        .with_context(|| format!("cannot read queries {}", a.queries.display()))?;
+    let queries = inpath_core::source::read_bounded(
+        &a.queries,
+        "a queries file (one request)",
+        inpath_store::remote::MAX_REQUEST as u64,
+    )
+    .with_context(|| format!("cannot read queries {}", a.queries.display()))?;
     // Checked here too, so a bad queries file is named before a server is asked.
     Hamming::new(a.item_size, queries.clone(), a.k)
         .with_context(|| format!("queries {}", a.queries.display()))?;

@@ -162,7 +162,7 @@ struct CommonArgs {
     #[arg(long, default_value_t = 1000, value_name = "N")]
     keep: usize,
     /// Worker threads [default: the number of CPUs].
-    #[arg(short, long)]
+    #[arg(short, long, value_parser = crate::common::parse_threads)]
     threads: Option<usize>,
     /// No start-up and shutdown messages on standard error.
     #[arg(short, long)]
@@ -214,7 +214,6 @@ pub fn run(args: WireArgs) -> Result<()> {
     config.max_connections = common.max_connections;
     config.keep_closed = common.keep;
     let threads = match common.threads {
-        Some(0) => bail!("--threads must be 1 or more"),
         Some(n) => n,
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };

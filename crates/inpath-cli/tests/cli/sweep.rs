@@ -473,7 +473,7 @@ fn seal_bad_inputs() {
         ),
         (
             seal(&[k[0], k[1], "--threads", "0"]),
-            "--threads must be at least 1",
+            "threads = 0 is out of range: 1 to 256",
         ),
         (
             seal(&[k[0], k[1], "--cipher", "aes512-ctr"]),
@@ -620,7 +620,7 @@ fn seal_bad_inputs() {
                 "--threads",
                 "0",
             ],
-            "--threads must be at least 1",
+            "threads = 0 is out of range: 1 to 256",
         ),
         (
             &[
@@ -1306,4 +1306,131 @@ fn standard_input_and_output_are_checked() {
     assert!(child.wait().unwrap().success());
     assert_eq!(&bytes[..2], &[0x1f, 0x8b]);
     let _ = std::io::stdout().flush();
+}
+
+/// Inputs without an end, values that do not fit their type, a layout that must seek given a
+/// pipe, and counts far out of range: each is refused with the bound it broke, in bounded time
+/// and memory (a character device of endless bytes is the worst text input there is).
+#[test]
+fn endless_overflowing_unseekable_and_out_of_range_inputs() {
+    let f = Fixture::new();
+    f.write("overflow.csv", b"a,b\n1,2\n1e999,3\n2,5\n");
+    f.write("overflow32.csv", b"a,b\n1,2\n3,1e39\n2,5\n");
+    f.write("nan.csv", b"a,b\n1,2\nNaN,3\n2,5\n");
+    let longest = "the longest inpath reads";
+    let table: &[(&[&str], &str)] = &[
+        // One endless line, on one lane and on two (the reader's carry is bounded too).
+        (&["sketch", "/dev/zero", "--threads", "1"], longest),
+        (&["sketch", "/dev/zero", "--threads", "2"], longest),
+        (&["sketch", "--column", "0", "/dev/zero"], longest),
+        (&["corr", "--layout", "csv", "/dev/zero"], longest),
+        // Files of a bounded format: the saved sketch, the statistics file, a key file.
+        (
+            &["sketch", "query", "/dev/zero", "--key", "a"],
+            "the most a saved sketch can be",
+        ),
+        (
+            &["corr", "show", "/dev/zero"],
+            "the most a statistics file can be",
+        ),
+        (
+            &[
+                "seal",
+                "items.bin",
+                "-o",
+                "x.sealed",
+                "--key-file",
+                "/dev/zero",
+                "--allow-insecure-key-file",
+            ],
+            "the most a key file can be",
+        ),
+        // Values that overflow their type, and non-numbers that parse as floats.
+        (
+            &["corr", "overflow.csv"],
+            "row 3, column \"a\": \"1e999\" is not a finite number that fits f64",
+        ),
+        (
+            &["corr", "overflow32.csv", "--type", "f32"],
+            "row 3, column \"b\": \"1e39\" is not a finite number that fits f32",
+        ),
+        (&["corr", "nan.csv"], "\"NaN\" is not a finite number"),
+        // One range for every thread count.
+        (
+            &[
+                "wire",
+                "sink",
+                "--listen",
+                "127.0.0.1:0",
+                "--threads",
+                "100000",
+            ],
+            "threads = 100000 is out of range: 1 to 256",
+        ),
+        (
+            &["sketch", "items.bin", "--threads", "0"],
+            "threads = 0 is out of range: 1 to 256",
+        ),
+        (
+            &["corr", "data.csv", "--threads", "257"],
+            "threads = 257 is out of range: 1 to 256",
+        ),
+        (
+            &["seal", "items.bin", "-o", "x.sealed", "--threads", "9999"],
+            "out of range: 1 to 256",
+        ),
+        (
+            &["cache", "serve", "-t", "0", "--flash", "c.flash"],
+            "threads = 0 is out of range: 1 to 256",
+        ),
+        (
+            &["query", "sql", "adir", "select 1", "--threads", "1000"],
+            "out of range: 1 to 256",
+        ),
+        (
+            &["store", "grep", "adir", "1", "x", "--threads", "0"],
+            "out of range: 1 to 256",
+        ),
+        (
+            &["sketch", "items.bin", "--threads", "many"],
+            "is not a thread count",
+        ),
+    ];
+    for (args, fragment) in table {
+        f.fails(args, fragment);
+    }
+    // A FIFO for a layout that reads each stream's region: refused before it is opened (an
+    // open would wait for a writer), so no writer is needed. It lives outside the fixture
+    // directory, whose snapshot reads every file.
+    let other = tempfile::tempdir().unwrap();
+    let fifo = other.path().join("streams.fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let fifo = fifo.to_str().unwrap();
+    f.fails(
+        &[
+            "corr",
+            "--layout",
+            "columns",
+            "--type",
+            "u32",
+            "--streams",
+            "4",
+            fifo,
+        ],
+        "is a pipe (FIFO). Save the data to a file first",
+    );
+    f.fails(
+        &[
+            "corr",
+            "--layout",
+            "columns",
+            "--type",
+            "u32",
+            "--streams",
+            "4",
+            "/dev/zero",
+        ],
+        "is a character device",
+    );
 }
