@@ -125,6 +125,19 @@ pub enum Error {
         detail: String,
     },
 
+    /// A CSV value that does not fit its column's type (a float that overflows to infinity).
+    #[error("table {table}: CSV data row {row}, column {column}: {problem}")]
+    BadValue {
+        /// The table.
+        table: String,
+        /// The 1-based data row (the header is not counted).
+        row: u64,
+        /// The column's name.
+        column: String,
+        /// What is wrong, with the valid range.
+        problem: String,
+    },
+
     /// An Arrow type the format does not store.
     #[error("table {table}, column {column}: Arrow type {data_type} is not supported (Int32, Int64, Date32, Decimal128, Float64, Utf8/LargeUtf8/Utf8View, Boolean are)")]
     UnsupportedType {

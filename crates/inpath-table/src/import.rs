@@ -131,8 +131,13 @@ pub fn import_file(file: &Path, dir: &Path, options: WriteOptions) -> Result<Tab
         safe: false,
         ..CastOptions::default()
     };
+    let mut rows_before = 0u64;
     for batch in reader {
         let batch = batch.map_err(arrow)?;
+        if format == ImportFormat::Csv {
+            check_finite(&batch, rows_before, &table)?;
+        }
+        rows_before += batch.num_rows() as u64;
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(batch.num_columns());
         for (i, field) in schema.fields().iter().enumerate() {
             let column = batch.column(i);
@@ -154,4 +159,38 @@ pub fn import_file(file: &Path, dir: &Path, options: WriteOptions) -> Result<Tab
         writer.write(&batch)?;
     }
     writer.finish()
+}
+
+/// CSV floats that parse to infinity or NaN (an overflow such as `1e999`, or the words `inf`
+/// and `NaN`) are refused with their row and column: a text value that does not fit Float64 is
+/// a mistake in the data, not a number to store.
+fn check_finite(batch: &RecordBatch, rows_before: u64, table: &str) -> Result<()> {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Float32Type, Float64Type};
+    for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
+        let bad = match column.data_type() {
+            DataType::Float64 => column
+                .as_primitive::<Float64Type>()
+                .iter()
+                .position(|v| v.is_some_and(|v| !v.is_finite())),
+            DataType::Float32 => column
+                .as_primitive::<Float32Type>()
+                .iter()
+                .position(|v| v.is_some_and(|v| !v.is_finite())),
+            _ => None,
+        };
+        if let Some(at) = bad {
+            return Err(Error::BadValue {
+                table: table.to_string(),
+                row: rows_before + at as u64 + 1,
+                column: field.name().clone(),
+                problem: format!(
+                    "the value is not a finite number that fits Float64 (magnitude up to {:e}; \
+                     an overflow such as 1e999, inf or NaN)",
+                    f64::MAX
+                ),
+            });
+        }
+    }
+    Ok(())
 }

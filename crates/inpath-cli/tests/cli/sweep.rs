@@ -1317,6 +1317,7 @@ fn endless_overflowing_unseekable_and_out_of_range_inputs() {
     f.write("overflow.csv", b"a,b\n1,2\n1e999,3\n2,5\n");
     f.write("overflow32.csv", b"a,b\n1,2\n3,1e39\n2,5\n");
     f.write("nan.csv", b"a,b\n1,2\nNaN,3\n2,5\n");
+    std::fs::create_dir(f.path("tables")).unwrap();
     let longest = "the longest inpath reads";
     let table: &[(&[&str], &str)] = &[
         // One endless line, on one lane and on two (the reader's carry is bounded too).
@@ -1355,6 +1356,10 @@ fn endless_overflowing_unseekable_and_out_of_range_inputs() {
             "row 3, column \"b\": \"1e39\" is not a finite number that fits f32",
         ),
         (&["corr", "nan.csv"], "\"NaN\" is not a finite number"),
+        (
+            &["query", "import", "overflow.csv", "tables"],
+            "CSV data row 2, column a: the value is not a finite number that fits Float64",
+        ),
         // One range for every thread count.
         (
             &[
