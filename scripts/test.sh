@@ -150,6 +150,27 @@ if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+# Chromium for the live pages' browser test (tests/python/test_live_pages.py): installed in the
+# background while the Rust build compiles (about half a minute of download and unpacking),
+# waited for before pytest.
+browser_log="$(mktemp)"
+(
+  if ! command -v chromium >/dev/null 2>&1; then
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    # The package lists were refreshed above only when another package was missing.
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium ||
+      { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium; }
+  fi
+) > "$browser_log" 2>&1 &
+browser_pid=$!
+wait_for_browser() {
+  if ! wait "$browser_pid"; then
+    cat "$browser_log" >&2
+    echo "test.sh: installing Debian's chromium failed (its output above)" >&2
+    exit 1
+  fi
+  rm -f "$browser_log"
+}
 # The venv (pip: mostly downloads and unpacking) is made while the Rust build compiles; the
 # Python phase waits for it and shows its log if it failed.
 venv_log="$(mktemp)"
@@ -200,6 +221,7 @@ cargo test --release -p inpath-seal --features isal --quiet
 
 phase "python package (pip install ./python) and pytest"
 wait_for_venv
+wait_for_browser
 # Built by maturin into the workspace's target directory with the same wrapper and profile, so
 # the engines and their dependencies compiled above are reused.
 .venv/bin/pip install --quiet --disable-pip-version-check ./python

@@ -18,6 +18,7 @@
 mod error;
 pub mod flash;
 pub mod index;
+pub mod live;
 mod meta;
 mod proto;
 mod recover;

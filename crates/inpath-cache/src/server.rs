@@ -35,6 +35,8 @@ pub struct ServerConfig {
     pub checkpoint_interval: Duration,
     /// Stop on SIGTERM / SIGINT.
     pub handle_signals: bool,
+    /// Serve `stats` as JSON, metrics and the live page over HTTP here (`crate::live`).
+    pub http: Option<String>,
 }
 
 impl ServerConfig {
@@ -47,6 +49,7 @@ impl ServerConfig {
             sync_interval: Duration::from_millis(200),
             checkpoint_interval: Duration::from_secs(60),
             handle_signals: false,
+            http: None,
         }
     }
 }
@@ -57,6 +60,7 @@ pub struct Server {
     store: Arc<Store>,
     stop_tx: Option<tokio::sync::watch::Sender<bool>>,
     thread: Option<std::thread::JoinHandle<()>>,
+    http: Option<inpath_core::http::HttpServer>,
 }
 
 impl Server {
@@ -74,6 +78,17 @@ impl Server {
             })?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
+        let http_listener = match &cfg.http {
+            Some(http) => {
+                Some(
+                    std::net::TcpListener::bind(http).map_err(|e| CacheError::Listen {
+                        addr: http.clone(),
+                        source: e,
+                    })?,
+                )
+            }
+            None => None,
+        };
         let store = Store::open(cfg.store.clone())?;
         if cfg.store.verbose {
             let r = &store.recovery;
@@ -147,16 +162,29 @@ impl Server {
                     eprintln!("inpath cache: final checkpoint failed: {e}");
                 }
             })?;
+        let http = match http_listener {
+            Some(l) => Some(inpath_core::http::HttpServer::start(
+                l,
+                crate::live::http_api(store.clone(), addr.to_string()),
+            )?),
+            None => None,
+        };
         Ok(Server {
             addr,
             store,
             stop_tx: Some(stop_tx),
             thread: Some(thread),
+            http,
         })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The HTTP API's address, when `http` was set.
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http.as_ref().map(|h| h.local_addr())
     }
 
     pub fn store(&self) -> &Arc<Store> {
@@ -179,6 +207,9 @@ impl Server {
     fn join(&mut self) -> Result<()> {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
+        }
+        if let Some(http) = self.http.take() {
+            http.stop();
         }
         self.store.close()
     }

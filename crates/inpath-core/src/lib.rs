@@ -41,6 +41,7 @@ pub mod engine;
 pub mod error;
 pub mod framing;
 pub mod fuzz;
+pub mod http;
 pub mod isa;
 pub mod lanes;
 pub(crate) mod os;

@@ -44,6 +44,7 @@ mod error;
 pub mod graph;
 pub mod hamming;
 pub mod kernel;
+pub mod live;
 pub mod lsh;
 pub mod reader;
 pub mod remote;

@@ -230,7 +230,12 @@ pub struct Service {
     cpu_at_start: f64,
     totals: Totals,
     taps: Option<Arc<dyn TapRunner>>,
+    /// The latest kernel runs, newest last (for `stats` and the live page).
+    recent: Mutex<std::collections::VecDeque<Value>>,
 }
+
+/// Kernel runs [`Service::stats`] lists under `recent`.
+pub const RECENT_RUNS: usize = 20;
 
 /// What a kernel run cost: bytes scanned, pages and reads, CPU seconds per GB.
 struct RunCost {
@@ -414,6 +419,7 @@ impl Service {
             cpu_at_start: cpu_now(),
             totals: Totals::default(),
             taps: None,
+            recent: Mutex::new(std::collections::VecDeque::with_capacity(RECENT_RUNS)),
         }
     }
 
@@ -443,7 +449,9 @@ impl Service {
     /// Answers a request other than `read` (which streams: see [`Service::read_range`]).
     pub fn answer(&self, req: &Request) -> Result<Value> {
         self.totals.requests.fetch_add(1, Ordering::Relaxed);
+        let started = Instant::now();
         let result = self.answer_inner(req);
+        self.remember(req, &result, started.elapsed().as_secs_f64());
         match &result {
             Ok(v) => {
                 let scanned = v.get("bytes_scanned").and_then(Value::as_u64).unwrap_or(0);
@@ -462,6 +470,37 @@ impl Service {
             }
         }
         result
+    }
+
+    /// Keeps a kernel run (a request that scanned pages, or failed) in the `recent` list.
+    fn remember(&self, req: &Request, result: &Result<Value>, seconds: f64) {
+        if matches!(req, Request::Stats | Request::Ls) {
+            return;
+        }
+        let scanned = result
+            .as_ref()
+            .ok()
+            .and_then(|v| v.get("bytes_scanned"))
+            .and_then(Value::as_u64);
+        if result.is_ok() && scanned.is_none() {
+            return;
+        }
+        let described = serde_json::to_value(req).unwrap_or(Value::Null);
+        let run = json!({
+            "op": described.get("op").cloned().unwrap_or(Value::Null),
+            "handle": described.get("handle").cloned().unwrap_or(Value::Null),
+            "bytes_scanned": scanned.unwrap_or(0),
+            "seconds": seconds,
+            "ok": result.is_ok(),
+            "at_unix": std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64()),
+        });
+        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        if recent.len() == RECENT_RUNS {
+            recent.pop_front();
+        }
+        recent.push_back(run);
     }
 
     fn answer_inner(&self, req: &Request) -> Result<Value> {
@@ -987,7 +1026,9 @@ impl Service {
         Ok(with_counters(v, counters))
     }
 
-    fn stats(&self) -> Value {
+    /// The server's counters since it started, and its latest kernel runs (`recent`, newest
+    /// last): the `stats` request's answer and `GET /stats` of `store serve --http`.
+    pub fn stats(&self) -> Value {
         let t = &self.totals;
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let cpu = cpu_now() - self.cpu_at_start;
@@ -1006,6 +1047,7 @@ impl Service {
             "reads_in_flight": c.in_flight,
             "cpu_seconds": cpu,
             "cpu_seconds_per_gb": if scanned > 0 { cpu / (scanned as f64 / 1e9) } else { 0.0 },
+            "recent": self.recent.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect::<Vec<_>>(),
         })
     }
 
@@ -1318,7 +1360,7 @@ impl Read for FrameReader<'_> {
 /// once (a connection over the limit is told so and closed). Calls `bound` with the address
 /// once listening (the CLI prints it). Runs until the process is stopped.
 pub fn serve(
-    service: Service,
+    service: Arc<Service>,
     listen: &str,
     max_conns: usize,
     bound: impl FnOnce(SocketAddr),
@@ -1331,7 +1373,6 @@ pub fn serve(
     let listener = TcpListener::bind(listen).map_err(io)?;
     let addr = listener.local_addr().map_err(io)?;
     bound(addr);
-    let service = Arc::new(service);
     let open = Arc::new(Mutex::new(0usize));
     for stream in listener.incoming() {
         let mut stream = match stream {

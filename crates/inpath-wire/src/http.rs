@@ -1,23 +1,15 @@
-//! The results API over HTTP/1.1: a few read-only GET endpoints.
+//! The results API over HTTP/1.1: a few read-only GET endpoints and the live page, with the
+//! request head and answer of `inpath_core::http` driven from the relay's tokio sockets.
 //!
-//! Hand-written rather than hyper or axum: the API is four GETs with small JSON or text
-//! answers, one request per connection (`Connection: close`), so a bounded request-head reader
-//! (8 KiB, 5 s) and a fixed response writer on the tokio sockets the relay already uses cover
-//! it in about a hundred lines, with no extra dependency tree to build and audit. Anything else
-//! is answered `400`, `404` or `405`.
-//!
-//! Endpoints: `GET /` (index), `/connections`, `/connections/ID`, `/combined`, `/metrics`,
-//! `/health`. `HEAD` is accepted for all of them.
+//! Endpoints: `GET /` (the JSON index; the live page for a browser), `/live`, `/connections`,
+//! `/connections/ID`, `/combined`, `/metrics`, `/health`. `HEAD` is accepted for all of them.
 
 use crate::hub::Hub;
+use inpath_core::http::{head_complete, parse_head, Request, Response, MAX_HEAD, TIMEOUT};
 use serde_json::json;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-
-const MAX_HEAD: usize = 8 << 10;
-const TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Accepts API connections until the task is aborted.
 pub(crate) async fn serve(listener: TcpListener, hub: Arc<Hub>) {
@@ -29,7 +21,7 @@ pub(crate) async fn serve(listener: TcpListener, hub: Arc<Hub>) {
                     let _ = tokio::time::timeout(TIMEOUT, respond(stream, &hub)).await;
                 });
             }
-            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
         }
     }
 }
@@ -43,103 +35,64 @@ async fn respond(mut stream: TcpStream, hub: &Hub) -> std::io::Result<()> {
             return Ok(());
         }
         head.extend_from_slice(&buf[..n]);
-        if head.windows(4).any(|w| w == b"\r\n\r\n") || head.windows(2).any(|w| w == b"\n\n") {
+        if head_complete(&head) {
             break;
         }
         if head.len() > MAX_HEAD {
-            return write(
-                &mut stream,
-                431,
-                "text/plain",
-                "request head too large\n",
-                true,
-            )
-            .await;
+            let answer = Response::text(431, "request head too large\n");
+            stream.write_all(&answer.to_bytes(true)).await?;
+            return stream.shutdown().await;
         }
     }
-    let line = head.split(|b| *b == b'\n').next().unwrap_or_default();
-    let line = String::from_utf8_lossy(line);
-    let mut parts = line.split_whitespace();
-    let (method, target) = match (parts.next(), parts.next(), parts.next()) {
-        (Some(m), Some(t), Some(v)) if v.starts_with("HTTP/1.") => (m, t),
-        _ => return write(&mut stream, 400, "text/plain", "bad request line\n", true).await,
+    let (answer, with_body) = match parse_head(&head) {
+        Ok(request) => (route(&request, hub), request.wants_body()),
+        Err(answer) => (answer, true),
     };
-    let body_wanted = method != "HEAD";
-    if method != "GET" && method != "HEAD" {
-        return write(&mut stream, 405, "text/plain", "only GET and HEAD\n", true).await;
+    stream.write_all(&answer.to_bytes(with_body)).await?;
+    stream.shutdown().await
+}
+
+fn route(request: &Request, hub: &Hub) -> Response {
+    let pretty = |status: u16, v: serde_json::Value| {
+        Response::json(status, serde_json::to_string_pretty(&v).unwrap_or_default())
+    };
+    if request.is_live_page() {
+        return Response::live_page();
     }
-    let path = target.split('?').next().unwrap_or(target);
-    let pretty = |v: serde_json::Value| {
-        let mut text = serde_json::to_string_pretty(&v).unwrap_or_default();
-        text.push('\n');
-        text
-    };
-    let (status, kind, body) = match path.trim_end_matches('/') {
-        "" => (
+    match request.path.as_str() {
+        "" => pretty(
             200,
-            "application/json",
-            pretty(json!({
+            json!({
                 "service": "inpath wire",
                 "mode": hub.config.mode.name(),
                 "endpoints": {
+                    "/live": "the live page (also GET / from a browser)",
                     "/connections": "open connections (live tap state) and recently closed ones",
                     "/connections/ID": "one connection",
                     "/combined": "every tap merged over all connections",
                     "/metrics": "Prometheus text format",
                     "/health": "liveness",
                 },
-            })),
+            }),
         ),
-        "/health" => (200, "text/plain", "ok\n".to_string()),
-        "/connections" => (200, "application/json", pretty(hub.connections_json())),
-        "/combined" => (200, "application/json", pretty(hub.combined_json())),
-        "/metrics" => (
-            200,
-            "text/plain; version=0.0.4; charset=utf-8",
-            hub.metrics_text(),
-        ),
+        "/health" => Response::text(200, "ok\n"),
+        "/connections" => pretty(200, hub.connections_json()),
+        "/combined" => pretty(200, hub.combined_json()),
+        "/metrics" => Response::metrics(hub.metrics_text()),
         other => match other
             .strip_prefix("/connections/")
             .and_then(|id| id.parse::<u64>().ok())
             .map(|id| hub.connection_json(id))
         {
-            Some(Some(conn)) => (200, "application/json", pretty(conn)),
-            Some(None) => (
+            Some(Some(conn)) => pretty(200, conn),
+            Some(None) => pretty(
                 404,
-                "application/json",
-                pretty(json!({"error": "no such connection (open or recently closed)"})),
+                json!({"error": "no such connection (open or recently closed)"}),
             ),
-            None => (
+            None => pretty(
                 404,
-                "application/json",
-                pretty(json!({"error": format!("no endpoint {path:?}; see GET /")})),
+                json!({"error": format!("no endpoint {:?}; see GET /", request.path)}),
             ),
         },
-    };
-    write(&mut stream, status, kind, &body, body_wanted).await
-}
-
-async fn write(
-    stream: &mut TcpStream,
-    status: u16,
-    kind: &str,
-    body: &str,
-    with_body: bool,
-) -> std::io::Result<()> {
-    let reason = match status {
-        200 => "OK",
-        400 => "Bad Request",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        _ => "Request Header Fields Too Large",
-    };
-    let mut response = format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    if with_body {
-        response.push_str(body);
     }
-    stream.write_all(response.as_bytes()).await?;
-    stream.shutdown().await
 }

@@ -405,6 +405,12 @@ impl Hub {
             "connections_open": self.open_count(),
             "jobs_finished": self.combined_jobs.load(Ordering::Relaxed),
             "merge_errors": self.merge_errors.load(Ordering::Relaxed),
+            "totals": {
+                "bytes_read_c2s": self.metrics.bytes_read[0].load(Ordering::Relaxed),
+                "bytes_read_s2c": self.metrics.bytes_read[1].load(Ordering::Relaxed),
+                "bytes_forwarded_c2s": self.metrics.bytes_forwarded[0].load(Ordering::Relaxed),
+                "bytes_forwarded_s2c": self.metrics.bytes_forwarded[1].load(Ordering::Relaxed),
+            },
             "combined": directions,
         })
     }

@@ -61,6 +61,10 @@ pub struct ServeArgs {
     /// Worker threads (memcached -t).
     #[arg(short = 't', long, default_value_t = 4, value_parser = crate::common::parse_threads)]
     threads: usize,
+    /// Serve stats as JSON, Prometheus metrics and a live page for a browser over HTTP here
+    /// (HOST:PORT; not a memcached option).
+    #[arg(long, value_name = "HOST:PORT")]
+    http: Option<String>,
     /// Most simultaneous connections (memcached -c).
     #[arg(short = 'c', long = "max-conns", default_value_t = 1024)]
     max_conns: usize,
@@ -166,6 +170,7 @@ fn serve_config(a: &ServeArgs) -> Result<ServerConfig> {
     cfg.sync_interval = Duration::from_millis(a.sync_ms.max(1));
     cfg.checkpoint_interval = Duration::from_secs(a.checkpoint_secs.max(1));
     cfg.handle_signals = true;
+    cfg.http = a.http.clone();
     Ok(cfg)
 }
 
@@ -194,6 +199,9 @@ fn serve(a: &ServeArgs) -> Result<()> {
         st.recovery.items,
         st.recovery.checkpoint_note,
     );
+    if let Some(http) = server.http_addr() {
+        eprintln!("inpath cache: live page http://{http}/ (JSON: /stats, /metrics)");
+    }
     if let Some(path) = &a.seal_key {
         eprintln!(
             "inpath cache: flash records sealed ({}) with the first key of {}",

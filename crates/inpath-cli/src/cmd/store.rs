@@ -178,6 +178,10 @@ struct ServeArgs {
     /// Most connections served at once.
     #[arg(long, default_value_t = 64)]
     max_conns: usize,
+    /// Serve the counters and the latest scans over HTTP here (HOST:PORT): /stats, /metrics,
+    /// and a live page for a browser at /.
+    #[arg(long, value_name = "HOST:PORT")]
+    http: Option<String>,
     #[command(flatten)]
     read: ReadPathArgs,
     #[command(flatten)]
@@ -579,16 +583,41 @@ fn serve(a: ServeArgs) -> Result<()> {
         Some(path) => Some(read_keys(path, a.keys.allow_insecure_key_file)?.ring),
         None => None,
     };
-    let service = Service::new(a.dir.clone(), ring, a.read.reader())
-        .with_taps(std::sync::Arc::new(StoreTaps));
+    let service = std::sync::Arc::new(
+        Service::new(a.dir.clone(), ring, a.read.reader())
+            .with_taps(std::sync::Arc::new(StoreTaps)),
+    );
     let dir = a.dir.display().to_string();
-    remote::serve(service, &a.listen, a.max_conns.max(1), |addr| {
+    let http_listener = match &a.http {
+        Some(addr) => Some(
+            std::net::TcpListener::bind(addr)
+                .with_context(|| format!("--http {addr}: cannot listen"))?,
+        ),
+        None => None,
+    };
+    let mut http = None;
+    remote::serve(service.clone(), &a.listen, a.max_conns.max(1), |addr| {
         // The address first, on standard output (port 0 picks one): scripts read it.
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "listening on {addr}");
+        if let Some(listener) = http_listener {
+            let api = inpath_store::live::http_api(service.clone(), addr.to_string());
+            match inpath_core::http::HttpServer::start(listener, api) {
+                Ok(server) => {
+                    let _ = writeln!(out, "http on {}", server.local_addr());
+                    eprintln!(
+                        "inpath store serve: live page http://{0}/ (JSON: /stats, /metrics)",
+                        server.local_addr()
+                    );
+                    http = Some(server);
+                }
+                Err(e) => eprintln!("inpath store serve: cannot start the HTTP API: {e}"),
+            }
+        }
         let _ = out.flush();
         eprintln!("inpath store serve: {dir} on {addr} (results only; raw bytes through `read`)");
     })?;
+    drop(http);
     Ok(())
 }
 
