@@ -5,13 +5,16 @@ Conventions (every engine's script follows them):
 - the script generates its data, then runs inpath (through `inpath-bench`, timed in-process) and
   the peer tools on the *same* data in the *same* run;
 - one line per measurement with our figure, the peer's figure and the ratio;
-- all measurements are also written to `bench/out/<engine>.json`;
+- all measurements are also written to `bench/out/<engine>.json` (overwritten by the next run)
+  and kept in `bench/runs/<YYYY-MM-DD>-<cpu>/<engine>.json` (one directory per day and CPU, see
+  `run_dir`; `bench/plot.py` draws docs/img's charts from it);
 - timings are medians of several repetitions; never run two benchmarks or a build at once.
 """
 
 import json
 import os
 import platform
+import re
 import statistics
 import shutil
 import subprocess
@@ -20,6 +23,11 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "bench", "out")
+RUNS = os.path.join(ROOT, "bench", "runs")
+# The version of the JSON layout every run file has (`"schema": 1`): {"engine", "schema",
+# "setup": {cpu, cpu_flags, isa_cap, cores, python, date, ...}, "rows": [...]}; see Report.add
+# for the rows of a side-by-side measurement. bench/plot.py refuses a file of another schema.
+SCHEMA = 1
 
 
 def isal_available():
@@ -73,8 +81,12 @@ def time_median(fn, reps=5, warmup=1):
 class Report:
     """Collects side-by-side measurements, prints one line each, saves JSON."""
 
-    def __init__(self, engine, setup):
+    def __init__(self, engine, setup, run_name=None):
+        """`run_name` names the file in the run directory when it must differ from
+        `bench/out/<engine>.json` (a partial run that would otherwise replace the full run's
+        file of the same day)."""
         self.engine = engine
+        self.run_name = run_name or engine
         self.rows = []
         self.setup = dict(setup)
         self.setup.update(
@@ -128,11 +140,40 @@ class Report:
         self.rows.append({"note": text})
 
     def save(self):
+        """Writes `bench/out/<engine>.json` and the same JSON to the run directory."""
+        obj = {"engine": self.engine, "schema": SCHEMA, "setup": self.setup, "rows": self.rows}
         os.makedirs(OUT, exist_ok=True)
         path = os.path.join(OUT, f"{self.engine}.json")
         with open(path, "w") as f:
-            json.dump({"engine": self.engine, "setup": self.setup, "rows": self.rows}, f, indent=2)
+            json.dump(obj, f, indent=2)
         print(f"# wrote {os.path.relpath(path, ROOT)}")
+        save_run(self.run_name, obj)
+
+
+def run_dir(date=None):
+    """Where this machine's run files go: `bench/runs/<YYYY-MM-DD>-<cpu slug>/` (`date`: a
+    "YYYY-MM-DD..." string, default today), or `$INPATH_BENCH_RUN_DIR` where it is set."""
+    override = os.environ.get("INPATH_BENCH_RUN_DIR")
+    if override:
+        return os.path.abspath(override)
+    day = (date or time.strftime("%Y-%m-%d"))[:10]
+    return os.path.join(RUNS, f"{day}-{cpu_slug()}")
+
+
+def save_run(name, obj):
+    """Writes `obj` (a dict: engine, setup, rows) as `<run_dir>/<name>.json`, with "schema"
+    added, and returns the path. The run directory is named after the day in `obj`'s
+    setup["date"] (today where it has none) and this machine's CPU."""
+    obj = {"engine": obj.get("engine", name), "schema": obj.get("schema", SCHEMA),
+           **{k: v for k, v in obj.items() if k not in ("engine", "schema")}}
+    directory = run_dir((obj.get("setup") or {}).get("date"))
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, f"{name}.json")
+    with open(path, "w") as f:
+        json.dump(obj, f, indent=2)
+        f.write("\n")
+    print(f"# wrote {os.path.relpath(path, ROOT)}")
+    return path
 
 
 def _cpuinfo_field(name):
@@ -155,7 +196,40 @@ def _cpu_model():
     return name
 
 
-# The CPU features that decide which kernels run (see docs/PERFORMANCE.md, one section per level).
+# AMD's core generation by family and model range (family 0x19 holds both Zen 3 and Zen 4).
+_AMD_ZEN = {
+    23: [(0x00, 0x2F, "zen"), (0x30, 0xFF, "zen2")],
+    25: [(0x00, 0x0F, "zen3"), (0x10, 0x1F, "zen4"), (0x20, 0x5F, "zen3"), (0x60, 0x7F, "zen4"),
+         (0xA0, 0xAF, "zen4")],
+    26: [(0x00, 0xFF, "zen5")],
+}
+
+
+def cpu_slug():
+    """A short, stable, lowercase name for this machine's CPU, for run directories: the model
+    name without trademarks, clock and core count, AMD's core generation where the family and
+    model tell it, and the family/model numbers: `amd-epyc-zen4-f25m17`,
+    `intel-xeon-platinum-8481c-f6m143`."""
+    name = _cpuinfo_field("model name") or platform.processor() or platform.machine() or "cpu"
+    name = re.sub(r"\((r|tm)\)|\bcpu\b|\bprocessor\b|@.*$|\d+-core", " ", name, flags=re.I)
+    parts = [p for p in re.split(r"[^a-z0-9]+", name.lower()) if p]
+    family, model = _cpuinfo_field("cpu family"), _cpuinfo_field("model")
+    if family and model and family.isdigit() and model.isdigit():
+        vendor = (_cpuinfo_field("vendor_id") or "").lower()
+        if "amd" in vendor or (parts and parts[0] == "amd"):
+            for low, high, zen in _AMD_ZEN.get(int(family), []):
+                if low <= int(model) <= high and zen not in parts:
+                    parts.append(zen)
+                    break
+        parts.append(f"f{family}m{model}")
+    else:
+        implementer, part = _cpuinfo_field("CPU implementer"), _cpuinfo_field("CPU part")
+        if implementer and part:
+            parts.append(f"{implementer.lower()}-{part.lower()}")
+    return "-".join(parts)[:60].strip("-") or "cpu"
+
+
+# The CPU features that decide which kernels run (every run file's setup lists the ones present).
 KERNEL_FLAGS = ("avx2", "fma", "bmi2", "aes", "pclmulqdq", "vaes", "vpclmulqdq", "avx512f",
                 "avx512bw", "avx512ifma", "avx512_vnni", "avx512vbmi", "amx_int8", "sha_ni")
 

@@ -16,7 +16,8 @@ the column tables (`inpath query gen`) and importing the Parquet files (`inpath 
 Issue 13's targets (SF 1, 2 threads): the 22-query total on plain pages <= 0.75x DataFusion on
 Parquet; sealed <= 1.3x plain; generation or import <= 30 s.
 
-Offload rows (issue 14; `--offload-only` runs just these, on data a full run kept with --keep):
+Offload rows (issue 14; `--offload-only` runs just these, on data a full run kept with --keep,
+and keeps them in the run directory as query-offload.json):
 every query with `--offload` (AQUOMAN's Table Tasks on the device's own lanes) against the same
 plan without it and DuckDB on its file: wall time, host CPU (the process's getrusage less the
 device lanes' own CPU; and the host process's own with `--device process`), host peak RSS (a process per query, VmHWM of /proc/PID/status, which
@@ -368,7 +369,10 @@ def main():
     keys = os.path.join(base, "keys.txt")
     os.makedirs(base, exist_ok=True)
     inpath = inpath_bin()
-    report = common.Report("query", {"data": f"TPC-H SF {args.sf} (tpchgen 4.0)", "runs": args.runs})
+    # An --offload-only run still writes bench/out/query.json, but keeps its own file in the run
+    # directory, so that it does not replace a full run's of the same day.
+    report = common.Report("query", {"data": f"TPC-H SF {args.sf} (tpchgen 4.0)", "runs": args.runs},
+                           run_name="query-offload" if args.offload_only else None)
 
     if not os.path.exists(os.path.join(parquet, "lineitem.parquet")):
         shutil.rmtree(parquet, ignore_errors=True)
