@@ -249,7 +249,7 @@ def test_wire_sink_page(browser, inpath_bin):
     port, http = free_port(), free_port()
     base = f"http://127.0.0.1:{http}"
     server = Server([inpath_bin, "wire", "sink", "--listen", f"127.0.0.1:{port}", "--http",
-                     f"127.0.0.1:{http}", "--tap", "sketch:format=u32", "--tap",
+                     f"127.0.0.1:{http}", "--tap", "sketch:format=u32,top=5", "--tap",
                      "corr:type=u32,streams=4", "-q"], base + "/health")
     try:
         browser.reset()
@@ -259,7 +259,11 @@ def test_wire_sink_page(browser, inpath_bin):
         assert json.loads(before) == 0
         import numpy as np
 
-        data = np.random.default_rng(5).integers(0, 50_000, 1 << 20, dtype=np.uint32).tobytes()
+        # 50,000 distinct items and two heavy ones: 7 (1 in 8 items) and 11 (1 in 16).
+        items = np.random.default_rng(5).integers(100, 50_100, 1 << 20, dtype=np.uint32)
+        items[::8] = 7
+        items[1::16] = 11
+        data = items.tobytes()
         for _ in range(3):
             with socket.create_connection(("127.0.0.1", port)) as s:
                 s.sendall(data)
@@ -271,7 +275,13 @@ def test_wire_sink_page(browser, inpath_bin):
         settle(browser, base)
         shown = check_page(browser, base, "inpath wire")
         assert shown["combined.c2s.sketch.count"] == 3 * (1 << 20)
-        assert shown["combined.c2s.sketch.cardinality"] == pytest.approx(50_000, rel=0.03)
+        assert shown["combined.c2s.sketch.cardinality"] == pytest.approx(50_002, rel=0.03)
+        top = get_json(base + "/combined")["combined"]["c2s"]["sketch"]["top"]
+        assert [t["item"] for t in top[:2]] == [7, 11], top
+        assert top[0]["estimate"] >= 3 * (1 << 17) and top[1]["estimate"] >= 3 * (1 << 16), top
+        assert shown["combined.c2s.sketch.top.0.estimate"] == top[0]["estimate"]
+        cells = browser.eval("[...document.querySelectorAll('table code')].map(e => e.textContent)")
+        assert cells[:2] == ["7", "11"], cells
         assert shown["combined.c2s.corr.rows"] == 3 * (1 << 20) // 4
         finish(browser, "inpath wire")
     finally:

@@ -186,8 +186,8 @@ pub fn thread_cpu_seconds() -> f64 {
 
 /// Keeps buffers of up to 64 MiB on the heap instead of mapping and unmapping each: engines
 /// that decode a page into fresh megabyte arrays, many times a second on several threads,
-/// otherwise spend most of their time in page faults zeroing new mappings (measured on TPC-H
-/// Q1 with offload: 0.31 s against 0.17 s). glibc only; a no-op elsewhere. Call once, early.
+/// otherwise spend most of their time in page faults zeroing new mappings (TPC-H Q1 with
+/// offload took almost twice as long). glibc only; a no-op elsewhere. Call once, early.
 pub fn keep_large_buffers() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only sets allocator parameters; both values are in their valid ranges.

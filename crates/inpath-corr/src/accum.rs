@@ -109,7 +109,7 @@ pub(crate) struct TileAccumulator {
 
 /// Panels with rows of at least this many lanes are copied group-major before the tiles run
 /// (AVX2 and portable levels): 2 KiB or more between a lane's rows made the tiles' loads
-/// alias in L1 (measured on 1024 x f64, AMD EPYC Zen 3).
+/// alias in L1 (seen with 1024 f64 streams; `bench/corr.py` measures it).
 const PACK_MIN_LANES: usize = 256;
 
 /// Whether the tiles at `isa` read group-major panels (the AVX-512 path is left as it was).

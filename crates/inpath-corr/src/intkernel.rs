@@ -57,10 +57,8 @@ pub(crate) fn amx_supported(dtype: DType, m: usize, cap: Level) -> bool {
 
 /// Whether `Kernel::Auto` takes the AMX kernel for `m` streams of `dtype`: where it can, for
 /// rows of 64 bytes or more of 16-bit items and 128 bytes or more of 8 and 32-bit items.
-/// Measured on 128 MiB in memory (`inpath-bench corr`, one thread): 32 x u16 22-31 ms (IFMA
-/// 38-43), 256 x u8 38-46 ms (VNNI 88), 64 x u32 51-61 ms (IFMA 67); but on 64-byte rows of u8
-/// and u32 (64 x u8 24.5 against VNNI's 22-24 ms; 16 x u32 23-30 ms against IFMA's 25-26, the
-/// AMX time depending on the data) packing and transposing cost about what the multiplies save.
+/// Measured in memory with `inpath-bench corr` (one thread): AMX wins on the wider rows, but on
+/// 64-byte rows of u8 and u32 packing and transposing cost about what the multiplies save.
 pub(crate) fn amx_chosen(dtype: DType, m: usize, cap: Level) -> bool {
     let bytes = m * dtype.width();
     (if dtype.width() == 2 {

@@ -45,7 +45,8 @@ const PANEL_BYTES: usize = 1 << 14;
 /// 2^16 that keeps `lo` and `hi` exact.
 const BATCH_ROWS: u64 = 1 << 16;
 /// Tile shapes: MR broadcast digit streams x NZ lane groups, 2 * MR * NZ accumulators. Two
-/// groups per tile halve the broadcasts (which share the vector ports with the shifts on Zen 3);
+/// groups per tile halve the broadcasts (which share the vector ports with the shifts on some
+/// cores);
 /// a group left over takes 4 broadcasts.
 const MR2: usize = 2;
 const MR1: usize = 4;

@@ -19,7 +19,7 @@
 //! # CBC across pages
 //!
 //! CBC encryption is a chain: block `i` needs the ciphertext of block `i - 1`, so one page runs
-//! at the latency of the AES rounds, not their throughput (about 4x slower than CTR on AES-NI).
+//! at the latency of the AES rounds, not their throughput (several times slower than CTR).
 //! Pages are independent, though, so [`cbc_encrypt_lanes`] walks up to [`LANES`] pages side by
 //! side and encrypts block `i` of every page at once (each 128-bit lane of a register is a
 //! different page: 4 per register in `vaes512`, 2 in `vaes256`, 1 in `aesni`), which keeps
@@ -145,7 +145,7 @@ pub fn aes_kernels() -> Vec<AesKernel> {
 /// Whether the bulk CRC-32C ([`crc32c_bulk`]) folds with `crc-fast`: where the CPU folds
 /// 512-bit registers with VPCLMULQDQ (AVX-512 level, capped by `INPATH_ISA`). Below that,
 /// `crc-fast` folds 128-bit registers, and the `crc32c` crate's three interleaved `crc32`
-/// instructions are faster (Zen 3: 19-22 GB/s against 12-14 GB/s).
+/// instructions are faster (`bench/seal.py` measures both).
 pub fn crc_folds_wide() -> bool {
     static WIDE: OnceLock<bool> = OnceLock::new();
     *WIDE.get_or_init(|| {
@@ -162,7 +162,7 @@ pub fn crc_folds_wide() -> bool {
 }
 
 /// CRC-32C (Castagnoli) of a page or payload, by the faster library for this CPU
-/// ([`crc_folds_wide`]): `crc-fast` (about 4x the `crc32c` crate on AVX-512 CPUs) or the
+/// ([`crc_folds_wide`]): `crc-fast` (several times the `crc32c` crate on AVX-512 CPUs) or the
 /// `crc32c` crate. Both compute the same function (tested).
 pub fn crc32c_bulk(data: &[u8]) -> u32 {
     crc32c_bulk_with(crc_folds_wide(), data)
@@ -301,9 +301,9 @@ const CTR_BATCH: usize = 512;
 /// AES-CTR over `data` in place with a 128-bit big-endian counter starting at `iv`: the same
 /// bytes as `ctr::Ctr128BE`. The `ctr` crate feeds the cipher's parallel path from a generic
 /// counter loop; here the counter blocks are written 512 at a time and encrypted in one call
-/// then XORed into the data as 128-bit words. Measured (rough): ~6.5-7 GB/s for AES-256 against
-/// ~5.7 GB/s for the `ctr` crate and ~17 GB/s for ECB on the same core; the counter fill and
-/// XOR passes, not the AES rounds, are now the limit.
+/// then XORed into the data as 128-bit words: faster than the `ctr` crate, and well below ECB on
+/// the same core, so the counter fill and XOR passes, not the AES rounds, are the limit
+/// (`bench/seal.py`; docs/PERFORMANCE.md).
 pub fn ctr_apply(aes: &AnyAes, iv: &[u8; 16], data: &mut [u8]) {
     match aes.fast() {
         Some(Fast::V512(keys)) => return crate::vaes::ctr_apply(keys, iv, data),

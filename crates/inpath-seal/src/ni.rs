@@ -810,8 +810,8 @@ mod x86 {
             // -----------------------------------------------------------------------------
             // GHASH, `R * B` blocks per reduction, Karatsuba: three carry-less multiplies a
             // register instead of four (the middle term from the XOR of each operand's halves).
-            // On a Zen 3 GHASH took 1.5x the time of AES-256-CTR over the same bytes; one
-            // multiply in four fewer gained 0-3 % there (best of 12 interleaved runs).
+            // GHASH takes longer than AES-256-CTR over the same bytes; one multiply in four
+            // fewer gained little, but never lost (`bench/seal.py` measures GCM).
 
             /// The hash key powers for a step of `N` registers: register `k` multiplies blocks
             /// `B*k..B*k+B-1` of the step by `H^(NB-Bk-l)` (lane `l`), so one reduction covers
@@ -899,10 +899,10 @@ mod x86 {
 
             /// GCM decryption of whole steps, stitched: each step's counter blocks go through
             /// the AES rounds while the same step's ciphertext is hashed between them, so AES
-            /// and the carry-less multiplies can run at once. (Zen 3, AES-256, 1 MiB, best of 12
-            /// runs alternating with the two-pass kernel: 6.2 → 7.0 GB/s, CTR alone 13.2; the
-            /// rounds and the multiplies seem to share execution pipes there, so stitching
-            /// gains a tenth, not the half that separate units would give.)
+            /// and the carry-less multiplies can run at once. (Measured against the two-pass
+            /// kernel, alternating: the rounds and the multiplies share execution pipes on the
+            /// cores tried, so stitching gains about a tenth, not the half that separate units
+            /// would give.)
             /// From `src` into `data` (`OUT`), or in place. `block` is the first counter block
             /// (its low word does not wrap in `data`); `data.len()` is a multiple of `GSTEP`.
             /// Returns the updated GHASH state.
@@ -944,7 +944,7 @@ mod x86 {
                         };
                         // Register k is hashed after round k + 1, the registers left after the
                         // last round (more registers than rounds) then. (LLVM keeps this loop
-                        // rolled; written out round by round it ran no faster on Zen 3.)
+                        // rolled; written out round by round it ran no faster.)
                         for r in 1..NR {
                             for v in x.iter_mut() {
                                 *v = aesenc(*v, rk[r]);
@@ -968,8 +968,8 @@ mod x86 {
             }
 
             /// Registers per step of the stitched GCM decryption: with the hash's operands and
-            /// sums, more than 8 AES registers do not fit the 16 vector registers (Zen 3, `xmm`:
-            /// 12 registers spilled, 2.1 GB/s; 8, 2.7-3.1 GB/s).
+            /// sums, more than 8 AES registers do not fit the 16 vector registers (`xmm`: 12
+            /// registers spilled and ran markedly slower than 8).
             const G: usize = if R < 8 { R } else { 8 };
             /// Bytes per step of the stitched GCM decryption.
             const GSTEP: usize = G * REG;

@@ -536,9 +536,8 @@ impl Header {
 }
 
 /// With the `isal` feature, DEFLATE level 1 pages of at least this size go through ISA-L.
-/// Its per-call setup makes it slower than zlib-rs on smaller pages (TPC-H text, one core:
-/// 0.17 GB/s at 4 KiB against zlib-rs's 0.19; 0.25 at 8 KiB, 0.32 at 16 KiB, 0.42 at 64 KiB
-/// against 0.26).
+/// Its per-call setup makes it slower than zlib-rs on smaller pages and faster from 8 KiB up
+/// (TPC-H text, one core; `bench/seal.py` measures both).
 #[cfg(feature = "isal")]
 const ISAL_MIN_PAGE: usize = 8 << 10;
 

@@ -9,7 +9,7 @@
 //! The crate forbids `unsafe` everywhere else. RustCrypto's `aes` crate (the library path, used
 //! when these instructions are missing) encrypts calls of fewer than 64 blocks one block at a
 //! time and prepares its round keys on every call, which made CTR, multi-page CBC and CFB
-//! decryption 2-3x slower than the AES units allow (measured in `docs/PERFORMANCE.md`). The
+//! decryption several times slower than the AES units allow (`bench/seal.py`). The
 //! intrinsics need `#[target_feature]` functions, which are `unsafe` to call, and raw-pointer
 //! loads and stores. Every call into a `#[target_feature]` function here is made only through a
 //! [`RoundKeys`], which can only be built after a run-time check that the CPU has every feature

@@ -199,8 +199,7 @@ fn body<const VECTOR_LZCNT: bool>(
     // The batch buffers live as long as the thread: made per call they were allocated and
     // returned to the OS up to 16 times per 4 MiB (once per hot-counter fold), and with two
     // lanes each trim's TLB shootdown interrupted the other lane (2 threads, all three
-    // sketches: 0.42 s against 0.25-0.30 s for the same engine in a process whose allocator
-    // had stopped trimming).
+    // sketches ran markedly slower than in a process whose allocator had stopped trimming).
     // Taken out of the thread-local and put back, not used inside a closure, so that the work
     // stays inlined in the caller compiled for this CPU's features.
     let mut scratch = SCRATCH.take().unwrap_or_else(Scratch::new);
@@ -434,13 +433,13 @@ fn apply<const VECTOR_LZCNT: bool>(
         hll_update(target.hll, &bucket, &rank);
     } else if parts.hll {
         // Without a vector LZCNT that pass is scalar anyway: one fused pass saves the two
-        // intermediate arrays (measured on Zen 3: 183 -> ~40 ms of 50 M items).
+        // intermediate arrays (several times faster; `bench/sketch.py` measures it).
         hll_fused(target.hll, layout.hll_p, lo, hi);
     }
     // Count-Min and Fast-AGMS rows: one fused pass per row (word, shift, mask, update). Here
     // the limit is the store per update: an L1 cache commits about one store per cycle to
     // distinct lines, so precomputing indices (tried) only adds work, and pairing a Count-Min
-    // row with a Fast-AGMS row in one pass (tried on Zen 3) gained nothing measurable.
+    // row with a Fast-AGMS row in one pass (tried) gained nothing measurable.
     if parts.cm {
         let p = layout.cm_p;
         let width = 1usize << p;

@@ -16,7 +16,7 @@ kernel! {
 }
 
 /// A dictionary array of `keys` over `values`, its codes checked by [`codes_within`] (Arrow's
-/// own check, a branch a code, took 9 % of Q1 on the device); Arrow's checked constructor
+/// own check, a branch a code, showed in Q1's profile on the device); Arrow's checked constructor
 /// where the keys have nulls.
 pub(crate) fn dictionary_array(
     keys: arrow_array::Int32Array,

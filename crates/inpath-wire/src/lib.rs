@@ -48,6 +48,7 @@ pub mod job;
 mod runner;
 pub mod server;
 pub mod tap;
+pub mod top;
 pub mod transform;
 
 pub use error::{Result, WireError};

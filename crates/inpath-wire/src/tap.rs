@@ -29,6 +29,7 @@
 use crate::{Result, WireError};
 use inpath_core::{ColumnRef, Engine, Lane};
 
+use crate::top::{TopCandidates, TopTracker};
 use inpath_sketch::{format, Estimator, HashMode, Params, Parts, Sketch, SketchEngine};
 use serde_json::{json, Value};
 use std::any::Any;
@@ -241,7 +242,9 @@ enum SketchFormat {
 /// `hll_p=P`, `cm=RxP`, `agms=RxP`, `sketches=hll+cm+agms` (which sketches to keep, joined
 /// with `+`; default all: `sketches=hll` lets a tap keep up with a fast link),
 /// `hash=fast|compat`, `seed=N|0xN`, `estimator=ertl|reference`, `save=DIR` (write each job's sketch file to
-/// `DIR/conn<C>-<direction>-job<J>.skt`).
+/// `DIR/conn<C>-<direction>-job<J>.skt`), `top=K` (the K most frequent items, 1 to
+/// [`crate::top::MAX_TOP`], from Count-Min over sampled candidates: see [`crate::top`]; u32,
+/// u64 and lines).
 #[derive(Clone, Debug)]
 pub struct SketchTapFactory {
     params: Params,
@@ -251,10 +254,11 @@ pub struct SketchTapFactory {
     has_header: bool,
     estimator: Estimator,
     save: Option<PathBuf>,
+    top: usize,
 }
 
 const SKETCH_OPTIONS: &str =
-    "format, column, delimiter, no_header, hll_p, cm, agms, sketches, hash, seed, estimator, save";
+    "format, column, delimiter, no_header, hll_p, cm, agms, sketches, hash, seed, estimator, save, top";
 
 impl SketchTapFactory {
     /// A factory for `u32` items with the given parameters (for library users and tests).
@@ -267,6 +271,7 @@ impl SketchTapFactory {
             has_header: true,
             estimator: Estimator::Ertl,
             save: None,
+            top: 0,
         }
     }
 
@@ -352,6 +357,22 @@ impl SketchTapFactory {
                         .map_err(|_| option_error(spec, "estimator must be ertl or reference"))?
                 }
                 "save" => out.save = Some(PathBuf::from(need(value)?)),
+                "top" => {
+                    let text = need(value)?;
+                    out.top = text
+                        .parse()
+                        .ok()
+                        .filter(|k| (1..=crate::top::MAX_TOP).contains(k))
+                        .ok_or_else(|| {
+                            option_error(
+                                spec,
+                                format!(
+                                    "top={text:?} is out of range: 1 to {}",
+                                    crate::top::MAX_TOP
+                                ),
+                            )
+                        })?
+                }
                 other => {
                     return Err(option_error(
                         spec,
@@ -375,6 +396,20 @@ impl SketchTapFactory {
             (None, Some(_)) => SketchFormat::Csv,
             (None, None) => SketchFormat::Lines,
         };
+        if out.top > 0 {
+            if out.format == SketchFormat::Csv {
+                return Err(option_error(
+                    spec,
+                    "top= takes u32, u64 or lines records, not csv",
+                ));
+            }
+            if !out.params.parts().cm {
+                return Err(option_error(
+                    spec,
+                    "top= needs Count-Min: add cm to sketches=",
+                ));
+            }
+        }
         if let Some(dir) = &out.save {
             if !dir.is_dir() {
                 return Err(option_error(
@@ -462,8 +497,13 @@ impl TapFactory for SketchTapFactory {
         if parts != Parts::ALL {
             shapes.push_str(&format!(",sketches={}", parts.names().replace(',', "+")));
         }
+        let top = if self.top > 0 {
+            format!(",top={}", self.top)
+        } else {
+            String::new()
+        };
         format!(
-            "sketch:format={format}{shapes},hash={},seed={:#x}",
+            "sketch:format={format}{shapes},hash={},seed={:#x}{top}",
             p.hash.name(),
             p.seed
         )
@@ -484,6 +524,12 @@ impl TapFactory for SketchTapFactory {
                 "save= writes a file per connection job; it is not taken over a whole input",
             ));
         }
+        if self.top > 0 {
+            return Err(option_error(
+                &self.describe(),
+                "top= follows a connection's records; ask a store's Count-Min with `inpath sketch query` instead",
+            ));
+        }
         let mut engine = self.engine()?;
         run_lanes(&mut engine, input, threads)?;
         let sketch = engine.finish()?;
@@ -499,6 +545,7 @@ impl TapFactory for SketchTapFactory {
             save: self.save.clone(),
             lines: matches!(self.format, SketchFormat::Lines),
             tail: 0,
+            top: (self.top > 0).then(|| TopTracker::new(self.top, self.record_width())),
         }))
     }
 }
@@ -511,6 +558,8 @@ struct SketchTap {
     lines: bool,
     /// Bytes since the last newline (lines format): a final unterminated line.
     tail: u64,
+    /// The candidates for `top=K`.
+    top: Option<TopTracker>,
 }
 
 impl Tap for SketchTap {
@@ -521,18 +570,18 @@ impl Tap for SketchTap {
                 None => self.tail += chunk.len() as u64,
             }
         }
+        if let Some(top) = &mut self.top {
+            top.feed(chunk);
+        }
         self.engine.update(chunk).map_err(|e| e.to_string())
     }
 
     fn live_json(&self) -> Value {
-        sketch_json(self.engine.sketch(), self.estimator)
+        self.snapshot_partial().to_json()
     }
 
     fn snapshot(&self) -> Box<dyn Partial> {
-        Box::new(SketchPartial {
-            sketch: self.engine.sketch().clone(),
-            estimator: self.estimator,
-        })
+        Box::new(self.snapshot_partial())
     }
 
     fn finish(&mut self, job: JobId, error: Option<&str>) -> TapOutput {
@@ -557,7 +606,18 @@ impl Tap for SketchTap {
         };
         let unterminated = if self.lines { self.tail } else { 0 };
         self.tail = 0;
-        let mut value = sketch_json(&sketch, self.estimator);
+        let top = self.top.as_mut().map(|t| {
+            let candidates = t.candidates();
+            t.reset();
+            candidates
+        });
+        let partial = SketchPartial {
+            sketch,
+            estimator: self.estimator,
+            top,
+        };
+        let mut value = partial.to_json();
+        let sketch = &partial.sketch;
         value["records"] = json!(sketch.count());
         value["leftover_bytes"] = json!(leftover);
         if self.lines {
@@ -573,17 +633,25 @@ impl Tap for SketchTap {
                 job.direction.name(),
                 job.job
             ));
-            match inpath_core::output::write_file(&path, &format::to_bytes(&sketch), &[]) {
+            match inpath_core::output::write_file(&path, &format::to_bytes(sketch), &[]) {
                 Ok(()) => value["saved"] = json!(path),
                 Err(e) => value["save_error"] = json!(e.to_string()),
             }
         }
         TapOutput {
             json: value,
-            partial: Box::new(SketchPartial {
-                sketch,
-                estimator: self.estimator,
-            }),
+            partial: Box::new(partial),
+        }
+    }
+}
+
+impl SketchTap {
+    /// The state so far as a result: the sketch and the top candidates.
+    fn snapshot_partial(&self) -> SketchPartial {
+        SketchPartial {
+            sketch: self.engine.sketch().clone(),
+            estimator: self.estimator,
+            top: self.top.as_ref().map(TopTracker::candidates),
         }
     }
 }
@@ -595,11 +663,17 @@ pub struct SketchPartial {
     pub sketch: Sketch,
     /// The estimator used for JSON summaries.
     pub estimator: Estimator,
+    /// With `top=K`: the candidates of the top items.
+    pub top: Option<TopCandidates>,
 }
 
 impl Partial for SketchPartial {
     fn to_json(&self) -> Value {
-        sketch_json(&self.sketch, self.estimator)
+        let mut value = sketch_json(&self.sketch, self.estimator);
+        if let Some(top) = &self.top {
+            value["top"] = top.to_json(&self.sketch);
+        }
+        value
     }
 
     fn merge_from(&mut self, other: &dyn Partial) -> Result<()> {
@@ -611,6 +685,15 @@ impl Partial for SketchPartial {
                 detail: "the other result is not a sketch".into(),
             })?;
         self.sketch.merge(&other.sketch)?;
+        match (&mut self.top, &other.top) {
+            (Some(mine), Some(theirs)) => mine.merge(theirs, &self.sketch),
+            (None, Some(theirs)) => {
+                let mut mine = TopCandidates::default();
+                mine.merge(theirs, &self.sketch);
+                self.top = Some(mine);
+            }
+            _ => {}
+        }
         Ok(())
     }
 

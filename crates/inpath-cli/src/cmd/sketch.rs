@@ -161,8 +161,15 @@ struct QueryArgs {
     /// The sketch file.
     #[arg(value_name = "FILE.skt")]
     sketch: PathBuf,
-    /// A key to look up: a number for u32/u64 sketches, the exact text for line/CSV sketches.
-    #[arg(short, long = "key", required = true, value_name = "K")]
+    /// A key to look up: a number for u32/u64 sketches, the exact text for line/CSV sketches
+    /// (a key may begin with `-`: `--key -5`).
+    #[arg(
+        short,
+        long = "key",
+        required = true,
+        value_name = "K",
+        allow_hyphen_values = true
+    )]
     keys: Vec<String>,
     /// Print the answers as JSON.
     #[arg(long)]

@@ -403,6 +403,8 @@ struct GrepArgs {
     /// Handle: ID, ID@GENERATION, or the name it was put under.
     handle: String,
     /// Pattern: a literal byte string, or with --regex a regular expression (Rust regex syntax).
+    /// A pattern may begin with `-` (`-x`, or after `--`).
+    #[arg(allow_hyphen_values = true)]
     pattern: String,
     /// The pattern is a regular expression, matched line by line.
     #[arg(long)]

@@ -167,6 +167,13 @@ fn stdin_several_files_merge_and_query() {
     assert_eq!(shown["cardinality"], merged["cardinality"]);
     let text = run(&["sketch", "query", s(&sm), "--key", "apple"]);
     assert!(String::from_utf8_lossy(&text.stdout).contains("apple  3"));
+    // A key may begin with `-` (a negative number, a flag-like line).
+    let dashed = f.write("dash.txt", b"-5\n-5\nx\n");
+    let sd = f.path("dash.skt");
+    assert!(run(&["sketch", &dashed, "--save", s(&sd)]).status.success());
+    let answers = ok_json(&["sketch", "query", s(&sd), "--key", "-5", "--json"]);
+    assert_eq!(answers["answers"][0]["key"], "-5");
+    assert_eq!(answers["answers"][0]["count_at_most"], 2);
 }
 
 #[test]

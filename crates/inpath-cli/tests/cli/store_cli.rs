@@ -125,6 +125,26 @@ fn put_ls_grep_read_rm() {
         ],
     );
     assert_eq!(part_by_name, part);
+    // A pattern may begin with `-`, given plainly or after `--`, flags before or after it.
+    std::fs::write(d.join("dash.txt"), b"a -x b\n-x\nfoo\n").unwrap();
+    ok(d, &["store", "put", "S", "dash.txt"]);
+    assert_eq!(
+        ok(d, &["store", "grep", "S", "dash.txt", "-x"]),
+        "2:-x\n7:-x\n"
+    );
+    assert_eq!(
+        ok(d, &["store", "grep", "S", "dash.txt", "--", "-x"]),
+        "2:-x\n7:-x\n"
+    );
+    assert_eq!(
+        ok(d, &["store", "grep", "S", "dash.txt", "-c", "-x"]).trim(),
+        "2"
+    );
+    assert_eq!(
+        ok(d, &["store", "grep", "-c", "S", "dash.txt", "-x"]).trim(),
+        "2"
+    );
+    ok(d, &["store", "rm", "S", "dash.txt"]);
     let err = fails(d, &["store", "grep", "S", "nope.txt", "needle"]);
     assert!(
         err.contains("no file named \"nope.txt\"") && err.contains("store ls"),

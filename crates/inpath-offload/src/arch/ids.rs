@@ -9,8 +9,8 @@ use inpath_core::kernel;
 
 /// The group id in `slots` of each row's slot; `u32::MAX` where the slot has no group yet or
 /// lies beyond the table, at `level`. A table of at most 8 slots (Q1's six) is looked up at
-/// AVX2 by a vector permute, 8 rows at a time ([`slot_ids_v3_small`]; a load a row was 9 % of
-/// Q1 on a Zen 3); others by [`slot_ids_gathered`].
+/// AVX2 by a vector permute, 8 rows at a time ([`slot_ids_v3_small`]; a load a row showed in
+/// Q1's profile); others by [`slot_ids_gathered`].
 pub(crate) fn slot_ids_at(level: Level, at: &[i64], slots: &[u32]) -> Vec<u32> {
     #[cfg(target_arch = "x86_64")]
     if slots.len() <= 8 && level.min(inpath_core::isa::detected()) >= Level::Avx2 {
@@ -92,7 +92,7 @@ kernel! {
 /// has no group yet, or a code lies beyond its key's size (`a` below `stride`, `b` below
 /// `slots.len() / stride`); the caller then adds groups row by row. At AVX2, 8 rows at a time
 /// from the 32-bit codes ([`dense_ids_v3`]): widening the codes, their slots, the lookup and
-/// the mask were four passes over 64-bit values, 11 % of Q1 on a Zen 3.
+/// the mask were four passes over 64-bit values, which showed in Q1's profile.
 pub(crate) fn dense_ids_at(
     level: Level,
     a: &[i32],

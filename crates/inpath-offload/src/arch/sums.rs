@@ -52,7 +52,7 @@ kernel! {
 
 /// [`group_sums`] for at most `G` groups in one pass: each chunk of 8 rows is loaded once and
 /// added, under each group's compare mask, into that group's 8 lanes (a pass per group read
-/// the block's values from L2 once per group: 18 % of Q1).
+/// the block's values from L2 once per group, a large share of Q1's time).
 #[inline(always)]
 fn group_sums_one_pass<const G: usize>(ids: &[u32], values: &[i64], out: &mut [i64]) {
     let mut acc = [[0i64; 8]; G];
@@ -87,10 +87,10 @@ pub(crate) const MANY_GROUPS: usize = 8;
 /// AVX-512 the ids are compared once per 8 rows into mask registers and every register is
 /// added under them (as many registers a pass as keep 24 accumulators in vector registers):
 /// Q1 sums five registers over six group slots, and a pass per register compared the ids
-/// five times (`group_sums` was 18 % of Q1). At AVX2 (16 vector registers, too few to keep
+/// five times (`group_sums` was a large share of Q1). At AVX2 (16 vector registers, too few to keep
 /// the masks of six groups and the sums of two registers) the masks of a run of rows are
 /// compared once into the L1 cache and each register's pass adds under them ([`many_v3`]; a
-/// [`group_sums`] pass per register was 27 % of Q1 on a Zen 3), which also counts the ids
+/// [`group_sums`] pass per register was a quarter of Q1 in a profile), which also counts the ids
 /// into `counts` ([`group_counts`] elsewhere). Below AVX2, a [`group_sums`] pass per
 /// register.
 pub(crate) fn group_sums_many_at(

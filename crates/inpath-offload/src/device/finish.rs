@@ -176,8 +176,8 @@ pub(super) fn merged_batch(
 }
 
 /// COUNT_GROUPS over the lanes' tables as they are: counting takes each distinct row once,
-/// whichever lane holds it, so they are never merged first (merging was 35 % of Q16's
-/// device). None when no lane holds a group.
+/// whichever lane holds it, so they are never merged first (merging was a third of Q16's
+/// device time in a profile). None when no lane holds a group.
 pub(super) fn counted_batch(
     plan: &Prepared,
     tables: &[Groups],
