@@ -5,7 +5,7 @@
 //! `stats` field, numbers as JSON numbers, plus `hit_ratio`), `/metrics`, `/health`.
 
 use crate::store::Store;
-use inpath_core::http::{metrics_from_pairs, Handler, Request, Response};
+use inpath_core::http::{self, metrics_from_pairs, Handler, Request, Response};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 
@@ -39,39 +39,29 @@ pub fn stats_json(store: &Store) -> Value {
 /// The API of a cache server (`listen` is its memcached address, shown on the page).
 pub fn http_api(store: Arc<Store>, listen: String) -> Arc<Handler> {
     Arc::new(move |request: &Request| {
-        let pretty = |status: u16, v: Value| {
-            Response::json(status, serde_json::to_string_pretty(&v).unwrap_or_default())
-        };
-        if request.is_live_page() {
-            return Response::live_page();
-        }
-        match request.path.as_str() {
-            "" => pretty(
-                200,
+        http::answer(
+            request,
+            || {
                 json!({
                     "service": "inpath cache",
                     "listen": listen,
                     "endpoints": {
-                        "/live": "the live page (also GET / from a browser)",
                         "/stats": "memcached's stats fields as JSON, with hit_ratio",
                         "/metrics": "Prometheus text format",
-                        "/health": "liveness",
                     },
-                }),
-            ),
-            "/health" => Response::text(200, "ok\n"),
-            "/stats" => pretty(200, stats_json(&store)),
-            "/metrics" => {
-                let stats = store.stats();
-                Response::metrics(metrics_from_pairs(
-                    "inpath_cache",
-                    stats.iter().map(|(k, v)| (*k, v.as_str())),
-                ))
-            }
-            other => pretty(
-                404,
-                json!({"error": format!("no endpoint {other:?}; see GET /")}),
-            ),
-        }
+                })
+            },
+            |path| match path {
+                "/stats" => Some(Response::pretty(200, &stats_json(&store))),
+                "/metrics" => {
+                    let stats = store.stats();
+                    Some(Response::metrics(metrics_from_pairs(
+                        "inpath_cache",
+                        stats.iter().map(|(k, v)| (*k, v.as_str())),
+                    )))
+                }
+                _ => None,
+            },
+        )
     })
 }

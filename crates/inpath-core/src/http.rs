@@ -14,6 +14,7 @@
 //! second. Scripts get JSON from `/` as before: the page is served only to a request whose
 //! `Accept` header prefers `text/html`.
 
+use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -78,6 +79,14 @@ impl Response {
         }
     }
 
+    /// A JSON value, pretty-printed.
+    pub fn pretty(status: u16, value: &Value) -> Response {
+        Response::json(
+            status,
+            serde_json::to_string_pretty(value).unwrap_or_default(),
+        )
+    }
+
     /// A plain-text answer.
     pub fn text(status: u16, text: impl Into<String>) -> Response {
         Response {
@@ -128,6 +137,40 @@ impl Response {
             out.extend_from_slice(&self.body);
         }
         out
+    }
+}
+
+/// Answers a request to a server's API the way every server does: the live page (`/live`, or
+/// `/` from a browser), `/` as the JSON `index()` (its `"endpoints"` object gains `/live` and
+/// `/health`), `/health`, then the server's own `route(path)`, and a JSON 404 naming the path
+/// for anything else.
+pub fn answer(
+    request: &Request,
+    index: impl FnOnce() -> Value,
+    route: impl FnOnce(&str) -> Option<Response>,
+) -> Response {
+    if request.is_live_page() {
+        return Response::live_page();
+    }
+    match request.path.as_str() {
+        "" => {
+            let mut index = index();
+            if let Some(endpoints) = index.get_mut("endpoints").and_then(Value::as_object_mut) {
+                endpoints.insert(
+                    "/live".into(),
+                    json!("the live page (also GET / from a browser)"),
+                );
+                endpoints.insert("/health".into(), json!("liveness"));
+            }
+            Response::pretty(200, &index)
+        }
+        "/health" => Response::text(200, "ok\n"),
+        path => route(path).unwrap_or_else(|| {
+            Response::pretty(
+                404,
+                &json!({"error": format!("no endpoint {path:?}; see GET /")}),
+            )
+        }),
     }
 }
 

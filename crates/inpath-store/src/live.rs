@@ -6,56 +6,46 @@
 //! (Prometheus), `/health`.
 
 use crate::remote::Service;
-use inpath_core::http::{metrics_from_pairs, Handler, Request, Response};
-use serde_json::{json, Value};
+use inpath_core::http::{self, metrics_from_pairs, Handler, Request, Response};
+use serde_json::json;
 use std::sync::Arc;
 
 /// The API of a store server (`listen` is its protocol address, shown on the page).
 pub fn http_api(service: Arc<Service>, listen: String) -> Arc<Handler> {
     Arc::new(move |request: &Request| {
-        let pretty = |status: u16, v: Value| {
-            Response::json(status, serde_json::to_string_pretty(&v).unwrap_or_default())
-        };
-        if request.is_live_page() {
-            return Response::live_page();
-        }
-        match request.path.as_str() {
-            "" => pretty(
-                200,
+        http::answer(
+            request,
+            || {
                 json!({
                     "service": "inpath store",
                     "listen": listen,
                     "dir": service.stats()["dir"],
                     "endpoints": {
-                        "/live": "the live page (also GET / from a browser)",
                         "/stats": "counters since the start and the latest kernel runs",
                         "/metrics": "Prometheus text format",
-                        "/health": "liveness",
                     },
-                }),
-            ),
-            "/health" => Response::text(200, "ok\n"),
-            "/stats" => pretty(200, service.stats()),
-            "/metrics" => {
-                let stats = service.stats();
-                let pairs: Vec<(String, String)> = stats
-                    .as_object()
-                    .map(|o| {
-                        o.iter()
-                            .filter(|(_, v)| v.is_number())
-                            .map(|(k, v)| (k.clone(), v.to_string()))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                Response::metrics(metrics_from_pairs(
-                    "inpath_store",
-                    pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-                ))
-            }
-            other => pretty(
-                404,
-                json!({"error": format!("no endpoint {other:?}; see GET /")}),
-            ),
-        }
+                })
+            },
+            |path| match path {
+                "/stats" => Some(Response::pretty(200, &service.stats())),
+                "/metrics" => {
+                    let stats = service.stats();
+                    let pairs: Vec<(String, String)> = stats
+                        .as_object()
+                        .map(|o| {
+                            o.iter()
+                                .filter(|(_, v)| v.is_number())
+                                .map(|(k, v)| (k.clone(), v.to_string()))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    Some(Response::metrics(metrics_from_pairs(
+                        "inpath_store",
+                        pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+                    )))
+                }
+                _ => None,
+            },
+        )
     })
 }

@@ -53,46 +53,34 @@ async fn respond(mut stream: TcpStream, hub: &Hub) -> std::io::Result<()> {
 }
 
 fn route(request: &Request, hub: &Hub) -> Response {
-    let pretty = |status: u16, v: serde_json::Value| {
-        Response::json(status, serde_json::to_string_pretty(&v).unwrap_or_default())
-    };
-    if request.is_live_page() {
-        return Response::live_page();
-    }
-    match request.path.as_str() {
-        "" => pretty(
-            200,
+    inpath_core::http::answer(
+        request,
+        || {
             json!({
                 "service": "inpath wire",
                 "mode": hub.config.mode.name(),
                 "endpoints": {
-                    "/live": "the live page (also GET / from a browser)",
                     "/connections": "open connections (live tap state) and recently closed ones",
                     "/connections/ID": "one connection",
                     "/combined": "every tap merged over all connections",
                     "/metrics": "Prometheus text format",
-                    "/health": "liveness",
                 },
-            }),
-        ),
-        "/health" => Response::text(200, "ok\n"),
-        "/connections" => pretty(200, hub.connections_json()),
-        "/combined" => pretty(200, hub.combined_json()),
-        "/metrics" => Response::metrics(hub.metrics_text()),
-        other => match other
-            .strip_prefix("/connections/")
-            .and_then(|id| id.parse::<u64>().ok())
-            .map(|id| hub.connection_json(id))
-        {
-            Some(Some(conn)) => pretty(200, conn),
-            Some(None) => pretty(
-                404,
-                json!({"error": "no such connection (open or recently closed)"}),
-            ),
-            None => pretty(
-                404,
-                json!({"error": format!("no endpoint {:?}; see GET /", request.path)}),
-            ),
+            })
         },
-    }
+        |path| match path {
+            "/connections" => Some(Response::pretty(200, &hub.connections_json())),
+            "/combined" => Some(Response::pretty(200, &hub.combined_json())),
+            "/metrics" => Some(Response::metrics(hub.metrics_text())),
+            other => {
+                let id = other.strip_prefix("/connections/")?.parse::<u64>().ok()?;
+                Some(match hub.connection_json(id) {
+                    Some(conn) => Response::pretty(200, &conn),
+                    None => Response::pretty(
+                        404,
+                        &json!({"error": "no such connection (open or recently closed)"}),
+                    ),
+                })
+            }
+        },
+    )
 }
