@@ -336,12 +336,19 @@ fn bad_inputs_fail_clearly_without_panics() {
         d,
         "binary layouts need an item type",
     );
-    fails(
+    // A thread count out of range is refused as the command line is read (exit 2, as clap
+    // refuses any bad argument).
+    let out = inpath(
         &[
             "corr", "u8.bin", "--layout", "lines", "--type", "u8", "-j", "0",
         ],
         d,
-        "threads = 0 is out of range",
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("threads = 0 is out of range: 1 to 256"),
+        "{stderr}"
     );
     fails(
         &["corr", "show", "junk.stats"],
