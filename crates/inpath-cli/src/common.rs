@@ -153,6 +153,16 @@ pub fn parse_threads(text: &str) -> Result<usize, String> {
     Ok(n)
 }
 
+/// The one rule for a server's most simultaneous connections (`cache serve -c`, `store serve
+/// --max-conns`, and the wire server's own check): 1 to 1,000,000.
+pub fn parse_max_connections(text: &str) -> Result<usize, String> {
+    text.trim()
+        .parse()
+        .ok()
+        .filter(|n| (1..=1_000_000).contains(n))
+        .ok_or_else(|| format!("max connections = {text} is out of range: 1 to 1,000,000"))
+}
+
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());

@@ -72,6 +72,10 @@ pub struct Jitter {
 
 /// Default [`ReaderConfig::segment`]: 256 KiB, 32 pages of 8 KiB.
 pub const DEFAULT_SEGMENT: u64 = 256 << 10;
+/// The most read workers a reader starts (more are clamped to this).
+pub const MAX_WORKERS: usize = 64;
+/// The largest read one worker makes (more is clamped to this).
+pub const MAX_SEGMENT: u64 = 64 << 20;
 
 impl Default for ReaderConfig {
     fn default() -> Self {
@@ -179,27 +183,35 @@ impl FlashReader {
     /// Starts the workers.
     pub fn new(config: ReaderConfig) -> FlashReader {
         let config = ReaderConfig {
-            workers: config.workers.max(1),
+            workers: config.workers.clamp(1, MAX_WORKERS),
             depth: config.depth.max(1),
-            segment: config.segment.max(1),
+            segment: config.segment.clamp(1, MAX_SEGMENT),
             ..config
         };
         let (tx, rx) = sync_channel::<Job>(config.depth);
         let rx = Arc::new(Mutex::new(rx));
         let counters = Arc::new(Counters::default());
         let pool = Arc::new(Pool::default());
-        let workers = (0..config.workers)
-            .map(|i| {
-                let rx = Arc::clone(&rx);
-                let counters = Arc::clone(&counters);
-                let pool = Arc::clone(&pool);
-                let (jitter, direct) = (config.jitter, config.direct);
-                std::thread::Builder::new()
-                    .name(format!("inpath-store-read-{i}"))
-                    .spawn(move || worker(&rx, &counters, &pool, jitter, direct))
-                    .expect("spawn a read worker")
-            })
-            .collect();
+        let mut workers = Vec::with_capacity(config.workers);
+        for i in 0..config.workers {
+            let rx = Arc::clone(&rx);
+            let counters = Arc::clone(&counters);
+            let pool = Arc::clone(&pool);
+            let (jitter, direct) = (config.jitter, config.direct);
+            let spawned = std::thread::Builder::new()
+                .name(format!("inpath-store-read-{i}"))
+                .spawn(move || worker(&rx, &counters, &pool, jitter, direct));
+            match spawned {
+                Ok(handle) => workers.push(handle),
+                // The system allows no more threads: the reader runs with those it has.
+                Err(_) if !workers.is_empty() => break,
+                Err(e) => panic!("cannot start even one read worker thread: {e}"),
+            }
+        }
+        let config = ReaderConfig {
+            workers: workers.len(),
+            ..config
+        };
         FlashReader {
             jobs: Some(tx),
             workers,

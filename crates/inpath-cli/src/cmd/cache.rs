@@ -66,7 +66,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "HOST:PORT")]
     http: Option<String>,
     /// Most simultaneous connections (memcached -c).
-    #[arg(short = 'c', long = "max-conns", default_value_t = 1024)]
+    #[arg(short = 'c', long = "max-conns", default_value_t = 1024, value_parser = crate::common::parse_max_connections)]
     max_conns: usize,
     /// Largest value (memcached -I), e.g. 1m, 512k; at most 2 MiB - 1.
     #[arg(short = 'I', long = "max-item-size", default_value = "1m")]

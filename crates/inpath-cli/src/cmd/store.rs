@@ -176,7 +176,7 @@ struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1:7420")]
     listen: String,
     /// Most connections served at once.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = crate::common::parse_max_connections)]
     max_conns: usize,
     /// Serve the counters and the latest scans over HTTP here (HOST:PORT): /stats, /metrics,
     /// and a live page for a browser at /.
@@ -434,18 +434,40 @@ struct ReadPathArgs {
     /// Read through the read workers (pread) even when the data file can be memory-mapped.
     #[arg(long)]
     no_map: bool,
-    /// Read workers (pread), with up to 32 reads queued.
-    #[arg(long, default_value_t = 4)]
+    /// Read workers (pread), with up to 32 reads queued: 1 to 64.
+    #[arg(long, default_value_t = 4, value_parser = parse_readers)]
     readers: usize,
-    /// The most bytes one worker read fetches (whole pages stored back to back).
-    #[arg(long, default_value = "256KiB", value_parser = parse_size)]
+    /// The most bytes one worker read fetches (whole pages stored back to back): 4KiB to 64MiB.
+    #[arg(long, default_value = "256KiB", value_parser = parse_read_size)]
     read_size: u64,
+}
+
+fn parse_readers(text: &str) -> std::result::Result<usize, String> {
+    let max = inpath_store::reader::MAX_WORKERS;
+    text.trim()
+        .parse()
+        .ok()
+        .filter(|n| (1..=max).contains(n))
+        .ok_or_else(|| format!("readers = {text} is out of range: 1 to {max}"))
+}
+
+fn parse_read_size(text: &str) -> std::result::Result<u64, String> {
+    let max = inpath_store::reader::MAX_SEGMENT;
+    let n = parse_size(text)?;
+    if (4096..=max).contains(&n) {
+        Ok(n)
+    } else {
+        Err(format!(
+            "read size {text} is out of range: 4KiB to {}MiB",
+            max >> 20
+        ))
+    }
 }
 
 impl ReadPathArgs {
     fn reader(&self) -> FlashReader {
         FlashReader::new(ReaderConfig {
-            workers: self.readers.max(1),
+            workers: self.readers,
             segment: self.read_size,
             direct: self.direct,
             mapped: !self.no_map,
@@ -598,7 +620,7 @@ fn serve(a: ServeArgs) -> Result<()> {
         None => None,
     };
     let mut http = None;
-    remote::serve(service.clone(), &a.listen, a.max_conns.max(1), |addr| {
+    remote::serve(service.clone(), &a.listen, a.max_conns, |addr| {
         // The address first, on standard output (port 0 picks one): scripts read it.
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "listening on {addr}");

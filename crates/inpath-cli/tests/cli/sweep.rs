@@ -1400,6 +1400,23 @@ fn endless_overflowing_unseekable_and_out_of_range_inputs() {
             &["sketch", "items.bin", "--threads", "many"],
             "is not a thread count",
         ),
+        // The other counts: read workers and sizes, connections.
+        (
+            &["store", "grep", "adir", "1", "x", "--readers", "100000"],
+            "readers = 100000 is out of range: 1 to 64",
+        ),
+        (
+            &["store", "grep", "adir", "1", "x", "--read-size", "1"],
+            "read size 1 is out of range: 4KiB to 64MiB",
+        ),
+        (
+            &["store", "serve", "adir", "--max-conns", "0"],
+            "max connections = 0 is out of range: 1 to 1,000,000",
+        ),
+        (
+            &["cache", "serve", "-c", "0", "--flash", "c.flash"],
+            "max connections = 0 is out of range: 1 to 1,000,000",
+        ),
     ];
     for (args, fragment) in table {
         f.fails(args, fragment);
