@@ -216,9 +216,6 @@ else
   echo "test.sh: skipped: the aarch64 target (rustup target add aarch64-unknown-linux-gnu) or aarch64-linux-gnu-gcc is not available"
 fi
 
-phase "inpath-seal with ISA-L (the optional isal feature)"
-cargo test --release -p inpath-seal --features isal --quiet
-
 phase "python package (pip install ./python) and pytest"
 wait_for_venv
 wait_for_browser
@@ -232,6 +229,10 @@ wait_for_browser
 # in process (each engine's kernel suite runs every level the CPU has); this also runs the
 # accuracy trials and the file and CLI paths through the lower levels.
 if [ "$mode" = full ]; then
+  # The optional ISA-L feature (DEFLATE level 1 pages through ISA-L): its own build of
+  # inpath-seal and of ISA-L's C sources, about 40 s cold; the benchmarks build it too.
+  phase "full: inpath-seal with ISA-L (the optional isal feature)"
+  cargo test --release -p inpath-seal --features isal --quiet
   lower_levels=()
   has_flags() {
     local flag
