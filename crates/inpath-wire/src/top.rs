@@ -2,23 +2,24 @@
 //! distinct count and F2.
 //!
 //! Count-Min answers "how often did this item occur" but cannot list items, so the tap keeps
-//! candidates: every 16th record of the stream goes through a Space-Saving summary of
+//! candidates: one record in [`SAMPLE`] on average goes through a Space-Saving summary of
 //! [`capacity`] counters (8 per item, at least 64; Metwally, Agrawal and El Abbadi, 2005), and
 //! the reported counts are the Count-Min estimates of the candidates, which are never below the
-//! true counts. The sampled records are picked by their index with pseudo-random gaps (a
-//! periodic stream cannot hide an item between samples). Space-Saving keeps every item whose sampled count exceeds the sample's size over
-//! the number of counters, so items above about `1 / capacity` of the stream are found whatever
-//! the order. Records are sampled by their index in the stream (a record cut by
-//! a chunk end is completed from the next chunk), so any chunking gives the same candidates;
-//! lines longer than [`MAX_KEY`] are not kept.
-//! Merging two results unites their candidates and re-estimates them on the merged sketch.
+//! true counts. Space-Saving keeps every item whose sampled count exceeds the sample's size
+//! over the number of counters, so items above about `1 / capacity` of the stream are found
+//! whatever the order. The sampled records are picked by their index with pseudo-random gaps
+//! (a periodic stream cannot hide an item between samples), and a record cut by a chunk end is
+//! completed from the next chunk, so any chunking gives the same candidates; lines longer than
+//! [`MAX_KEY`] are not kept. Merging two results unites their candidates and re-estimates them
+//! on the merged sketch.
 
 use inpath_sketch::{ItemKind, Sketch};
 use serde_json::{json, Value};
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
-/// One record in this many is sampled.
-pub const SAMPLE: u64 = 16;
+/// One record in this many is sampled, on average.
+pub const SAMPLE: u64 = 64;
 /// The most top items a tap reports.
 pub const MAX_TOP: usize = 50;
 /// The longest line kept as a candidate.
@@ -47,7 +48,37 @@ pub struct TopTracker {
     pending: Vec<u8>,
     /// Bytes of the current line so far (lines only).
     line_len: usize,
-    counts: HashMap<Vec<u8>, u64>,
+    /// Space-Saving's counters and their keys (slot i), and the slot of each key.
+    counts: Vec<u64>,
+    keys: Vec<Vec<u8>>,
+    index: HashMap<Vec<u8>, usize, BuildHasherDefault<KeyHasher>>,
+}
+
+/// A multiply-rotate hasher for the short keys of the summary (records of 4 or 8 bytes, lines
+/// of at most [`MAX_KEY`]): the candidates are not chosen by an adversary who could aim at
+/// collisions in a few hundred slots, and SipHash cost more than the rest of the sample.
+#[derive(Default)]
+pub struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let v = u64::from_le_bytes(c.try_into().expect("8 bytes"));
+            self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut last = [0u8; 8];
+            last[..rest.len()].copy_from_slice(rest);
+            let v = u64::from_le_bytes(last) ^ ((rest.len() as u64) << 59);
+            self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 29)
+    }
 }
 
 impl TopTracker {
@@ -62,7 +93,9 @@ impl TopTracker {
             samples: 0,
             pending: Vec::new(),
             line_len: 0,
-            counts: HashMap::with_capacity(capacity(k)),
+            counts: Vec::with_capacity(capacity(k)),
+            keys: Vec::with_capacity(capacity(k)),
+            index: HashMap::with_capacity_and_hasher(capacity(k), Default::default()),
         }
     }
 
@@ -76,7 +109,7 @@ impl TopTracker {
     }
 
     /// Samples the records of the next chunk of the stream. The sampled records are a function
-    /// of their index in the stream (gaps of 1 to 31 records, 16 on average, from a fixed
+    /// of their index in the stream (gaps of 1 to 127 records, 64 on average, from a fixed
     /// pseudo-random sequence, so a periodic stream cannot hide an item between samples), and
     /// one cut by a chunk end is completed from the next chunk: any chunking samples the same
     /// records in the same order.
@@ -101,7 +134,7 @@ impl TopTracker {
                 return;
             }
             let key = std::mem::take(&mut self.pending);
-            self.offer(key);
+            self.offer(&key);
             self.advance();
         }
         let end = self.bytes + chunk.len() as u64;
@@ -114,7 +147,7 @@ impl TopTracker {
             }
             let at = (start - self.bytes) as usize;
             if at + w <= chunk.len() {
-                self.offer(chunk[at..at + w].to_vec());
+                self.offer(&chunk[at..at + w]);
                 self.advance();
             } else {
                 self.pending = chunk[at..].to_vec();
@@ -134,7 +167,7 @@ impl TopTracker {
                         key.pop();
                     }
                     if key.len() <= MAX_KEY {
-                        self.offer(key);
+                        self.offer(&key);
                     }
                 }
                 self.advance();
@@ -152,29 +185,43 @@ impl TopTracker {
         self.line_len += tail.len();
     }
 
-    /// Space-Saving: a new key takes the place of the smallest counter, plus one.
-    fn offer(&mut self, key: Vec<u8>) {
-        if let Some(c) = self.counts.get_mut(&key) {
-            *c += 1;
+    /// Space-Saving: a new key takes the place of the smallest counter, plus one. The counters
+    /// are a flat array (the smallest is found by a scan of at most a few hundred words) with a
+    /// hash index over the keys; a lookup allocates nothing.
+    fn offer(&mut self, key: &[u8]) {
+        if let Some(&slot) = self.index.get(key) {
+            self.counts[slot] += 1;
             return;
         }
         if self.counts.len() < self.capacity() {
-            self.counts.insert(key, 1);
+            self.index.insert(key.to_vec(), self.counts.len());
+            self.keys.push(key.to_vec());
+            self.counts.push(1);
             return;
         }
-        let (smallest, least) = self
+        let (slot, least) = self
             .counts
             .iter()
-            .min_by(|a, b| a.1.cmp(b.1).then_with(|| a.0.cmp(b.0)))
-            .map(|(k, c)| (k.clone(), *c))
+            .enumerate()
+            .min_by_key(|&(_, c)| *c)
+            .map(|(i, c)| (i, *c))
             .expect("the summary is full, so it has a smallest counter");
-        self.counts.remove(&smallest);
-        self.counts.insert(key, least + 1);
+        // The evicted key's buffers are reused: an eviction allocates nothing.
+        let mut indexed = match self.index.remove_entry(self.keys[slot].as_slice()) {
+            Some((old, _)) => old,
+            None => Vec::new(),
+        };
+        indexed.clear();
+        indexed.extend_from_slice(key);
+        self.index.insert(indexed, slot);
+        self.keys[slot].clear();
+        self.keys[slot].extend_from_slice(key);
+        self.counts[slot] = least + 1;
     }
 
     /// The candidates now, for a result that outlives this job.
     pub fn candidates(&self) -> TopCandidates {
-        let mut keys: Vec<Vec<u8>> = self.counts.keys().cloned().collect();
+        let mut keys = self.keys.clone();
         keys.sort();
         TopCandidates { k: self.k, keys }
     }
@@ -189,6 +236,8 @@ impl TopTracker {
         self.line_len = 0;
         self.pending.clear();
         self.counts.clear();
+        self.keys.clear();
+        self.index.clear();
     }
 }
 
