@@ -40,7 +40,6 @@
 pub mod engine;
 pub mod error;
 pub mod framing;
-pub mod fuzz;
 pub mod http;
 pub mod isa;
 pub mod lanes;

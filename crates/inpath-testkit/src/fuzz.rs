@@ -9,7 +9,7 @@
 //! reproducible test case (and becomes a named regression test).
 //!
 //! ```
-//! use inpath_core::fuzz::Mutator;
+//! use inpath_testkit::fuzz::Mutator;
 //! let mut m = Mutator::new(7);
 //! let a = m.mutate(b"hello world", &[b"other input".as_slice()]);
 //! let mut again = Mutator::new(7);

@@ -4,8 +4,8 @@
 //! answer must be an error or statistics that write back to exactly the bytes read, whose
 //! coefficients compute and merges work.
 
-use inpath_core::fuzz::{corpus, run_checksummed};
 use inpath_corr::{NanPolicy, Statistics};
+use inpath_testkit::fuzz::{corpus, run_checksummed};
 
 const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/corpus");
 

@@ -134,8 +134,8 @@ fn decompressors_survive_mutated_streams() {
 // ---- The committed corpus (tests/corpus, made by scripts/make-fuzz-corpus.sh) through the
 // seeded mutator of `inpath_core::fuzz`: splices across files and length-field edits too.
 
-use inpath_core::fuzz::{corpus, Mutator};
 use inpath_seal::page::{Header, HEADER_LEN};
+use inpath_testkit::fuzz::{corpus, Mutator};
 
 const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/corpus");
 

@@ -4,8 +4,8 @@
 //! answer must be an error or a sketch that writes back to exactly the bytes read (the format
 //! is canonical and checksummed), whose summary, queries and merges work.
 
-use inpath_core::fuzz::{corpus, run_checksummed};
 use inpath_sketch::{format, Estimator};
+use inpath_testkit::fuzz::{corpus, run_checksummed};
 
 const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/corpus");
 

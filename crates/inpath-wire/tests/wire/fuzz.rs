@@ -7,7 +7,7 @@
 //! - the unseal transform (the far end of `--unseal`) must answer an error or whole records of
 //!   the original text, never other bytes, and never buffer past its page limit.
 
-use inpath_core::fuzz::{corpus, Mutator};
+use inpath_testkit::fuzz::{corpus, Mutator};
 use inpath_wire::job::Splitter;
 use inpath_wire::transform::{TransformFactory, UnsealFactory};
 use inpath_wire::JobSplit;
