@@ -205,6 +205,42 @@ pub enum Request {
     },
 }
 
+impl Request {
+    /// The verb, as the protocol's `"op"` names it.
+    pub fn op(&self) -> &'static str {
+        match self {
+            Request::Ls => "ls",
+            Request::Grep { .. } => "grep",
+            Request::Nn { .. } => "nn",
+            Request::Index { .. } => "index",
+            Request::Read { .. } => "read",
+            Request::Stats => "stats",
+            Request::Rm { .. } => "rm",
+            Request::Put { .. } => "put",
+            Request::Bfs { .. } => "bfs",
+            Request::Neighbours { .. } => "neighbours",
+            Request::Chase { .. } => "chase",
+            Request::Tap { .. } => "tap",
+        }
+    }
+
+    /// The handle the request names, if it names one.
+    pub fn handle(&self) -> Option<&str> {
+        match self {
+            Request::Grep { handle, .. }
+            | Request::Nn { handle, .. }
+            | Request::Index { handle, .. }
+            | Request::Read { handle, .. }
+            | Request::Rm { handle, .. }
+            | Request::Bfs { handle, .. }
+            | Request::Neighbours { handle, .. }
+            | Request::Chase { handle, .. }
+            | Request::Tap { handle, .. } => Some(handle),
+            Request::Ls | Request::Stats | Request::Put { .. } => None,
+        }
+    }
+}
+
 fn default_page_size() -> u32 {
     crate::DEFAULT_PAGE_SIZE
 }
@@ -485,10 +521,9 @@ impl Service {
         if result.is_ok() && scanned.is_none() {
             return;
         }
-        let described = serde_json::to_value(req).unwrap_or(Value::Null);
         let run = json!({
-            "op": described.get("op").cloned().unwrap_or(Value::Null),
-            "handle": described.get("handle").cloned().unwrap_or(Value::Null),
+            "op": req.op(),
+            "handle": req.handle(),
             "bytes_scanned": scanned.unwrap_or(0),
             "seconds": seconds,
             "ok": result.is_ok(),

@@ -577,7 +577,9 @@ impl Tap for SketchTap {
     }
 
     fn live_json(&self) -> Value {
-        self.snapshot_partial().to_json()
+        // From the engine's sketch in place: no copy of the counters for a look.
+        let top = self.top.as_ref().map(TopTracker::candidates);
+        sketch_result_json(self.engine.sketch(), self.estimator, top.as_ref())
     }
 
     fn snapshot(&self) -> Box<dyn Partial> {
@@ -669,11 +671,7 @@ pub struct SketchPartial {
 
 impl Partial for SketchPartial {
     fn to_json(&self) -> Value {
-        let mut value = sketch_json(&self.sketch, self.estimator);
-        if let Some(top) = &self.top {
-            value["top"] = top.to_json(&self.sketch);
-        }
-        value
+        sketch_result_json(&self.sketch, self.estimator, self.top.as_ref())
     }
 
     fn merge_from(&mut self, other: &dyn Partial) -> Result<()> {
@@ -704,6 +702,15 @@ impl Partial for SketchPartial {
     fn as_any(&self) -> &dyn Any {
         self
     }
+}
+
+/// A sketch tap's result: the summary, and with `top=K` the top items estimated on `sketch`.
+fn sketch_result_json(sketch: &Sketch, estimator: Estimator, top: Option<&TopCandidates>) -> Value {
+    let mut value = sketch_json(sketch, estimator);
+    if let Some(top) = top {
+        value["top"] = top.to_json(sketch);
+    }
+    value
 }
 
 /// A sketch's summary as JSON; the same fields as `inpath sketch --json` (docs/sketch.md).

@@ -336,6 +336,18 @@ mod tests {
         items
     }
 
+    fn items_of(top: &Value) -> Vec<u64> {
+        top.as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["item"].as_u64().unwrap())
+            .collect()
+    }
+
+    fn le_bytes(items: &[u32]) -> Vec<u8> {
+        items.iter().flat_map(|v| v.to_le_bytes()).collect()
+    }
+
     fn top_of(chunks: &[&[u8]], k: usize) -> Value {
         let mut engine = SketchEngine::u32(Params::default()).unwrap();
         let mut top = TopTracker::new(k, Some(4));
@@ -349,15 +361,9 @@ mod tests {
 
     #[test]
     fn the_heavy_items_are_found_with_counts_never_below_the_truth() {
-        let bytes: Vec<u8> = stream().iter().flat_map(|v| v.to_le_bytes()).collect();
+        let bytes = le_bytes(&stream());
         let got = top_of(&[&bytes], 5);
-        let items: Vec<u64> = got
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["item"].as_u64().unwrap())
-            .collect();
-        assert_eq!(items, [1, 2, 3, 4, 5], "{got}");
+        assert_eq!(items_of(&got), [1, 2, 3, 4, 5], "{got}");
         for t in got.as_array().unwrap() {
             let item = t["item"].as_u64().unwrap();
             assert!(t["estimate"].as_u64().unwrap() >= 30_000 / item, "{t}");
@@ -366,7 +372,7 @@ mod tests {
 
     #[test]
     fn any_chunking_finds_the_same_heavy_items() {
-        let bytes: Vec<u8> = stream().iter().flat_map(|v| v.to_le_bytes()).collect();
+        let bytes = le_bytes(&stream());
         let whole = top_of(&[&bytes], 3);
         for cut in [1usize, 3, 4, 4097, 65_537] {
             let chunks: Vec<&[u8]> = bytes.chunks(cut).collect();
@@ -412,14 +418,8 @@ mod tests {
                 _ => 1000 + i,
             })
             .collect();
-        let bytes: Vec<u8> = items.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let bytes = le_bytes(&items);
         let got = top_of(&[&bytes], 2);
-        let items: Vec<u64> = got
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["item"].as_u64().unwrap())
-            .collect();
-        assert_eq!(items, [7, 11], "{got}");
+        assert_eq!(items_of(&got), [7, 11], "{got}");
     }
 }
