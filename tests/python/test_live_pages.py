@@ -344,6 +344,8 @@ def test_store_page(browser, inpath_bin, tmp_path):
         assert shown["bytes_scanned"] == 3 * corpus.stat().st_size
         rows = browser.eval("document.querySelectorAll('table tr').length")
         assert rows == 1 + 3, "the latest-scans table lists the three greps"
+        recent = get_json(base + "/stats")["recent"]
+        assert [(r["op"], r["handle"], r["ok"]) for r in recent] == [("grep", "corpus.txt", True)] * 3
         finish(browser, "inpath store")
     finally:
         browser.reset()

@@ -1029,6 +1029,39 @@ fn wire_bad_inputs() {
             "hll_p = 40 is out of range",
         ),
         (
+            &[
+                "wire",
+                "sink",
+                "--listen",
+                "127.0.0.1:0",
+                "--tap",
+                "sketch:format=u32,top=0",
+            ],
+            "top=\"0\" is out of range: 1 to 50",
+        ),
+        (
+            &[
+                "wire",
+                "sink",
+                "--listen",
+                "127.0.0.1:0",
+                "--tap",
+                "sketch:column=a,top=5",
+            ],
+            "top= takes u32, u64 or lines records, not csv",
+        ),
+        (
+            &[
+                "wire",
+                "sink",
+                "--listen",
+                "127.0.0.1:0",
+                "--tap",
+                "sketch:format=u32,sketches=hll,top=5",
+            ],
+            "top= needs Count-Min",
+        ),
+        (
             &["wire", "sink", "--listen", "not-an-address"],
             "bad address \"not-an-address\"",
         ),
