@@ -531,8 +531,16 @@ def main(argv=None):
     os.makedirs(args.out, exist_ok=True)
     for name, content in out.items():
         path = os.path.join(args.out, name)
-        with open(path, "w", encoding="utf-8", newline="\n") as f:
-            f.write(content)
+        # All or nothing: a chart is written beside its place and renamed over it, so an
+        # interrupted run never leaves a half-written SVG in docs/img.
+        partial = f"{path}.tmp{os.getpid()}"
+        try:
+            with open(partial, "w", encoding="utf-8", newline="\n") as f:
+                f.write(content)
+            os.replace(partial, path)
+        finally:
+            if os.path.exists(partial):
+                os.remove(partial)
         print(f"plot.py: wrote {path}")
     return 0
 

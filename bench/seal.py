@@ -92,7 +92,8 @@ def main():
             more = json.loads(subprocess.run(aes_cmd, cwd=ROOT, env=env, check=True,
                                              capture_output=True, text=True).stdout)
             ours += [m for m in more if m["extra"].get("group") == "aes"]
-    report = common.Report("seal", {"inpath_bench_args": cmd[1:], "openssl": subprocess.run(
+    recorded = [os.path.relpath(a, ROOT) if a == dump else a for a in cmd[1:]]
+    report = common.Report("seal", {"inpath_bench_args": recorded, "openssl": subprocess.run(
         ["openssl", "version"], capture_output=True, text=True).stdout.strip(), "zlib": zlib.ZLIB_VERSION})
     report.note(f"inpath-bench ran {len(ours)} measurements in {time.time() - started:.0f} s")
     text = open(dump, "rb").read()

@@ -150,6 +150,17 @@ if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+# A background job of the setup: `wait_for_job PID LOG WHAT` waits for it and shows its log;
+# a failure stops the run.
+wait_for_job() {
+  if ! wait "$1"; then
+    cat "$2" >&2
+    echo "test.sh: $3 failed (its output above)" >&2
+    exit 1
+  fi
+  cat "$2"
+  rm -f "$2"
+}
 # Chromium for the live pages' browser test (tests/python/test_live_pages.py): installed in the
 # background while the Rust build compiles (about half a minute of download and unpacking),
 # waited for before pytest.
@@ -163,28 +174,11 @@ browser_log="$(mktemp)"
   fi
 ) > "$browser_log" 2>&1 &
 browser_pid=$!
-wait_for_browser() {
-  if ! wait "$browser_pid"; then
-    cat "$browser_log" >&2
-    echo "test.sh: installing Debian's chromium failed (its output above)" >&2
-    exit 1
-  fi
-  rm -f "$browser_log"
-}
 # The venv (pip: mostly downloads and unpacking) is made while the Rust build compiles; the
 # Python phase waits for it and shows its log if it failed.
 venv_log="$(mktemp)"
 bash scripts/venv.sh > "$venv_log" 2>&1 &
 venv_pid=$!
-wait_for_venv() {
-  if ! wait "$venv_pid"; then
-    cat "$venv_log" >&2
-    echo "test.sh: scripts/venv.sh failed (its output above)" >&2
-    exit 1
-  fi
-  cat "$venv_log"
-  rm -f "$venv_log"
-}
 export INPATH_PYTHON="$PWD/.venv/bin/python"
 # The machine, for reading a failure from another CPU: kernels are chosen at run time, and the
 # suites run every kernel level this CPU has (AVX-512, AVX2, portable) in process.
@@ -217,8 +211,8 @@ else
 fi
 
 phase "python package (pip install ./python) and pytest"
-wait_for_venv
-wait_for_browser
+wait_for_job "$venv_pid" "$venv_log" "scripts/venv.sh"
+wait_for_job "$browser_pid" "$browser_log" "installing Debian's chromium"
 # Built by maturin into the workspace's target directory with the same wrapper and profile, so
 # the engines and their dependencies compiled above are reused.
 .venv/bin/pip install --quiet --disable-pip-version-check ./python
