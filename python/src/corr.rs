@@ -1,7 +1,7 @@
 //! `inpath.corr`: exact correlation statistics of the columns (or rows) of a 2-D array.
 
 use crate::{to_py, InpathError};
-use inpath_core::{run_slice, Engine, Lane};
+use inpath_core::{run_slice, Engine};
 use inpath_corr::{Corr, CorrConfig, DType, Ddof, NanPolicy, Statistics};
 use pyo3::buffer::PyUntypedBuffer;
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -242,38 +242,19 @@ fn _corr_array(
         if interleaved {
             run_slice(&mut engine, bytes, threads)?;
         } else {
-            // Each stream's items are contiguous: split the items into `threads` ranges, feed
-            // each range's column slices to a lane, merge.
-            let per = items.div_ceil(threads).max(1);
-            let ranges: Vec<(usize, usize)> = (0..items)
-                .step_by(per)
-                .map(|s| (s, (s + per).min(items)))
-                .collect();
-            let lanes: Vec<inpath_core::Result<Corr>> = std::thread::scope(|scope| {
-                let handles: Vec<_> = ranges
-                    .iter()
-                    .map(|&(start, end)| {
-                        let mut lane = engine.fork();
-                        scope.spawn(move || {
-                            let columns: Vec<&[u8]> = (0..streams)
-                                .map(|s| {
-                                    &bytes[(s * items + start) * width..(s * items + end) * width]
-                                })
-                                .collect();
-                            lane.update_columns(&columns)?;
-                            lane.close_input()?;
-                            Ok(lane)
-                        })
-                    })
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-                    .collect()
-            });
-            for lane in lanes {
-                engine.merge(&lane?)?;
-            }
+            // Each stream's items are contiguous: each lane gets its range's column slices.
+            inpath_corr::run_column_lanes(
+                &mut engine,
+                items as u64,
+                threads,
+                |lane, rows| -> inpath_core::Result<()> {
+                    let (start, end) = (rows.start as usize, rows.end as usize);
+                    let columns: Vec<&[u8]> = (0..streams)
+                        .map(|s| &bytes[(s * items + start) * width..(s * items + end) * width])
+                        .collect();
+                    lane.update_columns(&columns)
+                },
+            )?;
         }
         engine.finish()
     });

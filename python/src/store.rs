@@ -42,8 +42,7 @@ impl PyStore {
             dir.clone(),
             (!ring.is_empty()).then(|| ring.clone()),
             reader,
-        )
-        .with_taps(std::sync::Arc::new(inpath_wire::tap::StoreTaps));
+        );
         Ok(PyStore {
             target: Target::Local {
                 dir,

@@ -139,7 +139,31 @@ pub fn bytes(n: u64) -> String {
     }
 }
 
-/// Parses a byte size: `4096`, `4k`, `4KiB`, `64KB`, `1MiB`, `16M`, `1GiB` (binary units).
+/// A value parser over one of an engine's own enums (`inpath_corr::DType`,
+/// `inpath_sketch::HashMode`, ...): the names it takes, and lists in `--help` and in errors,
+/// are the engine's (`name` of each of `all`), so the CLI never mirrors an engine type by hand
+/// and a new variant reaches the command line by itself. `about`, when given, is each value's
+/// line in `--help`.
+pub fn engine_values<T: Copy + Send + Sync + 'static>(
+    all: &'static [T],
+    name: fn(T) -> &'static str,
+    about: Option<fn(T) -> &'static str>,
+) -> impl clap::builder::TypedValueParser<Value = T> {
+    let values = all.iter().map(move |&v| {
+        let value = clap::builder::PossibleValue::new(name(v));
+        match about {
+            Some(about) => value.help(about(v)),
+            None => value,
+        }
+    });
+    use clap::builder::TypedValueParser as _;
+    clap::builder::PossibleValuesParser::new(values).map(move |s| {
+        *all.iter()
+            .find(|&&v| name(v) == s)
+            .expect("clap checked it is one of the names")
+    })
+}
+
 /// The one rule for every command's `--threads` (and `cache serve -t`): 1 to
 /// [`inpath_core::lanes::MAX_THREADS`], checked when the command line is read.
 pub fn parse_threads(text: &str) -> Result<usize, String> {

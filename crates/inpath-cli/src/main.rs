@@ -56,10 +56,13 @@ fn main() {
     inpath_core::keep_large_buffers();
     let cli = Cli::parse();
     // A mistyped kernel cap would silently run the best kernels: refuse it instead.
-    if let Err(message) =
-        inpath_core::isa::check_env().and_then(|()| inpath_seal::kernel::check_env())
-    {
-        common::exit_with(Err(anyhow::anyhow!(message)));
+    let caps = || -> anyhow::Result<()> {
+        inpath_core::isa::check_env()?;
+        inpath_seal::kernel::check_env().map_err(|e| anyhow::anyhow!("{e}"))?;
+        Ok(())
+    };
+    if let Err(e) = caps() {
+        common::exit_with(Err(e));
     }
     let result = match cli.command {
         Command::Demo(args) => cmd::demo::run(args),

@@ -119,12 +119,26 @@ pub fn supported() -> Vec<Level> {
         .collect()
 }
 
-/// Checks `INPATH_ISA`: `Err` names the bad value and the valid ones.
-pub fn check_env() -> Result<(), String> {
+/// A kernel-selection variable with a value that names no choice.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{var}={value:?} is not {expected} (or unset it)")]
+pub struct EnvError {
+    /// The variable (for example `INPATH_ISA`).
+    pub var: &'static str,
+    /// Its value.
+    pub value: String,
+    /// What it takes, in words.
+    pub expected: &'static str,
+}
+
+/// Checks `INPATH_ISA`: the error names the bad value and the valid ones.
+pub fn check_env() -> Result<(), EnvError> {
     match std::env::var(ENV) {
-        Ok(v) if Level::parse(&v).is_none() => Err(format!(
-            "{ENV}={v:?} is not a kernel level; use portable, avx2 or avx512 (or unset it)"
-        )),
+        Ok(v) if Level::parse(&v).is_none() => Err(EnvError {
+            var: ENV,
+            value: v,
+            expected: "a kernel level; use portable, avx2 or avx512",
+        }),
         _ => Ok(()),
     }
 }

@@ -210,18 +210,61 @@ fn value_matches(data_type: &DataType, ours: &str, expected: &str) -> bool {
     }
 }
 
-/// Compares a result with a pinned answer (CSV with a header row). `Err` names the first
+/// The first difference between a result and a pinned answer ([`check_answer`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Mismatch {
+    /// The pinned answer is not readable CSV.
+    #[error("the pinned answer: {0}")]
+    Answer(#[from] csv::Error),
+    /// A column of the result cannot be formatted for the comparison.
+    #[error("cannot format the result: {0}")]
+    Format(#[from] datafusion::arrow::error::ArrowError),
+    /// The column counts differ.
+    #[error("{} columns ({}), the answer has {} ({})", ours.len(), ours.join(", "), theirs.len(), theirs.join(", "))]
+    Columns {
+        /// The result's column names.
+        ours: Vec<String>,
+        /// The answer's column names.
+        theirs: Vec<String>,
+    },
+    /// A column has another name.
+    #[error("column {ours} is {theirs} in the answer")]
+    ColumnName {
+        /// The result's name.
+        ours: String,
+        /// The answer's name.
+        theirs: String,
+    },
+    /// The row counts differ.
+    #[error("{ours} rows, the answer has {theirs}")]
+    Rows {
+        /// The result's rows.
+        ours: usize,
+        /// The answer's rows.
+        theirs: usize,
+    },
+    /// A value differs.
+    #[error("row {row}, column {column}: {ours:?}, the answer has {theirs:?}")]
+    Value {
+        /// The row, from 1.
+        row: usize,
+        /// The column's name.
+        column: String,
+        /// The result's value as text.
+        ours: String,
+        /// The answer's value.
+        theirs: String,
+    },
+}
+
+/// Compares a result with a pinned answer (CSV with a header row). The error names the first
 /// difference: the column count or names, the row count, or the row, column and both values.
-pub fn check_answer(result: &QueryResult, expected_csv: &str) -> Result<(), String> {
+pub fn check_answer(result: &QueryResult, expected_csv: &str) -> Result<(), Mismatch> {
     let mut csv = csv::ReaderBuilder::new()
         .has_headers(true)
         .from_reader(expected_csv.as_bytes());
-    let header: Vec<String> = csv
-        .headers()
-        .map_err(|e| format!("the pinned answer: {e}"))?
-        .iter()
-        .map(str::to_string)
-        .collect();
+    let header: Vec<String> = csv.headers()?.iter().map(str::to_string).collect();
     let names: Vec<String> = result
         .schema
         .fields()
@@ -229,29 +272,25 @@ pub fn check_answer(result: &QueryResult, expected_csv: &str) -> Result<(), Stri
         .map(|f| f.name().clone())
         .collect();
     if names.len() != header.len() {
-        return Err(format!(
-            "{} columns ({}), the answer has {} ({})",
-            names.len(),
-            names.join(", "),
-            header.len(),
-            header.join(", ")
-        ));
+        return Err(Mismatch::Columns {
+            ours: names,
+            theirs: header,
+        });
     }
     for (ours, theirs) in names.iter().zip(&header) {
         if !ours.eq_ignore_ascii_case(theirs) {
-            return Err(format!("column {ours} is {theirs} in the answer"));
+            return Err(Mismatch::ColumnName {
+                ours: ours.clone(),
+                theirs: theirs.clone(),
+            });
         }
     }
-    let expected: Vec<csv::StringRecord> = csv
-        .records()
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("the pinned answer: {e}"))?;
+    let expected: Vec<csv::StringRecord> = csv.records().collect::<Result<_, _>>()?;
     if result.row_count() != expected.len() {
-        return Err(format!(
-            "{} rows, the answer has {}",
-            result.row_count(),
-            expected.len()
-        ));
+        return Err(Mismatch::Rows {
+            ours: result.row_count(),
+            theirs: expected.len(),
+        });
     }
     let options = FormatOptions::default();
     let mut row = 0;
@@ -260,8 +299,7 @@ pub fn check_answer(result: &QueryResult, expected_csv: &str) -> Result<(), Stri
             .columns()
             .iter()
             .map(|c| ArrayFormatter::try_new(c.as_ref(), &options))
-            .collect::<Result<_, _>>()
-            .map_err(|e| e.to_string())?;
+            .collect::<Result<_, _>>()?;
         for i in 0..batch.num_rows() {
             for (c, f) in formatters.iter().enumerate() {
                 let ours = if batch.column(c).is_null(i) {
@@ -271,11 +309,12 @@ pub fn check_answer(result: &QueryResult, expected_csv: &str) -> Result<(), Stri
                 };
                 let theirs = &expected[row][c];
                 if !value_matches(batch.column(c).data_type(), &ours, theirs) {
-                    return Err(format!(
-                        "row {}, column {}: {ours:?}, the answer has {theirs:?}",
-                        row + 1,
-                        names[c]
-                    ));
+                    return Err(Mismatch::Value {
+                        row: row + 1,
+                        column: names[c].clone(),
+                        ours,
+                        theirs: theirs.to_string(),
+                    });
                 }
             }
             row += 1;

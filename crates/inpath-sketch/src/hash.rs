@@ -23,6 +23,9 @@ pub enum HashMode {
 }
 
 impl HashMode {
+    /// Every hash.
+    pub const ALL: [HashMode; 2] = [HashMode::Fast, HashMode::Compat];
+
     /// The name used on the command line and in JSON.
     pub fn name(self) -> &'static str {
         match self {

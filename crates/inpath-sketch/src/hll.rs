@@ -17,6 +17,17 @@ pub enum Estimator {
 }
 
 impl Estimator {
+    /// Every estimator.
+    pub const ALL: [Estimator; 2] = [Estimator::Ertl, Estimator::Reference];
+
+    /// One line on what it is (the CLI's `--help`).
+    pub fn about(self) -> &'static str {
+        match self {
+            Estimator::Ertl => "Ertl's improved estimator (accurate over the whole range)",
+            Estimator::Reference => "The SKT reference: raw HLL with linear counting below 2.5·m",
+        }
+    }
+
     /// The name used on the command line and in JSON.
     pub fn name(self) -> &'static str {
         match self {

@@ -281,12 +281,20 @@ pub enum StoreError {
     },
 
     /// An in-store tap failed: a bad option, or input it cannot take.
-    #[error("tap {spec}: {detail}")]
+    #[error("tap {spec}: {source}")]
     Tap {
         /// The tap's specification.
         spec: String,
         /// What went wrong.
-        detail: String,
+        #[source]
+        source: Box<inpath_taps::TapError>,
+    },
+
+    /// A store server refused a connection: it serves its limit already.
+    #[error("the server is at its limit of {max_conns} connections")]
+    Busy {
+        /// The limit (`--max-conns`).
+        max_conns: usize,
     },
 
     /// The reader was shut down while a request was in flight.

@@ -16,8 +16,8 @@
 //!   kernels picked in [`arch`]); [`lsh`]: approximate search by bit sampling.
 //! - [`graph`]: a CSR graph format laid out in pages and breadth-first search over it;
 //!   [`chase`]: the page chase (each page names the next).
-//! - [`tap`]: the round-1 taps (crc built in; sketch and corr through a [`TapRunner`]) run
-//!   over a handle in the store.
+//! - [`tap`]: the taps of `inpath-taps` (sketch, corr, crc) run over a handle in the store;
+//!   `crc` as a page kernel whose lanes split the handle.
 //!
 //! ```
 //! use inpath_store::{kernel, FlashReader, Literal, PutOptions, ReaderConfig, Store};
@@ -63,4 +63,4 @@ pub use lsh::{LshIndex, LshParams, LshStats};
 pub use reader::{Chunk, FlashReader, Jitter, Port, ReaderConfig, ReaderCounters, DEFAULT_SEGMENT};
 pub use search::{Literal, LiteralHits, RegexHits, RegexSearch};
 pub use store::{OpenHandle, PutOptions, RunBuffers, Store, DEFAULT_PAGE_SIZE, DIRECT_ALIGN};
-pub use tap::{Crc, CrcPartial, HandleReader, TapRunner};
+pub use tap::{Crc, CrcPartial, HandleReader};

@@ -15,12 +15,13 @@
 
 use crate::error::{Result, StoreError};
 use crate::kernel::run_counted;
-use crate::tap::{tap_name, Crc, HandleReader, TapRunner};
+use crate::tap::{Crc, HandleReader};
 use crate::{
     CsrGraph, FlashReader, Hamming, HammingKernel, HandleRef, Literal, LshIndex, LshParams,
     OpenHandle, PutOptions, ReaderCounters, RegexSearch, RunStats, Stop, Store, Tier,
 };
 use inpath_seal::{Cipher, Compression, Key, KeyRing, SealConfig};
+use inpath_taps::{tap_name, TAP_NAMES};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
@@ -265,7 +266,6 @@ pub struct Service {
     started: Instant,
     cpu_at_start: f64,
     totals: Totals,
-    taps: Option<Arc<dyn TapRunner>>,
     /// The latest kernel runs, newest last (for `stats` and the live page).
     recent: Mutex<std::collections::VecDeque<Value>>,
 }
@@ -454,15 +454,8 @@ impl Service {
             started: Instant::now(),
             cpu_at_start: cpu_now(),
             totals: Totals::default(),
-            taps: None,
             recent: Mutex::new(std::collections::VecDeque::with_capacity(RECENT_RUNS)),
         }
-    }
-
-    /// Runs the taps `runner` knows (sketch, corr) besides the built-in `crc`.
-    pub fn with_taps(mut self, runner: Arc<dyn TapRunner>) -> Service {
-        self.taps = Some(runner);
-        self
     }
 
     /// The reader kernels and taps read through.
@@ -751,26 +744,20 @@ impl Service {
             let v = head(json!({"bytes": p.bytes, "crc32": p.crc32}));
             return Ok(with_counters(v, cost.json(&self.reader, &stats)));
         }
-        let Some(runner) = &self.taps else {
+        if !TAP_NAMES.contains(&name) {
             return Err(bad_request(format!(
-                "tap {name:?} is not run by this store (it runs: crc)"
-            )));
-        };
-        let names = runner.names();
-        if !names.iter().any(|n| n == name) {
-            return Err(bad_request(format!(
-                "there is no tap {name:?}; this store runs: crc, {}",
-                names.join(", ")
+                "there is no tap {name:?}; this store runs: {}",
+                TAP_NAMES.join(", ")
             )));
         }
+        let tap_error = |source| StoreError::Tap {
+            spec: spec.to_string(),
+            source: Box::new(source),
+        };
+        let factory = inpath_taps::parse_tap(spec).map_err(tap_error)?;
         let size = handle.entry().size;
         let mut input = HandleReader::new(&self.reader, &handle, 0, size)?;
-        let result = runner
-            .run(spec, &mut input, lanes)
-            .map_err(|detail| StoreError::Tap {
-                spec: spec.to_string(),
-                detail,
-            })?;
+        let result = factory.run_input(&mut input, lanes).map_err(tap_error)?;
         let stats = RunStats {
             bytes_scanned: input.bytes_read(),
             pages: input.pages_read(),
@@ -1136,36 +1123,68 @@ fn write_frame(w: &mut impl Write, bytes: &[u8]) -> std::io::Result<()> {
 
 /// Reads a frame; `Ok(None)` at a clean end of stream (before a frame's first byte). Errors
 /// are described in words (the caller knows the peer).
+/// Why a frame could not be read.
+#[derive(Debug, thiserror::Error)]
+enum FrameError {
+    #[error("the connection closed in the middle of a {what} frame's length")]
+    ClosedInLength { what: &'static str },
+    #[error("reading a {what}: {source}")]
+    Read {
+        what: &'static str,
+        source: std::io::Error,
+    },
+    #[error("a {what} frame of {len} bytes is over the limit of {max} bytes")]
+    TooLong {
+        what: &'static str,
+        len: usize,
+        max: usize,
+    },
+    #[error("the connection closed in the middle of a {what} of {len} bytes ({source})")]
+    ClosedInFrame {
+        what: &'static str,
+        len: usize,
+        source: std::io::Error,
+    },
+}
+
+/// Why a served connection ended before the client closed it.
+#[derive(Debug, thiserror::Error)]
+enum Ended {
+    #[error(transparent)]
+    Frame(#[from] FrameError),
+    #[error("the client left: {0}")]
+    Left(#[from] std::io::Error),
+    #[error("the client left in the middle of a put: {0}")]
+    LeftInPut(String),
+}
+
 fn read_frame(
     r: &mut impl Read,
     max: usize,
-    what: &str,
-) -> std::result::Result<Option<Vec<u8>>, String> {
+    what: &'static str,
+) -> std::result::Result<Option<Vec<u8>>, FrameError> {
     let mut len = [0u8; 4];
     let mut got = 0;
     while got < 4 {
         match r.read(&mut len[got..]) {
             Ok(0) if got == 0 => return Ok(None),
-            Ok(0) => {
-                return Err(format!(
-                    "the connection closed in the middle of a {what} frame's length"
-                ))
-            }
+            Ok(0) => return Err(FrameError::ClosedInLength { what }),
             Ok(n) => got += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(format!("reading a {what}: {e}")),
+            Err(source) => return Err(FrameError::Read { what, source }),
         }
     }
     let n = u32::from_le_bytes(len) as usize;
     if n > max {
-        return Err(format!(
-            "a {what} frame of {n} bytes is over the limit of {max} bytes"
-        ));
+        return Err(FrameError::TooLong { what, len: n, max });
     }
     let mut buf = vec![0u8; n];
-    r.read_exact(&mut buf).map_err(|e| {
-        format!("the connection closed in the middle of a {what} of {n} bytes ({e})")
-    })?;
+    r.read_exact(&mut buf)
+        .map_err(|source| FrameError::ClosedInFrame {
+            what,
+            len: n,
+            source,
+        })?;
     Ok(Some(buf))
 }
 
@@ -1181,15 +1200,15 @@ pub fn error_text(e: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
-fn answer_frame(result: std::result::Result<Value, String>) -> Vec<u8> {
-    match result {
-        Ok(v) => json!({ "ok": v }).to_string().into_bytes(),
-        Err(e) => json!({ "error": e }).to_string().into_bytes(),
-    }
+fn error_frame(e: &(dyn std::error::Error + 'static)) -> Vec<u8> {
+    json!({ "error": error_text(e) }).to_string().into_bytes()
 }
 
 fn answer_of(result: Result<Value>) -> Vec<u8> {
-    answer_frame(result.map_err(|e| error_text(&e)))
+    match result {
+        Ok(v) => json!({ "ok": v }).to_string().into_bytes(),
+        Err(e) => error_frame(&e),
+    }
 }
 
 /// Parses a request frame, refusing other protocol versions.
@@ -1210,20 +1229,20 @@ pub fn parse_request(frame: &[u8]) -> Result<Request> {
 }
 
 /// Serves one connection until the client closes it or a write fails (the client left).
-/// Returns why it ended early, in words.
-fn serve_connection(service: &Service, mut stream: TcpStream) -> std::result::Result<(), String> {
+/// Returns why it ended early.
+fn serve_connection(service: &Service, mut stream: TcpStream) -> std::result::Result<(), Ended> {
     stream.set_nodelay(true).ok();
     // A client that stops in the middle of a request frame is dropped after this long.
     stream.set_read_timeout(Some(Duration::from_secs(300))).ok();
-    let gone = |e: std::io::Error| format!("the client left: {e}");
+    let gone = Ended::Left;
     loop {
         let frame = match read_frame(&mut stream, MAX_REQUEST, "request") {
             Ok(Some(f)) => f,
             Ok(None) => return Ok(()),
             Err(e) => {
                 // Tell the client if it is still there; then close.
-                let _ = write_frame(&mut stream, &answer_frame(Err(e.clone())));
-                return Err(e);
+                let _ = write_frame(&mut stream, &error_frame(&e));
+                return Err(e.into());
             }
         };
         let req = match parse_request(&frame) {
@@ -1307,7 +1326,7 @@ fn serve_connection(service: &Service, mut stream: TcpStream) -> std::result::Re
             // connection stays in step; a client that left ends the connection.
             let drained = frames.drain();
             if let Some(e) = frames.broken.take() {
-                return Err(format!("the client left in the middle of a put: {e}"));
+                return Err(Ended::LeftInPut(e));
             }
             drained.map_err(gone)?;
             if result.is_err() {
@@ -1421,8 +1440,8 @@ pub fn serve(
         {
             let mut n = open.lock().unwrap_or_else(|p| p.into_inner());
             if *n >= max_conns {
-                let busy = format!("the server is at its limit of {max_conns} connections");
-                let _ = write_frame(&mut stream, &answer_frame(Err(busy)));
+                let busy = StoreError::Busy { max_conns };
+                let _ = write_frame(&mut stream, &error_frame(&busy));
                 continue;
             }
             *n += 1;
@@ -1514,7 +1533,7 @@ impl Client {
 
     fn receive(&mut self) -> Result<Value> {
         let frame = read_frame(&mut self.stream, MAX_ANSWER, "answer")
-            .map_err(|e| self.remote(e))?
+            .map_err(|e| self.remote(e.to_string()))?
             .ok_or_else(|| self.remote("the server closed the connection"))?;
         let v: Value = serde_json::from_slice(&frame)
             .map_err(|e| self.remote(format!("the answer is not JSON: {e}")))?;

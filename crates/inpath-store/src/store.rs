@@ -418,7 +418,7 @@ pub struct OpenHandle {
     /// inside when it cannot be mapped; the reader is used then).
     mapping: OnceLock<Option<Mapping>>,
     /// The data file opened with `O_DIRECT`, made on first use by a direct reader.
-    direct: OnceLock<std::result::Result<File, String>>,
+    direct: OnceLock<std::io::Result<File>>,
 }
 
 /// Alignment of `O_DIRECT` reads: offsets, lengths and buffers (the logical block size of
@@ -678,13 +678,15 @@ impl OpenHandle {
                 .read(true)
                 .custom_flags(libc::O_DIRECT)
                 .open(&self.path)
-                .map_err(|e| e.to_string())
         });
         opened.as_ref().map_err(|e| StoreError::Read {
             path: self.path.clone(),
-            source: std::io::Error::other(format!(
-                "cannot open it for direct I/O (O_DIRECT): {e}; read through the page cache instead"
-            )),
+            source: std::io::Error::new(
+                e.kind(),
+                format!(
+                    "cannot open it for direct I/O (O_DIRECT): {e}; read through the page cache instead"
+                ),
+            ),
         })
     }
 

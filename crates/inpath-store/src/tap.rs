@@ -6,11 +6,10 @@
 //! - `crc` is built in: [`Crc`] is a [`Kernel`] whose lanes each take a contiguous range of
 //!   pages and whose partials combine CRC-32s in lane order, so any lane count gives the CRC of
 //!   the whole handle (the same as `crc32fast::hash` of the bytes, or `zlib.crc32`).
-//! - The other taps belong to other engines, which this crate does not depend on (engines
-//!   depend only on `inpath-core`). A placement that knows them (the CLI, the Python package)
-//!   hands the [`remote::Service`](crate::remote::Service) a [`TapRunner`]; the service feeds
-//!   the runner a [`HandleReader`]: the handle's bytes in order, read ahead by the
-//!   [`FlashReader`]'s workers (or from the mapped file).
+//! - `sketch` and `corr` come from `inpath-taps` (the same taps `inpath wire --tap` runs on a
+//!   connection): [`remote::Service`](crate::remote::Service) parses the specification with
+//!   `inpath_taps::parse_tap` and feeds the tap a [`HandleReader`]: the handle's bytes in
+//!   order, read ahead by the [`FlashReader`]'s workers.
 
 use crate::error::Result;
 use crate::kernel::{Flow, Kernel, Partial, Scan};
@@ -20,21 +19,6 @@ use serde::{Deserialize, Serialize};
 use std::io::Read;
 use std::ops::Range;
 use std::sync::Arc;
-
-/// Runs taps the store crate does not know (sketch, corr) over a handle's bytes.
-pub trait TapRunner: Send + Sync {
-    /// The tap names this runner takes (shown in errors).
-    fn names(&self) -> Vec<String>;
-
-    /// Runs the tap `spec` (`NAME` or `NAME:key=value,...`) over `input` with up to `threads`
-    /// lanes and returns its result. An `Err` is the reason in words (a bad option, bad input).
-    fn run(
-        &self,
-        spec: &str,
-        input: &mut dyn Read,
-        threads: usize,
-    ) -> std::result::Result<serde_json::Value, String>;
-}
 
 /// A handle's bytes, `offset..offset+length`, as a [`Read`]: one in-order port of a
 /// [`FlashReader`], whose workers read ahead.
@@ -165,11 +149,6 @@ impl Kernel for Crc {
     }
 }
 
-/// The tap's name: what comes before the first `:` of a specification.
-pub fn tap_name(spec: &str) -> &str {
-    spec.split_once(':').map_or(spec, |(name, _)| name).trim()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -201,11 +180,5 @@ mod tests {
             a.merge(b.merge(c))
         );
         assert_eq!(p(b"abc").merge(p(b"defgh")), p(b"abcdefgh"));
-    }
-
-    #[test]
-    fn names() {
-        assert_eq!(tap_name("sketch:format=u32"), "sketch");
-        assert_eq!(tap_name(" crc "), "crc");
     }
 }

@@ -3,6 +3,7 @@
 
 #![allow(unsafe_code)]
 
+use crate::error::{malformed, Malformed};
 use inpath_core::kernel;
 
 kernel! {
@@ -21,11 +22,11 @@ kernel! {
 pub(crate) fn dictionary_array(
     keys: arrow_array::Int32Array,
     values: arrow_array::ArrayRef,
-) -> Result<arrow_array::DictionaryArray<arrow_array::types::Int32Type>, String> {
+) -> Result<arrow_array::DictionaryArray<arrow_array::types::Int32Type>, Malformed> {
     use arrow_array::Array;
     if keys.null_count() == 0 {
         if !codes_within::run(keys.values(), values.len()) {
-            return Err(format!(
+            return Err(malformed!(
                 "a dictionary code is outside the dictionary's {} values",
                 values.len()
             ));
@@ -33,7 +34,7 @@ pub(crate) fn dictionary_array(
         // SAFETY: every key is non-null and in 0..values.len(), what `try_new` checks.
         return Ok(unsafe { arrow_array::DictionaryArray::new_unchecked(keys, values) });
     }
-    arrow_array::DictionaryArray::try_new(keys, values).map_err(|e| e.to_string())
+    arrow_array::DictionaryArray::try_new(keys, values).map_err(|e| Malformed(e.to_string()))
 }
 
 #[cfg(test)]

@@ -266,3 +266,17 @@ impl Error {
         }
     }
 }
+
+/// What is wrong inside a page, a packed block or a dictionary, in words; the reader adds where
+/// (table, column, page) in [`Error::PageDamaged`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Malformed(pub String);
+
+/// A [`Malformed`] from a format string.
+macro_rules! malformed {
+    ($($arg:tt)*) => {
+        $crate::error::Malformed(format!($($arg)*))
+    };
+}
+pub(crate) use malformed;

@@ -14,6 +14,7 @@
 //!             w = 64: n × u64 LE; w = 128: n × u128 LE
 //! ```
 
+use crate::error::{malformed, Malformed};
 use bitpacking::{BitPacker, BitPacker4x};
 
 /// Values per bit-packed block.
@@ -116,9 +117,9 @@ pub struct ForBlock<'a> {
 }
 
 /// Parses the FOR block of `n` values at the start of `bytes`; returns it and the bytes used.
-pub fn parse_for(bytes: &[u8], n: usize) -> Result<(ForBlock<'_>, usize), String> {
+pub fn parse_for(bytes: &[u8], n: usize) -> Result<(ForBlock<'_>, usize), Malformed> {
     if bytes.len() < FOR_HEADER {
-        return Err(format!(
+        return Err(malformed!(
             "a FOR block needs {FOR_HEADER} header bytes, {} left",
             bytes.len()
         ));
@@ -126,12 +127,12 @@ pub fn parse_for(bytes: &[u8], n: usize) -> Result<(ForBlock<'_>, usize), String
     let reference = i128::from_le_bytes(bytes[..16].try_into().expect("16 bytes"));
     let width = bytes[16];
     if bytes[17..24] != [0; 7] {
-        return Err("FOR block reserved bytes are not zero".into());
+        return Err(malformed!("FOR block reserved bytes are not zero"));
     }
-    let len = packed_len(n, width).ok_or_else(|| format!("width {width} is not valid"))?;
+    let len = packed_len(n, width).ok_or_else(|| malformed!("width {width} is not valid"))?;
     let end = FOR_HEADER + len;
     if bytes.len() < end {
-        return Err(format!(
+        return Err(malformed!(
             "{n} values at width {width} need {len} bytes, {} left",
             bytes.len() - FOR_HEADER
         ));

@@ -12,6 +12,7 @@
 //!             lengths, then the heap (the strings back to back, exactly to the page's end)
 //! ```
 
+use crate::error::{malformed, Malformed};
 use crate::format::{Encoding, LogicalType, Scalar, DICTIONARY_LIMIT};
 use crate::pack;
 use arrow_array::{
@@ -354,39 +355,39 @@ pub(crate) fn decode(
     dictionary: Option<&[String]>,
     codes_only: bool,
     narrow_decimals: bool,
-) -> Result<(ArrayRef, Encoding), String> {
+) -> Result<(ArrayRef, Encoding), Malformed> {
     if bytes.len() < PAGE_HEADER {
-        return Err(format!(
+        return Err(malformed!(
             "{} bytes, shorter than the page header",
             bytes.len()
         ));
     }
     let encoding = Encoding::from_code(bytes[0])
-        .ok_or_else(|| format!("unknown encoding code {}", bytes[0]))?;
+        .ok_or_else(|| malformed!("unknown encoding code {}", bytes[0]))?;
     let flags = bytes[1];
     if flags & !FLAG_VALIDITY != 0 || bytes[2..4] != [0, 0] {
-        return Err(format!(
+        return Err(malformed!(
             "flags {flags:#04x} or reserved bytes are not valid"
         ));
     }
     let n = u32::from_le_bytes(bytes[4..8].try_into().expect("4 bytes")) as usize;
     if n != rows {
-        return Err(format!("it holds {n} rows, the manifest says {rows}"));
+        return Err(malformed!("it holds {n} rows, the manifest says {rows}"));
     }
     let mut at = PAGE_HEADER;
     let bitmap_len = n.div_ceil(8);
-    let take = |at: &mut usize, len: usize| -> Result<&[u8], String> {
+    let take = |at: &mut usize, len: usize| -> Result<&[u8], Malformed> {
         let end = at
             .checked_add(len)
             .filter(|&e| e <= bytes.len())
-            .ok_or_else(|| format!("ends early: {len} bytes needed at {at}"))?;
+            .ok_or_else(|| malformed!("ends early: {len} bytes needed at {at}"))?;
         let s = &bytes[*at..end];
         *at = end;
         Ok(s)
     };
     let nulls = if flags & FLAG_VALIDITY != 0 {
         if !nullable {
-            return Err("a validity bitmap in a column without nulls".into());
+            return Err(malformed!("a validity bitmap in a column without nulls"));
         }
         let bits = take(&mut at, bitmap_len)?;
         let buf = BooleanBuffer::new(Buffer::from(bits.to_vec()), 0, n);
@@ -401,16 +402,19 @@ pub(crate) fn decode(
         _ => &[Encoding::For][..],
     };
     if !expected.contains(&encoding) {
-        return Err(format!(
+        return Err(malformed!(
             "encoding {} does not fit type {logical:?}",
             encoding.name()
         ));
     }
     let rest = &bytes[at..];
     let for_block = |rest| pack::parse_for(rest, n);
-    let finish = |used: usize| -> Result<(), String> {
+    let finish = |used: usize| -> Result<(), Malformed> {
         if used != rest.len() {
-            return Err(format!("{} unexpected bytes at the end", rest.len() - used));
+            return Err(malformed!(
+                "{} unexpected bytes at the end",
+                rest.len() - used
+            ));
         }
         Ok(())
     };
@@ -425,9 +429,10 @@ pub(crate) fn decode(
                 32
             };
             if block.reference < lo || block.reference > hi || block.width > max_width {
-                return Err(format!(
+                return Err(malformed!(
                     "reference {} or width {} does not fit {logical:?}",
-                    block.reference, block.width
+                    block.reference,
+                    block.width
                 ));
             }
             match logical {
@@ -476,13 +481,16 @@ pub(crate) fn decode(
             };
             let array = Decimal128Array::new(ScalarBuffer::from(values), nulls)
                 .with_precision_and_scale(precision, scale)
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| Malformed(e.to_string()))?;
             Arc::new(array)
         }
         LogicalType::Float64 => {
             let data = take(&mut at, n * 8)?;
             if at != bytes.len() {
-                return Err(format!("{} unexpected bytes at the end", bytes.len() - at));
+                return Err(malformed!(
+                    "{} unexpected bytes at the end",
+                    bytes.len() - at
+                ));
             }
             let values: Vec<f64> = data
                 .chunks_exact(8)
@@ -493,7 +501,10 @@ pub(crate) fn decode(
         LogicalType::Boolean => {
             let data = take(&mut at, bitmap_len)?;
             if at != bytes.len() {
-                return Err(format!("{} unexpected bytes at the end", bytes.len() - at));
+                return Err(malformed!(
+                    "{} unexpected bytes at the end",
+                    bytes.len() - at
+                ));
             }
             let values = BooleanBuffer::new(Buffer::from(data.to_vec()), 0, n);
             Arc::new(BooleanArray::new(values, nulls))
@@ -504,7 +515,9 @@ pub(crate) fn decode(
                 // DictionaryArray over the column's dictionary: no string is touched.
                 let (block, used) = for_block(rest)?;
                 finish(used)?;
-                let dict = dictionary.ok_or("a dictionary page in a column without dictionary")?;
+                let dict = dictionary.ok_or_else(|| {
+                    malformed!("a dictionary page in a column without dictionary")
+                })?;
                 // Every code the block can hold is in the dictionary: no code to check.
                 if nulls.is_none() && block.reference >= 0 {
                     if let Some(keys) = block.to_i32().filter(|k| {
@@ -529,7 +542,7 @@ pub(crate) fn decode(
                     if !valid_at(i) {
                         keys.push(0);
                     } else if code < 0 || code as usize >= dict.len() {
-                        return Err(format!(
+                        return Err(malformed!(
                             "code {code} is outside the dictionary of {} values",
                             dict.len()
                         ));
@@ -542,7 +555,9 @@ pub(crate) fn decode(
             Encoding::Dictionary => {
                 let (block, used) = for_block(rest)?;
                 finish(used)?;
-                let dict = dictionary.ok_or("a dictionary page in a column without dictionary")?;
+                let dict = dictionary.ok_or_else(|| {
+                    malformed!("a dictionary page in a column without dictionary")
+                })?;
                 let mut offsets = Vec::with_capacity(n + 1);
                 offsets.push(0i32);
                 let mut heap = Vec::new();
@@ -559,20 +574,20 @@ pub(crate) fn decode(
                     offsets.push(heap.len() as i32);
                 });
                 if let Some(code) = bad {
-                    return Err(format!(
+                    return Err(malformed!(
                         "code {code} is outside the dictionary of {} values",
                         dict.len()
                     ));
                 }
                 if heap.len() > i32::MAX as usize {
-                    return Err("more than 2 GiB of text in one page".into());
+                    return Err(malformed!("more than 2 GiB of text in one page"));
                 }
                 let array = StringArray::try_new(
                     OffsetBuffer::new(ScalarBuffer::from(offsets)),
                     Buffer::from(heap),
                     nulls,
                 )
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| Malformed(e.to_string()))?;
                 Arc::new(array)
             }
             _ => {
@@ -591,7 +606,7 @@ pub(crate) fn decode(
                     offsets.push(total);
                 });
                 if overflow || total != heap.len() as i64 || total > i32::MAX as i64 {
-                    return Err(format!(
+                    return Err(malformed!(
                         "string lengths add up to {total}, the heap holds {} bytes",
                         heap.len()
                     ));
@@ -602,7 +617,7 @@ pub(crate) fn decode(
                     Buffer::from(heap.to_vec()),
                     nulls,
                 )
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| Malformed(e.to_string()))?;
                 Arc::new(array)
             }
         },

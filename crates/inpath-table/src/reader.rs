@@ -404,11 +404,11 @@ impl TableReader {
         let c = self.column_meta(column)?;
         self.check_page(page)?;
         let meta = &c.pages[page];
-        let damaged = |detail: String| Error::PageDamaged {
+        let damaged = |detail: crate::error::Malformed| Error::PageDamaged {
             table: self.manifest.table.clone(),
             column: c.name.clone(),
             page,
-            detail,
+            detail: detail.0,
         };
         let values = self.dictionary_values[column].as_ref();
         let rows = self.manifest.page_rows(page);
@@ -430,7 +430,11 @@ impl TableReader {
                 let keys = array
                     .as_any()
                     .downcast_ref::<arrow_array::Int32Array>()
-                    .ok_or_else(|| damaged("a dictionary page did not decode to codes".into()))?
+                    .ok_or_else(|| {
+                        damaged(crate::error::Malformed(
+                            "a dictionary page did not decode to codes".into(),
+                        ))
+                    })?
                     .clone();
                 let dict = crate::arch::dictionary_array(keys, values.clone()).map_err(damaged)?;
                 Arc::new(dict) as ArrayRef
@@ -438,7 +442,7 @@ impl TableReader {
             None => array,
         };
         if encoding != meta.encoding || array.null_count() as u64 != meta.null_count {
-            return Err(damaged(format!(
+            return Err(damaged(crate::error::malformed!(
                 "it holds {} with {} nulls, the manifest says {} with {}",
                 encoding.name(),
                 array.null_count(),

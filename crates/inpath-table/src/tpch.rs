@@ -4,7 +4,7 @@
 use crate::error::{Error, Result};
 use crate::writer::{TableSummary, TableWriter, WriteOptions};
 use arrow_array::RecordBatch;
-use arrow_schema::SchemaRef;
+use arrow_schema::{ArrowError, SchemaRef};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -47,16 +47,15 @@ impl Default for GenOptions {
     }
 }
 
-type Batches = Box<dyn Iterator<Item = std::result::Result<RecordBatch, String>> + Send>;
+type Batches = Box<dyn Iterator<Item = std::result::Result<RecordBatch, ArrowError>> + Send>;
 
 const BATCH_ROWS: usize = 8192;
 
-fn boxed<I, E>(it: I) -> Batches
+fn boxed<I>(it: I) -> Batches
 where
-    I: Iterator<Item = std::result::Result<RecordBatch, E>> + Send + 'static,
-    E: std::fmt::Display,
+    I: Iterator<Item = std::result::Result<RecordBatch, ArrowError>> + Send + 'static,
 {
-    Box::new(it.map(|r| r.map_err(|e| e.to_string())))
+    Box::new(it)
 }
 
 /// The schema tpchgen-arrow gives `table`.
@@ -155,9 +154,9 @@ pub fn generate_table(
         .ceil()
         .clamp(1.0, units.max(1.0).min(i32::MAX as f64)) as i32;
     let mut writer = TableWriter::create(&dir.join(table), schema, write)?;
-    let gen_err = |detail: String| Error::Arrow {
+    let gen_err = |e: ArrowError| Error::Arrow {
         table: table.to_string(),
-        detail,
+        detail: e.to_string(),
     };
     if threads == 1 || parts == 1 {
         for part in 1..=parts {
@@ -171,7 +170,7 @@ pub fn generate_table(
     // and written in order: the table is the same as one part's.
     let window = threads + 1;
     let state = Mutex::new((
-        BTreeMap::<i32, std::result::Result<Vec<RecordBatch>, String>>::new(),
+        BTreeMap::<i32, std::result::Result<Vec<RecordBatch>, ArrowError>>::new(),
         0i32,
     ));
     let ready = Condvar::new();
@@ -194,7 +193,7 @@ pub fn generate_table(
                 if abort.load(Ordering::Relaxed) {
                     break;
                 }
-                let batches: std::result::Result<Vec<RecordBatch>, String> =
+                let batches: std::result::Result<Vec<RecordBatch>, ArrowError> =
                     tpch_batches(table, sf, part, parts)
                         .expect("known table")
                         .collect();

@@ -28,25 +28,9 @@ pub enum WireError {
         source: std::io::Error,
     },
 
-    /// A `--tap` specification names an unknown tap.
-    #[error("unknown tap {name:?} in {spec:?}; available taps: {available}")]
-    UnknownTap {
-        /// The tap name given.
-        name: String,
-        /// The whole specification.
-        spec: String,
-        /// The taps that exist.
-        available: String,
-    },
-
-    /// A `--tap` option is unknown or has a bad value.
-    #[error("tap {spec:?}: {detail}")]
-    TapOption {
-        /// The whole specification.
-        spec: String,
-        /// What is wrong, and what is allowed.
-        detail: String,
-    },
+    /// A `--tap` specification cannot be run, or two tap results cannot be merged.
+    #[error(transparent)]
+    Tap(#[from] inpath_taps::TapError),
 
     /// A server setting is out of range.
     #[error("{name} = {value} is out of range: {valid}")]
@@ -70,15 +54,6 @@ pub enum WireError {
     /// A seal/unseal transform could not be set up.
     #[error("seal/unseal transform: {0}")]
     Transform(String),
-
-    /// Two partial results could not be merged.
-    #[error("cannot merge {what}: {detail}")]
-    Merge {
-        /// What was being merged.
-        what: String,
-        /// Why not.
-        detail: String,
-    },
 }
 
 /// Result alias for the wire crate.

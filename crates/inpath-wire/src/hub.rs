@@ -7,8 +7,8 @@
 //! one merged partial result per tap and direction (the combined view) in constant memory.
 
 use crate::runner::TapRunner;
-use crate::tap::{Partial, TapFactory};
 use crate::{Direction, JobSplit, Mode, WireError};
+use inpath_taps::{Partial, TapFactory};
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, VecDeque};
 use std::io::Write;

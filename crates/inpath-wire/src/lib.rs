@@ -7,7 +7,7 @@
 //!
 //! - A **relay** ([`Mode::Relay`]) accepts connections, opens one to the destination for each,
 //!   forwards the bytes unchanged in both directions and feeds one or both directions to
-//!   **taps** (engines that observe: [`tap::Tap`]).
+//!   **taps** (engines that observe, from `inpath-taps`: [`inpath_taps::Tap`]).
 //! - A **sink** ([`Mode::Sink`]) receives and taps without forwarding (the SmartNIC receiving
 //!   node).
 //! - A **job** is a connection (its close is the hardware's `last` flag), or every N bytes, or
@@ -19,11 +19,11 @@
 //!   are counted.
 //!
 //! ```no_run
-//! use inpath_wire::{tap, Server, ServerConfig, Direction, LogTarget};
+//! use inpath_wire::{Server, ServerConfig, Direction, LogTarget};
 //!
 //! # async fn example() -> Result<(), inpath_wire::WireError> {
 //! let mut config = ServerConfig::relay("127.0.0.1:9000", "127.0.0.1:9001");
-//! config.taps.push(tap::parse_tap("sketch:format=u32,cm=6x13")?);
+//! config.taps.push(inpath_taps::parse_tap("sketch:format=u32,cm=6x13")?);
 //! config.directions = vec![Direction::C2s];
 //! config.http = Some("127.0.0.1:9100".into());
 //! config.log = LogTarget::File("results.jsonl".into());
@@ -40,15 +40,12 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
-mod corr_tap;
 pub mod error;
 pub mod http;
 pub mod hub;
 pub mod job;
 mod runner;
 pub mod server;
-pub mod tap;
-pub mod top;
 pub mod transform;
 
 pub use error::{Result, WireError};
@@ -56,32 +53,4 @@ pub use hub::{Hub, LogTarget, Outcome};
 pub use job::JobSplit;
 pub use server::{resolve, Mode, Server, ServerConfig, Shutdown};
 
-/// A direction of a relayed connection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Direction {
-    /// Client to server: the bytes the relay (or sink) receives on its accepted connections.
-    C2s,
-    /// Server to client: the destination's answers (relay only).
-    S2c,
-}
-
-impl Direction {
-    /// Both directions.
-    pub const ALL: [Direction; 2] = [Direction::C2s, Direction::S2c];
-
-    /// `c2s` or `s2c`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Direction::C2s => "c2s",
-            Direction::S2c => "s2c",
-        }
-    }
-
-    /// 0 for c2s, 1 for s2c.
-    pub fn index(self) -> usize {
-        match self {
-            Direction::C2s => 0,
-            Direction::S2c => 1,
-        }
-    }
-}
+pub use inpath_taps::Direction;

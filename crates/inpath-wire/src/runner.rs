@@ -3,8 +3,8 @@
 
 use crate::hub::{Conn, Hub};
 use crate::job::Splitter;
-use crate::tap::{JobId, Partial, Tap};
 use crate::Direction;
+use inpath_taps::{JobId, Partial, Tap};
 use serde_json::{json, Map, Value};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -79,7 +79,7 @@ impl TapRunner {
                     let start = Instant::now();
                     if let Err(e) = tap.update(data) {
                         hub.metrics.tap_errors.fetch_add(1, Ordering::Relaxed);
-                        self.errors[i] = Some(e);
+                        self.errors[i] = Some(e.to_string());
                     }
                     let nanos = start.elapsed().as_nanos() as u64;
                     hub.metrics.taps[i]
@@ -211,21 +211,21 @@ impl TapRunner {
 struct FailedTap;
 
 impl Tap for FailedTap {
-    fn update(&mut self, _chunk: &[u8]) -> Result<(), String> {
+    fn update(&mut self, _chunk: &[u8]) -> Result<(), inpath_core::Error> {
         Ok(())
     }
     fn live_json(&self) -> Value {
         json!({})
     }
     fn snapshot(&self) -> Box<dyn Partial> {
-        Box::new(crate::tap::CrcPartial {
+        Box::new(inpath_taps::CrcPartial {
             bytes: 0,
             jobs: 0,
             crc32: None,
         })
     }
-    fn finish(&mut self, _job: JobId, error: Option<&str>) -> crate::tap::TapOutput {
-        crate::tap::TapOutput {
+    fn finish(&mut self, _job: JobId, error: Option<&str>) -> inpath_taps::TapOutput {
+        inpath_taps::TapOutput {
             json: json!({ "error": error }),
             partial: self.snapshot(),
         }

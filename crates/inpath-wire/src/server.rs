@@ -14,9 +14,9 @@
 
 use crate::hub::{lock, Conn, Hub, HubConfig, LogTarget, Outcome};
 use crate::runner::{JobEnd, TapRunner};
-use crate::tap::TapFactory;
 use crate::transform::TransformFactory;
 use crate::{Direction, JobSplit, Result, WireError};
+use inpath_taps::TapFactory;
 use serde_json::json;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -761,7 +761,7 @@ impl Pumping<'_> {
 enum PumpError {
     Read(std::io::Error),
     Write(std::io::Error),
-    Transform(String),
+    Transform(crate::transform::TransformError),
     /// The other direction failed first (see [`Pumping::cut`]).
     Cut,
 }
@@ -775,7 +775,7 @@ impl PumpError {
         match self {
             PumpError::Read(e) => fault(reader, e),
             PumpError::Write(e) => fault(writer, e),
-            PumpError::Transform(e) => Outcome::new("transform_error", e.clone()),
+            PumpError::Transform(e) => Outcome::new("transform_error", e.to_string()),
             PumpError::Cut => Outcome::new("cut", "the other direction failed"),
         }
     }

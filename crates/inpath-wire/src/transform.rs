@@ -25,12 +25,39 @@
 
 use std::sync::Arc;
 
+/// Why a transform stopped a direction (reported as the connection's `transform_error`).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TransformError {
+    /// The sealer could not be made (no randomness from the OS for its nonces).
+    #[error("the sealer could not be initialised")]
+    NoSealer,
+    /// Sealing a page failed.
+    #[error("{0}")]
+    Seal(inpath_seal::Error),
+    /// The sealed stream has a bad header or a record that fails authentication.
+    #[error("sealed stream: {0}")]
+    Stream(inpath_seal::Error),
+    /// A record's length does not fit this machine's address space.
+    #[error("sealed record too large")]
+    RecordTooLarge,
+    /// The input ended inside a sealed record.
+    #[error("the sealed stream ended inside a record ({pending} bytes of it arrived)")]
+    Truncated {
+        /// The bytes of the incomplete record that arrived.
+        pending: usize,
+    },
+    /// A transform of the library's user failed.
+    #[error(transparent)]
+    Other(Box<dyn std::error::Error + Send + Sync>),
+}
+
 /// A byte transform on one direction of a relayed connection.
 pub trait Transform: Send {
     /// Transforms the next chunk; appends the output to `out`.
-    fn push(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), String>;
+    fn push(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), TransformError>;
     /// The input ended cleanly: appends whatever is still held back.
-    fn finish(&mut self, out: &mut Vec<u8>) -> Result<(), String>;
+    fn finish(&mut self, out: &mut Vec<u8>) -> Result<(), TransformError>;
     /// Whether taps on this direction see the output (unsealing) rather than the input
     /// (sealing).
     fn taps_see_output(&self) -> bool;
@@ -107,18 +134,15 @@ struct SealTransform {
 }
 
 impl Transform for SealTransform {
-    fn push(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
-        let sealer = self
-            .sealer
-            .as_mut()
-            .ok_or("the sealer could not be initialised")?;
+    fn push(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), TransformError> {
+        let sealer = self.sealer.as_mut().ok_or(TransformError::NoSealer)?;
         for page in input.chunks(self.page) {
-            out.extend_from_slice(&sealer.seal(page).map_err(|e| e.to_string())?);
+            out.extend_from_slice(&sealer.seal(page).map_err(TransformError::Seal)?);
         }
         Ok(())
     }
 
-    fn finish(&mut self, _out: &mut Vec<u8>) -> Result<(), String> {
+    fn finish(&mut self, _out: &mut Vec<u8>) -> Result<(), TransformError> {
         Ok(())
     }
 
@@ -166,7 +190,7 @@ struct UnsealTransform {
 }
 
 impl Transform for UnsealTransform {
-    fn push(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+    fn push(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), TransformError> {
         self.pending.extend_from_slice(input);
         let mut at = 0;
         while self.pending.len() - at >= inpath_seal::page::HEADER_LEN {
@@ -174,16 +198,16 @@ impl Transform for UnsealTransform {
                 &self.pending[at..at + inpath_seal::page::HEADER_LEN],
                 self.max_page,
             )
-            .map_err(|e| format!("sealed stream: {e}"))?;
-            let len = usize::try_from(header.record_len())
-                .map_err(|_| "sealed record too large".to_string())?;
+            .map_err(TransformError::Stream)?;
+            let len =
+                usize::try_from(header.record_len()).map_err(|_| TransformError::RecordTooLarge)?;
             if self.pending.len() - at < len {
                 break;
             }
             let page = self
                 .unsealer
                 .unseal(&self.pending[at..at + len])
-                .map_err(|e| format!("sealed stream: {e}"))?;
+                .map_err(TransformError::Stream)?;
             out.extend_from_slice(&page);
             at += len;
         }
@@ -191,14 +215,13 @@ impl Transform for UnsealTransform {
         Ok(())
     }
 
-    fn finish(&mut self, _out: &mut Vec<u8>) -> Result<(), String> {
+    fn finish(&mut self, _out: &mut Vec<u8>) -> Result<(), TransformError> {
         if self.pending.is_empty() {
             Ok(())
         } else {
-            Err(format!(
-                "the sealed stream ended inside a record ({} bytes of it arrived)",
-                self.pending.len()
-            ))
+            Err(TransformError::Truncated {
+                pending: self.pending.len(),
+            })
         }
     }
 
@@ -257,10 +280,10 @@ mod tests {
         unseal
             .push(&sealed[..sealed.len() - 1], &mut Vec::new())
             .unwrap();
-        assert!(unseal
-            .finish(&mut Vec::new())
-            .unwrap_err()
-            .contains("ended inside a record"));
+        assert!(matches!(
+            unseal.finish(&mut Vec::new()),
+            Err(TransformError::Truncated { .. })
+        ));
         let (_, mut unseal) = pair(Cipher::Gcm);
         assert!(unseal.push(&[0u8; 64], &mut Vec::new()).is_err());
     }

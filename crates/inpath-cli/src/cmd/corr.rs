@@ -4,7 +4,7 @@
 use crate::common::{self, Progress};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
-use inpath_core::{run_input, ColumnRef, CsvSpec, Engine, Input, Lane, LaneOptions};
+use inpath_core::{run_input, ColumnRef, CsvSpec, Engine, Input, LaneOptions};
 use inpath_corr::{Corr, CorrConfig, DType, Ddof, Layout, Method, NanPolicy, Stat, Statistics};
 use serde_json::json;
 use std::fmt::Write as _;
@@ -55,37 +55,6 @@ enum LayoutArg {
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
-enum TypeArg {
-    U8,
-    U16,
-    U32,
-    U64,
-    I8,
-    I16,
-    I32,
-    I64,
-    F32,
-    F64,
-}
-
-impl TypeArg {
-    fn dtype(self) -> DType {
-        match self {
-            TypeArg::U8 => DType::U8,
-            TypeArg::U16 => DType::U16,
-            TypeArg::U32 => DType::U32,
-            TypeArg::U64 => DType::U64,
-            TypeArg::I8 => DType::I8,
-            TypeArg::I16 => DType::I16,
-            TypeArg::I32 => DType::I32,
-            TypeArg::I64 => DType::I64,
-            TypeArg::F32 => DType::F32,
-            TypeArg::F64 => DType::F64,
-        }
-    }
-}
-
-#[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
 enum ConstantArg {
     /// NaN (JSON null): the coefficient is undefined.
     Nan,
@@ -102,8 +71,8 @@ struct RunArgs {
     #[arg(short, long, value_enum)]
     layout: Option<LayoutArg>,
     /// Item type [default: f64 for CSV, required for binary layouts].
-    #[arg(short = 't', long = "type", value_enum)]
-    dtype: Option<TypeArg>,
+    #[arg(short = 't', long = "type", value_parser = crate::common::engine_values(&DType::ALL, DType::name, None))]
+    dtype: Option<DType>,
     /// Number of streams M (binary rows and columns layouts; lines imply 64 / item bytes).
     #[arg(short = 'm', long)]
     streams: Option<usize>,
@@ -253,7 +222,7 @@ fn build_config(args: &RunArgs) -> Result<(CorrConfig, LayoutArg)> {
         ),
     };
     let dtype = match (args.dtype, layout) {
-        (Some(t), _) => t.dtype(),
+        (Some(t), _) => t,
         (None, LayoutArg::Csv) => DType::F64,
         (None, _) => bail!("binary layouts need an item type: --type u8, u16, u32, u64, i8, i16, i32, i64, f32 or f64"),
     };
@@ -421,12 +390,13 @@ fn read_columns(
         );
     }
     let rows = len / (m * w);
-    let read_range = |lane: &mut Corr, r0: u64, r1: u64, report: &dyn Fn(u64)| -> Result<()> {
+    let single = threads <= 1 || rows < 2;
+    inpath_corr::run_column_lanes(engine, rows, threads, |lane, range| -> Result<()> {
         const BLOCK: u64 = 1 << 14;
         let mut bufs: Vec<Vec<u8>> = vec![Vec::new(); m as usize];
-        let mut r = r0;
-        while r < r1 {
-            let n = BLOCK.min(r1 - r);
+        let mut r = range.start;
+        while r < range.end {
+            let n = BLOCK.min(range.end - r);
             for (i, buf) in bufs.iter_mut().enumerate() {
                 buf.resize((n * w) as usize, 0);
                 file.read_exact_at(buf, (i as u64 * rows + r) * w)
@@ -435,36 +405,13 @@ fn read_columns(
             let refs: Vec<&[u8]> = bufs.iter().map(|b| b.as_slice()).collect();
             lane.update_columns(&refs)?;
             r += n;
-            report((r - r0) * m * w);
+            if single {
+                // One lane: its progress is the whole input's.
+                progress.set(r * m * w);
+            }
         }
         Ok(())
-    };
-    if threads <= 1 || rows < 2 {
-        read_range(engine, 0, rows, &|b| progress.set(b))?;
-        engine.close_input()?;
-        return Ok(len);
-    }
-    let lanes: Vec<Result<Corr>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads as u64)
-            .map(|t| {
-                let (r0, r1) = (rows * t / threads as u64, rows * (t + 1) / threads as u64);
-                let mut lane = engine.fork();
-                let read_range = &read_range;
-                scope.spawn(move || -> Result<Corr> {
-                    read_range(&mut lane, r0, r1, &|_| {})?;
-                    lane.close_input()?;
-                    Ok(lane)
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect()
-    });
-    for lane in lanes {
-        engine.merge(&lane?)?;
-    }
+    })?;
     progress.set(len);
     Ok(len)
 }

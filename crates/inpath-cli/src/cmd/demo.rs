@@ -250,7 +250,7 @@ fn sketch_section(items: usize) -> Result<String> {
 /// The wire placement: a sink with a sketch tap on loopback, fed by four connections; the
 /// merged result is compared with sketching the same bytes in memory.
 fn wire_section() -> Result<String> {
-    use inpath_wire::tap::{parse_tap, SketchPartial};
+    use inpath_taps::{parse_tap, SketchPartial};
     use inpath_wire::{Direction, LogTarget, Server, ServerConfig};
     use tokio::io::AsyncWriteExt;
 

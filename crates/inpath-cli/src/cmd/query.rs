@@ -890,7 +890,7 @@ fn tpch(args: TpchArgs) -> anyhow::Result<()> {
             "bytes_out": stats.bytes_out,
             "host_cpu_seconds": host_cpu,
             "device": device,
-            "check": verdict.as_ref().map(|v| match v { Ok(()) => "equal".to_string(), Err(e) => e.clone() }),
+            "check": verdict.as_ref().map(|v| match v { Ok(()) => "equal".to_string(), Err(e) => e.to_string() }),
         }));
     }
     if talk {

@@ -75,8 +75,8 @@ struct BuildArgs {
     #[command(flatten)]
     params: ParamArgs,
     /// HyperLogLog estimator.
-    #[arg(long, value_enum, default_value = "ertl")]
-    estimator: EstimatorArg,
+    #[arg(long, default_value = "ertl", value_parser = estimator_values())]
+    estimator: Estimator,
     /// Lanes (threads) to split the work across; results are identical for any count
     /// [default: the number of CPUs].
     #[arg(short, long, value_parser = crate::common::parse_threads)]
@@ -96,8 +96,8 @@ struct BuildArgs {
 struct ParamArgs {
     /// Hash: `fast` (XXH3-128) or `compat` (MurmurHash3_x64_128, bit-exact with the SKT
     /// reference software).
-    #[arg(long, value_enum, default_value = "fast")]
-    hash: HashArg,
+    #[arg(long, default_value = "fast", value_parser = crate::common::engine_values(&HashMode::ALL, HashMode::name, None))]
+    hash: HashMode,
     /// Hash seed (decimal or 0x hex) [default: 0 for fast, 0xDEADF00D for compat].
     #[arg(long)]
     seed: Option<String>,
@@ -117,29 +117,6 @@ struct ParamArgs {
     sketches: String,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-enum HashArg {
-    Fast,
-    Compat,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum EstimatorArg {
-    /// Ertl's improved estimator (accurate over the whole range).
-    Ertl,
-    /// The SKT reference: raw HLL with linear counting below 2.5·m.
-    Reference,
-}
-
-impl From<EstimatorArg> for Estimator {
-    fn from(e: EstimatorArg) -> Self {
-        match e {
-            EstimatorArg::Ertl => Estimator::Ertl,
-            EstimatorArg::Reference => Estimator::Reference,
-        }
-    }
-}
-
 #[derive(Args)]
 struct MergeArgs {
     /// Sketch files to merge.
@@ -149,8 +126,8 @@ struct MergeArgs {
     #[arg(short, long, value_name = "OUT.skt")]
     output: PathBuf,
     /// HyperLogLog estimator for the printed summary.
-    #[arg(long, value_enum, default_value = "ertl")]
-    estimator: EstimatorArg,
+    #[arg(long, default_value = "ertl", value_parser = estimator_values())]
+    estimator: Estimator,
     /// Print the merged summary as JSON.
     #[arg(long)]
     json: bool,
@@ -182,8 +159,8 @@ struct ShowArgs {
     #[arg(value_name = "FILE.skt")]
     sketch: PathBuf,
     /// HyperLogLog estimator.
-    #[arg(long, value_enum, default_value = "ertl")]
-    estimator: EstimatorArg,
+    #[arg(long, default_value = "ertl", value_parser = estimator_values())]
+    estimator: Estimator,
     /// Print the summary as JSON.
     #[arg(long)]
     json: bool,
@@ -199,11 +176,12 @@ pub fn run(args: SketchArgs) -> Result<()> {
     }
 }
 
+fn estimator_values() -> impl clap::builder::TypedValueParser<Value = Estimator> {
+    crate::common::engine_values(&Estimator::ALL, Estimator::name, Some(Estimator::about))
+}
+
 fn params_from(args: &ParamArgs) -> Result<Params> {
-    let hash = match args.hash {
-        HashArg::Fast => HashMode::Fast,
-        HashArg::Compat => HashMode::Compat,
-    };
+    let hash = args.hash;
     let seed = match &args.seed {
         None => hash.default_seed(),
         Some(text) => {
@@ -329,7 +307,7 @@ fn run_build(args: BuildArgs) -> Result<()> {
     if let Some(path) = &args.save {
         save(&sketch, path, &inputs)?;
     }
-    let estimator = Estimator::from(args.estimator);
+    let estimator = args.estimator;
     let summary = sketch.summary(estimator);
     let threads = args.threads.unwrap_or_else(default_threads);
     if args.json {
@@ -402,7 +380,7 @@ fn run_merge(args: MergeArgs) -> Result<()> {
     }
     let merged = merged.expect("clap requires at least one input");
     save(&merged, &args.output, &inputs)?;
-    let summary = merged.summary(args.estimator.into());
+    let summary = merged.summary(args.estimator);
     if args.json {
         let mut value = summary_json(&merged, &summary);
         value["merged"] = json!(args.inputs);
@@ -458,7 +436,7 @@ fn run_query(args: QueryArgs) -> Result<()> {
 
 fn run_show(args: ShowArgs) -> Result<()> {
     let sketch = load(&args.sketch)?;
-    let summary = sketch.summary(args.estimator.into());
+    let summary = sketch.summary(args.estimator);
     if args.json {
         let value = summary_json(&sketch, &summary);
         common::print_out(&format!("{}\n", serde_json::to_string_pretty(&value)?))

@@ -15,7 +15,6 @@ use inpath_store::graph::{csr_bytes, random_edges, read_edge_list, GraphKind};
 use inpath_store::kernel::run;
 use inpath_store::remote::{self, entry_json, from_hex, to_hex, Client, Request, Service};
 use inpath_store::{FlashReader, Hamming, Literal, PutOptions, ReaderConfig, Store, Tier};
-use inpath_wire::tap::StoreTaps;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -588,9 +587,7 @@ impl Target {
             Some(r) => r.reader(),
             None => FlashReader::new(ReaderConfig::default()),
         };
-        Ok(Target::Local(Box::new(
-            Service::new(dir, ring, reader).with_taps(std::sync::Arc::new(StoreTaps)),
-        )))
+        Ok(Target::Local(Box::new(Service::new(dir, ring, reader))))
     }
 
     fn call(&mut self, req: &Request) -> Result<serde_json::Value> {
@@ -607,10 +604,7 @@ fn serve(a: ServeArgs) -> Result<()> {
         Some(path) => Some(read_keys(path, a.keys.allow_insecure_key_file)?.ring),
         None => None,
     };
-    let service = std::sync::Arc::new(
-        Service::new(a.dir.clone(), ring, a.read.reader())
-            .with_taps(std::sync::Arc::new(StoreTaps)),
-    );
+    let service = std::sync::Arc::new(Service::new(a.dir.clone(), ring, a.read.reader()));
     let dir = a.dir.display().to_string();
     let http_listener = match &a.http {
         Some(addr) => Some(
@@ -1442,8 +1436,7 @@ fn demo_run(dir: &Path) -> Result<DemoStore> {
     let search_secs = start.elapsed().as_secs_f64();
     // The round-1 taps beside the pages, through the same service `inpath store sketch` and
     // `crc` use; checked against the sketch of the original bytes (exact: same registers).
-    let service = Service::new(dir.to_path_buf(), Some(ring), reader)
-        .with_taps(std::sync::Arc::new(StoreTaps));
+    let service = Service::new(dir.to_path_buf(), Some(ring), reader);
     let tap = |spec: &str| {
         service.answer(&Request::Tap {
             handle: entry.handle.to_string(),
@@ -1455,7 +1448,7 @@ fn demo_run(dir: &Path) -> Result<DemoStore> {
     let sketch = tap("sketch")?;
     let crc = tap("crc")?;
     let tap_secs = start.elapsed().as_secs_f64();
-    let expected_sketch = inpath_wire::tap::parse_tap("sketch")?.run_input(&mut &text[..], 1)?;
+    let expected_sketch = inpath_taps::parse_tap("sketch")?.run_input(&mut &text[..], 1)?;
     let returned = sketch["bytes_returned"].as_u64().unwrap_or(0)
         + crc["bytes_returned"].as_u64().unwrap_or(0);
     Ok(DemoStore {

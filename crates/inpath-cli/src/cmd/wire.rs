@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
-use inpath_wire::{tap, Direction, JobSplit, LogTarget, Server, ServerConfig};
+use inpath_wire::{Direction, JobSplit, LogTarget, Server, ServerConfig};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -194,7 +194,7 @@ pub fn run(args: WireArgs) -> Result<()> {
         Action::Sink(sink) => (ServerConfig::sink(&sink.common.listen), sink.common),
     };
     for spec in &common.taps {
-        config.taps.push(tap::parse_tap(spec)?);
+        config.taps.push(inpath_taps::parse_tap(spec)?);
     }
     if let Some(n) = &common.job_bytes {
         config.split = JobSplit::bytes(parse_size("--job-bytes", n)?)?;

@@ -5,8 +5,8 @@
 use crate::common::*;
 use inpath_core::Engine;
 use inpath_sketch::{format, Params, SketchEngine};
-use inpath_wire::tap::{parse_tap, SketchPartial};
-use inpath_wire::transform::{Transform, TransformFactory};
+use inpath_taps::{parse_tap, SketchPartial};
+use inpath_wire::transform::{Transform, TransformError, TransformFactory};
 use inpath_wire::{Direction, JobSplit, ServerConfig};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -315,13 +315,13 @@ struct BlockXor {
 }
 
 impl Transform for BlockXor {
-    fn push(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+    fn push(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), TransformError> {
         self.held.extend(input.iter().map(|b| b ^ 0x5a));
         let whole = self.held.len() - self.held.len() % 1000;
         out.extend(self.held.drain(..whole));
         Ok(())
     }
-    fn finish(&mut self, out: &mut Vec<u8>) -> Result<(), String> {
+    fn finish(&mut self, out: &mut Vec<u8>) -> Result<(), TransformError> {
         out.append(&mut self.held);
         Ok(())
     }

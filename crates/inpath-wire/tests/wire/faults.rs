@@ -3,7 +3,7 @@
 //! Every case is bounded in count and time.
 
 use crate::common::*;
-use inpath_wire::tap::parse_tap;
+use inpath_taps::parse_tap;
 use inpath_wire::{Direction, Server, ServerConfig, WireError};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

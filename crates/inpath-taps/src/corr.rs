@@ -6,8 +6,8 @@
 //! merge exactly into the combined view. Results appear when a job ends (the engine does not
 //! expose a mid-job snapshot); the live view shows the bytes seen so far.
 
-use crate::tap::{option_error, Partial, Tap, TapFactory, TapOutput};
-use crate::{Result, WireError};
+use crate::contract::{run_lanes, JobId, Partial, Tap, TapFactory, TapOutput};
+use crate::error::{not_mergeable, option_error, Result};
 use inpath_core::{Engine, Lane};
 use inpath_corr::{default_names, Corr, CorrConfig, DType, Ddof, NanPolicy, Statistics};
 use serde_json::{json, Value};
@@ -109,7 +109,7 @@ impl TapFactory for CorrTapFactory {
 
     fn run_input(&self, input: &mut dyn std::io::Read, threads: usize) -> Result<Value> {
         let mut engine = self.engine()?;
-        crate::tap::run_lanes(&mut engine, input, threads)?;
+        run_lanes(&mut engine, input, threads)?;
         let partial = CorrPartial {
             stats: Some(engine.finish()?),
             policy: self.policy,
@@ -126,9 +126,9 @@ struct CorrTap {
 }
 
 impl Tap for CorrTap {
-    fn update(&mut self, chunk: &[u8]) -> std::result::Result<(), String> {
+    fn update(&mut self, chunk: &[u8]) -> std::result::Result<(), inpath_core::Error> {
         self.bytes += chunk.len() as u64;
-        self.engine.update(chunk).map_err(|e| e.to_string())
+        self.engine.update(chunk)
     }
 
     fn live_json(&self) -> Value {
@@ -142,7 +142,7 @@ impl Tap for CorrTap {
         })
     }
 
-    fn finish(&mut self, _job: crate::tap::JobId, error: Option<&str>) -> TapOutput {
+    fn finish(&mut self, _job: JobId, error: Option<&str>) -> TapOutput {
         let mut leftover = 0u64;
         let mut problem = error.map(str::to_string);
         match self.engine.close_input() {
@@ -213,10 +213,7 @@ impl Partial for CorrPartial {
         let other = other
             .as_any()
             .downcast_ref::<CorrPartial>()
-            .ok_or_else(|| WireError::Merge {
-                what: "corr".into(),
-                detail: "the other result is not correlation statistics".into(),
-            })?;
+            .ok_or_else(|| not_mergeable("corr", "correlation statistics"))?;
         match (&mut self.stats, &other.stats) {
             (_, None) => {}
             (None, Some(theirs)) => self.stats = Some(theirs.clone()),

@@ -1,230 +1,15 @@
-//! Taps: engines that observe the bytes of a connection as they pass, without touching them.
-//!
-//! # The extension point
-//! A tap is three small objects:
-//! - a [`TapFactory`], parsed once from a `--tap name:key=value,...` specification
-//!   ([`parse_tap`]); it makes one [`Tap`] per connection direction, lazily, when the first
-//!   byte arrives (so idle connections hold no tap state);
-//! - the [`Tap`] itself, fed the direction's bytes in chunks of any size ([`Tap::update`]) and
-//!   asked for its result when a job ends ([`Tap::finish`], which also resets it);
-//! - a [`Partial`]: the mergeable part of a result, folded into the combined view of all
-//!   connections and cloned for live snapshots of open ones.
-//!
-//! Adding an engine (for example `corr`, exact correlation statistics, whose partial states
-//! merge like sketches do) means: implement these three for it, and add one arm to
-//! [`parse_tap`] and one name to [`TAP_NAMES`]. Nothing else in the relay changes.
-//!
-//! # Calling rules
-//! - `update` gets the bytes in stream order, in chunks of any size, after (or while) they are
-//!   forwarded; a tap cannot change, reorder or drop forwarded bytes (it only sees `&[u8]`).
-//! - An error from `update` means the bytes were not valid input for this tap (for example a
-//!   bad CSV cell): the tap is not fed again until its job ends, and the job's result reports
-//!   the error. Forwarding is never affected.
-//! - `finish` ends the job (a connection closing, or `--job-bytes` / message boundaries), must
-//!   not fail (problems go into the output) and leaves the tap ready for the next job.
-//!
-//! Two taps exist: `sketch` (the SKT engine: HyperLogLog + Fast-AGMS + Count-Min + min/max/count)
-//! and `crc` (bytes and CRC-32 of each job; a check that the tap saw exactly what was forwarded).
+//! The `sketch` tap: SKT's HyperLogLog, Fast-AGMS and Count-Min (with count, min and max) over
+//! the records of a stream; results merge exactly, and `top=K` adds the top items
+//! ([`crate::top`]).
 
-use crate::{Result, WireError};
+use crate::contract::{run_lanes, JobId, Partial, Tap, TapFactory, TapOutput};
+use crate::error::{not_mergeable, option_error, Result};
+use crate::top::{TopCandidates, TopTracker, MAX_TOP};
 use inpath_core::{ColumnRef, Engine, Lane};
-
-use crate::top::{TopCandidates, TopTracker};
 use inpath_sketch::{format, Estimator, HashMode, Params, Parts, Sketch, SketchEngine};
 use serde_json::{json, Value};
 use std::any::Any;
 use std::path::PathBuf;
-use std::sync::Arc;
-
-/// The taps [`parse_tap`] knows.
-pub const TAP_NAMES: &[&str] = &["sketch", "corr", "crc"];
-
-/// Which job a result belongs to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct JobId {
-    /// The connection's number (from 1, in accept order).
-    pub conn: u64,
-    /// The direction tapped.
-    pub direction: crate::Direction,
-    /// The job's number within this connection and direction (from 0).
-    pub job: u64,
-}
-
-/// The mergeable part of a tap's result.
-pub trait Partial: Send + Sync + 'static {
-    /// The result as JSON (for the HTTP API's combined view).
-    fn to_json(&self) -> Value;
-    /// Folds `other` (made by the same tap specification) into this one.
-    fn merge_from(&mut self, other: &dyn Partial) -> Result<()>;
-    /// A copy.
-    fn clone_box(&self) -> Box<dyn Partial>;
-    /// For downcasting in [`Partial::merge_from`] and by library users.
-    fn as_any(&self) -> &dyn Any;
-}
-
-/// What a tap emits at the end of a job.
-pub struct TapOutput {
-    /// The result as it appears in the job's JSON line.
-    pub json: Value,
-    /// The mergeable state, folded into the combined view.
-    pub partial: Box<dyn Partial>,
-}
-
-/// A tap on one direction of one connection. See the module docs for the calling rules.
-pub trait Tap: Send {
-    /// Feeds the next chunk of the current job.
-    fn update(&mut self, chunk: &[u8]) -> std::result::Result<(), String>;
-    /// The current job's state so far, as JSON (live view of an open connection).
-    fn live_json(&self) -> Value;
-    /// The current job's mergeable state so far (combined view while connections are open).
-    fn snapshot(&self) -> Box<dyn Partial>;
-    /// Ends the job: returns its result and resets. `error` is the error `update` returned for
-    /// this job, if any.
-    fn finish(&mut self, job: JobId, error: Option<&str>) -> TapOutput;
-}
-
-/// Makes taps of one specification.
-pub trait TapFactory: Send + Sync {
-    /// The tap's name (`sketch`, `crc`).
-    fn name(&self) -> &str;
-    /// The specification with every option spelled out (shown in logs and `/metrics`).
-    fn describe(&self) -> String;
-    /// A fresh tap.
-    fn make(&self) -> Result<Box<dyn Tap>>;
-    /// The width of the tap's fixed-width records, if it reads such records: `--job-bytes`
-    /// must then be a multiple of it, so that no record straddles two jobs.
-    fn record_width(&self) -> Option<usize> {
-        None
-    }
-
-    /// Runs one job over a whole input (a file, a handle in a store) and returns its result.
-    /// Taps whose engines split into lanes (sketch, corr) use up to `threads` of them; the
-    /// result does not depend on the lane count. Bad input is an error here (not a field of
-    /// the result), since there is no stream to keep forwarding.
-    fn run_input(&self, input: &mut dyn std::io::Read, threads: usize) -> Result<Value> {
-        let _ = threads;
-        let mut tap = self.make()?;
-        let mut buf = vec![0u8; 1 << 20];
-        loop {
-            let n = match input.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(source) => {
-                    return Err(inpath_core::Error::Io {
-                        path: "the input".into(),
-                        source,
-                    }
-                    .into())
-                }
-            };
-            tap.update(&buf[..n])
-                .map_err(|detail| option_error(&self.describe(), detail))?;
-        }
-        let job = JobId {
-            conn: 0,
-            direction: crate::Direction::C2s,
-            job: 0,
-        };
-        Ok(tap.finish(job, None).json)
-    }
-}
-
-/// The sketch and corr taps as a store's [`inpath_store::TapRunner`]: `inpath store sketch`
-/// and `corr` run them over a handle's bytes, beside the pages (the store crate builds `crc`
-/// in and knows no other engine).
-pub struct StoreTaps;
-
-impl inpath_store::TapRunner for StoreTaps {
-    fn names(&self) -> Vec<String> {
-        vec!["sketch".into(), "corr".into()]
-    }
-
-    fn run(
-        &self,
-        spec: &str,
-        input: &mut dyn std::io::Read,
-        threads: usize,
-    ) -> std::result::Result<Value, String> {
-        let err = |e: WireError| inpath_store::remote::error_text(&e);
-        parse_tap(spec)
-            .map_err(err)?
-            .run_input(input, threads)
-            .map_err(err)
-    }
-}
-
-/// Feeds all of `input` to `engine` on `threads` lanes and closes it; an error names the tap.
-pub(crate) fn run_lanes<E: Lane>(
-    engine: &mut E,
-    input: &mut dyn std::io::Read,
-    threads: usize,
-) -> Result<()> {
-    let options = inpath_core::LaneOptions {
-        threads: threads.clamp(1, inpath_core::lanes::MAX_THREADS),
-        ..Default::default()
-    };
-    inpath_core::lanes::run_reader(
-        engine,
-        input,
-        std::path::Path::new("the input"),
-        options,
-        &mut |_| {},
-    )?;
-    Ok(())
-}
-
-/// Parses a `--tap` specification: `NAME` or `NAME:key=value,key=value,flag`.
-pub fn parse_tap(spec: &str) -> Result<Arc<dyn TapFactory>> {
-    let (name, options) = match spec.split_once(':') {
-        Some((name, options)) => (name.trim(), options),
-        None => (spec.trim(), ""),
-    };
-    let mut pairs = Vec::new();
-    for item in options.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let (key, value) = match item.split_once('=') {
-            Some((k, v)) => (k.trim(), Some(v.trim())),
-            None => (item, None),
-        };
-        if pairs.iter().any(|(k, _): &(&str, _)| *k == key) {
-            return Err(option_error(spec, format!("option {key:?} is given twice")));
-        }
-        pairs.push((key, value));
-    }
-    let factory: Arc<dyn TapFactory> = match name {
-        "sketch" => Arc::new(SketchTapFactory::parse(spec, &pairs)?),
-        "corr" => Arc::new(crate::corr_tap::CorrTapFactory::parse(spec, &pairs)?),
-        "crc" => {
-            if let Some((key, _)) = pairs.first() {
-                return Err(option_error(
-                    spec,
-                    format!("unknown option {key:?}: the crc tap takes no options"),
-                ));
-            }
-            Arc::new(CrcTapFactory)
-        }
-        _ => {
-            return Err(WireError::UnknownTap {
-                name: name.to_string(),
-                spec: spec.to_string(),
-                available: TAP_NAMES.join(", "),
-            })
-        }
-    };
-    // Make one tap now so that every configuration error shows at start-up.
-    factory.make()?;
-    Ok(factory)
-}
-
-pub(crate) fn option_error(spec: &str, detail: impl Into<String>) -> WireError {
-    WireError::TapOption {
-        spec: spec.to_string(),
-        detail: detail.into(),
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// sketch
 
 /// The item format of the sketch tap.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -243,7 +28,7 @@ enum SketchFormat {
 /// with `+`; default all: `sketches=hll` lets a tap keep up with a fast link),
 /// `hash=fast|compat`, `seed=N|0xN`, `estimator=ertl|reference`, `save=DIR` (write each job's sketch file to
 /// `DIR/conn<C>-<direction>-job<J>.skt`), `top=K` (the K most frequent items, 1 to
-/// [`crate::top::MAX_TOP`], from Count-Min over sampled candidates: see [`crate::top`]; u32,
+/// [`MAX_TOP`], from Count-Min over sampled candidates: see [`crate::top`]; u32,
 /// u64 and lines).
 #[derive(Clone, Debug)]
 pub struct SketchTapFactory {
@@ -275,7 +60,7 @@ impl SketchTapFactory {
         }
     }
 
-    fn parse(spec: &str, pairs: &[(&str, Option<&str>)]) -> Result<Self> {
+    pub(crate) fn parse(spec: &str, pairs: &[(&str, Option<&str>)]) -> Result<Self> {
         let mut hash = HashMode::Fast;
         let mut seed = None;
         let mut params = Params::with_hash(hash);
@@ -362,13 +147,13 @@ impl SketchTapFactory {
                     out.top = text
                         .parse()
                         .ok()
-                        .filter(|k| (1..=crate::top::MAX_TOP).contains(k))
+                        .filter(|k| (1..=MAX_TOP).contains(k))
                         .ok_or_else(|| {
                             option_error(
                                 spec,
                                 format!(
                                     "top={text:?} is out of range: 1 to {}",
-                                    crate::top::MAX_TOP
+                                    MAX_TOP
                                 ),
                             )
                         })?
@@ -563,7 +348,7 @@ struct SketchTap {
 }
 
 impl Tap for SketchTap {
-    fn update(&mut self, chunk: &[u8]) -> std::result::Result<(), String> {
+    fn update(&mut self, chunk: &[u8]) -> std::result::Result<(), inpath_core::Error> {
         if self.lines {
             match memchr::memrchr(b'\n', chunk) {
                 Some(at) => self.tail = (chunk.len() - at - 1) as u64,
@@ -573,7 +358,7 @@ impl Tap for SketchTap {
         if let Some(top) = &mut self.top {
             top.feed(chunk);
         }
-        self.engine.update(chunk).map_err(|e| e.to_string())
+        self.engine.update(chunk)
     }
 
     fn live_json(&self) -> Value {
@@ -678,10 +463,7 @@ impl Partial for SketchPartial {
         let other = other
             .as_any()
             .downcast_ref::<SketchPartial>()
-            .ok_or_else(|| WireError::Merge {
-                what: "sketch".into(),
-                detail: "the other result is not a sketch".into(),
-            })?;
+            .ok_or_else(|| not_mergeable("sketch", "a sketch"))?;
         self.sketch.merge(&other.sketch)?;
         match (&mut self.top, &other.top) {
             (Some(mine), Some(theirs)) => mine.merge(theirs, &self.sketch),
@@ -716,233 +498,4 @@ fn sketch_result_json(sketch: &Sketch, estimator: Estimator, top: Option<&TopCan
 /// A sketch's summary as JSON; the same fields as `inpath sketch --json` (docs/sketch.md).
 pub fn sketch_json(sketch: &Sketch, estimator: Estimator) -> Value {
     inpath_sketch::report::summary_json(sketch, &sketch.summary(estimator))
-}
-
-// ---------------------------------------------------------------------------------------------
-// crc
-
-/// Makes [`CrcTap`]s: bytes and CRC-32 (IEEE) of each job. A second, simple tap: it proves
-/// that several taps run on the same bytes and lets a test check that a tap saw exactly the
-/// forwarded stream.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct CrcTapFactory;
-
-impl TapFactory for CrcTapFactory {
-    fn name(&self) -> &str {
-        "crc"
-    }
-
-    fn describe(&self) -> String {
-        "crc".into()
-    }
-
-    fn make(&self) -> Result<Box<dyn Tap>> {
-        Ok(Box::new(CrcTap::default()))
-    }
-}
-
-/// Bytes and CRC-32 of a job.
-#[derive(Default)]
-pub struct CrcTap {
-    hasher: crc32fast::Hasher,
-    bytes: u64,
-}
-
-impl Tap for CrcTap {
-    fn update(&mut self, chunk: &[u8]) -> std::result::Result<(), String> {
-        self.hasher.update(chunk);
-        self.bytes += chunk.len() as u64;
-        Ok(())
-    }
-
-    fn live_json(&self) -> Value {
-        json!({"bytes": self.bytes, "crc32": self.hasher.clone().finalize()})
-    }
-
-    fn snapshot(&self) -> Box<dyn Partial> {
-        Box::new(CrcPartial {
-            bytes: self.bytes,
-            jobs: 1,
-            crc32: Some(self.hasher.clone().finalize()),
-        })
-    }
-
-    fn finish(&mut self, _job: JobId, _error: Option<&str>) -> TapOutput {
-        let hasher = std::mem::take(&mut self.hasher);
-        let partial = CrcPartial {
-            bytes: std::mem::take(&mut self.bytes),
-            jobs: 1,
-            crc32: Some(hasher.finalize()),
-        };
-        TapOutput {
-            json: partial.to_json(),
-            partial: Box::new(partial),
-        }
-    }
-}
-
-/// Bytes and jobs of merged `crc` results. The CRC of a single job is kept; merged results
-/// have none (jobs from different connections have no order to checksum them in).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CrcPartial {
-    /// Bytes seen.
-    pub bytes: u64,
-    /// Jobs merged.
-    pub jobs: u64,
-    /// CRC-32 of the job's bytes, for a single job.
-    pub crc32: Option<u32>,
-}
-
-impl Partial for CrcPartial {
-    fn to_json(&self) -> Value {
-        match self.crc32 {
-            Some(crc) => json!({"bytes": self.bytes, "crc32": crc}),
-            None => json!({"bytes": self.bytes, "jobs": self.jobs}),
-        }
-    }
-
-    fn merge_from(&mut self, other: &dyn Partial) -> Result<()> {
-        let other =
-            other
-                .as_any()
-                .downcast_ref::<CrcPartial>()
-                .ok_or_else(|| WireError::Merge {
-                    what: "crc".into(),
-                    detail: "the other result is not a crc result".into(),
-                })?;
-        self.bytes += other.bytes;
-        self.jobs += other.jobs;
-        self.crc32 = None;
-        Ok(())
-    }
-
-    fn clone_box(&self) -> Box<dyn Partial> {
-        Box::new(*self)
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn err(spec: &str) -> String {
-        match parse_tap(spec) {
-            Ok(_) => panic!("{spec} should be refused"),
-            Err(e) => e.to_string(),
-        }
-    }
-
-    #[test]
-    fn parses_sketch_choice() {
-        let tap = parse_tap("sketch:format=u32,sketches=hll").unwrap();
-        assert_eq!(
-            tap.describe(),
-            "sketch:format=u32,hll_p=16,sketches=hll,hash=fast,seed=0x0"
-        );
-        // What describe() prints parses back to the same tap.
-        let again = parse_tap(&tap.describe()).unwrap();
-        assert_eq!(again.describe(), tap.describe());
-        let tap = parse_tap("sketch:format=u32,sketches=cm+agms,cm=4x12").unwrap();
-        assert_eq!(
-            tap.describe(),
-            "sketch:format=u32,cm=4x12,agms=6x13,sketches=cm+agms,hash=fast,seed=0x0"
-        );
-    }
-
-    #[test]
-    fn parses_sketch_options() {
-        let tap = parse_tap("sketch:format=u32,cm=4x12,agms=5x10,hll_p=14,seed=0x10").unwrap();
-        assert_eq!(
-            tap.describe(),
-            "sketch:format=u32,hll_p=14,cm=4x12,agms=5x10,hash=fast,seed=0x10"
-        );
-        let e = err("sketch:column=user,delimiter=tab,no_header");
-        assert!(e.contains("index"), "{e}");
-        let tap = parse_tap("sketch:column=2,delimiter=tab,no_header").unwrap();
-        assert!(tap.describe().contains("csv,column=2"));
-        assert_eq!(
-            parse_tap("sketch").unwrap().describe().split(',').next(),
-            Some("sketch:format=lines")
-        );
-        assert_eq!(parse_tap("crc").unwrap().name(), "crc");
-    }
-
-    #[test]
-    fn refuses_bad_specs() {
-        assert!(err("sketchy").contains("unknown tap \"sketchy\""));
-        assert!(err("sketch:fmt=u32").contains("unknown option \"fmt\""));
-        assert!(err("sketch:format=u16").contains("use u32, u64, lines or csv"));
-        assert!(err("sketch:hll_p=30").contains("hll_p = 30 is out of range"));
-        assert!(err("sketch:cm=6").contains("not ROWSxP"));
-        assert!(err("sketch:format=u32,format=u64").contains("twice"));
-        assert!(err("sketch:format=csv").contains("needs column"));
-        assert!(err("sketch:sketches=hll+xyz").contains("joined with +"));
-        assert!(err("sketch:format=u32,column=a").contains("only applies"));
-        assert!(err("sketch:save=/nonexistent/dir").contains("not an existing directory"));
-        assert!(err("sketch:hash=md5").contains("fast"));
-        assert!(err("crc:x=1").contains("takes no options"));
-        assert!(err("sketch:format").contains("needs a value"));
-    }
-
-    #[test]
-    fn sketch_tap_reports_leftover_and_keeps_whole_records() {
-        let factory = parse_tap("sketch:format=u32").unwrap();
-        let mut tap = factory.make().unwrap();
-        let bytes: Vec<u8> = (0u32..1000).flat_map(|v| v.to_le_bytes()).collect();
-        tap.update(&bytes[..1001]).unwrap();
-        tap.update(&bytes[1001..]).unwrap();
-        tap.update(&[1, 2, 3]).unwrap();
-        let job = JobId {
-            conn: 1,
-            direction: crate::Direction::C2s,
-            job: 0,
-        };
-        let out = tap.finish(job, None);
-        assert_eq!(out.json["records"], 1000);
-        assert_eq!(out.json["leftover_bytes"], 3);
-        assert_eq!(out.json["max"], 999);
-        // Reset: the next job starts empty.
-        let out = tap.finish(job, None);
-        assert_eq!(out.json["records"], 0);
-        assert_eq!(out.json["leftover_bytes"], 0);
-    }
-
-    #[test]
-    fn lines_tap_reports_unterminated_line() {
-        let mut tap = parse_tap("sketch").unwrap().make().unwrap();
-        tap.update(b"a\nbb\nccc").unwrap();
-        let job = JobId {
-            conn: 1,
-            direction: crate::Direction::C2s,
-            job: 0,
-        };
-        let out = tap.finish(job, None);
-        assert_eq!(out.json["records"], 3);
-        assert_eq!(out.json["unterminated_line_bytes"], 3);
-    }
-
-    #[test]
-    fn partials_merge() {
-        let factory = parse_tap("crc").unwrap();
-        let mut a = factory.make().unwrap();
-        a.update(b"hello").unwrap();
-        let job = JobId {
-            conn: 1,
-            direction: crate::Direction::C2s,
-            job: 0,
-        };
-        let mut merged = a.finish(job, None).partial;
-        assert_eq!(merged.to_json()["crc32"], crc32fast::hash(b"hello"));
-        a.update(b"abc").unwrap();
-        merged
-            .merge_from(a.finish(job, None).partial.as_ref())
-            .unwrap();
-        assert_eq!(merged.to_json(), json!({"bytes": 8, "jobs": 2}));
-        let sketch = parse_tap("sketch").unwrap().make().unwrap().snapshot();
-        assert!(merged.merge_from(sketch.as_ref()).is_err());
-    }
 }
