@@ -164,6 +164,31 @@ pub fn engine_values<T: Copy + Send + Sync + 'static>(
     })
 }
 
+/// `--threads`, defined once for every command: lanes or worker threads, 1 to
+/// [`inpath_core::lanes::MAX_THREADS`] ([`parse_threads`], checked when the command line is
+/// read). A command flattens it (`#[command(flatten)] threads: Threads`) and states its own
+/// help line, default and short name (`-t`, `-j`) with
+/// `#[command(mut_arg("threads", |a| a.help("... [default: 1]").short('t')))]`; its code asks
+/// for the value with its default ([`Threads::or`]) or for what was given ([`Threads::given`]).
+#[derive(clap::Args, Clone, Copy, Debug, Default)]
+pub struct Threads {
+    /// Lanes (threads) to split the work across.
+    #[arg(long = "threads", id = "threads", value_name = "THREADS", value_parser = parse_threads)]
+    n: Option<usize>,
+}
+
+impl Threads {
+    /// The count given, or `default` (the command's, as its help says).
+    pub fn or(self, default: usize) -> usize {
+        self.n.unwrap_or(default)
+    }
+
+    /// The count given, if any.
+    pub fn given(self) -> Option<usize> {
+        self.n
+    }
+}
+
 /// The one rule for every command's `--threads` (and `cache serve -t`): 1 to
 /// [`inpath_core::lanes::MAX_THREADS`], checked when the command line is read.
 pub fn parse_threads(text: &str) -> Result<usize, String> {

@@ -36,6 +36,7 @@ after a crash, serves again what was flushed (every --sync-ms). See docs/cache.m
 }
 
 #[derive(Args)]
+#[command(mut_arg("threads", |a| a.help("Worker threads (memcached -t) [default: 4]").short('t')))]
 pub struct ServeArgs {
     /// Address to listen on (HOST:PORT).
     #[arg(long)]
@@ -58,9 +59,8 @@ pub struct ServeArgs {
     /// Size of the flash file.
     #[arg(long, default_value = "8GiB")]
     flash_size: String,
-    /// Worker threads (memcached -t).
-    #[arg(short = 't', long, default_value_t = 4, value_parser = crate::common::parse_threads)]
-    threads: usize,
+    #[command(flatten)]
+    threads: crate::common::Threads,
     /// Serve stats as JSON, Prometheus metrics and a live page for a browser over HTTP here
     /// (HOST:PORT; not a memcached option).
     #[arg(long, value_name = "HOST:PORT")]
@@ -165,7 +165,7 @@ fn serve_config(a: &ServeArgs) -> Result<ServerConfig> {
         store.seal = Some(flash_seal(path, &a.seal_compress)?);
     }
     let mut cfg = ServerConfig::new(listen, store);
-    cfg.threads = a.threads;
+    cfg.threads = a.threads.or(4);
     cfg.max_conns = a.max_conns;
     cfg.sync_interval = Duration::from_millis(a.sync_ms.max(1));
     cfg.checkpoint_interval = Duration::from_secs(a.checkpoint_secs.max(1));

@@ -63,6 +63,7 @@ enum ConstantArg {
 }
 
 #[derive(Args)]
+#[command(mut_arg("threads", |a| a.help("Lanes (threads); results are identical for any count with integer types [default: 1]").short('j')))]
 struct RunArgs {
     /// Input files; `-` reads standard input. Several files make one job (their rows add up).
     #[arg(required = true, value_name = "FILE")]
@@ -93,9 +94,8 @@ struct RunArgs {
     /// (16 bytes per item) until it ends, then ranking.
     #[arg(long)]
     spearman: bool,
-    /// Lanes (threads); results are identical for any count with integer types [default: 1].
-    #[arg(short = 'j', long, default_value_t = 1, value_parser = crate::common::parse_threads)]
-    threads: usize,
+    #[command(flatten)]
+    threads: crate::common::Threads,
     /// Save the statistics to this file (docs/FORMATS.md), for `merge` and `show` later.
     #[arg(long, value_name = "FILE.stats")]
     save: Option<PathBuf>,
@@ -282,7 +282,7 @@ fn build_config(args: &RunArgs) -> Result<(CorrConfig, LayoutArg)> {
 }
 
 fn run_job(args: RunArgs) -> Result<()> {
-    inpath_core::lanes::check_threads(args.threads)?;
+    inpath_core::lanes::check_threads(args.threads.or(1))?;
     let (config, layout) = build_config(&args)?;
     let mut engine = Corr::new(config.clone())?;
     if !args.names.is_empty() {
@@ -310,10 +310,10 @@ fn run_job(args: RunArgs) -> Result<()> {
     for input in &inputs {
         progress.next_input();
         let read = if layout == LayoutArg::Columns {
-            read_columns(&mut engine, input, &config, args.threads, &progress)?
+            read_columns(&mut engine, input, &config, args.threads.or(1), &progress)?
         } else {
             let options = LaneOptions {
-                threads: args.threads,
+                threads: args.threads.or(1),
                 chunk_size: 1 << 20,
             };
             run_input(&mut engine, input, options, &mut |b| progress.set(b))
@@ -337,7 +337,7 @@ fn run_job(args: RunArgs) -> Result<()> {
         Some(Timing {
             seconds,
             bytes,
-            threads: args.threads,
+            threads: args.threads.or(1),
             kernel,
         }),
     )

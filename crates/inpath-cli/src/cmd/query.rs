@@ -119,7 +119,7 @@ struct ServeDeviceArgs {
     #[command(flatten)]
     keys: ReadKeyArgs,
     /// Device lanes (threads).
-    #[arg(long, default_value_t = default_threads())]
+    #[arg(long, default_value_t = default_threads(), value_parser = crate::common::parse_threads)]
     lanes: usize,
     /// Device memory, such as 40MiB.
     #[arg(long, value_parser = crate::common::parse_size, default_value = "40MiB")]
@@ -147,6 +147,7 @@ fn serve_device(args: ServeDeviceArgs) -> anyhow::Result<()> {
     inpath query explain --offload tpch --queries 1,6 --graphs\n  \
     inpath query explain --offload --fidelity thesis --device-memory 40MiB tpch --json\n  \
     inpath query explain --offload tpch --sql \"SELECT sum(l_quantity) FROM lineitem\"")]
+#[command(mut_arg("threads", |a| a.help("Threads (and scan partitions) of the plans [default: the number of CPUs]")))]
 struct ExplainArgs {
     /// Directory holding the tables.
     dir: PathBuf,
@@ -164,9 +165,8 @@ struct ExplainArgs {
     offload: OffloadArgs,
     #[command(flatten)]
     keys: ReadKeyArgs,
-    /// Threads (and scan partitions) of the plans.
-    #[arg(long, default_value_t = default_threads(), value_parser = crate::common::parse_threads)]
-    threads: usize,
+    #[command(flatten)]
+    threads: crate::common::Threads,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -259,6 +259,7 @@ impl ReadKeyArgs {
     inpath query import trips.parquet db\n  \
     inpath query import --table people people.csv db --tier lz4+aes256-gcm --key-file keys.txt\n  \
     inpath query sql db \"SELECT count(*) FROM trips\"")]
+#[command(mut_arg("threads", |a| a.help("Threads for encoding and sealing [default: 1]")))]
 struct ImportArgs {
     /// The file to import: .parquet, or .csv with a header row (types inferred).
     file: PathBuf,
@@ -269,9 +270,8 @@ struct ImportArgs {
     table: Option<String>,
     #[command(flatten)]
     write: WriteTableArgs,
-    /// Threads for encoding and sealing.
-    #[arg(long, default_value_t = 1, value_parser = crate::common::parse_threads)]
-    threads: usize,
+    #[command(flatten)]
+    threads: crate::common::Threads,
     /// Replace the table if it exists.
     #[arg(long)]
     force: bool,
@@ -289,6 +289,7 @@ struct ImportArgs {
     inpath query sql tpch --explain \"SELECT sum(l_quantity) FROM lineitem WHERE l_shipdate < date '1993-01-01'\"\n  \
     inpath query sql tpch -f q1.sql            # the statement from a file (comments and all)\n  \
     inpath query sql tpch - < q1.sql           # ... or from standard input")]
+#[command(mut_arg("threads", |a| a.help("Threads (and scan partitions) [default: the number of CPUs]")))]
 struct SqlArgs {
     /// A table directory, or a directory of table directories (tables by directory name).
     dir: PathBuf,
@@ -304,9 +305,8 @@ struct SqlArgs {
     file: Option<PathBuf>,
     #[command(flatten)]
     keys: ReadKeyArgs,
-    /// Threads (and scan partitions).
-    #[arg(long, default_value_t = default_threads(), value_parser = crate::common::parse_threads)]
-    threads: usize,
+    #[command(flatten)]
+    threads: crate::common::Threads,
     /// Print the rows as JSON (an array of objects).
     #[arg(long, conflicts_with_all = ["csv", "output"])]
     json: bool,
@@ -333,6 +333,7 @@ struct SqlArgs {
     inpath query tpch tpch --queries 1,6,14 --threads 2 --json\n  \
     .venv/bin/python crates/inpath-query/tpch/pin_answers.py --sf 1 --out ans-sf1\n  \
     inpath query tpch tpch-sf1 --check --answers ans-sf1")]
+#[command(mut_arg("threads", |a| a.help("Threads (and scan partitions) [default: the number of CPUs]")))]
 struct TpchArgs {
     /// Directory holding the eight TPC-H tables (from `inpath query gen`).
     dir: PathBuf,
@@ -348,9 +349,8 @@ struct TpchArgs {
     answers: Option<PathBuf>,
     #[command(flatten)]
     keys: ReadKeyArgs,
-    /// Threads (and scan partitions).
-    #[arg(long, default_value_t = default_threads(), value_parser = crate::common::parse_threads)]
-    threads: usize,
+    #[command(flatten)]
+    threads: crate::common::Threads,
     /// Runs of each query; the median time is reported (the first run also warms the cache).
     #[arg(long, default_value_t = 1)]
     runs: usize,
@@ -377,6 +377,7 @@ fn default_threads() -> usize {
     inpath seal keygen -o keys.txt\n  \
     inpath query gen --sf 1 --tier lz4+aes256-gcm --key-file keys.txt tpch-sealed --threads 2\n  \
     inpath query inspect tpch-sealed --key-file keys.txt")]
+#[command(mut_arg("threads", |a| a.help("Threads for generation and for encoding and sealing [default: 1]")))]
 struct GenArgs {
     /// Directory to write the tables into (DIR/lineitem, DIR/orders, ...).
     dir: PathBuf,
@@ -385,9 +386,8 @@ struct GenArgs {
     sf: f64,
     #[command(flatten)]
     write: WriteTableArgs,
-    /// Threads for generation and for encoding and sealing.
-    #[arg(long, default_value_t = 1, value_parser = crate::common::parse_threads)]
-    threads: usize,
+    #[command(flatten)]
+    threads: crate::common::Threads,
     /// Replace tables that already exist in DIR (only directories that are tables).
     #[arg(long)]
     force: bool,
@@ -425,7 +425,7 @@ pub fn run(args: QueryArgs) -> anyhow::Result<()> {
 }
 
 fn import(args: ImportArgs) -> anyhow::Result<()> {
-    let (options, seal) = args.write.options(args.force, args.threads)?;
+    let (options, seal) = args.write.options(args.force, args.threads.or(1))?;
     let name = match &args.table {
         Some(t) => t.clone(),
         None => args
@@ -502,7 +502,12 @@ fn explain(args: ExplainArgs) -> anyhow::Result<()> {
     if !args.offload.offload {
         bail!("query explain shows what offload does: pass --offload (with --device-memory and --fidelity as wanted); `query sql --explain` prints a plain plan");
     }
-    let session = open_session(&args.dir, &args.keys, args.threads, &args.offload)?;
+    let session = open_session(
+        &args.dir,
+        &args.keys,
+        args.threads.or(default_threads()),
+        &args.offload,
+    )?;
     let statements: Vec<(String, String)> = match (&args.sql, &args.queries) {
         (Some(sql), _) => vec![("sql".to_string(), statement(Some(sql), None)?)],
         (None, q) => {
@@ -670,7 +675,12 @@ fn statement(text: Option<&str>, file: Option<&Path>) -> anyhow::Result<String> 
 fn sql(args: SqlArgs) -> anyhow::Result<()> {
     use inpath_query::ResultFormat;
     let text = statement(args.statement.as_deref(), args.file.as_deref())?;
-    let session = open_session(&args.dir, &args.keys, args.threads, &args.offload)?;
+    let session = open_session(
+        &args.dir,
+        &args.keys,
+        args.threads.or(default_threads()),
+        &args.offload,
+    )?;
     if args.explain {
         return print_out(&format!("{}\n", session.explain(&text)?.trim_end()));
     }
@@ -787,9 +797,14 @@ fn tpch(args: TpchArgs) -> anyhow::Result<()> {
         bail!("--runs must be at least 1");
     }
     let session = if args.parquet {
-        inpath_query::SqlSession::open_parquet(&args.dir, args.threads)?
+        inpath_query::SqlSession::open_parquet(&args.dir, args.threads.or(default_threads()))?
     } else {
-        open_session(&args.dir, &args.keys, args.threads, &args.offload)?
+        open_session(
+            &args.dir,
+            &args.keys,
+            args.threads.or(default_threads()),
+            &args.offload,
+        )?
     };
     let check = args.check || args.answers.is_some();
     let answers: Vec<Option<String>> = if !check {
@@ -898,12 +913,13 @@ fn tpch(args: TpchArgs) -> anyhow::Result<()> {
     }
     text.push_str(&format!(
         "total {:>19.3} s, {} threads\n",
-        total, args.threads
+        total,
+        args.threads.or(default_threads())
     ));
     if args.json {
         let value = serde_json::json!({
             "dir": args.dir.display().to_string(),
-            "threads": args.threads,
+            "threads": args.threads.or(default_threads()),
             "runs": args.runs,
             "total_seconds": total,
             "queries": rows_json,
@@ -963,10 +979,10 @@ fn gen(args: GenArgs) -> anyhow::Result<()> {
     if !(args.sf.is_finite() && args.sf > 0.0) {
         bail!("--sf {} is out of range: a scale factor above 0", args.sf);
     }
-    let (write, seal) = args.write.options(args.force, args.threads)?;
+    let (write, seal) = args.write.options(args.force, args.threads.or(1))?;
     let options = GenOptions {
         write,
-        threads: args.threads,
+        threads: args.threads.or(1),
         ..GenOptions::default()
     };
     let talk = !args.quiet && !args.json && std::io::stderr().is_terminal();
@@ -1009,7 +1025,7 @@ fn gen(args: GenArgs) -> anyhow::Result<()> {
             "compression": seal.compression.describe(),
             "cipher": seal.cipher.name(),
             "rows_per_page": args.write.rows_per_page,
-            "threads": args.threads,
+            "threads": args.threads.or(1),
             "tables": summaries.iter().map(|(s, t)| serde_json::json!({
                 "table": s.table, "rows": s.rows, "pages": s.pages, "bytes": s.bytes, "seconds": t,
             })).collect::<Vec<_>>(),

@@ -28,6 +28,7 @@ use zeroize::Zeroizing;
         inpath seal inspect data.sealed\n  \
         inpath unseal data.sealed -o data.csv --key-file keys.txt"
 )]
+#[command(mut_arg("threads", |a| a.help("Worker threads [default: 1]")))]
 pub struct SealArgs {
     #[command(subcommand)]
     command: Option<SealCommand>,
@@ -60,9 +61,8 @@ pub struct SealArgs {
     /// Key id to seal with (default: the first key in the file).
     #[arg(long)]
     key_id: Option<u32>,
-    /// Worker threads.
-    #[arg(long, default_value_t = 1, value_parser = crate::common::parse_threads)]
-    threads: usize,
+    #[command(flatten)]
+    threads: crate::common::Threads,
     /// Print the summary as JSON.
     #[arg(long)]
     json: bool,
@@ -115,6 +115,7 @@ struct KeygenArgs {
 /// Arguments of `inpath unseal`.
 #[derive(Args)]
 #[command(after_help = "Example:\n  inpath unseal data.sealed -o data.csv --key-file keys.txt")]
+#[command(mut_arg("threads", |a| a.help("Worker threads [default: 1]")))]
 pub struct UnsealArgs {
     /// Sealed file, or `-` for standard input.
     file: String,
@@ -131,9 +132,8 @@ pub struct UnsealArgs {
     /// Largest page accepted (a record claiming more is refused before anything is allocated).
     #[arg(long, default_value = "1GiB", value_parser = crate::common::parse_size)]
     max_page: u64,
-    /// Worker threads.
-    #[arg(long, default_value_t = 1, value_parser = crate::common::parse_threads)]
-    threads: usize,
+    #[command(flatten)]
+    threads: crate::common::Threads,
     /// Print the summary as JSON.
     #[arg(long)]
     json: bool,
@@ -279,7 +279,7 @@ pub fn run(args: SealArgs) -> anyhow::Result<()> {
     let source = input.source()?;
     let progress = Progress::new(source.len(), "sealing", args.quiet);
     let page_size = args.page_size as usize;
-    let batch = args.threads * inpath_seal::kernel::LANES;
+    let batch = args.threads.or(1) * inpath_seal::kernel::LANES;
     // Batches of pages are sealed here while the batch before goes to the output on the
     // writer's thread; a mapped input is sealed in place, a stream is read ahead.
     let mut writer = WriteBehind::new(out, &args.output)?;
@@ -288,7 +288,7 @@ pub fn run(args: SealArgs) -> anyhow::Result<()> {
     source.for_each_chunk(input.path(), page_size * batch, |chunk| {
         let chunks: Vec<&[u8]> = chunk.chunks(page_size).collect();
         let mut records = writer.spare();
-        sealer.seal_batch_into(&chunks, &mut records, args.threads)?;
+        sealer.seal_batch_into(&chunks, &mut records, args.threads.or(1))?;
         for rec in &records {
             if Header::parse(rec, u64::MAX)
                 .map(|h| h.stored() && compression != Compression::None)
@@ -328,7 +328,7 @@ pub fn run(args: SealArgs) -> anyhow::Result<()> {
     let value = serde_json::json!({
         "pages": pages, "page_size": args.page_size, "input_bytes": read_bytes, "output_bytes": written,
         "ratio": ratio, "stored_pages": stored, "tier": tier, "key_id": key.as_ref().map(|(id, _)| *id),
-        "threads": args.threads, "seconds": secs,
+        "threads": args.threads.or(1), "seconds": secs,
     });
     let text = format!(
         "sealed {} page(s) of {} ({}): {} -> {} (ratio {ratio:.2}, {} stored raw) in {secs:.2} s\n",
@@ -392,7 +392,7 @@ pub fn run_unseal(args: UnsealArgs) -> anyhow::Result<()> {
     let out = open_output(&args.output, &inputs_of(&input, args.key_file.as_ref()))?;
     let source = input.source()?;
     let progress = Progress::new(source.len(), "unsealing", args.quiet);
-    let batch = args.threads * 8;
+    let batch = args.threads.or(1) * 8;
     let (mut records, mut read_bytes, mut written) = (0u64, 0u64, 0u64);
     let start = Instant::now();
     let mut ws = Workspace::new();
@@ -408,7 +408,7 @@ pub fn run_unseal(args: UnsealArgs) -> anyhow::Result<()> {
         };
         let mut pages = writer.spare();
         pages.clear();
-        if args.threads == 1 {
+        if args.threads.or(1) == 1 {
             for (i, r) in recs.iter().enumerate() {
                 pages.push(
                     unsealer
@@ -419,7 +419,7 @@ pub fn run_unseal(args: UnsealArgs) -> anyhow::Result<()> {
             }
         } else {
             for (i, r) in unsealer
-                .unseal_batch(recs, args.threads)
+                .unseal_batch(recs, args.threads.or(1))
                 .into_iter()
                 .enumerate()
             {
@@ -502,7 +502,7 @@ pub fn run_unseal(args: UnsealArgs) -> anyhow::Result<()> {
     }
     let secs = start.elapsed().as_secs_f64();
     let value = serde_json::json!({
-        "records": records, "input_bytes": read_bytes, "output_bytes": written, "threads": args.threads, "seconds": secs,
+        "records": records, "input_bytes": read_bytes, "output_bytes": written, "threads": args.threads.or(1), "seconds": secs,
     });
     let text = format!(
         "unsealed {} record(s): {} -> {} in {secs:.2} s\n",

@@ -56,6 +56,7 @@ enum InputFormat {
 }
 
 #[derive(Args)]
+#[command(mut_arg("threads", |a| a.help("Lanes (threads) to split the work across; results are identical for any count [default: the number of CPUs]").short('t')))]
 struct BuildArgs {
     /// Input files; `-` reads standard input. Several files make one stream.
     #[arg(required = true, value_name = "FILE")]
@@ -77,10 +78,8 @@ struct BuildArgs {
     /// HyperLogLog estimator.
     #[arg(long, default_value = "ertl", value_parser = estimator_values())]
     estimator: Estimator,
-    /// Lanes (threads) to split the work across; results are identical for any count
-    /// [default: the number of CPUs].
-    #[arg(short, long, value_parser = crate::common::parse_threads)]
-    threads: Option<usize>,
+    #[command(flatten)]
+    threads: crate::common::Threads,
     /// Print the summary as JSON.
     #[arg(long)]
     json: bool,
@@ -257,7 +256,7 @@ fn build(args: &BuildArgs) -> Result<(Sketch, u64, Option<String>)> {
             )?
         }
     };
-    let threads = args.threads.unwrap_or_else(default_threads);
+    let threads = args.threads.given().unwrap_or_else(default_threads);
     inpath_core::lanes::check_threads(threads)?;
     let inputs: Vec<Input> = args.files.iter().map(|f| Input::from_arg(f)).collect();
     if inputs.iter().filter(|i| **i == Input::Stdin).count() > 1 {
@@ -309,7 +308,7 @@ fn run_build(args: BuildArgs) -> Result<()> {
     }
     let estimator = args.estimator;
     let summary = sketch.summary(estimator);
-    let threads = args.threads.unwrap_or_else(default_threads);
+    let threads = args.threads.given().unwrap_or_else(default_threads);
     if args.json {
         let mut value = summary_json(&sketch, &summary);
         value["input"] = json!({

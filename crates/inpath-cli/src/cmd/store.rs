@@ -147,6 +147,7 @@ bound (port 0 picks a free port) and runs until stopped. Protocol: docs/FORMATS.
 }
 
 #[derive(Args)]
+#[command(mut_arg("threads", |a| a.help("Lanes (threads); the result does not depend on them [default: 1]")))]
 struct TapArgs {
     #[command(flatten)]
     at: Location,
@@ -155,9 +156,8 @@ struct TapArgs {
     /// The tap's options, comma-separated KEY=VALUE (as in `inpath wire --tap NAME:OPTIONS`).
     #[arg(short, long, value_name = "OPTIONS")]
     options: Option<String>,
-    /// Lanes (threads); the result does not depend on them.
-    #[arg(long, default_value_t = 1, value_parser = crate::common::parse_threads)]
-    threads: usize,
+    #[command(flatten)]
+    threads: crate::common::Threads,
     #[command(flatten)]
     read: ReadPathArgs,
     #[command(flatten)]
@@ -283,6 +283,7 @@ struct PutGraphArgs {
 }
 
 #[derive(Args)]
+#[command(mut_arg("threads", |a| a.help("Threads: each level's frontier is cut across them (the result does not change) [default: 1]")))]
 struct BfsArgs {
     #[command(flatten)]
     at: Location,
@@ -291,9 +292,8 @@ struct BfsArgs {
     /// The vertex to start from.
     #[arg(long)]
     source: u64,
-    /// Threads: each level's frontier is cut across them (the result does not change).
-    #[arg(long, default_value_t = 1, value_parser = crate::common::parse_threads)]
-    threads: usize,
+    #[command(flatten)]
+    threads: crate::common::Threads,
     /// Write `VERTEX LEVEL PREDECESSOR` for every vertex reached, in visit order, to FILE
     /// (`-` for standard output); the source's predecessor is -1.
     #[arg(long, value_name = "FILE")]
@@ -396,6 +396,7 @@ struct RmArgs {
 }
 
 #[derive(Args)]
+#[command(mut_arg("threads", |a| a.help("Lanes (threads), each scanning a contiguous range of pages [default: 1]")))]
 struct GrepArgs {
     #[command(flatten)]
     at: Location,
@@ -411,9 +412,8 @@ struct GrepArgs {
     /// Print only the number of lines with a match (as grep -c).
     #[arg(short, long)]
     count: bool,
-    /// Lanes (threads), each scanning a contiguous range of pages.
-    #[arg(long, default_value_t = 1, value_parser = crate::common::parse_threads)]
-    threads: usize,
+    #[command(flatten)]
+    threads: crate::common::Threads,
     #[command(flatten)]
     read: ReadPathArgs,
     #[command(flatten)]
@@ -476,6 +476,7 @@ impl ReadPathArgs {
 }
 
 #[derive(Args)]
+#[command(mut_arg("threads", |a| a.help("Lanes (threads) [default: 1]")))]
 struct NnArgs {
     #[command(flatten)]
     at: Location,
@@ -490,9 +491,8 @@ struct NnArgs {
     /// Neighbours per query.
     #[arg(short, default_value_t = 1)]
     k: usize,
-    /// Lanes (threads).
-    #[arg(long, default_value_t = 1, value_parser = crate::common::parse_threads)]
-    threads: usize,
+    #[command(flatten)]
+    threads: crate::common::Threads,
     /// Approximate search through the handle's LSH index (`inpath store index`).
     #[arg(long)]
     lsh: bool,
@@ -510,6 +510,7 @@ struct NnArgs {
 }
 
 #[derive(Args)]
+#[command(mut_arg("threads", |a| a.help("Lanes (threads) of the build scan [default: 1]")))]
 struct IndexArgs {
     #[command(flatten)]
     at: Location,
@@ -527,9 +528,8 @@ struct IndexArgs {
     /// Seed of the sampled bit positions.
     #[arg(long, default_value_t = inpath_store::lsh::DEFAULT_SEED)]
     seed: u64,
-    /// Lanes (threads) of the build scan.
-    #[arg(long, default_value_t = 1, value_parser = crate::common::parse_threads)]
-    threads: usize,
+    #[command(flatten)]
+    threads: crate::common::Threads,
     #[command(flatten)]
     read: ReadPathArgs,
     #[command(flatten)]
@@ -873,7 +873,7 @@ fn tap(name: &str, a: TapArgs) -> Result<()> {
     let req = Request::Tap {
         handle: a.handle.clone(),
         spec,
-        threads: a.threads.max(1),
+        threads: a.threads.or(1),
     };
     let v = Target::open(&a.at, &a.keys, Some(&a.read))?.call(&req)?;
     if a.json {
@@ -924,7 +924,7 @@ fn grep(a: GrepArgs) -> Result<()> {
         pattern: a.pattern.clone(),
         regex: a.regex,
         count: a.count,
-        threads: a.threads.max(1),
+        threads: a.threads.or(1),
         with_text: !a.count && !a.json,
     };
     let v = Target::open(&a.at, &a.keys, Some(&a.read))?.call(&req)?;
@@ -971,7 +971,7 @@ fn nn(a: NnArgs) -> Result<()> {
         item_size: a.item_size,
         queries_hex: to_hex(&queries),
         k: a.k,
-        threads: a.threads.max(1),
+        threads: a.threads.or(1),
         lsh: a.lsh,
         probe: a.probe,
     };
@@ -1014,7 +1014,7 @@ fn index(a: IndexArgs) -> Result<()> {
         tables: a.tables,
         bits: a.bits,
         seed: a.seed,
-        threads: a.threads.max(1),
+        threads: a.threads.or(1),
     };
     let v = Target::open(&a.at, &a.keys, Some(&a.read))?.call(&req)?;
     if a.json {
@@ -1087,7 +1087,7 @@ fn put_graph(a: PutGraphArgs) -> Result<()> {
 }
 
 fn bfs(a: BfsArgs) -> Result<()> {
-    let threads = a.threads.max(1);
+    let threads = a.threads.or(1);
     let req = Request::Bfs {
         handle: a.handle.clone(),
         source: a.source,

@@ -119,6 +119,7 @@ struct SinkArgs {
 }
 
 #[derive(Args)]
+#[command(mut_arg("threads", |a| a.help("Worker threads [default: the number of CPUs]").short('t')))]
 struct CommonArgs {
     /// Where to accept connections (HOST:PORT; port 0 picks a free one, shown in the first
     /// log line).
@@ -161,9 +162,8 @@ struct CommonArgs {
     /// Closed connections kept for the HTTP API.
     #[arg(long, default_value_t = 1000, value_name = "N")]
     keep: usize,
-    /// Worker threads [default: the number of CPUs].
-    #[arg(short, long, value_parser = crate::common::parse_threads)]
-    threads: Option<usize>,
+    #[command(flatten)]
+    threads: crate::common::Threads,
     /// No start-up and shutdown messages on standard error.
     #[arg(short, long)]
     quiet: bool,
@@ -213,7 +213,7 @@ pub fn run(args: WireArgs) -> Result<()> {
     config.depth = common.depth;
     config.max_connections = common.max_connections;
     config.keep_closed = common.keep;
-    let threads = match common.threads {
+    let threads = match common.threads.given() {
         Some(n) => n,
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
