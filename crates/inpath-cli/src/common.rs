@@ -164,6 +164,40 @@ pub fn engine_values<T: Copy + Send + Sync + 'static>(
     })
 }
 
+/// `--json`, defined once: print the result as one JSON document (the fields each command's
+/// page in docs/ lists) instead of text. A command flattens it and gives its own help line
+/// with `#[command(mut_arg("json", |a| a.help("...")))]` where "Print JSON" is not enough.
+#[derive(clap::Args, Clone, Copy, Debug, Default)]
+pub struct Json {
+    /// Print JSON.
+    #[arg(long = "json", id = "json")]
+    pub on: bool,
+}
+
+/// `--key-file` and `--allow-insecure-key-file`, defined once for every command that reads
+/// keys: a key file of `inpath seal keygen`, refused when group or others can read it unless
+/// the second flag is given. A command flattens it and says what the keys are for with
+/// `#[command(mut_arg("key_file", |a| a.help("...")))]` where the general line is not enough.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct KeyFile {
+    /// Key file for sealed pages (see `inpath seal keygen`); must be chmod 600.
+    #[arg(long)]
+    pub key_file: Option<std::path::PathBuf>,
+    /// Use a key file even when group or others can read it (not recommended).
+    #[arg(long)]
+    pub allow_insecure_key_file: bool,
+}
+
+impl KeyFile {
+    /// The keys of the file, or an empty ring when none was given.
+    pub fn ring(&self) -> anyhow::Result<inpath_seal::KeyRing> {
+        Ok(match &self.key_file {
+            Some(path) => crate::cmd::seal::read_keys(path, self.allow_insecure_key_file)?.ring,
+            None => inpath_seal::KeyRing::new(),
+        })
+    }
+}
+
 /// `--threads`, defined once for every command: lanes or worker threads, 1 to
 /// [`inpath_core::lanes::MAX_THREADS`] ([`parse_threads`], checked when the command line is
 /// read). A command flattens it (`#[command(flatten)] threads: Threads`) and states its own

@@ -219,6 +219,7 @@ fn serve(a: &ServeArgs) -> Result<()> {
 }
 
 #[derive(Args)]
+#[command(mut_arg("json", |a| a.help("Print one JSON object instead of text")))]
 pub struct BenchArgs {
     /// Server address (HOST:PORT).
     #[arg(long, default_value = "127.0.0.1:11211")]
@@ -247,9 +248,8 @@ pub struct BenchArgs {
     /// Look-aside: on a get miss, wait this long (the backend) then set the value.
     #[arg(long)]
     backend_delay_us: Option<u64>,
-    /// Print one JSON object instead of text.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: crate::common::Json,
     /// Random seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -548,7 +548,7 @@ fn bench(a: &BenchArgs) -> Result<()> {
         "conns": a.conns,
         "backend_delay_us": a.backend_delay_us,
     });
-    if a.json {
+    if a.json.on {
         println!("{report}");
     } else {
         println!(

@@ -17,6 +17,7 @@ const CHUNK: usize = 256 << 10;
     after_help = "Examples:\n  inpath compress data.csv -o data.csv.gz --format gzip\n  \
     cat data.csv | inpath compress --format zstd --level 19 > data.csv.zst"
 )]
+#[command(mut_arg("json", |a| a.help("Print a summary as JSON (to standard output when the data goes to a file, else to standard error)")))]
 pub struct CompressArgs {
     /// Input file, or `-` for standard input.
     #[arg(default_value = "-")]
@@ -31,10 +32,8 @@ pub struct CompressArgs {
     /// Snappy have none.
     #[arg(short, long)]
     level: Option<i32>,
-    /// Print a summary as JSON (to standard output when the data goes to a file, else to
-    /// standard error).
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: crate::common::Json,
     /// No progress bar.
     #[arg(short, long)]
     quiet: bool,
@@ -46,6 +45,7 @@ pub struct CompressArgs {
     after_help = "Examples:\n  inpath decompress data.csv.gz -o data.csv\n  \
     inpath decompress --format deflate < page.deflate > page"
 )]
+#[command(mut_arg("json", |a| a.help("Print a summary as JSON (to standard output when the data goes to a file, else to standard error)")))]
 pub struct DecompressArgs {
     /// Input file, or `-` for standard input.
     #[arg(default_value = "-")]
@@ -56,10 +56,8 @@ pub struct DecompressArgs {
     /// Format (default: recognised from the first bytes; raw deflate must be named).
     #[arg(short, long)]
     format: Option<String>,
-    /// Print a summary as JSON (to standard output when the data goes to a file, else to
-    /// standard error).
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: crate::common::Json,
     /// No progress bar.
     #[arg(short, long)]
     quiet: bool,
@@ -119,7 +117,7 @@ pub fn run_compress(args: CompressArgs) -> anyhow::Result<()> {
     progress.done();
     let secs = start.elapsed().as_secs_f64();
     report(
-        args.json,
+        args.json.on,
         &args.output,
         serde_json::json!({
             "format": format.name(), "input_bytes": read, "output_bytes": written,
@@ -213,11 +211,11 @@ pub fn run_decompress(args: DecompressArgs) -> anyhow::Result<()> {
     out.commit()?;
     progress.done();
     let secs = start.elapsed().as_secs_f64();
-    if !args.json && !args.quiet && args.output != "-" && std::io::stderr().is_terminal() {
+    if !args.json.on && !args.quiet && args.output != "-" && std::io::stderr().is_terminal() {
         eprintln!("{}: {} -> {}", format.name(), bytes(read), bytes(written));
     }
     report(
-        args.json,
+        args.json.on,
         &args.output,
         serde_json::json!({"format": format.name(), "input_bytes": read, "output_bytes": written, "seconds": secs}),
     )

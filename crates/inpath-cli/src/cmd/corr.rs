@@ -107,11 +107,10 @@ struct RunArgs {
 }
 
 #[derive(Args)]
+#[command(mut_arg("json", |a| a.help("Print every result as JSON (coefficients in the reference's upper-triangle order; null where undefined)")))]
 struct OutputArgs {
-    /// Print every result as JSON (coefficients in the reference's upper-triangle order; null
-    /// where undefined).
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: crate::common::Json,
     /// With --json, also print the exact statistics (decimal strings).
     #[arg(long)]
     stats: bool,
@@ -444,7 +443,7 @@ fn report(
         let inputs: Vec<Input> = sources.iter().map(|s| Input::from_arg(s)).collect();
         inpath_core::output::write_file(path, svg.as_bytes(), &inputs)?;
     }
-    let text = if out.json {
+    let text = if out.json.on {
         json_report(stats, &pearson, out, timing)?
     } else {
         text_report(stats, &pearson, out, sources, timing)

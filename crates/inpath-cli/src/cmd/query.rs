@@ -2,7 +2,8 @@
 //! column tables of sealed pages, SQL over them (DataFusion with our scan underneath), the 22
 //! TPC-H queries checked against pinned answers, and a look inside tables (see
 //! `docs/query.md`, `docs/FORMATS.md`, "Column tables (inpath-table)").
-use crate::cmd::seal::{read_keys, sealing_key};
+use crate::cmd::seal::sealing_key;
+use crate::common::KeyFile;
 use crate::common::{bytes, print_out, thousands};
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
@@ -74,7 +75,7 @@ impl OffloadArgs {
     fn options(
         &self,
         dir: &Path,
-        keys: &ReadKeyArgs,
+        keys: &KeyFile,
     ) -> anyhow::Result<Option<inpath_query::sql::OffloadOptions>> {
         if !self.offload {
             return Ok(None);
@@ -117,7 +118,7 @@ struct ServeDeviceArgs {
     /// Directory holding the tables (the host's session's DIR).
     dir: PathBuf,
     #[command(flatten)]
-    keys: ReadKeyArgs,
+    keys: KeyFile,
     /// Device lanes (threads).
     #[arg(long, default_value_t = default_threads(), value_parser = crate::common::parse_threads)]
     lanes: usize,
@@ -135,7 +136,7 @@ fn serve_device(args: ServeDeviceArgs) -> anyhow::Result<()> {
     }
     let ring = args.keys.ring()?;
     let device = inpath_offload::LocalDevice::open(&args.dir, &ring, args.lanes, args.memory)
-        .map_err(|e| args.keys.hint(e))?;
+        .map_err(|e| key_hint(&args.keys, e))?;
     inpath_offload::serve(device, std::io::stdin().lock(), std::io::stdout())?;
     Ok(())
 }
@@ -164,28 +165,24 @@ struct ExplainArgs {
     #[command(flatten)]
     offload: OffloadArgs,
     #[command(flatten)]
-    keys: ReadKeyArgs,
+    keys: KeyFile,
     #[command(flatten)]
     threads: crate::common::Threads,
-    /// Print JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: crate::common::Json,
 }
 
 /// How `gen` and `import` write tables: the sealing tier, its key, rows per page.
 #[derive(Args)]
+#[command(mut_arg("key_file", |a| a.help("Key file (see `inpath seal keygen`); required with a cipher. Must be private (chmod 600)")))]
 struct WriteTableArgs {
     /// Sealing tier: `plain`, a codec (`lz4`, `zstd[-N]`, `deflate[-N]`, `snappy`), a cipher
     /// (`aes256-gcm`, `aes{128,192,256}-{ctr,cbc,ecb}`), or CODEC+CIPHER (`lz4+aes256-gcm`).
     /// The codec compresses string heaps and the manifest; every page gets the cipher.
     #[arg(long, default_value = "plain")]
     tier: String,
-    /// Key file (see `inpath seal keygen`); required with a cipher. Must be private (chmod 600).
-    #[arg(long)]
-    key_file: Option<PathBuf>,
-    /// Use a key file even when group or others can read it (not recommended).
-    #[arg(long)]
-    allow_insecure_key_file: bool,
+    #[command(flatten)]
+    keys: KeyFile,
     /// Key id to seal with (default: the first key in the file).
     #[arg(long)]
     key_id: Option<u32>,
@@ -203,8 +200,8 @@ impl WriteTableArgs {
     ) -> anyhow::Result<(WriteOptions, SealConfig)> {
         let (seal, bits) = parse_tier(&self.tier)?;
         let key = sealing_key(
-            self.key_file.as_deref(),
-            self.allow_insecure_key_file,
+            self.keys.key_file.as_deref(),
+            self.keys.allow_insecure_key_file,
             self.key_id,
             seal.cipher,
             bits,
@@ -222,28 +219,10 @@ impl WriteTableArgs {
     }
 }
 
-/// Key file arguments for reading sealed tables.
-#[derive(Args)]
-struct ReadKeyArgs {
-    /// Key file, for tables whose pages are sealed (see `inpath seal keygen`).
-    #[arg(long)]
-    key_file: Option<PathBuf>,
-    /// Use a key file even when group or others can read it (not recommended).
-    #[arg(long)]
-    allow_insecure_key_file: bool,
-}
-
-impl ReadKeyArgs {
-    fn ring(&self) -> anyhow::Result<KeyRing> {
-        Ok(match &self.key_file {
-            Some(path) => read_keys(path, self.allow_insecure_key_file)?.ring,
-            None => KeyRing::new(),
-        })
-    }
-
-    /// The error, with a hint when a sealed manifest met no key file.
-    fn hint(&self, e: inpath_query::Error) -> anyhow::Error {
-        let hint = match (&e, &self.key_file) {
+/// The error, with a hint when a sealed manifest met no key file.
+fn key_hint(keys: &KeyFile, e: inpath_query::Error) -> anyhow::Error {
+    {
+        let hint = match (&e, &keys.key_file) {
             (inpath_query::Error::ManifestSeal { .. }, None) => {
                 " (the manifest is sealed: pass --key-file)"
             }
@@ -260,6 +239,7 @@ impl ReadKeyArgs {
     inpath query import --table people people.csv db --tier lz4+aes256-gcm --key-file keys.txt\n  \
     inpath query sql db \"SELECT count(*) FROM trips\"")]
 #[command(mut_arg("threads", |a| a.help("Threads for encoding and sealing [default: 1]")))]
+#[command(mut_arg("json", |a| a.help("Print the summary as JSON")))]
 struct ImportArgs {
     /// The file to import: .parquet, or .csv with a header row (types inferred).
     file: PathBuf,
@@ -275,9 +255,8 @@ struct ImportArgs {
     /// Replace the table if it exists.
     #[arg(long)]
     force: bool,
-    /// Print the summary as JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: crate::common::Json,
 }
 
 /// Arguments of `inpath query sql`.
@@ -290,6 +269,7 @@ struct ImportArgs {
     inpath query sql tpch -f q1.sql            # the statement from a file (comments and all)\n  \
     inpath query sql tpch - < q1.sql           # ... or from standard input")]
 #[command(mut_arg("threads", |a| a.help("Threads (and scan partitions) [default: the number of CPUs]")))]
+#[command(mut_arg("json", |a| a.help("Print the rows as JSON (an array of objects)").conflicts_with_all(["csv", "output"])))]
 struct SqlArgs {
     /// A table directory, or a directory of table directories (tables by directory name).
     dir: PathBuf,
@@ -304,12 +284,11 @@ struct SqlArgs {
     #[arg(short = 'f', long, value_name = "FILE")]
     file: Option<PathBuf>,
     #[command(flatten)]
-    keys: ReadKeyArgs,
+    keys: KeyFile,
     #[command(flatten)]
     threads: crate::common::Threads,
-    /// Print the rows as JSON (an array of objects).
-    #[arg(long, conflicts_with_all = ["csv", "output"])]
-    json: bool,
+    #[command(flatten)]
+    json: crate::common::Json,
     /// Print the rows as CSV with a header row.
     #[arg(long, conflicts_with = "output")]
     csv: bool,
@@ -348,15 +327,14 @@ struct TpchArgs {
     #[arg(long)]
     answers: Option<PathBuf>,
     #[command(flatten)]
-    keys: ReadKeyArgs,
+    keys: KeyFile,
     #[command(flatten)]
     threads: crate::common::Threads,
     /// Runs of each query; the median time is reported (the first run also warms the cache).
     #[arg(long, default_value_t = 1)]
     runs: usize,
-    /// Print JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: crate::common::Json,
     /// DIR holds TPC-H Parquet files (NAME.parquet, as tpchgen-cli writes them) instead of
     /// column tables: the same DataFusion, the same settings, over Parquet (the benchmark's
     /// peer).
@@ -378,6 +356,7 @@ fn default_threads() -> usize {
     inpath query gen --sf 1 --tier lz4+aes256-gcm --key-file keys.txt tpch-sealed --threads 2\n  \
     inpath query inspect tpch-sealed --key-file keys.txt")]
 #[command(mut_arg("threads", |a| a.help("Threads for generation and for encoding and sealing [default: 1]")))]
+#[command(mut_arg("json", |a| a.help("Print the summary as JSON")))]
 struct GenArgs {
     /// Directory to write the tables into (DIR/lineitem, DIR/orders, ...).
     dir: PathBuf,
@@ -391,9 +370,8 @@ struct GenArgs {
     /// Replace tables that already exist in DIR (only directories that are tables).
     #[arg(long)]
     force: bool,
-    /// Print the summary as JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: crate::common::Json,
     /// No progress and no summary.
     #[arg(short, long)]
     quiet: bool,
@@ -405,10 +383,9 @@ struct InspectArgs {
     /// A table directory, or a directory of table directories.
     dir: PathBuf,
     #[command(flatten)]
-    keys: ReadKeyArgs,
-    /// Print JSON.
-    #[arg(long)]
-    json: bool,
+    keys: KeyFile,
+    #[command(flatten)]
+    json: crate::common::Json,
 }
 
 /// Runs `inpath query ...`.
@@ -443,7 +420,7 @@ fn import(args: ImportArgs) -> anyhow::Result<()> {
     let start = Instant::now();
     let s = inpath_table::import_file(&args.file, &target, options)?;
     let secs = start.elapsed().as_secs_f64();
-    if args.json {
+    if args.json.on {
         let value = serde_json::json!({
             "file": args.file.display().to_string(),
             "table": name,
@@ -469,13 +446,13 @@ fn import(args: ImportArgs) -> anyhow::Result<()> {
 
 fn open_session(
     dir: &Path,
-    keys: &ReadKeyArgs,
+    keys: &KeyFile,
     threads: usize,
     offload: &OffloadArgs,
 ) -> anyhow::Result<inpath_query::SqlSession> {
     let ring = keys.ring()?;
     inpath_query::SqlSession::open_with(dir, &ring, threads, offload.options(dir, keys)?)
-        .map_err(|e| keys.hint(e))
+        .map_err(|e| key_hint(keys, e))
 }
 
 fn device_line(s: &inpath_offload::DeviceStats) -> String {
@@ -568,7 +545,7 @@ fn explain(args: ExplainArgs) -> anyhow::Result<()> {
             e.graphs.len(),
             notes.join("; ")
         ));
-        if args.graphs && !args.json {
+        if args.graphs && !args.json.on {
             for g in &e.graphs {
                 text.push_str(&format!("{}\n", g.to_json()));
             }
@@ -594,7 +571,7 @@ fn explain(args: ExplainArgs) -> anyhow::Result<()> {
         "{} full, {} partial, {} host\n",
         counts[0], counts[1], counts[2]
     ));
-    if args.json {
+    if args.json.on {
         let value = serde_json::json!({
             "dir": args.dir.display().to_string(),
             "device_memory": session.device_memory(),
@@ -714,7 +691,7 @@ fn sql(args: SqlArgs) -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    let format = if args.json {
+    let format = if args.json.on {
         ResultFormat::Json
     } else if args.csv {
         ResultFormat::Csv
@@ -831,7 +808,7 @@ fn tpch(args: TpchArgs) -> anyhow::Result<()> {
             .map(|n| inpath_query::tpch_queries::pinned_answer(sf, n).map(str::to_string))
             .collect()
     };
-    let talk = !args.json && std::io::stderr().is_terminal();
+    let talk = !args.json.on && std::io::stderr().is_terminal();
     let mut rows_json = Vec::new();
     let mut text =
         String::from("query   rows   seconds  pages read/pruned/total       bytes read  check\n");
@@ -916,7 +893,7 @@ fn tpch(args: TpchArgs) -> anyhow::Result<()> {
         total,
         args.threads.or(default_threads())
     ));
-    if args.json {
+    if args.json.on {
         let value = serde_json::json!({
             "dir": args.dir.display().to_string(),
             "threads": args.threads.or(default_threads()),
@@ -985,7 +962,7 @@ fn gen(args: GenArgs) -> anyhow::Result<()> {
         threads: args.threads.or(1),
         ..GenOptions::default()
     };
-    let talk = !args.quiet && !args.json && std::io::stderr().is_terminal();
+    let talk = !args.quiet && !args.json.on && std::io::stderr().is_terminal();
     if talk {
         eprintln!(
             "generating TPC-H SF {} into {} ({} pages)...",
@@ -1017,7 +994,7 @@ fn gen(args: GenArgs) -> anyhow::Result<()> {
     }
     let total_rows: u64 = summaries.iter().map(|(s, _)| s.rows).sum();
     let total_bytes: u64 = summaries.iter().map(|(s, _)| s.bytes).sum();
-    if args.json {
+    if args.json.on {
         let value = serde_json::json!({
             "dir": args.dir.display().to_string(),
             "scale_factor": args.sf,
@@ -1077,7 +1054,7 @@ fn inspect(args: InspectArgs) -> anyhow::Result<()> {
     let mut text = String::new();
     let mut json_tables = Vec::new();
     for dir in inpath_table::table_dirs(&args.dir)? {
-        let reader = TableReader::open(&dir, &keys).map_err(|e| args.keys.hint(e))?;
+        let reader = TableReader::open(&dir, &keys).map_err(|e| key_hint(&args.keys, e))?;
         let m = reader.manifest();
         let manifest_bytes = std::fs::metadata(dir.join(inpath_table::format::MANIFEST_FILE))
             .map(|m| m.len())
@@ -1147,7 +1124,7 @@ fn inspect(args: InspectArgs) -> anyhow::Result<()> {
             "columns": columns,
         }));
     }
-    if args.json {
+    if args.json.on {
         let value = serde_json::json!({ "tables": json_tables });
         return print_out(&format!("{}\n", serde_json::to_string_pretty(&value)?));
     }

@@ -29,6 +29,8 @@ use zeroize::Zeroizing;
         inpath unseal data.sealed -o data.csv --key-file keys.txt"
 )]
 #[command(mut_arg("threads", |a| a.help("Worker threads [default: 1]")))]
+#[command(mut_arg("key_file", |a| a.help("Key file (see `inpath seal keygen`); required unless --cipher none. It must not be readable by group or others (chmod 600)")))]
+#[command(mut_arg("json", |a| a.help("Print the summary as JSON")))]
 pub struct SealArgs {
     #[command(subcommand)]
     command: Option<SealCommand>,
@@ -51,21 +53,15 @@ pub struct SealArgs {
     /// undetected; see docs/seal.md), or none.
     #[arg(long, default_value = "aes256-gcm")]
     cipher: String,
-    /// Key file (see `inpath seal keygen`); required unless --cipher none. It must not be
-    /// readable by group or others (chmod 600).
-    #[arg(long)]
-    key_file: Option<PathBuf>,
-    /// Use a key file even when group or others can read it (not recommended).
-    #[arg(long)]
-    allow_insecure_key_file: bool,
+    #[command(flatten)]
+    keys: crate::common::KeyFile,
     /// Key id to seal with (default: the first key in the file).
     #[arg(long)]
     key_id: Option<u32>,
     #[command(flatten)]
     threads: crate::common::Threads,
-    /// Print the summary as JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: crate::common::Json,
     /// No progress bar and no summary.
     #[arg(short, long)]
     quiet: bool,
@@ -89,9 +85,8 @@ struct InspectArgs {
     /// Also list every record.
     #[arg(long)]
     records: bool,
-    /// Print JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: crate::common::Json,
 }
 
 /// Arguments of `inpath seal keygen`.
@@ -116,27 +111,23 @@ struct KeygenArgs {
 #[derive(Args)]
 #[command(after_help = "Example:\n  inpath unseal data.sealed -o data.csv --key-file keys.txt")]
 #[command(mut_arg("threads", |a| a.help("Worker threads [default: 1]")))]
+#[command(mut_arg("key_file", |a| a.help("Key file holding the keys the records name (not needed for unencrypted records). It must not be readable by group or others (chmod 600)")))]
+#[command(mut_arg("json", |a| a.help("Print the summary as JSON")))]
 pub struct UnsealArgs {
     /// Sealed file, or `-` for standard input.
     file: String,
     /// Output file, or `-` for standard output.
     #[arg(short, long, default_value = "-")]
     output: String,
-    /// Key file holding the keys the records name (not needed for unencrypted records). It must
-    /// not be readable by group or others (chmod 600).
-    #[arg(long)]
-    key_file: Option<PathBuf>,
-    /// Use a key file even when group or others can read it (not recommended).
-    #[arg(long)]
-    allow_insecure_key_file: bool,
+    #[command(flatten)]
+    keys: crate::common::KeyFile,
     /// Largest page accepted (a record claiming more is refused before anything is allocated).
     #[arg(long, default_value = "1GiB", value_parser = crate::common::parse_size)]
     max_page: u64,
     #[command(flatten)]
     threads: crate::common::Threads,
-    /// Print the summary as JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: crate::common::Json,
     /// No progress bar and no summary.
     #[arg(short, long)]
     quiet: bool,
@@ -261,8 +252,8 @@ pub fn run(args: SealArgs) -> anyhow::Result<()> {
         );
     }
     let key = sealing_key(
-        args.key_file.as_deref(),
-        args.allow_insecure_key_file,
+        args.keys.key_file.as_deref(),
+        args.keys.allow_insecure_key_file,
         args.key_id,
         cipher,
         bits,
@@ -275,7 +266,10 @@ pub fn run(args: SealArgs) -> anyhow::Result<()> {
     let mut sealer = Sealer::new(config, key.as_ref().map(|(id, k)| (*id, k)))?;
 
     let input = Input::from_arg(&file);
-    let out = open_output(&args.output, &inputs_of(&input, args.key_file.as_ref()))?;
+    let out = open_output(
+        &args.output,
+        &inputs_of(&input, args.keys.key_file.as_ref()),
+    )?;
     let source = input.source()?;
     let progress = Progress::new(source.len(), "sealing", args.quiet);
     let page_size = args.page_size as usize;
@@ -339,7 +333,7 @@ pub fn run(args: SealArgs) -> anyhow::Result<()> {
         bytes(written),
         thousands(stored)
     );
-    summary(args.output != "-", args.json, value, text)
+    summary(args.output != "-", args.json.on, value, text)
 }
 
 /// Reads the next record (header and payload) into `rec`; `Ok(false)` at a clean end.
@@ -383,13 +377,16 @@ fn next_record(
 
 /// Runs `inpath unseal`.
 pub fn run_unseal(args: UnsealArgs) -> anyhow::Result<()> {
-    let ring = match &args.key_file {
-        Some(path) => read_keys(path, args.allow_insecure_key_file)?.ring,
+    let ring = match &args.keys.key_file {
+        Some(path) => read_keys(path, args.keys.allow_insecure_key_file)?.ring,
         None => KeyRing::new(),
     };
     let unsealer = Unsealer::new(&ring).with_max_page(args.max_page);
     let input = Input::from_arg(&args.file);
-    let out = open_output(&args.output, &inputs_of(&input, args.key_file.as_ref()))?;
+    let out = open_output(
+        &args.output,
+        &inputs_of(&input, args.keys.key_file.as_ref()),
+    )?;
     let source = input.source()?;
     let progress = Progress::new(source.len(), "unsealing", args.quiet);
     let batch = args.threads.or(1) * 8;
@@ -510,7 +507,7 @@ pub fn run_unseal(args: UnsealArgs) -> anyhow::Result<()> {
         bytes(read_bytes),
         bytes(written)
     );
-    summary(args.output != "-", args.json, value, text)
+    summary(args.output != "-", args.json.on, value, text)
 }
 
 /// `inpath seal inspect`.
@@ -576,7 +573,7 @@ fn inspect(args: InspectArgs) -> anyhow::Result<()> {
     } else {
         0.0
     };
-    if args.json {
+    if args.json.on {
         let value = serde_json::json!({
             "records": count, "page_bytes": page_bytes, "record_bytes": record_bytes, "ratio": ratio,
             "stored_pages": stored, "damaged_records": damaged, "key_ids": key_ids,

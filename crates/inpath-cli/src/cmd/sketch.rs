@@ -57,6 +57,7 @@ enum InputFormat {
 
 #[derive(Args)]
 #[command(mut_arg("threads", |a| a.help("Lanes (threads) to split the work across; results are identical for any count [default: the number of CPUs]").short('t')))]
+#[command(mut_arg("json", |a| a.help("Print the summary as JSON")))]
 struct BuildArgs {
     /// Input files; `-` reads standard input. Several files make one stream.
     #[arg(required = true, value_name = "FILE")]
@@ -80,9 +81,8 @@ struct BuildArgs {
     estimator: Estimator,
     #[command(flatten)]
     threads: crate::common::Threads,
-    /// Print the summary as JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: crate::common::Json,
     /// Save the sketch to this file (see docs/FORMATS.md), for `merge` and `query` later.
     #[arg(long, value_name = "FILE.skt")]
     save: Option<PathBuf>,
@@ -117,6 +117,7 @@ struct ParamArgs {
 }
 
 #[derive(Args)]
+#[command(mut_arg("json", |a| a.help("Print the merged summary as JSON")))]
 struct MergeArgs {
     /// Sketch files to merge.
     #[arg(required = true, num_args = 1.., value_name = "FILE.skt")]
@@ -127,12 +128,12 @@ struct MergeArgs {
     /// HyperLogLog estimator for the printed summary.
     #[arg(long, default_value = "ertl", value_parser = estimator_values())]
     estimator: Estimator,
-    /// Print the merged summary as JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: crate::common::Json,
 }
 
 #[derive(Args)]
+#[command(mut_arg("json", |a| a.help("Print the answers as JSON")))]
 struct QueryArgs {
     /// The sketch file.
     #[arg(value_name = "FILE.skt")]
@@ -147,12 +148,12 @@ struct QueryArgs {
         allow_hyphen_values = true
     )]
     keys: Vec<String>,
-    /// Print the answers as JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: crate::common::Json,
 }
 
 #[derive(Args)]
+#[command(mut_arg("json", |a| a.help("Print the summary as JSON")))]
 struct ShowArgs {
     /// The sketch file.
     #[arg(value_name = "FILE.skt")]
@@ -160,9 +161,8 @@ struct ShowArgs {
     /// HyperLogLog estimator.
     #[arg(long, default_value = "ertl", value_parser = estimator_values())]
     estimator: Estimator,
-    /// Print the summary as JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: crate::common::Json,
 }
 
 /// Runs `inpath sketch`.
@@ -309,7 +309,7 @@ fn run_build(args: BuildArgs) -> Result<()> {
     let estimator = args.estimator;
     let summary = sketch.summary(estimator);
     let threads = args.threads.given().unwrap_or_else(default_threads);
-    if args.json {
+    if args.json.on {
         let mut value = summary_json(&sketch, &summary);
         value["input"] = json!({
             "files": args.files,
@@ -380,7 +380,7 @@ fn run_merge(args: MergeArgs) -> Result<()> {
     let merged = merged.expect("clap requires at least one input");
     save(&merged, &args.output, &inputs)?;
     let summary = merged.summary(args.estimator);
-    if args.json {
+    if args.json.on {
         let mut value = summary_json(&merged, &summary);
         value["merged"] = json!(args.inputs);
         value["saved"] = json!(args.output);
@@ -410,7 +410,7 @@ fn run_query(args: QueryArgs) -> Result<()> {
         .iter()
         .map(|k| sketch.frequency(k).map(|f| (k.clone(), f)))
         .collect::<Result<_, _>>()?;
-    if args.json {
+    if args.json.on {
         let value = json!({
             "answers": answers.iter().map(|(k, f)| json!({"key": k, "count_at_most": f})).collect::<Vec<_>>(),
             "error_bound": report.error_bound,
@@ -436,7 +436,7 @@ fn run_query(args: QueryArgs) -> Result<()> {
 fn run_show(args: ShowArgs) -> Result<()> {
     let sketch = load(&args.sketch)?;
     let summary = sketch.summary(args.estimator);
-    if args.json {
+    if args.json.on {
         let value = summary_json(&sketch, &summary);
         common::print_out(&format!("{}\n", serde_json::to_string_pretty(&value)?))
     } else {

@@ -4,6 +4,7 @@
 //! docs/store.md.
 
 use crate::cmd::seal::{read_keys, sealing_key};
+use crate::common::KeyFile;
 use crate::common::{bytes, parse_size, print_out, thousands};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
@@ -148,6 +149,7 @@ bound (port 0 picks a free port) and runs until stopped. Protocol: docs/FORMATS.
 
 #[derive(Args)]
 #[command(mut_arg("threads", |a| a.help("Lanes (threads); the result does not depend on them [default: 1]")))]
+#[command(mut_arg("json", |a| a.help("Print JSON (with the counters: bytes scanned and returned, pages read, CPU per GB)")))]
 struct TapArgs {
     #[command(flatten)]
     at: Location,
@@ -161,10 +163,9 @@ struct TapArgs {
     #[command(flatten)]
     read: ReadPathArgs,
     #[command(flatten)]
-    keys: KeyArgs,
-    /// Print JSON (with the counters: bytes scanned and returned, pages read, CPU per GB).
-    #[arg(long)]
-    json: bool,
+    keys: KeyFile,
+    #[command(flatten)]
+    json: crate::common::Json,
 }
 
 #[derive(Args)]
@@ -184,7 +185,7 @@ struct ServeArgs {
     #[command(flatten)]
     read: ReadPathArgs,
     #[command(flatten)]
-    keys: KeyArgs,
+    keys: KeyFile,
 }
 
 /// Where a verb finds its store: a directory, or with `--remote` a server's address.
@@ -196,17 +197,6 @@ struct Location {
     /// The store is a server (`inpath store serve`) at the address given instead of DIR.
     #[arg(long)]
     remote: bool,
-}
-
-/// Options every verb that reads pages shares.
-#[derive(Args, Default)]
-struct KeyArgs {
-    /// Key file for sealed pages (see `inpath seal keygen`); must be chmod 600.
-    #[arg(long)]
-    key_file: Option<PathBuf>,
-    /// Use a key file even when group or others can read it (not recommended).
-    #[arg(long)]
-    allow_insecure_key_file: bool,
 }
 
 /// How a verb that writes a handle lays out and seals its pages.
@@ -225,7 +215,7 @@ struct PageArgs {
     #[arg(long)]
     key_id: Option<u32>,
     #[command(flatten)]
-    keys: KeyArgs,
+    keys: KeyFile,
 }
 
 #[derive(Args)]
@@ -240,9 +230,8 @@ struct PutArgs {
     name: Option<String>,
     #[command(flatten)]
     pages: PageArgs,
-    /// Print JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: crate::common::Json,
 }
 
 #[derive(Args)]
@@ -277,9 +266,8 @@ struct PutGraphArgs {
     undirected: bool,
     #[command(flatten)]
     pages: PageArgs,
-    /// Print JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: crate::common::Json,
 }
 
 #[derive(Args)]
@@ -302,10 +290,9 @@ struct BfsArgs {
     #[arg(long, requires = "json")]
     arrays: bool,
     #[command(flatten)]
-    keys: KeyArgs,
-    /// Print JSON.
-    #[arg(long)]
-    json: bool,
+    keys: KeyFile,
+    #[command(flatten)]
+    json: crate::common::Json,
 }
 
 #[derive(Args)]
@@ -325,12 +312,12 @@ struct PutChaseArgs {
     cycle: bool,
     #[command(flatten)]
     layout: PageArgs,
-    /// Print JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: crate::common::Json,
 }
 
 #[derive(Args)]
+#[command(mut_arg("json", |a| a.help("Print JSON (with the sequence)")))]
 struct ChaseArgs {
     #[command(flatten)]
     at: Location,
@@ -353,19 +340,17 @@ struct ChaseArgs {
     #[arg(long)]
     raw: bool,
     #[command(flatten)]
-    keys: KeyArgs,
-    /// Print JSON (with the sequence).
-    #[arg(long)]
-    json: bool,
+    keys: KeyFile,
+    #[command(flatten)]
+    json: crate::common::Json,
 }
 
 #[derive(Args)]
 struct LsArgs {
     #[command(flatten)]
     at: Location,
-    /// Print JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: crate::common::Json,
 }
 
 #[derive(Args)]
@@ -384,7 +369,7 @@ struct ReadArgs {
     #[arg(short, long, default_value = "-")]
     output: String,
     #[command(flatten)]
-    keys: KeyArgs,
+    keys: KeyFile,
 }
 
 #[derive(Args)]
@@ -397,6 +382,7 @@ struct RmArgs {
 
 #[derive(Args)]
 #[command(mut_arg("threads", |a| a.help("Lanes (threads), each scanning a contiguous range of pages [default: 1]")))]
+#[command(mut_arg("json", |a| a.help("Print JSON (with the counters: bytes scanned and returned, pages read, CPU per GB)")))]
 struct GrepArgs {
     #[command(flatten)]
     at: Location,
@@ -417,10 +403,9 @@ struct GrepArgs {
     #[command(flatten)]
     read: ReadPathArgs,
     #[command(flatten)]
-    keys: KeyArgs,
-    /// Print JSON (with the counters: bytes scanned and returned, pages read, CPU per GB).
-    #[arg(long)]
-    json: bool,
+    keys: KeyFile,
+    #[command(flatten)]
+    json: crate::common::Json,
 }
 
 /// How a kernel's lanes read the pages.
@@ -503,10 +488,9 @@ struct NnArgs {
     #[command(flatten)]
     read: ReadPathArgs,
     #[command(flatten)]
-    keys: KeyArgs,
-    /// Print JSON.
-    #[arg(long)]
-    json: bool,
+    keys: KeyFile,
+    #[command(flatten)]
+    json: crate::common::Json,
 }
 
 #[derive(Args)]
@@ -533,10 +517,9 @@ struct IndexArgs {
     #[command(flatten)]
     read: ReadPathArgs,
     #[command(flatten)]
-    keys: KeyArgs,
-    /// Print JSON.
-    #[arg(long)]
-    json: bool,
+    keys: KeyFile,
+    #[command(flatten)]
+    json: crate::common::Json,
 }
 
 /// Runs `inpath store`.
@@ -567,7 +550,7 @@ enum Target {
 }
 
 impl Target {
-    fn open(at: &Location, keys: &KeyArgs, read: Option<&ReadPathArgs>) -> Result<Target> {
+    fn open(at: &Location, keys: &KeyFile, read: Option<&ReadPathArgs>) -> Result<Target> {
         if at.remote {
             if keys.key_file.is_some() {
                 bail!(
@@ -639,16 +622,10 @@ fn serve(a: ServeArgs) -> Result<()> {
     Ok(())
 }
 
-impl KeyArgs {
-    fn none() -> KeyArgs {
-        KeyArgs::default()
-    }
-}
-
-fn open(dir: &Path, keys: &KeyArgs) -> Result<Store> {
+fn open(dir: &Path, keys: &KeyFile) -> Result<Store> {
     let store = Store::open(dir).with_context(|| format!("cannot open store {}", dir.display()))?;
     Ok(match &keys.key_file {
-        Some(path) => store.with_keys(&read_keys(path, keys.allow_insecure_key_file)?.ring),
+        Some(_) => store.with_keys(&keys.ring()?),
         None => store,
     })
 }
@@ -733,7 +710,7 @@ fn put(a: PutArgs) -> Result<()> {
     let entry = store
         .put_file(&a.file, a.name.as_deref(), &layout.options())
         .with_context(|| format!("cannot put {} into {}", a.file.display(), dir.display()))?;
-    if a.json {
+    if a.json.on {
         print_out(&format!("{}\n", entry_json(&entry)))
     } else {
         print_out(&put_line(&entry, &bytes(entry.size)))
@@ -774,7 +751,7 @@ fn put_remote(a: PutArgs) -> Result<()> {
     let v = client
         .put(&req, std::io::BufReader::with_capacity(1 << 20, file))
         .with_context(|| format!("cannot put {} into {}", a.file.display(), a.at.store))?;
-    if a.json {
+    if a.json.on {
         return print_out(&format!("{v}\n"));
     }
     let num = |k: &str| v[k].as_u64().unwrap_or(0);
@@ -791,8 +768,8 @@ fn put_remote(a: PutArgs) -> Result<()> {
 }
 
 fn ls(a: LsArgs) -> Result<()> {
-    let list = Target::open(&a.at, &KeyArgs::none(), None)?.call(&Request::Ls)?;
-    if a.json {
+    let list = Target::open(&a.at, &KeyFile::default(), None)?.call(&Request::Ls)?;
+    if a.json.on {
         return print_out(&format!("{list}\n"));
     }
     let mut text = format!(
@@ -853,7 +830,7 @@ fn refuse_terminal(output: &str, length: u64) -> Result<()> {
 }
 
 fn rm(a: RmArgs) -> Result<()> {
-    let e = Target::open(&a.at, &KeyArgs::none(), None)?.call(&Request::Rm {
+    let e = Target::open(&a.at, &KeyFile::default(), None)?.call(&Request::Rm {
         handle: a.handle.clone(),
     })?;
     print_out(&format!(
@@ -876,7 +853,7 @@ fn tap(name: &str, a: TapArgs) -> Result<()> {
         threads: a.threads.or(1),
     };
     let v = Target::open(&a.at, &a.keys, Some(&a.read))?.call(&req)?;
-    if a.json {
+    if a.json.on {
         return print_out(&format!("{v}\n"));
     }
     let r = &v["result"];
@@ -925,10 +902,10 @@ fn grep(a: GrepArgs) -> Result<()> {
         regex: a.regex,
         count: a.count,
         threads: a.threads.or(1),
-        with_text: !a.count && !a.json,
+        with_text: !a.count && !a.json.on,
     };
     let v = Target::open(&a.at, &a.keys, Some(&a.read))?.call(&req)?;
-    if a.json {
+    if a.json.on {
         return print_out(&format!("{v}\n"));
     }
     if a.count {
@@ -976,7 +953,7 @@ fn nn(a: NnArgs) -> Result<()> {
         probe: a.probe,
     };
     let v = Target::open(&a.at, &a.keys, Some(&a.read))?.call(&req)?;
-    if a.json {
+    if a.json.on {
         return print_out(&format!("{v}\n"));
     }
     if let Some(l) = v.get("lsh") {
@@ -1017,7 +994,7 @@ fn index(a: IndexArgs) -> Result<()> {
         threads: a.threads.or(1),
     };
     let v = Target::open(&a.at, &a.keys, Some(&a.read))?.call(&req)?;
-    if a.json {
+    if a.json.on {
         return print_out(&format!("{v}\n"));
     }
     print_out(&format!(
@@ -1069,7 +1046,7 @@ fn put_graph(a: PutGraphArgs) -> Result<()> {
         .put_reader(&csr[..], &a.name, &layout.options())
         .with_context(|| format!("cannot put the graph into {}", a.dir.display()))?;
     let m = u64::from_le_bytes(csr[24..32].try_into().expect("a CSR header"));
-    if a.json {
+    if a.json.on {
         let mut v = entry_json(&entry);
         v["vertices"] = vertices.into();
         v["edges"] = m.into();
@@ -1140,7 +1117,7 @@ fn bfs(a: BfsArgs) -> Result<()> {
             return Ok(());
         }
     }
-    if a.json {
+    if a.json.on {
         if !a.arrays {
             if let Some(o) = v.as_object_mut() {
                 for k in ["order", "levels", "predecessors"] {
@@ -1185,7 +1162,7 @@ fn put_chase(a: PutChaseArgs) -> Result<()> {
     let entry = store
         .put_reader(pages, &a.name, &layout.options())
         .with_context(|| format!("cannot put the chase file into {}", a.dir.display()))?;
-    if a.json {
+    if a.json.on {
         let mut v = entry_json(&entry);
         v["start"] = 0.into();
         v["cycle"] = a.cycle.into();
@@ -1208,7 +1185,7 @@ fn chase(a: ChaseArgs) -> Result<()> {
             hops: a.hops,
             repeat,
         })?;
-        if a.json {
+        if a.json.on {
             return print_out(&format!("{v}\n"));
         }
         let sequence: Vec<u64> = v["sequence"]
@@ -1273,7 +1250,7 @@ fn chase(a: ChaseArgs) -> Result<()> {
     sorted.sort_by(f64::total_cmp);
     let seconds = sorted[sorted.len() / 2];
     let hops = sequence.len() as u64;
-    if a.json {
+    if a.json.on {
         let mut v = serde_json::json!({
             "handle": entry.handle,
             "generation": entry.generation,
