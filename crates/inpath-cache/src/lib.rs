@@ -15,6 +15,11 @@
 //! # Ok::<(), inpath_cache::CacheError>(())
 //! ```
 
+#![deny(unsafe_code)]
+
+// The aligned O_DIRECT buffer needs raw allocation; every other module is safe code.
+#[allow(unsafe_code)]
+mod aligned;
 mod error;
 pub mod flash;
 pub mod index;
