@@ -3,6 +3,7 @@
 
 pub use crate::aligned::{round_up, AlignedBuf, ALIGN};
 use crate::error::{CacheError, Result};
+use crate::types::SealHook;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
@@ -207,6 +208,34 @@ pub fn decode_record(buf: &[u8]) -> Option<Record<'_>> {
         key: &buf[REC_HEADER..vstart],
         value: &buf[vstart..vstart + value_len],
     })
+}
+
+/// A record's kind, key and value, unsealed when sealed (`None` when it does not authenticate,
+/// or is sealed while no seal is configured, or the other way round).
+pub(crate) fn open_record(
+    seal: Option<&SealHook>,
+    rec: &Record<'_>,
+) -> Option<(u8, Vec<u8>, Vec<u8>)> {
+    let sealed = rec.kind & SEALED != 0;
+    match (seal, sealed) {
+        (None, false) | (Some(_), false) if rec.kind == KIND_FLUSH => {
+            Some((rec.kind, Vec::new(), Vec::new()))
+        }
+        (None, false) => Some((rec.kind, rec.key.to_vec(), rec.value.to_vec())),
+        (Some(h), true) => {
+            let plain = h.0.unseal(rec.value)?;
+            let kl = *plain.first()? as usize;
+            if kl == 0 || plain.len() < 1 + kl {
+                return None;
+            }
+            Some((
+                rec.kind & !SEALED,
+                plain[1..1 + kl].to_vec(),
+                plain[1 + kl..].to_vec(),
+            ))
+        }
+        _ => None,
+    }
 }
 
 #[cfg(test)]

@@ -24,15 +24,13 @@ mod error;
 pub mod flash;
 pub mod index;
 pub mod live;
-mod meta;
 mod proto;
 mod recover;
 pub mod server;
 pub mod store;
+mod types;
 
 pub use error::{CacheError, Result};
 pub use server::{Server, ServerConfig};
-pub use store::{Geometry, Store, StoreConfig};
-
-/// What `version` answers: the memcached protocol level, then ours.
-pub const VERSION: &str = concat!("1.6.18-inpath-cache-", env!("CARGO_PKG_VERSION"));
+pub use store::Store;
+pub use types::{Geometry, Settings, StoreConfig, VERSION};
