@@ -1,6 +1,6 @@
 //! The one module with `unsafe` code: [`AlignedBuf`], a zeroed heap buffer aligned for
 //! O_DIRECT (`std::alloc` with an explicit alignment, which `Vec<u8>` cannot promise). The crate
-//! root denies `unsafe_code` everywhere else; `crate::flash` re-exports these items.
+//! root denies `unsafe_code` everywhere else; the flash module re-exports these items.
 
 /// Alignment of every flash I/O (offset, length and buffer address): what O_DIRECT asks for.
 pub const ALIGN: usize = 4096;

@@ -306,3 +306,48 @@ pub fn recover(
         open_no,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn geo() -> Geometry {
+        Geometry {
+            chunk_size: 1 << 20,
+            nchunks: 8,
+            nbuckets: 1024,
+            dram_budget: 1 << 20,
+        }
+    }
+
+    /// Each way a checkpoint is refused has its own error, and an intact one loads.
+    #[test]
+    fn checkpoint_refusals_are_typed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ckpt");
+        let load = |g| load_checkpoint(&path, g);
+        assert!(matches!(load(geo()), Err(CheckpointError::Missing)));
+        std::fs::write(&path, b"short").unwrap();
+        assert!(matches!(load(geo()), Err(CheckpointError::NotACheckpoint)));
+        let snap = Snapshot {
+            buckets: vec![Bucket::default(); geo().nbuckets as usize],
+            head: 4096,
+            tail: 0,
+            cas: 9,
+            clock: 5,
+            geo: geo(),
+        };
+        write_checkpoint(&path, &snap).unwrap();
+        let l = load(geo()).unwrap();
+        assert_eq!((l.head, l.cas, l.clock), (4096, 9, 5));
+        let other = Geometry {
+            nchunks: 16,
+            ..geo()
+        };
+        assert!(matches!(load(other), Err(CheckpointError::GeometryChanged)));
+        let mut data = std::fs::read(&path).unwrap();
+        data[100] ^= 1;
+        std::fs::write(&path, &data).unwrap();
+        assert!(matches!(load(geo()), Err(CheckpointError::Damaged)));
+    }
+}

@@ -1466,4 +1466,37 @@ mod tests {
         });
         store.close().unwrap();
     }
+
+    /// Each store reports the settings it was opened with: nothing is shared between stores
+    /// (or servers) in one process.
+    #[test]
+    fn settings_belong_to_each_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = |name: &str, settings: Settings| {
+            let mut cfg = StoreConfig::new(dir.path().join(name));
+            cfg.memory = 8 << 20;
+            cfg.flash_size = 12 << 20;
+            Store::open_with(cfg, settings).unwrap()
+        };
+        let a = open(
+            "a",
+            Settings {
+                threads: 3,
+                max_conns: 7,
+            },
+        );
+        let b = open("b", Settings::default());
+        let threads = |s: &Store| {
+            s.stats()
+                .into_iter()
+                .find(|(k, _)| *k == "threads")
+                .unwrap()
+                .1
+        };
+        assert_eq!(threads(&a), "3");
+        assert_eq!(threads(&b), "0");
+        assert_eq!(a.settings().max_conns, 7);
+        a.close().unwrap();
+        b.close().unwrap();
+    }
 }

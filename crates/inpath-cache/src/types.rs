@@ -70,7 +70,7 @@ impl StoreConfig {
 
 /// Settings of the server a store runs under, reported by `stats` (`threads`) and
 /// `stats settings` (`num_threads`, `maxconns`). Passed in when the store is opened
-/// ([`crate::Store::open_with`]); a store opened without a server reports zeros.
+/// (`Store::open_with`); a store opened without a server reports zeros.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Settings {
     /// Worker threads serving connections.
