@@ -20,7 +20,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 // stay as they were before it moved.
 pub use crate::types::{
     abs_exptime, now_unix, ArithRes, DelRes, Geometry, ItemOut, Mode, RecordSeal, RecoveryReport,
-    SealHook, Settings, StoreConfig, StoreReq, StoreRes, KEY_MAX,
+    SealError, SealHook, Settings, StoreConfig, StoreReq, StoreRes, KEY_MAX,
 };
 
 /// DRAM cost of one value beyond its key and value bytes (item struct, allocator rounding).

@@ -17,11 +17,15 @@ pub const KEY_MAX: usize = 250;
 /// Relative expiry times above this are absolute unix times (memcached's rule).
 const REALTIME_MAXDELTA: i64 = 60 * 60 * 24 * 30;
 
+/// What a [`RecordSeal`] reports when sealing fails: the seal engine's own error (any
+/// `std::error::Error`; a `String` converts with `.into()`).
+pub type SealError = Box<dyn std::error::Error + Send + Sync>;
+
 /// At-rest protection of the flash records, implemented outside this crate (the CLI's
 /// `--seal-key` plugs in the seal engine: compress, then AES-256-GCM). `seal` turns a payload
 /// into an opaque blob; `unseal` returns `None` for anything it cannot authenticate.
 pub trait RecordSeal: Send + Sync {
-    fn seal(&self, plain: &[u8]) -> std::result::Result<Vec<u8>, String>;
+    fn seal(&self, plain: &[u8]) -> Result<Vec<u8>, SealError>;
     fn unseal(&self, sealed: &[u8]) -> Option<Vec<u8>>;
     /// What it does, for the log and `stats` (e.g. "lz4+aes256-gcm").
     fn describe(&self) -> String;
