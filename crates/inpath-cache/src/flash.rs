@@ -1,13 +1,13 @@
 //! The flash file: aligned buffers, O_DIRECT with a buffered fallback, the chunk header and the
 //! checksummed log record (format in docs/FORMATS.md, "cache flash log").
 
+pub use crate::aligned::{round_up, AlignedBuf, ALIGN};
 use crate::error::{CacheError, Result};
+use crate::types::SealHook;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 
-/// Alignment of every flash I/O (offset, length and buffer address): what O_DIRECT asks for.
-pub const ALIGN: usize = 4096;
 /// Bytes at the start of each chunk holding its header; records follow.
 pub const CHUNK_HEADER: usize = 64;
 /// Bytes of a record header.
@@ -22,59 +22,6 @@ pub const KIND_FLUSH: u8 = 3;
 /// Added to KIND_SET / KIND_DELETE when key and value are sealed together in the value field
 /// (at-rest protection; the key field is then empty).
 pub const SEALED: u8 = 0x80;
-
-/// A zeroed heap buffer aligned to [`ALIGN`], as O_DIRECT needs.
-pub struct AlignedBuf {
-    ptr: std::ptr::NonNull<u8>,
-    len: usize,
-}
-
-// SAFETY: AlignedBuf owns its allocation exclusively (like Vec<u8>); sharing `&AlignedBuf` only
-// gives out `&[u8]`.
-unsafe impl Send for AlignedBuf {}
-// SAFETY: see above: shared references only read.
-unsafe impl Sync for AlignedBuf {}
-
-impl AlignedBuf {
-    /// A zeroed buffer of `len` bytes (rounded up to [`ALIGN`]).
-    pub fn zeroed(len: usize) -> AlignedBuf {
-        let len = round_up(len.max(1), ALIGN);
-        let layout = std::alloc::Layout::from_size_align(len, ALIGN).expect("valid layout");
-        // SAFETY: the layout has a non-zero size; a null result is handled below.
-        let raw = unsafe { std::alloc::alloc_zeroed(layout) };
-        let ptr = match std::ptr::NonNull::new(raw) {
-            Some(ptr) => ptr,
-            None => std::alloc::handle_alloc_error(layout),
-        };
-        AlignedBuf { ptr, len }
-    }
-    pub fn len(&self) -> usize {
-        self.len
-    }
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-    pub fn as_slice(&self) -> &[u8] {
-        // SAFETY: ptr points to `len` initialised (zeroed) bytes owned by self.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
-    }
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: as above, and `&mut self` makes the access exclusive.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
-    }
-}
-
-impl Drop for AlignedBuf {
-    fn drop(&mut self) {
-        let layout = std::alloc::Layout::from_size_align(self.len, ALIGN).expect("valid layout");
-        // SAFETY: allocated in `zeroed` with this same layout and not freed before.
-        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) }
-    }
-}
-
-pub fn round_up(n: usize, to: usize) -> usize {
-    n.div_ceil(to) * to
-}
 
 /// The flash file, opened with O_DIRECT where the filesystem allows it.
 pub struct FlashFile {
@@ -261,6 +208,34 @@ pub fn decode_record(buf: &[u8]) -> Option<Record<'_>> {
         key: &buf[REC_HEADER..vstart],
         value: &buf[vstart..vstart + value_len],
     })
+}
+
+/// A record's kind, key and value, unsealed when sealed (`None` when it does not authenticate,
+/// or is sealed while no seal is configured, or the other way round).
+pub(crate) fn open_record(
+    seal: Option<&SealHook>,
+    rec: &Record<'_>,
+) -> Option<(u8, Vec<u8>, Vec<u8>)> {
+    let sealed = rec.kind & SEALED != 0;
+    match (seal, sealed) {
+        (None, false) | (Some(_), false) if rec.kind == KIND_FLUSH => {
+            Some((rec.kind, Vec::new(), Vec::new()))
+        }
+        (None, false) => Some((rec.kind, rec.key.to_vec(), rec.value.to_vec())),
+        (Some(h), true) => {
+            let plain = h.0.unseal(rec.value)?;
+            let kl = *plain.first()? as usize;
+            if kl == 0 || plain.len() < 1 + kl {
+                return None;
+            }
+            Some((
+                rec.kind & !SEALED,
+                plain[1..1 + kl].to_vec(),
+                plain[1 + kl..].to_vec(),
+            ))
+        }
+        _ => None,
+    }
 }
 
 #[cfg(test)]

@@ -14,20 +14,41 @@
 //! server.stop()?;
 //! # Ok::<(), inpath_cache::CacheError>(())
 //! ```
+//!
+//! ## Layers
+//!
+//! Each module imports only modules of the layers below it; no two files import each other.
+//!
+//! 1. Leaves: `error` ([`CacheError`]), `types` (configuration, [`Settings`], [`Geometry`], the
+//!    store's request and result types, the seal hook, the recovery report, [`VERSION`]) and
+//!    `aligned` (the O_DIRECT buffer: the only module allowed `unsafe` code).
+//! 2. [`flash`] (the file, chunk headers, checksummed records) and [`index`] (the DRAM index).
+//! 3. `recover`: checkpoint writing and loading, log replay into a fresh index.
+//! 4. [`store`]: DRAM values, the log writer, eviction and reclaim, checkpoints, `stats`.
+//! 5. `proto`: the memcached text protocol (`proto::text`) and meta commands (`proto::meta`),
+//!    which share only the `proto::types` leaf.
+//! 6. [`live`]: `stats` as JSON and metrics over HTTP.
+//! 7. [`server`]: the accept loop, workers, periodic flushes and checkpoints.
+//!
+//! There are no process-wide settings: a server passes its [`Settings`] to the store it opens
+//! ([`Store::open_with`]), and the protocol reads them from there.
 
+#![deny(unsafe_code)]
+
+// The aligned O_DIRECT buffer needs raw allocation; every other module is safe code.
+#[allow(unsafe_code)]
+mod aligned;
 mod error;
 pub mod flash;
 pub mod index;
 pub mod live;
-mod meta;
 mod proto;
 mod recover;
 pub mod server;
 pub mod store;
+mod types;
 
 pub use error::{CacheError, Result};
 pub use server::{Server, ServerConfig};
-pub use store::{Geometry, Store, StoreConfig};
-
-/// What `version` answers: the memcached protocol level, then ours.
-pub const VERSION: &str = concat!("1.6.18-inpath-cache-", env!("CARGO_PKG_VERSION"));
+pub use store::Store;
+pub use types::{Geometry, Settings, StoreConfig, VERSION};

@@ -2,9 +2,10 @@
 //! chunks written after it (each record checksummed; the first bad record ends a chunk).
 //! Format in docs/FORMATS.md ("cache checkpoint").
 
+use crate::error::CheckpointError;
 use crate::flash::{self, AlignedBuf, FlashFile, ALIGN, CHUNK_HEADER, REC_HEADER};
-use crate::index::{Bucket, Entry, KeyHash, Loc};
-use crate::store::{Geometry, RecoverTarget, RecoveryReport};
+use crate::index::{Bucket, Entry, Index, KeyHash, Loc};
+use crate::types::{Geometry, RecoveryReport, SealHook};
 use std::path::Path;
 
 const MAGIC: &[u8; 8] = b"INPCKPT1";
@@ -66,33 +67,33 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(a)
 }
 
-/// Reads and checks a checkpoint: `Err(reason)` when absent, damaged or for another geometry.
-fn load_checkpoint(path: &Path, geo: Geometry) -> Result<Loaded, String> {
+/// Reads and checks a checkpoint: an error when absent, damaged or for another geometry.
+fn load_checkpoint(path: &Path, geo: Geometry) -> Result<Loaded, CheckpointError> {
     let data = match std::fs::read(path) {
         Ok(d) => d,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err("none".into()),
-        Err(e) => return Err(format!("unreadable ({e})")),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(CheckpointError::Missing),
+        Err(e) => return Err(CheckpointError::Unreadable(e)),
     };
     if data.len() < HEADER + 12 || &data[0..8] != MAGIC {
-        return Err("not a checkpoint (bad magic or too short)".into());
+        return Err(CheckpointError::NotACheckpoint);
     }
     if u32::from_le_bytes([data[8], data[9], data[10], data[11]]) != VERSION {
-        return Err("unknown checkpoint version".into());
+        return Err(CheckpointError::UnknownVersion);
     }
     let body = data.len() - 12;
     if &data[body + 4..] != END
         || u32::from_le_bytes([data[body], data[body + 1], data[body + 2], data[body + 3]])
             != crc32fast::hash(&data[..body])
     {
-        return Err("checksum mismatch (damaged checkpoint)".into());
+        return Err(CheckpointError::Damaged);
     }
     let clock = u32::from_le_bytes([data[12], data[13], data[14], data[15]]);
     let (chunk_size, nchunks, nbuckets) = (u64_at(&data, 16), u64_at(&data, 24), u64_at(&data, 32));
     if chunk_size != geo.chunk_size || nchunks != geo.nchunks || nbuckets != geo.nbuckets {
-        return Err("geometry-changed".into());
+        return Err(CheckpointError::GeometryChanged);
     }
     if body != HEADER + nbuckets as usize * 64 {
-        return Err("length does not match its bucket count".into());
+        return Err(CheckpointError::BadLength);
     }
     let mut buckets = vec![Bucket::default(); nbuckets as usize];
     for (i, b) in buckets.iter_mut().enumerate() {
@@ -103,7 +104,7 @@ fn load_checkpoint(path: &Path, geo: Geometry) -> Result<Loaded, String> {
                 w1: u64_at(&data, at + 8),
             };
             if !e.is_empty() && matches!(e.loc(), Loc::Dram(_)) {
-                return Err("entry points into DRAM".into());
+                return Err(CheckpointError::DramEntry);
             }
         }
     }
@@ -116,25 +117,45 @@ fn load_checkpoint(path: &Path, geo: Geometry) -> Result<Loaded, String> {
     })
 }
 
-/// Rebuilds the index from the checkpoint and the log; opens the chunk new writes go to.
+/// What recovery rebuilt, for the store to take over: the index was filled in place; the store
+/// then sets `tail`, opens chunk `open_no` for new writes, recounts the live entries (dropping
+/// dead ones) and puts the item count in `report.items`.
+pub struct Recovered {
+    pub report: RecoveryReport,
+    /// The highest cas seen (checkpoint and replayed records).
+    pub cas: u64,
+    /// The index's LRU clock after replay.
+    pub clock: u32,
+    /// Log addresses below this are reclaimed.
+    pub tail: u64,
+    /// The chunk new writes go to.
+    pub open_no: u64,
+}
+
+/// Rebuilds `index` (empty, of `geo`'s size) from the checkpoint and the log.
 pub fn recover(
-    t: &mut RecoverTarget<'_>,
+    index: &mut Index,
+    geo: Geometry,
+    seal: Option<&SealHook>,
     flash: &FlashFile,
     ckpt: &Path,
-) -> std::io::Result<RecoveryReport> {
-    let geo = t.geo();
+) -> std::io::Result<Recovered> {
     let cs = geo.chunk_size;
     let mut report = RecoveryReport::default();
+    let (mut cas, mut clock) = (0u64, 0u32);
     let loaded = load_checkpoint(ckpt, geo);
-    if let Err(reason) = &loaded {
-        if reason == "geometry-changed" {
-            // Sizes changed: the old log cannot be addressed; start empty.
-            flash.wipe(cs * geo.nchunks)?;
-            let _ = std::fs::remove_file(ckpt);
-            report.checkpoint_note = "sizes changed since the last run: started empty".into();
-            t.finish(0, 0);
-            return Ok(report);
-        }
+    if let Err(CheckpointError::GeometryChanged) = &loaded {
+        // Sizes changed: the old log cannot be addressed; start empty.
+        flash.wipe(cs * geo.nchunks)?;
+        let _ = std::fs::remove_file(ckpt);
+        report.checkpoint_note = "sizes changed since the last run: started empty".into();
+        return Ok(Recovered {
+            report,
+            cas,
+            clock,
+            tail: 0,
+            open_no: 0,
+        });
     }
     // Chunk headers: which chunk number each slot of the file holds.
     let mut valid: Vec<u64> = Vec::new();
@@ -154,9 +175,9 @@ pub fn recover(
         Ok(l) => {
             report.checkpoint_loaded = true;
             report.checkpoint_note = "loaded".into();
-            t.index().buckets = l.buckets;
-            t.set_cas(l.cas);
-            t.set_clock(l.clock);
+            index.buckets = l.buckets;
+            cas = cas.max(l.cas);
+            clock = l.clock;
             let start = l.head / cs;
             let mut run = Vec::new();
             for &no in valid.iter().filter(|&&n| n >= start) {
@@ -181,7 +202,7 @@ pub fn recover(
             (run, start_off, tail)
         }
         Err(reason) => {
-            report.checkpoint_note = if reason == "none" {
+            report.checkpoint_note = if matches!(reason, CheckpointError::Missing) {
                 "no checkpoint: replayed the whole log".into()
             } else {
                 format!("checkpoint skipped: {reason}; replayed the whole log")
@@ -202,7 +223,6 @@ pub fn recover(
     };
     let mut buf = AlignedBuf::zeroed(cs as usize);
     let mut last_no = None;
-    let seal = t.seal();
     for &no in &run {
         let phys = (no % geo.nchunks) * cs;
         if flash.read_at(buf.as_mut_slice(), phys).is_err()
@@ -225,9 +245,9 @@ pub fn recover(
                 break;
             }
             report.records_replayed += 1;
-            t.set_cas(rec.cas);
+            cas = cas.max(rec.cas);
             let step = flash::record_len(rec.key.len(), rec.value.len());
-            let Some((kind, key, _)) = crate::store::open_record(seal.as_ref(), &rec) else {
+            let Some((kind, key, _)) = flash::open_record(seal, &rec) else {
                 // Sealed with another key, or not sealed as configured: skipped, never served.
                 off += step;
                 continue;
@@ -235,13 +255,12 @@ pub fn recover(
             match kind {
                 flash::KIND_SET => {
                     let kh = KeyHash::of(&key);
-                    let clock = t.clock();
-                    let idx = t.index();
-                    let (pos, alt) = match idx.find(kh, key.len()) {
-                        Some(p) => (p, idx.get(p).alt()),
-                        None => idx.victim(kh, clock, |_| false),
+                    clock = clock.wrapping_add(1);
+                    let (pos, alt) = match index.find(kh, key.len()) {
+                        Some(p) => (p, index.get(p).alt()),
+                        None => index.victim(kh, clock, |_| false),
                     };
-                    *idx.get_mut(pos) = Entry::new(
+                    *index.get_mut(pos) = Entry::new(
                         Loc::Flash(rec.addr),
                         key.len(),
                         kh.tag,
@@ -252,12 +271,11 @@ pub fn recover(
                 }
                 flash::KIND_DELETE => {
                     let kh = KeyHash::of(&key);
-                    let idx = t.index();
-                    if let Some(pos) = idx.find(kh, key.len()) {
-                        *idx.get_mut(pos) = Entry::default();
+                    if let Some(pos) = index.find(kh, key.len()) {
+                        *index.get_mut(pos) = Entry::default();
                     }
                 }
-                _ => t.index().clear(),
+                _ => index.clear(),
             }
             off += step;
         }
@@ -280,6 +298,56 @@ pub fn recover(
     for &no in valid.iter().filter(|&&n| n >= open_no) {
         flash.write_at(zero.as_slice(), (no % geo.nchunks) * cs)?;
     }
-    report.items = t.finish(tail, open_no);
-    Ok(report)
+    Ok(Recovered {
+        report,
+        cas,
+        clock,
+        tail,
+        open_no,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn geo() -> Geometry {
+        Geometry {
+            chunk_size: 1 << 20,
+            nchunks: 8,
+            nbuckets: 1024,
+            dram_budget: 1 << 20,
+        }
+    }
+
+    /// Each way a checkpoint is refused has its own error, and an intact one loads.
+    #[test]
+    fn checkpoint_refusals_are_typed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ckpt");
+        let load = |g| load_checkpoint(&path, g);
+        assert!(matches!(load(geo()), Err(CheckpointError::Missing)));
+        std::fs::write(&path, b"short").unwrap();
+        assert!(matches!(load(geo()), Err(CheckpointError::NotACheckpoint)));
+        let snap = Snapshot {
+            buckets: vec![Bucket::default(); geo().nbuckets as usize],
+            head: 4096,
+            tail: 0,
+            cas: 9,
+            clock: 5,
+            geo: geo(),
+        };
+        write_checkpoint(&path, &snap).unwrap();
+        let l = load(geo()).unwrap();
+        assert_eq!((l.head, l.cas, l.clock), (4096, 9, 5));
+        let other = Geometry {
+            nchunks: 16,
+            ..geo()
+        };
+        assert!(matches!(load(other), Err(CheckpointError::GeometryChanged)));
+        let mut data = std::fs::read(&path).unwrap();
+        data[100] ^= 1;
+        std::fs::write(&path, &data).unwrap();
+        assert!(matches!(load(geo()), Err(CheckpointError::Damaged)));
+    }
 }

@@ -4,23 +4,13 @@
 
 use crate::error::{CacheError, Result};
 use crate::proto::{self, Step};
-use crate::store::{Store, StoreConfig};
+use crate::store::Store;
+use crate::types::{Settings, StoreConfig};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-static THREADS: AtomicUsize = AtomicUsize::new(0);
-static MAXCONNS: AtomicUsize = AtomicUsize::new(0);
-
-pub(crate) fn threads_setting() -> usize {
-    THREADS.load(Relaxed)
-}
-
-pub(crate) fn settings() -> (usize, usize) {
-    (THREADS.load(Relaxed), MAXCONNS.load(Relaxed))
-}
 
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
@@ -89,7 +79,13 @@ impl Server {
             }
             None => None,
         };
-        let store = Store::open(cfg.store.clone())?;
+        // The server's settings travel with its store (`stats`, `stats settings`): two servers
+        // in one process each report their own.
+        let settings = Settings {
+            threads: cfg.threads,
+            max_conns: cfg.max_conns,
+        };
+        let store = Store::open_with(cfg.store.clone(), settings)?;
         if cfg.store.verbose {
             let r = &store.recovery;
             eprintln!(
@@ -104,8 +100,6 @@ impl Server {
         }
         // A fresh checkpoint right away: the next recovery replays only what follows.
         store.checkpoint()?;
-        THREADS.store(cfg.threads, Relaxed);
-        MAXCONNS.store(cfg.max_conns, Relaxed);
         // memcached's model: `threads` workers, each its own single-threaded event loop with
         // the connections handed to it; a main loop accepts, flushes the log and checkpoints.
         let mut workers = Vec::with_capacity(cfg.threads);

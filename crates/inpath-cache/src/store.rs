@@ -7,18 +7,22 @@
 //! past it and any index entry pointing below the tail is dead (a miss that touches no flash).
 
 use crate::error::{CacheError, Result};
-use crate::flash::{self, AlignedBuf, FlashFile, ALIGN, CHUNK_HEADER};
+use crate::flash::{self, open_record, AlignedBuf, FlashFile, ALIGN, CHUNK_HEADER};
 use crate::index::{Entry, Index, KeyHash, Loc, Pos, VLEN_MAX};
+use crate::recover::{self, Snapshot};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-/// Longest key, as memcached.
-pub const KEY_MAX: usize = 250;
-/// Relative expiry times above this are absolute unix times (memcached's rule).
-const REALTIME_MAXDELTA: i64 = 60 * 60 * 24 * 30;
+// The store's vocabulary lives in the `types` leaf; these paths (`inpath_cache::store::...`)
+// stay as they were before it moved.
+pub use crate::types::{
+    abs_exptime, now_unix, ArithRes, DelRes, Geometry, ItemOut, Mode, RecordSeal, RecoveryReport,
+    SealError, SealHook, Settings, StoreConfig, StoreReq, StoreRes, KEY_MAX,
+};
+
 /// DRAM cost of one value beyond its key and value bytes (item struct, allocator rounding).
 const DRAM_ITEM_OVERHEAD: usize = 64;
 /// Sealed chunks queued for the writer thread at most (backpressure beyond).
@@ -26,67 +30,8 @@ const WRITE_QUEUE: usize = 2;
 /// Random DRAM items sampled per eviction (sampled LRU).
 const LRU_SAMPLES: usize = 5;
 
-/// At-rest protection of the flash records, implemented outside this crate (the CLI's
-/// `--seal-key` plugs in the seal engine: compress, then AES-256-GCM). `seal` turns a payload
-/// into an opaque blob; `unseal` returns `None` for anything it cannot authenticate.
-pub trait RecordSeal: Send + Sync {
-    fn seal(&self, plain: &[u8]) -> std::result::Result<Vec<u8>, String>;
-    fn unseal(&self, sealed: &[u8]) -> Option<Vec<u8>>;
-    /// What it does, for the log and `stats` (e.g. "lz4+aes256-gcm").
-    fn describe(&self) -> String;
-}
-
-/// A [`RecordSeal`] in a configuration.
-#[derive(Clone)]
-pub struct SealHook(pub Arc<dyn RecordSeal>);
-
-impl std::fmt::Debug for SealHook {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "SealHook({})", self.0.describe())
-    }
-}
-
-/// Sizes and paths of a store.
-#[derive(Clone, Debug)]
-pub struct StoreConfig {
-    /// DRAM budget in bytes: index + log buffers + hot values.
-    pub memory: u64,
-    pub flash_path: PathBuf,
-    pub flash_size: u64,
-    /// Largest value in bytes (`-I`).
-    pub item_max: usize,
-    /// Expected average item size; the index gets `flash_size / avg_item_size` entries.
-    pub avg_item_size: usize,
-    /// Log messages on standard error.
-    pub verbose: bool,
-    /// Seal every record written to flash (key and value together).
-    pub seal: Option<SealHook>,
-}
-
-impl StoreConfig {
-    pub fn new(flash_path: PathBuf) -> StoreConfig {
-        StoreConfig {
-            memory: 64 << 20,
-            flash_path,
-            flash_size: 1 << 30,
-            item_max: 1 << 20,
-            avg_item_size: 1024,
-            verbose: false,
-            seal: None,
-        }
-    }
-}
-
-/// Sizes derived from the configuration.
-#[derive(Clone, Copy, Debug)]
-pub struct Geometry {
-    pub chunk_size: u64,
-    pub nchunks: u64,
-    pub nbuckets: u64,
-    pub dram_budget: usize,
-}
-
 impl Geometry {
+    /// The sizes a configuration asks for, or why they do not work.
     pub fn of(cfg: &StoreConfig) -> Result<Geometry> {
         if cfg.item_max < 1024 || cfg.item_max as u64 > VLEN_MAX {
             return Err(CacheError::Config(format!(
@@ -126,62 +71,6 @@ impl Geometry {
             dram_budget: (cfg.memory - fixed) as usize,
         })
     }
-}
-
-/// A value as returned to the protocol layer.
-#[derive(Clone, Debug)]
-pub struct ItemOut {
-    pub flags: u32,
-    pub cas: u64,
-    pub exptime: u32,
-    pub value: Vec<u8>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    Set,
-    Add,
-    Replace,
-    Append,
-    Prepend,
-}
-
-#[derive(Clone, Copy, Debug)]
-pub struct StoreReq<'a> {
-    pub mode: Mode,
-    pub flags: u32,
-    pub exptime: u32,
-    pub value: &'a [u8],
-    /// Compare-and-swap: store only when the current cas is this.
-    pub cas: Option<u64>,
-    /// Use this cas for the new item (meta E flag).
-    pub new_cas: Option<u64>,
-    /// Append/prepend on a miss creates the item with this expiry (meta N flag).
-    pub vivify: Option<u32>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StoreRes {
-    Stored { cas: u64, size: usize },
-    NotStored,
-    Exists,
-    NotFound,
-    TooLarge,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DelRes {
-    Deleted,
-    NotFound,
-    Exists,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ArithRes {
-    Value { value: u64, cas: u64, exptime: u32 },
-    NotFound,
-    NonNumeric,
-    Exists,
 }
 
 /// Counters bumped outside the store lock.
@@ -266,7 +155,7 @@ enum Job {
     Sync(mpsc::Sender<std::io::Result<()>>),
 }
 
-pub struct Inner {
+struct Inner {
     index: Index,
     dram: Vec<DramItem>,
     dram_bytes: usize,
@@ -311,43 +200,12 @@ pub struct Store {
     started: Instant,
     /// What recovery found, for the log and for stats.
     pub recovery: RecoveryReport,
+    settings: Settings,
     closed: AtomicBool,
-}
-
-/// What recovery found at start.
-#[derive(Clone, Debug, Default)]
-pub struct RecoveryReport {
-    pub checkpoint_loaded: bool,
-    pub checkpoint_note: String,
-    pub chunks_replayed: u64,
-    pub records_replayed: u64,
-    pub items: u64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// Seconds since the unix epoch (saturating into u32).
-pub fn now_unix() -> u32 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs().min(u32::MAX as u64) as u32)
-        .unwrap_or(0)
-}
-
-/// Converts a protocol expiry (0 = never, <= 30 days relative, else absolute, negative = already
-/// expired) into an absolute unix time (0 = never).
-pub fn abs_exptime(exptime: i64) -> u32 {
-    if exptime < 0 {
-        1
-    } else if exptime == 0 {
-        0
-    } else if exptime <= REALTIME_MAXDELTA {
-        (now_unix() as i64 + exptime).min(u32::MAX as i64) as u32
-    } else {
-        exptime.min(u32::MAX as i64) as u32
-    }
 }
 
 fn expired(exptime: u32, now: u32) -> bool {
@@ -743,6 +601,32 @@ impl Inner {
         }
     }
 
+    /// Takes over what recovery rebuilt in the index: sets the tail and opens chunk `open_no`
+    /// for new writes; recounts live entries and drops dead ones. Returns the number of items.
+    fn finish_recovery(&mut self, tail: u64, open_no: u64) -> u64 {
+        self.tail = tail;
+        self.live.fill(0);
+        self.curr_items = 0;
+        let cs = self.geo.chunk_size;
+        let nch = self.geo.nchunks;
+        for b in self.index.buckets.iter_mut() {
+            for e in b.e.iter_mut() {
+                if e.is_empty() {
+                    continue;
+                }
+                match e.loc() {
+                    Loc::Flash(a) if a >= tail && a < open_no * cs => {
+                        self.live[((a / cs) % nch) as usize] += 1;
+                        self.curr_items += 1;
+                    }
+                    _ => *e = Entry::default(),
+                }
+            }
+        }
+        self.open_chunk(open_no);
+        self.curr_items
+    }
+
     fn clear_all(&mut self) {
         self.index.clear();
         self.dram.clear();
@@ -756,8 +640,14 @@ impl Inner {
 type Current = Option<(Pos, usize)>;
 
 impl Store {
-    /// Opens (or creates) the flash file and recovers what it and the checkpoint hold.
+    /// Opens (or creates) the flash file and recovers what it and the checkpoint hold; not run
+    /// by a server (`stats` reports 0 threads).
     pub fn open(cfg: StoreConfig) -> Result<Arc<Store>> {
+        Store::open_with(cfg, Settings::default())
+    }
+
+    /// [`Store::open`] for a store that a server with these settings runs.
+    pub fn open_with(cfg: StoreConfig, settings: Settings) -> Result<Arc<Store>> {
         let geo = Geometry::of(&cfg)?;
         let flash_size = geo.chunk_size * geo.nchunks;
         let flash = Arc::new(FlashFile::open(
@@ -816,11 +706,15 @@ impl Store {
             writer: tx,
             pending: pending.clone(),
         };
-        let recovery = crate::recover::recover(&mut inner_view(&mut inner), &flash, &ckpt_path)
+        let rec = recover::recover(&mut inner.index, geo, cfg.seal.as_ref(), &flash, &ckpt_path)
             .map_err(|e| CacheError::Flash {
                 path: cfg.flash_path.display().to_string(),
                 source: e,
             })?;
+        inner.cas = inner.cas.max(rec.cas);
+        inner.clock = rec.clock;
+        let mut recovery = rec.report;
+        recovery.items = inner.finish_recovery(rec.tail, rec.open_no);
         Ok(Arc::new(Store {
             inner: Mutex::new(inner),
             flash,
@@ -832,8 +726,14 @@ impl Store {
             ckpt_path,
             started: Instant::now(),
             recovery,
+            settings,
             closed: AtomicBool::new(false),
         }))
+    }
+
+    /// The settings of the server this store runs under.
+    pub fn settings(&self) -> Settings {
+        self.settings
     }
 
     /// The DRAM budget in bytes.
@@ -1291,7 +1191,7 @@ impl Store {
                     }
                 }
             }
-            crate::recover::Snapshot {
+            Snapshot {
                 buckets,
                 head: g.head,
                 tail: g.tail,
@@ -1301,11 +1201,9 @@ impl Store {
             }
         };
         self.sync_log()?;
-        crate::recover::write_checkpoint(&self.ckpt_path, &snap).map_err(|e| {
-            CacheError::Checkpoint {
-                path: self.ckpt_path.display().to_string(),
-                source: e,
-            }
+        recover::write_checkpoint(&self.ckpt_path, &snap).map_err(|e| CacheError::Checkpoint {
+            path: self.ckpt_path.display().to_string(),
+            source: e,
         })?;
         self.counters.checkpoints.fetch_add(1, Relaxed);
         Ok(())
@@ -1317,13 +1215,13 @@ impl Store {
         let sender = lock(&self.inner).writer.clone();
         sender
             .send(Job::Sync(tx))
-            .map_err(|_| CacheError::Config("flash writer stopped".into()))?;
+            .map_err(|_| CacheError::WriterStopped)?;
         match rx.recv() {
             Ok(r) => r.map_err(|e| CacheError::Flash {
                 path: self.cfg.flash_path.display().to_string(),
                 source: e,
             }),
-            Err(_) => Err(CacheError::Config("flash writer stopped".into())),
+            Err(_) => Err(CacheError::WriterStopped),
         }
     }
 
@@ -1358,7 +1256,7 @@ impl Store {
             ("pid", std::process::id().to_string()),
             ("uptime", up.as_secs().to_string()),
             ("time", now_unix().to_string()),
-            ("version", crate::VERSION.to_string()),
+            ("version", crate::types::VERSION.to_string()),
             (
                 "pointer_size",
                 (8 * std::mem::size_of::<usize>()).to_string(),
@@ -1389,7 +1287,7 @@ impl Store {
             ("bytes_read", ld(&c.bytes_read)),
             ("bytes_written", ld(&c.bytes_written)),
             ("limit_maxbytes", self.cfg.memory.to_string()),
-            ("threads", crate::server::threads_setting().to_string()),
+            ("threads", self.settings.threads.to_string()),
             ("bytes", g.dram_bytes.to_string()),
             ("curr_items", g.curr_items.to_string()),
             ("total_items", g.total_items.to_string()),
@@ -1456,34 +1354,6 @@ impl Drop for Store {
     }
 }
 
-/// A record's kind, key and value, unsealed when sealed (`None` when it does not authenticate,
-/// or is sealed while no seal is configured, or the other way round).
-pub(crate) fn open_record(
-    seal: Option<&SealHook>,
-    rec: &flash::Record<'_>,
-) -> Option<(u8, Vec<u8>, Vec<u8>)> {
-    let sealed = rec.kind & flash::SEALED != 0;
-    match (seal, sealed) {
-        (None, false) | (Some(_), false) if rec.kind == flash::KIND_FLUSH => {
-            Some((rec.kind, Vec::new(), Vec::new()))
-        }
-        (None, false) => Some((rec.kind, rec.key.to_vec(), rec.value.to_vec())),
-        (Some(h), true) => {
-            let plain = h.0.unseal(rec.value)?;
-            let kl = *plain.first()? as usize;
-            if kl == 0 || plain.len() < 1 + kl {
-                return None;
-            }
-            Some((
-                rec.kind & !flash::SEALED,
-                plain[1..1 + kl].to_vec(),
-                plain[1 + kl..].to_vec(),
-            ))
-        }
-        _ => None,
-    }
-}
-
 fn parse_counter(v: &[u8]) -> Option<u64> {
     // memcached accepts trailing spaces (its own decr pads) and nothing else.
     let s = std::str::from_utf8(v).ok()?.trim_end_matches(' ');
@@ -1525,60 +1395,6 @@ fn writer_loop(
                 let _ = ack.send(flash.sync());
             }
         }
-    }
-}
-
-fn inner_view(inner: &mut Inner) -> RecoverTarget<'_> {
-    RecoverTarget(inner)
-}
-
-/// Recovery's handle on a fresh store.
-pub struct RecoverTarget<'a>(&'a mut Inner);
-
-impl RecoverTarget<'_> {
-    pub fn geo(&self) -> Geometry {
-        self.0.geo
-    }
-    pub fn index(&mut self) -> &mut Index {
-        &mut self.0.index
-    }
-    pub fn seal(&self) -> Option<SealHook> {
-        self.0.seal.clone()
-    }
-    pub fn set_cas(&mut self, cas: u64) {
-        self.0.cas = self.0.cas.max(cas);
-    }
-    pub fn set_clock(&mut self, clock: u32) {
-        self.0.clock = clock;
-    }
-    pub fn clock(&mut self) -> u32 {
-        self.0.tick()
-    }
-    /// Sets the tail and opens chunk `open_no` for new writes; recounts live entries and drops
-    /// dead ones. Returns the number of items.
-    pub fn finish(&mut self, tail: u64, open_no: u64) -> u64 {
-        let inner = &mut *self.0;
-        inner.tail = tail;
-        inner.live.fill(0);
-        inner.curr_items = 0;
-        let cs = inner.geo.chunk_size;
-        let nch = inner.geo.nchunks;
-        for b in inner.index.buckets.iter_mut() {
-            for e in b.e.iter_mut() {
-                if e.is_empty() {
-                    continue;
-                }
-                match e.loc() {
-                    Loc::Flash(a) if a >= tail && a < open_no * cs => {
-                        inner.live[((a / cs) % nch) as usize] += 1;
-                        inner.curr_items += 1;
-                    }
-                    _ => *e = Entry::default(),
-                }
-            }
-        }
-        inner.open_chunk(open_no);
-        inner.curr_items
     }
 }
 
@@ -1649,5 +1465,38 @@ mod tests {
             assert_eq!(store.counters.index_false_positives.load(Relaxed), 1);
         });
         store.close().unwrap();
+    }
+
+    /// Each store reports the settings it was opened with: nothing is shared between stores
+    /// (or servers) in one process.
+    #[test]
+    fn settings_belong_to_each_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = |name: &str, settings: Settings| {
+            let mut cfg = StoreConfig::new(dir.path().join(name));
+            cfg.memory = 8 << 20;
+            cfg.flash_size = 12 << 20;
+            Store::open_with(cfg, settings).unwrap()
+        };
+        let a = open(
+            "a",
+            Settings {
+                threads: 3,
+                max_conns: 7,
+            },
+        );
+        let b = open("b", Settings::default());
+        let threads = |s: &Store| {
+            s.stats()
+                .into_iter()
+                .find(|(k, _)| *k == "threads")
+                .unwrap()
+                .1
+        };
+        assert_eq!(threads(&a), "3");
+        assert_eq!(threads(&b), "0");
+        assert_eq!(a.settings().max_conns, 7);
+        a.close().unwrap();
+        b.close().unwrap();
     }
 }

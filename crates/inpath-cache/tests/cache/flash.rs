@@ -201,7 +201,7 @@ fn damaged_log_is_never_served() {
 struct ToySeal(u8);
 
 impl inpath_cache::store::RecordSeal for ToySeal {
-    fn seal(&self, plain: &[u8]) -> Result<Vec<u8>, String> {
+    fn seal(&self, plain: &[u8]) -> Result<Vec<u8>, inpath_cache::store::SealError> {
         let mut out: Vec<u8> = plain
             .iter()
             .enumerate()

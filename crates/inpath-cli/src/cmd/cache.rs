@@ -101,9 +101,9 @@ struct FlashSeal {
 }
 
 impl inpath_cache::store::RecordSeal for FlashSeal {
-    fn seal(&self, plain: &[u8]) -> std::result::Result<Vec<u8>, String> {
+    fn seal(&self, plain: &[u8]) -> std::result::Result<Vec<u8>, inpath_cache::store::SealError> {
         let mut s = self.sealer.lock().unwrap_or_else(|p| p.into_inner());
-        s.seal(plain).map_err(|e| e.to_string())
+        s.seal(plain).map_err(Into::into)
     }
     fn unseal(&self, sealed: &[u8]) -> Option<Vec<u8>> {
         self.unsealer.unseal(sealed).ok()

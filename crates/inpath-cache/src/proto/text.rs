@@ -1,28 +1,15 @@
-//! The memcached text protocol (classic and meta commands) over a connection's byte buffer.
+//! The memcached text protocol over a connection's byte buffer: the classic commands here, the
+//! meta commands (mg, ms, md, ma) handed to `meta`.
 //!
 //! `step` looks at the unread input and either asks for more bytes or consumes one request and
 //! appends its reply to the output buffer. Replies follow memcached's doc/protocol.txt, error
 //! strings included.
 
-use crate::store::{
-    abs_exptime, ArithRes, DelRes, ItemOut, Mode, Store, StoreReq, StoreRes, KEY_MAX,
-};
+use super::meta;
+use super::types::{Step, MAX_LINE};
+use crate::store::Store;
+use crate::types::{abs_exptime, ArithRes, DelRes, ItemOut, Mode, StoreReq, StoreRes, KEY_MAX};
 use std::sync::Arc;
-
-/// Longest request line accepted (a get with many keys fits); longer ones close the connection.
-pub const MAX_LINE: usize = 64 * 1024;
-
-/// What one step did.
-pub enum Step {
-    /// Not a whole request yet: read more.
-    NeedMore,
-    /// Consumed this many bytes.
-    Done(usize),
-    /// Consumed this many bytes and the next `swallow` input bytes are to be discarded.
-    Swallow(usize, usize),
-    /// Close the connection after sending what is in the output.
-    Close,
-}
 
 const BAD_FORMAT: &[u8] = b"CLIENT_ERROR bad command line format\r\n";
 
@@ -282,7 +269,7 @@ async fn command(
         }
         b"version" => {
             out.extend_from_slice(b"VERSION ");
-            out.extend_from_slice(crate::VERSION.as_bytes());
+            out.extend_from_slice(crate::types::VERSION.as_bytes());
             out.extend_from_slice(b"\r\n");
             Step::Done(consumed)
         }
@@ -304,9 +291,7 @@ async fn command(
             out.extend_from_slice(b"MN\r\n");
             Step::Done(consumed)
         }
-        b"mg" | b"ms" | b"md" | b"ma" => {
-            crate::meta::meta(store, cmd, toks, input, consumed, out).await
-        }
+        b"mg" | b"ms" | b"md" | b"ma" => meta::meta(store, cmd, toks, input, consumed, out).await,
         _ => {
             out.extend_from_slice(b"ERROR\r\n");
             Step::Done(consumed)
@@ -417,11 +402,11 @@ fn stats(store: &Arc<Store>, toks: &[&[u8]], out: &mut Vec<u8>) {
             .map(|(k, v)| (k.to_string(), v))
             .collect(),
         Some(b"settings") => {
-            let s = crate::server::settings();
+            let s = store.settings();
             vec![
                 ("maxbytes".into(), store_memory(store)),
-                ("maxconns".into(), s.1.to_string()),
-                ("num_threads".into(), s.0.to_string()),
+                ("maxconns".into(), s.max_conns.to_string()),
+                ("num_threads".into(), s.threads.to_string()),
                 ("item_size_max".into(), store.item_max().to_string()),
                 ("evictions".into(), "on".into()),
                 ("cas_enabled".into(), "yes".into()),

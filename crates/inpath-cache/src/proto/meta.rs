@@ -1,12 +1,11 @@
-//! Meta commands: mg, ms, md, ma (mn is answered in proto.rs).
+//! Meta commands: mg, ms, md, ma (mn is answered in `text`).
 //!
 //! Supported flags: mg b c f k O q s t v T; ms b c C E F I(ignored) k O q s T M N; md b C k O q
 //! T(ignored); ma b C N J D T M O q t c v k. Return flags come back in the order they were sent.
 
-use crate::proto::{Step, MAX_LINE};
-use crate::store::{
-    abs_exptime, now_unix, ArithRes, DelRes, Mode, Store, StoreReq, StoreRes, KEY_MAX,
-};
+use super::types::Step;
+use crate::store::Store;
+use crate::types::{abs_exptime, now_unix, ArithRes, DelRes, Mode, StoreReq, StoreRes, KEY_MAX};
 use std::sync::Arc;
 
 const MAX_OPAQUE: usize = 32;
@@ -135,7 +134,6 @@ pub async fn meta(
     consumed: usize,
     out: &mut Vec<u8>,
 ) -> Step {
-    let _ = MAX_LINE;
     if toks.len() < 2 {
         err(out, "bad command line format");
         return Step::Done(consumed);
