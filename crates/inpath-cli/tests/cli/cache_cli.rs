@@ -9,9 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-fn inpath() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_inpath"))
-}
+use crate::common::command as inpath;
 
 /// Starts a server on a free loopback port; returns it and its address (read from its log).
 fn serve(flash: &Path, extra: &[&str]) -> (Child, String) {

@@ -1,36 +1,38 @@
-//! What the store CLI tests share: running `inpath` in a directory, and a `store serve` on
-//! loopback that stops when dropped.
+//! What the CLI tests share: the built `inpath` as an [`inpath_testkit::run::Program`] (bounded
+//! in time, failures that show what it printed), and a `store serve` on loopback that stops
+//! when dropped.
 
+use inpath_testkit::run::Program;
 use std::path::Path;
 use std::process::{Command, Output};
 
-pub fn inpath(dir: &Path, args: &[&str]) -> Output {
+/// The built `inpath`, run in `dir`.
+pub fn program(dir: &Path) -> Program {
+    Program::new(env!("CARGO_BIN_EXE_inpath")).in_dir(dir)
+}
+
+/// The built `inpath` as a [`Command`] (for pipes, environment and limits).
+pub fn command() -> Command {
     Command::new(env!("CARGO_BIN_EXE_inpath"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("run inpath")
+}
+
+pub fn inpath(dir: &Path, args: &[&str]) -> Output {
+    program(dir).run(args)
 }
 
 pub fn ok(dir: &Path, args: &[&str]) -> String {
-    let out = inpath(dir, args);
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    program(dir).ok(args)
 }
 
+/// Runs `args`, which must fail with a message; returns it.
 pub fn fails(dir: &Path, args: &[&str]) -> String {
-    let out = inpath(dir, args);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{args:?} should fail: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    String::from_utf8(out.stderr).unwrap()
+    program(dir).fails(args, "")
+}
+
+/// Runs `args`, which must succeed and print JSON.
+pub fn ok_json(dir: &Path, args: &[&str]) -> serde_json::Value {
+    let text = ok(dir, args);
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {text}"))
 }
 
 /// A running `inpath store serve`, stopped when dropped.

@@ -1,35 +1,19 @@
 //! `inpath corr` end to end: the real binary on files in a temporary directory.
 
+use crate::common::program;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn inpath(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_inpath"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("runs")
+    program(dir).run(args)
 }
 
 fn ok_json(args: &[&str], dir: &Path) -> serde_json::Value {
-    let out = inpath(args, dir);
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON output")
+    crate::common::ok_json(dir, args)
 }
 
 fn fails(args: &[&str], dir: &Path, needle: &str) {
-    let out = inpath(args, dir);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{args:?} should fail: {stderr}");
-    assert!(
-        stderr.contains(needle),
-        "{args:?}: expected {needle:?} in:\n{stderr}"
-    );
-    assert!(!stderr.contains("panicked"), "{stderr}");
+    program(dir).fails(args, needle);
 }
 
 /// 16 u32 streams in 64-byte lines: stream s = t * (s + 1), stream 15 = 10^6 - t, stream 14

@@ -4,19 +4,11 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 fn inpath(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_inpath"))
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .expect("run inpath")
+    crate::common::program(cwd).run(args)
 }
 
 fn ok(out: &Output) -> serde_json::Value {
-    assert!(
-        out.status.success(),
-        "inpath failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    inpath_testkit::run::expect_success("inpath", out);
     serde_json::from_slice(&out.stdout).expect("JSON output")
 }
 

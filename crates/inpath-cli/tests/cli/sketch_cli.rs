@@ -2,35 +2,20 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
-fn inpath() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_inpath"))
-}
+use crate::common::command as inpath;
 
 fn run(args: &[&str]) -> Output {
-    inpath().args(args).output().expect("the binary runs")
+    crate::common::program(Path::new(".")).run(args)
 }
 
 fn ok_json(args: &[&str]) -> serde_json::Value {
-    let out = run(args);
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON output")
+    crate::common::ok_json(Path::new("."), args)
 }
 
 fn fails(args: &[&str], needle: &str) {
-    let out = run(args);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{args:?} should fail");
-    assert!(
-        stderr.contains(needle),
-        "{args:?}: stderr {stderr:?} lacks {needle:?}"
-    );
-    assert!(!stderr.contains("panicked"), "{stderr}");
+    crate::common::program(Path::new(".")).fails(args, needle);
 }
 
 struct Fixture {

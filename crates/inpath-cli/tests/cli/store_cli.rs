@@ -2,6 +2,7 @@
 //! the bad inputs with their messages and exit status.
 
 use crate::common::{fails, ok, raw_call, Server};
+use inpath_testkit::diff::assert_same_text;
 use std::process::Command;
 
 fn text() -> Vec<u8> {
@@ -60,10 +61,10 @@ fn put_ls_grep_read_rm() {
             .output()
         {
             Ok(g) => {
-                assert_eq!(
-                    ours,
-                    String::from_utf8(g.stdout).unwrap(),
-                    "threads {threads}"
+                assert_same_text(
+                    &format!("grep -b -o against GNU grep, threads {threads}"),
+                    &String::from_utf8(g.stdout).unwrap(),
+                    &ours,
                 );
                 let c = Command::new("grep")
                     .args(["-c", "-F", "needle", "t.txt"])
@@ -94,7 +95,11 @@ fn put_ls_grep_read_rm() {
         .current_dir(d)
         .output()
     {
-        assert_eq!(re, String::from_utf8(g.stdout).unwrap());
+        assert_same_text(
+            "grep --regex against GNU grep -E",
+            &String::from_utf8(g.stdout).unwrap(),
+            &re,
+        );
     }
     let json: serde_json::Value =
         serde_json::from_str(&ok(d, &["store", "grep", "S", "1", "aaaa", "--json"])).unwrap();

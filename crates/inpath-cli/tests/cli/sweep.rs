@@ -6,65 +6,13 @@
 //! working directory is exactly as before: every file byte-identical (inputs unchanged, old
 //! outputs untouched) and no new file (no partial output, no stray temporary file).
 
-use std::collections::BTreeMap;
+use inpath_testkit::dir::{describe_change, snapshot};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_inpath")
-}
-
-/// Every entry under `dir` (recursively): path -> file contents (None for directories and
-/// links, whose targets are listed on their own).
-fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Option<Vec<u8>>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let entry = entry.unwrap();
-            let path = entry.path();
-            let kind = entry.file_type().unwrap();
-            let rel = path.strip_prefix(dir).unwrap().to_path_buf();
-            if kind.is_dir() {
-                stack.push(path);
-                out.insert(rel, None);
-            } else if kind.is_symlink() {
-                out.insert(
-                    rel,
-                    Some(
-                        std::fs::read_link(&path)
-                            .unwrap()
-                            .into_os_string()
-                            .into_encoded_bytes(),
-                    ),
-                );
-            } else {
-                out.insert(rel, Some(std::fs::read(&path).unwrap()));
-            }
-        }
-    }
-    out
-}
-
-fn describe_change(
-    before: &BTreeMap<PathBuf, Option<Vec<u8>>>,
-    after: &BTreeMap<PathBuf, Option<Vec<u8>>>,
-) -> String {
-    let mut notes = Vec::new();
-    for (path, content) in after {
-        match before.get(path) {
-            None => notes.push(format!("new {}", path.display())),
-            Some(old) if old != content => notes.push(format!("changed {}", path.display())),
-            _ => {}
-        }
-    }
-    for path in before.keys() {
-        if !after.contains_key(path) {
-            notes.push(format!("removed {}", path.display()));
-        }
-    }
-    notes.join(", ")
 }
 
 fn check_failure(dir: &Path, what: &str, out: &Output, fragment: &str) {

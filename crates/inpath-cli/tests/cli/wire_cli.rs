@@ -6,19 +6,10 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn inpath() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_inpath"))
-}
+use crate::common::command as inpath;
 
 fn fails(args: &[&str], needle: &str) {
-    let out = inpath().args(args).output().expect("the binary runs");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{args:?} should fail");
-    assert!(
-        stderr.contains(needle),
-        "{args:?}: stderr {stderr:?} lacks {needle:?}"
-    );
-    assert!(!stderr.contains("panicked"), "{stderr}");
+    crate::common::program(Path::new(".")).fails(args, needle);
 }
 
 fn terminate(child: &mut Child) {
