@@ -15,7 +15,10 @@
 //! no more. Every pointer access is a 16-byte array.
 #![allow(unsafe_code)]
 // Off x86-64 no kernel exists, so most of this is never called there.
-#![cfg_attr(not(target_arch = "x86_64"), allow(dead_code, unused_imports))]
+#![cfg_attr(
+    not(target_arch = "x86_64"),
+    allow(dead_code, unused_imports, unused_macros, unused_mut)
+)]
 
 use zeroize::Zeroize;
 

@@ -17,7 +17,7 @@
 //! second cap but a kernel choice: the process runs the best allowed kernel at or below the
 //! one named, so a benchmark or test can measure a lower kernel among those `INPATH_ISA`
 //! allows (`INPATH_AES=aesni` measures AES-NI on a VAES machine); it changes nothing else, and
-//! every allowed kernel still runs through [`crate::aes::AnyAes::with_kernel`] and the other
+//! every allowed kernel still runs through `AnyAes::with_kernel` and the other
 //! `with_kernel` constructors. Every kernel gives the same bytes: the tests run all of them
 //! that may run here ([`aes_kernels`]) against the library.
 //!
@@ -36,7 +36,7 @@
 //! - `portable`: the portable twins of the kernels' batched loops (CTR in batches, CBC
 //!   encryption across pages) over any RustCrypto cipher.
 //!
-//! The library front, `crate::aes`, holds a [`Keys`] / [`GcmKeys`] beside the RustCrypto
+//! The library front (`src/aes.rs`) holds a [`Keys`] / [`GcmKeys`] beside the RustCrypto
 //! cipher and calls them when present; this module imports nothing from it.
 #![cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
 
@@ -180,7 +180,7 @@ pub fn aes_kernels() -> Vec<AesKernel> {
     AesKernel::ALL.into_iter().filter(|k| k.allowed()).collect()
 }
 
-/// Whether the bulk CRC-32C (`crate::kernel::crc32c_bulk`) folds with `crc-fast`: where the
+/// Whether the bulk CRC-32C (`kernel::crc32c_bulk`) folds with `crc-fast`: where the
 /// CPU folds 512-bit registers with VPCLMULQDQ (AVX-512 level, capped by `INPATH_ISA`).
 /// Below that, `crc-fast` folds 128-bit registers, and the `crc32c` crate's three interleaved
 /// `crc32` instructions are faster (`bench/seal.py` measures both).

@@ -32,7 +32,10 @@
 //! (partial registers go through a stack buffer).
 #![allow(unsafe_code)]
 
-use super::common::{self, by_rounds, gcm_counter, gfmul, reduce3, reflect, RoundKeys};
+use super::common::{
+    self, by_rounds, encrypt_block, gcm_counter, gfmul, load128, reduce3, reflect, store128,
+    RoundKeys,
+};
 
 /// Register width of a kernel family.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -157,7 +160,10 @@ const REVERSE: [u8; 16] = [15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0]
 
 macro_rules! kernels {
     ($feat:literal) => {
-        use super::{gfmul, reduce3, reflect, GcmKeys, Keys, REVERSE, SWAP_LOW_WORD};
+        use super::{
+            encrypt_block, gfmul, load128, reduce3, reflect, store128, GcmKeys, Keys, REVERSE,
+            SWAP_LOW_WORD,
+        };
         use zeroize::Zeroize;
 
         /// Registers in flight in the parallel modes.
@@ -439,7 +445,7 @@ macro_rules! kernels {
                     let mut lanes = [empty; B];
                     for (l, lane) in lanes.iter_mut().enumerate() {
                         if let Some(s) = slices.get(z * B + l) {
-                            *lane = ld128(s[at..at + 16].try_into().expect("16 bytes"));
+                            *lane = load128(s[at..at + 16].try_into().expect("16 bytes"));
                         }
                     }
                     *v = xor(from_lanes(lanes), chain[z]);
@@ -449,7 +455,7 @@ macro_rules! kernels {
                     chain[z] = *v;
                     for (l, lane) in to_lanes(*v).into_iter().enumerate() {
                         if let Some(s) = slices.get_mut(z * B + l) {
-                            st128((&mut s[at..at + 16]).try_into().expect("16 bytes"), lane);
+                            store128((&mut s[at..at + 16]).try_into().expect("16 bytes"), lane);
                         }
                     }
                 }
@@ -527,7 +533,7 @@ macro_rules! kernels {
         pub(super) fn ghash(keys: &GcmKeys, mut y: __m128i, data: &[u8]) -> __m128i {
             let swap = bcast(&REVERSE);
             let (hp, hx) = ghash_powers::<R>(keys);
-            let h1 = ld128(&keys.h[0]);
+            let h1 = load128(&keys.h[0]);
             let (steps, tail) = data.as_chunks::<STEP>();
             for chunk in steps {
                 let mut p = Products::new();
@@ -543,7 +549,7 @@ macro_rules! kernels {
             for block in tail.chunks(16) {
                 let mut padded = [0u8; 16];
                 padded[..block.len()].copy_from_slice(block);
-                y = gfmul(_mm_xor_si128(y, reflect(ld128(&padded))), h1);
+                y = gfmul(_mm_xor_si128(y, reflect(load128(&padded))), h1);
                 padded.zeroize();
             }
             y
@@ -685,53 +691,16 @@ macro_rules! kernels {
             }
             y = ghash(keys, y, &lengths);
             let mut s = [0u8; 16];
-            st128(&mut s, reflect(y));
+            store128(&mut s, reflect(y));
             let mut j0 = [0u8; 16];
             j0[..12].copy_from_slice(nonce);
             j0[15] = 1;
-            let mut e = [ld128(&j0)];
-            let rk = [
-                ld128(&keys.aes.enc[0]),
-                ld128(&keys.aes.enc[1]),
-                ld128(&keys.aes.enc[2]),
-                ld128(&keys.aes.enc[3]),
-                ld128(&keys.aes.enc[4]),
-                ld128(&keys.aes.enc[5]),
-                ld128(&keys.aes.enc[6]),
-                ld128(&keys.aes.enc[7]),
-                ld128(&keys.aes.enc[8]),
-                ld128(&keys.aes.enc[9]),
-                ld128(&keys.aes.enc[10]),
-                ld128(&keys.aes.enc[11]),
-                ld128(&keys.aes.enc[12]),
-                ld128(&keys.aes.enc[13]),
-                ld128(&keys.aes.enc[14]),
-            ];
-            e[0] = _mm_xor_si128(e[0], rk[0]);
-            for k in &rk[1..NR] {
-                e[0] = _mm_aesenc_si128(e[0], *k);
-            }
-            e[0] = _mm_aesenclast_si128(e[0], rk[NR]);
-            st128(&mut j0, e[0]);
+            encrypt_block(&keys.aes, &mut j0);
             for (t, e) in s.iter_mut().zip(j0) {
                 *t ^= e;
             }
             j0.zeroize();
             s
-        }
-
-        #[inline]
-        #[target_feature(enable = $feat)]
-        fn ld128(b: &[u8; 16]) -> __m128i {
-            // SAFETY: 16 readable bytes.
-            unsafe { _mm_loadu_si128(b.as_ptr().cast()) }
-        }
-
-        #[inline]
-        #[target_feature(enable = $feat)]
-        fn st128(b: &mut [u8; 16], x: __m128i) {
-            // SAFETY: 16 writable bytes.
-            unsafe { _mm_storeu_si128(b.as_mut_ptr().cast(), x) }
         }
     };
 }

@@ -7,7 +7,7 @@ use aes::cipher::array::Array;
 use aes::cipher::consts::U16;
 use aes::cipher::BlockCipherEncrypt;
 
-/// One AES block (the same type as `crate::aes::Block`).
+/// One AES block (the same type as the library front's `Block`).
 type Block = Array<u8, U16>;
 
 /// Pages [`cbc_encrypt_group`] takes at once.
