@@ -2,15 +2,14 @@
 //! operations for the page codec, and a chunked [`CipherStream`] in which any split of the input
 //! gives the same bytes as one call (the Vitis security library's chunk API).
 //!
-//! On x86-64 CPUs the block work runs on hand-written kernels: the private `vaes` module (VAES
-//! and AVX-512) or the private `ni` module (VAES on 256-bit registers, or AES-NI), whichever
-//! [`crate::kernel::aes_kernel`] picks for the CPU under the `INPATH_ISA` / `INPATH_AES` caps
-//! (see `docs/seal.md`); elsewhere, and with `INPATH_ISA=portable` or `INPATH_AES=library`, on
-//! RustCrypto's crates (`aes`, `cbc`, `ctr`, `cfb-mode`, `ofb`, `aes-gcm`; `aes` picks AES-NI
+//! On x86-64 CPUs the block work runs on hand-written kernels (the private `arch` module: VAES
+//! on 512- or 256-bit registers, or AES-NI), whichever `kernel::aes_kernel` picks for
+//! the CPU under the `INPATH_ISA` cap (see `docs/seal.md`); elsewhere, and with
+//! `INPATH_ISA=portable` or `INPATH_AES=library`, on RustCrypto's crates (`aes`, `cbc`, `ctr`, `cfb-mode`, `ofb`, `aes-gcm`; `aes` picks AES-NI
 //! at run time), which are also the reference the kernels are tested against
 //! ([`AnyAes::library`], [`Gcm::library`]). This module adds key handling, the modes' chaining
 //! state and partial blocks for streaming, PKCS#7 padding for ECB/CBC, and AES-256-GCM
-//! ([`Gcm`]); the multi-page CBC encryption is in [`crate::kernel`].
+//! ([`Gcm`]); the multi-page CBC encryption is in `kernel`.
 //!
 //! Conventions (the same as OpenSSL's and NIST SP 800-38A's):
 //! - CTR: the 16-byte IV is the initial counter block, incremented as a 128-bit big-endian
@@ -19,6 +18,7 @@
 //! - ECB/CBC: input in whole 16-byte blocks, or PKCS#7 padding ([`Padding::Pkcs7`], what
 //!   `openssl enc` does by default).
 
+use crate::arch::{self, AesKernel};
 use crate::error::{Error, Result};
 use aes::cipher::array::Array;
 use aes::cipher::consts::U16;
@@ -145,22 +145,12 @@ impl KeyRing {
 }
 
 /// An expanded AES key of any size: the `aes` crate's cipher and, where a hand-written kernel
-/// runs ([`crate::kernel::aes_kernel`]), its round keys (`crate::vaes` or `crate::ni`), which
-/// then do the bulk work. Both are wiped on drop.
+/// runs (`kernel::aes_kernel`), its round keys (the private `arch` module), which then
+/// do the bulk work. Both are wiped on drop.
 #[derive(Clone)]
 pub struct AnyAes {
     pub(crate) lib: LibAes,
-    fast: Option<crate::vaes::RoundKeys>,
-    ni: Option<crate::ni::Keys>,
-}
-
-/// The hand-written kernel's round keys of an [`AnyAes`], if it has one.
-#[derive(Clone, Copy)]
-pub(crate) enum Fast<'a> {
-    /// `crate::vaes` (512-bit registers).
-    V512(&'a crate::vaes::RoundKeys),
-    /// `crate::ni` (256- or 128-bit registers).
-    Ni(&'a crate::ni::Keys),
+    fast: Option<arch::Keys>,
 }
 
 /// The `aes` crate's cipher for one key size.
@@ -187,28 +177,20 @@ macro_rules! with_aes {
 pub(crate) use with_aes;
 
 impl AnyAes {
-    /// Expands `key` for the kernel [`crate::kernel::aes_kernel`] picks.
+    /// Expands `key` for the kernel `kernel::aes_kernel` picks.
     pub fn new(key: &Key) -> AnyAes {
-        AnyAes::with_kernel(key, crate::kernel::aes_kernel())
-            .unwrap_or_else(|| AnyAes::library(key))
+        AnyAes::with_kernel(key, arch::aes_kernel()).unwrap_or_else(|| AnyAes::library(key))
     }
 
     /// Expands `key` for one particular kernel, or `None` when that kernel may not run here
-    /// ([`crate::kernel::AesKernel::allowed`]): for tests and benchmarks that compare kernels.
-    pub fn with_kernel(key: &Key, kernel: crate::kernel::AesKernel) -> Option<AnyAes> {
-        use crate::kernel::AesKernel;
+    /// ([`AesKernel::allowed`]): for tests and benchmarks that compare kernels.
+    pub fn with_kernel(key: &Key, kernel: AesKernel) -> Option<AnyAes> {
         if !kernel.allowed() {
             return None;
         }
         let mut aes = AnyAes::library(key);
-        let bytes = key.expose_secret();
-        match kernel {
-            AesKernel::Library => {}
-            AesKernel::Aesni => aes.ni = Some(crate::ni::Keys::new(bytes, crate::ni::Width::Xmm)?),
-            AesKernel::Vaes256 => {
-                aes.ni = Some(crate::ni::Keys::new(bytes, crate::ni::Width::Ymm)?)
-            }
-            AesKernel::Vaes512 => aes.fast = Some(crate::vaes::RoundKeys::new(bytes)?),
+        if kernel != AesKernel::Library {
+            aes.fast = Some(arch::Keys::new(key.expose_secret(), kernel)?);
         }
         Some(aes)
     }
@@ -223,11 +205,7 @@ impl AnyAes {
             24 => LibAes::A192(aes::Aes192::new(bytes.try_into().expect("24-byte key"))),
             _ => LibAes::A256(aes::Aes256::new(bytes.try_into().expect("32-byte key"))),
         };
-        AnyAes {
-            lib,
-            fast: None,
-            ni: None,
-        }
+        AnyAes { lib, fast: None }
     }
 
     /// Whether a hand-written kernel (not the library) does the work for this key.
@@ -236,22 +214,13 @@ impl AnyAes {
     }
 
     /// The kernel that does the work for this key.
-    pub fn kernel(&self) -> crate::kernel::AesKernel {
-        use crate::kernel::AesKernel;
-        match self.fast() {
-            Some(Fast::V512(_)) => AesKernel::Vaes512,
-            Some(Fast::Ni(k)) if k.width() == crate::ni::Width::Ymm => AesKernel::Vaes256,
-            Some(Fast::Ni(_)) => AesKernel::Aesni,
-            None => AesKernel::Library,
-        }
+    pub fn kernel(&self) -> AesKernel {
+        self.fast().map_or(AesKernel::Library, arch::Keys::kernel)
     }
 
-    pub(crate) fn fast(&self) -> Option<Fast<'_>> {
-        match (&self.fast, &self.ni) {
-            (Some(k), _) => Some(Fast::V512(k)),
-            (None, Some(k)) => Some(Fast::Ni(k)),
-            (None, None) => None,
-        }
+    /// The hand-written kernel's round keys, if one does the work.
+    pub(crate) fn fast(&self) -> Option<&arch::Keys> {
+        self.fast.as_ref()
     }
 
     /// Key size in bits.
@@ -266,10 +235,7 @@ impl AnyAes {
     /// Encrypts whole blocks in place (ECB).
     pub fn encrypt_blocks(&self, blocks: &mut [Block]) {
         match self.fast() {
-            Some(Fast::V512(k)) => {
-                crate::vaes::ecb_encrypt(k, Block::slice_as_flattened_mut(blocks))
-            }
-            Some(Fast::Ni(k)) => crate::ni::ecb_encrypt(k, Block::slice_as_flattened_mut(blocks)),
+            Some(k) => k.ecb_encrypt(Block::slice_as_flattened_mut(blocks)),
             None => with_aes!(self, c => c.encrypt_blocks(blocks)),
         }
     }
@@ -277,10 +243,7 @@ impl AnyAes {
     /// Decrypts whole blocks in place (ECB).
     pub fn decrypt_blocks(&self, blocks: &mut [Block]) {
         match self.fast() {
-            Some(Fast::V512(k)) => {
-                crate::vaes::ecb_decrypt(k, Block::slice_as_flattened_mut(blocks))
-            }
-            Some(Fast::Ni(k)) => crate::ni::ecb_decrypt(k, Block::slice_as_flattened_mut(blocks)),
+            Some(k) => k.ecb_decrypt(Block::slice_as_flattened_mut(blocks)),
             None => with_aes!(self, c => c.decrypt_blocks(blocks)),
         }
     }
@@ -288,8 +251,7 @@ impl AnyAes {
     /// Encrypts one block in place.
     pub(crate) fn encrypt_block(&self, block: &mut [u8; 16]) {
         match self.fast() {
-            Some(Fast::V512(k)) => crate::vaes::encrypt_block(k, block),
-            Some(Fast::Ni(k)) => crate::ni::encrypt_block(k, block),
+            Some(k) => k.encrypt_block(block),
             None => {
                 let mut b = Block::from(*block);
                 with_aes!(self, c => c.encrypt_block(&mut b));
@@ -307,57 +269,43 @@ impl fmt::Debug for AnyAes {
 }
 
 /// AES-256-GCM with 96-bit nonces and 16-byte tags (NIST SP 800-38D), in place with a
-/// detached tag: the hand-written kernel [`crate::kernel::aes_kernel`] picks (VAES with
+/// detached tag: the hand-written kernel `kernel::aes_kernel` picks (VAES with
 /// VPCLMULQDQ on 512- or 256-bit registers, or AES-NI with PCLMULQDQ), else the `aes-gcm`
 /// crate (the reference the kernels are tested against). Keys are wiped on drop.
 #[derive(Clone)]
 pub struct Gcm {
     lib: Box<aes_gcm::Aes256Gcm>,
-    fast: Option<Box<crate::vaes::GcmKeys>>,
-    ni: Option<Box<crate::ni::GcmKeys>>,
+    fast: Option<arch::GcmKeys>,
 }
 
 impl Gcm {
     /// A GCM key from a 32-byte [`Key`].
     pub fn new(key: &Key) -> Result<Gcm> {
-        match Gcm::with_kernel(key, crate::kernel::aes_kernel())? {
+        match Gcm::with_kernel(key, arch::aes_kernel())? {
             Some(gcm) => Ok(gcm),
             None => Gcm::library(key),
         }
     }
 
     /// As [`Gcm::new`] for one particular kernel; `Ok(None)` when that kernel may not run
-    /// here ([`crate::kernel::AesKernel::allowed`]).
-    pub fn with_kernel(key: &Key, kernel: crate::kernel::AesKernel) -> Result<Option<Gcm>> {
-        use crate::kernel::AesKernel;
+    /// here ([`AesKernel::allowed`]).
+    pub fn with_kernel(key: &Key, kernel: AesKernel) -> Result<Option<Gcm>> {
         let mut gcm = Gcm::library(key)?;
         if !kernel.allowed() {
             return Ok(None);
         }
-        let bytes = key.expose_secret();
-        let width = match kernel {
-            AesKernel::Library => return Ok(Some(gcm)),
-            AesKernel::Vaes512 => {
-                gcm.fast = crate::vaes::RoundKeys::new(bytes)
-                    .map(|k| Box::new(crate::vaes::GcmKeys::new(k)));
-                return Ok(gcm.fast.is_some().then_some(gcm));
-            }
-            AesKernel::Aesni => crate::ni::Width::Xmm,
-            AesKernel::Vaes256 => crate::ni::Width::Ymm,
-        };
-        gcm.ni = crate::ni::Keys::new(bytes, width).map(|k| Box::new(crate::ni::GcmKeys::new(k)));
-        Ok(gcm.ni.is_some().then_some(gcm))
+        if kernel == AesKernel::Library {
+            return Ok(Some(gcm));
+        }
+        gcm.fast = arch::GcmKeys::new(key.expose_secret(), kernel);
+        Ok(gcm.fast.is_some().then_some(gcm))
     }
 
     /// The kernel that does the work.
-    pub fn kernel(&self) -> crate::kernel::AesKernel {
-        use crate::kernel::AesKernel;
-        match (&self.fast, &self.ni) {
-            (Some(_), _) => AesKernel::Vaes512,
-            (None, Some(k)) if k.width() == crate::ni::Width::Ymm => AesKernel::Vaes256,
-            (None, Some(_)) => AesKernel::Aesni,
-            (None, None) => AesKernel::Library,
-        }
+    pub fn kernel(&self) -> AesKernel {
+        self.fast
+            .as_ref()
+            .map_or(AesKernel::Library, arch::GcmKeys::kernel)
     }
 
     /// As [`Gcm::new`] with the `aes-gcm` crate only.
@@ -379,19 +327,18 @@ impl Gcm {
         Ok(Gcm {
             lib: Box::new(lib),
             fast: None,
-            ni: None,
         })
     }
 
     /// Whether a hand-written kernel does the work.
     pub fn accelerated(&self) -> bool {
-        self.fast.is_some() || self.ni.is_some()
+        self.fast.is_some()
     }
 
     /// Encrypts `data` in place and returns the tag over `aad` and the ciphertext. At most
     /// 2^36 - 32 bytes (the GCM limit).
     pub fn encrypt(&self, nonce: &[u8; 12], aad: &[u8], data: &mut [u8]) -> Result<[u8; 16]> {
-        if data.len() as u64 > crate::vaes::GCM_MAX {
+        if data.len() as u64 > arch::GCM_MAX {
             return Err(Error::parameter(
                 "gcm message length",
                 data.len(),
@@ -399,10 +346,7 @@ impl Gcm {
             ));
         }
         if let Some(k) = &self.fast {
-            return Ok(crate::vaes::gcm_encrypt(k, nonce, aad, data));
-        }
-        if let Some(k) = &self.ni {
-            return Ok(crate::ni::gcm_encrypt(k, nonce, aad, data));
+            return Ok(k.encrypt(nonce, aad, data));
         }
         use aes_gcm::aead::AeadInOut as _;
         let tag = self
@@ -431,12 +375,10 @@ impl Gcm {
         tag: &[u8; 16],
     ) -> bool {
         assert_eq!(src.len(), dst.len(), "GCM output length");
-        let ok = if src.len() as u64 > crate::vaes::GCM_MAX {
+        let ok = if src.len() as u64 > arch::GCM_MAX {
             false
         } else if let Some(k) = &self.fast {
-            crate::vaes::gcm_decrypt_to(k, nonce, aad, src, dst, tag)
-        } else if let Some(k) = &self.ni {
-            crate::ni::gcm_decrypt_to(k, nonce, aad, src, dst, tag)
+            k.decrypt_to(nonce, aad, src, dst, tag)
         } else {
             dst.copy_from_slice(src);
             self.decrypt(nonce, aad, dst, tag)
@@ -454,27 +396,13 @@ impl Gcm {
     #[must_use]
     pub fn decrypt(&self, nonce: &[u8; 12], aad: &[u8], data: &mut [u8], tag: &[u8; 16]) -> bool {
         if let Some(k) = &self.fast {
-            return crate::vaes::gcm_decrypt(k, nonce, aad, data, tag);
-        }
-        if let Some(k) = &self.ni {
-            return crate::ni::gcm_decrypt(k, nonce, aad, data, tag);
+            return k.decrypt(nonce, aad, data, tag);
         }
         use aes_gcm::aead::AeadInOut as _;
         self.lib
             .decrypt_inout_detached(&(*nonce).into(), aad, data.into(), &(*tag).into())
             .is_ok()
     }
-}
-
-/// Whether a computed GCM tag equals the stored one, compared in constant time over the 16
-/// bytes (every kernel's check; only the x86-64 kernels have one to make).
-#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-pub(crate) fn tags_equal(computed: &[u8; 16], stored: &[u8; 16]) -> bool {
-    let diff = computed
-        .iter()
-        .zip(stored)
-        .fold(0u8, |acc, (a, b)| acc | (a ^ b));
-    std::hint::black_box(diff) == 0
 }
 
 impl fmt::Debug for Gcm {
@@ -564,10 +492,34 @@ pub enum Padding {
 // ---------------------------------------------------------------------------------------------
 // One-shot page operations (in place), used by the page codec.
 
-/// CTR keystream XOR over `data` in place, counter starting at `iv` (the VAES kernel where
-/// available, else the batched library path, [`crate::kernel::ctr_apply`]).
+/// AES-CTR over `data` in place with a 128-bit big-endian counter starting at `iv`: the same
+/// bytes as `ctr::Ctr128BE` ([`ctr_apply_library`]). On the hand-written kernel where one runs;
+/// on the library, the counter blocks are written 512 at a time and encrypted in one call, then
+/// XORed into the data as 128-bit words: faster than the `ctr` crate, and well below ECB on the
+/// same core, so the counter fill and XOR passes, not the AES rounds, are the limit
+/// (`bench/seal.py`; docs/PERFORMANCE.md).
 pub fn ctr_apply(aes: &AnyAes, iv: &[u8; 16], data: &mut [u8]) {
-    crate::kernel::ctr_apply(aes, iv, data);
+    match aes.fast() {
+        Some(k) => k.ctr_apply(iv, data),
+        None => with_aes!(aes, c => arch::portable::ctr_apply(c, iv, data)),
+    }
+}
+
+/// As [`ctr_apply`], reading `src` and writing `dst` (of the same length): one pass instead of a
+/// copy and an in-place pass (the hand-written kernels; on the library, a copy, then
+/// [`ctr_apply`]).
+///
+/// # Panics
+/// When `src` and `dst` differ in length.
+pub fn ctr_apply_to(aes: &AnyAes, iv: &[u8; 16], src: &[u8], dst: &mut [u8]) {
+    assert_eq!(src.len(), dst.len(), "ctr_apply_to: lengths differ");
+    match aes.fast() {
+        Some(k) => k.ctr_apply_to(iv, src, dst),
+        None => {
+            dst.copy_from_slice(src);
+            ctr_apply(aes, iv, dst);
+        }
+    }
 }
 
 /// CTR through the plain `ctr` crate: the reference the kernels are tested against.
@@ -597,8 +549,7 @@ pub fn cbc_encrypt(aes: &AnyAes, iv: &[u8; 16], data: &mut [u8]) {
 /// CBC encryption of whole blocks in place; `iv` becomes the last ciphertext block.
 fn cbc_encrypt_chained(aes: &AnyAes, iv: &mut [u8; 16], data: &mut [u8]) {
     match aes.fast() {
-        Some(Fast::V512(k)) => crate::vaes::cbc_encrypt(k, iv, data),
-        Some(Fast::Ni(k)) => crate::ni::cbc_encrypt(k, iv, data),
+        Some(k) => k.cbc_encrypt(iv, data),
         None => with_aes!(aes, c => {
             let mut mode = cbc::Encryptor::inner_iv_init(c.clone(), (&*iv).into());
             mode.encrypt_blocks(as_blocks(data));
@@ -618,8 +569,7 @@ pub fn cbc_decrypt(aes: &AnyAes, iv: &[u8; 16], data: &mut [u8]) {
 /// CBC decryption of whole blocks in place; `iv` becomes the last ciphertext block.
 fn cbc_decrypt_chained(aes: &AnyAes, iv: &mut [u8; 16], data: &mut [u8]) {
     match aes.fast() {
-        Some(Fast::V512(k)) => crate::vaes::cbc_decrypt(k, iv, data),
-        Some(Fast::Ni(k)) => crate::ni::cbc_decrypt(k, iv, data),
+        Some(k) => k.cbc_decrypt(iv, data),
         None => {
             let last: Option<[u8; 16]> = data
                 .len()
@@ -642,10 +592,8 @@ fn cfb_chained(aes: &AnyAes, direction: Direction, iv: &mut [u8; 16], data: &mut
         return;
     };
     match (aes.fast(), direction) {
-        (Some(Fast::V512(k)), Direction::Encrypt) => crate::vaes::cfb_encrypt(k, iv, data),
-        (Some(Fast::V512(k)), Direction::Decrypt) => crate::vaes::cfb_decrypt(k, iv, data),
-        (Some(Fast::Ni(k)), Direction::Encrypt) => crate::ni::cfb_encrypt(k, iv, data),
-        (Some(Fast::Ni(k)), Direction::Decrypt) => crate::ni::cfb_decrypt(k, iv, data),
+        (Some(k), Direction::Encrypt) => k.cfb_encrypt(iv, data),
+        (Some(k), Direction::Decrypt) => k.cfb_decrypt(iv, data),
         (None, Direction::Encrypt) => {
             with_aes!(aes, c => cfb_mode::Encryptor::inner_iv_init(c.clone(), (&*iv).into())
                 .encrypt_blocks(as_blocks(data)));
@@ -666,8 +614,7 @@ fn ofb_chained(aes: &AnyAes, iv: &mut [u8; 16], data: &mut [u8]) {
         return;
     };
     match aes.fast() {
-        Some(Fast::V512(k)) => crate::vaes::ofb_apply(k, iv, data),
-        Some(Fast::Ni(k)) => crate::ni::ofb_apply(k, iv, data),
+        Some(k) => k.ofb_apply(iv, data),
         None => {
             let mut last: [u8; 16] = data[at..].try_into().expect("16 bytes");
             with_aes!(aes, c => ofb::OfbCore::inner_iv_init(c.clone(), (&*iv).into())
@@ -858,7 +805,7 @@ impl CipherStream {
     /// kernels); an error when that kernel may not run here.
     pub fn with_kernel(
         key: &Key,
-        kernel: crate::kernel::AesKernel,
+        kernel: AesKernel,
         mode: Mode,
         direction: Direction,
         iv: Option<[u8; 16]>,
@@ -868,7 +815,7 @@ impl CipherStream {
             Error::parameter(
                 "aes kernel",
                 kernel.name(),
-                "a kernel this CPU has within INPATH_ISA / INPATH_AES",
+                "a kernel this CPU has within INPATH_ISA",
             )
         })?;
         CipherStream::with_aes(aes, mode, direction, iv, padding)

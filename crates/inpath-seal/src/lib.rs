@@ -12,12 +12,17 @@
 //!   Snappy framing and Zstd.
 //! - [`aes`]: AES-128/192/256 in ECB, CBC, CTR, CFB-128 and OFB, chunked streaming in which any
 //!   split gives the same bytes; keys wiped on drop.
-//! - [`kernel`]: multi-page CBC encryption (several independent chains at once) and batched CTR.
-//!
-//! On x86-64 with VAES and AVX-512 the AES work runs on hand-written kernels (the private
-//! `vaes` module, the only place with `unsafe`), tested against the RustCrypto crates that run
-//! everywhere else.
+//! - [`kernel`]: multi-page CBC encryption (several independent chains at once), batched CTR
+//!   and the bulk CRC-32C; which AES kernel runs ([`kernel::aes_kernel`]).
 //! - [`keyfile`]: the key file format the CLI reads.
+//!
+//! On x86-64 with AES-NI, VAES or AVX-512 the AES work runs on hand-written kernels, tested
+//! against the RustCrypto crates that run everywhere else. They live in the private `arch`
+//! module, the one place that chooses the kernel (`arch/mod.rs`) over leaves that never import
+//! it: `arch/ni.rs` (AES-NI on xmm, VAES on ymm), `arch/vaes.rs` (VAES on zmm),
+//! `arch/common.rs` (the key schedule, GHASH reduction and one-block loops they share) and
+//! `arch/portable.rs` (the portable twins of the batched loops). `arch` is, with `zlib` (FFI),
+//! the only place with `unsafe`.
 //!
 //! ```
 //! use inpath_seal::{Cipher, Compression, Key, KeyRing, SealConfig, Sealer, Unsealer};
@@ -34,17 +39,16 @@
 //! # Ok::<(), inpath_seal::Error>(())
 //! ```
 #![deny(missing_docs)]
-#![deny(unsafe_code)] // allowed only in `vaes` and `ni` (the hand-written AES kernels) and `zlib` (FFI)
+#![deny(unsafe_code)] // allowed only in `arch` (the hand-written AES kernels) and `zlib` (FFI)
 
 pub mod aes;
+mod arch;
 pub mod codec;
 pub mod error;
 pub mod gen;
 pub mod kernel;
 pub mod keyfile;
-mod ni;
 pub mod page;
-mod vaes;
 pub mod zlib;
 
 pub use crate::aes::{Key, KeyRing};

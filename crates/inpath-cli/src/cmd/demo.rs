@@ -41,7 +41,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
     out.push_str(&crate::cmd::seal::demo_report()?);
     writeln!(
         out,
-        "  AES kernel: {} (cap with INPATH_ISA or INPATH_AES=library|aesni|vaes256|vaes512)",
+        "  AES kernel: {} (cap with INPATH_ISA; pick a lower one with INPATH_AES=library|aesni|vaes256|vaes512)",
         inpath_seal::kernel::aes_kernel()
     )?;
     writeln!(out, "  try it: inpath seal keygen -o keys.txt; inpath seal FILE -o FILE.sealed --key-file keys.txt\n")?;

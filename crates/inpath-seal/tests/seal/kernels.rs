@@ -1,5 +1,6 @@
-//! Every AES kernel this CPU has within the `INPATH_ISA` / `INPATH_AES` caps
-//! (`kernel::aes_kernels()`: `library`, `aesni`, `vaes256`, `vaes512`) against the RustCrypto
+//! Every AES kernel this CPU has within the `INPATH_ISA` cap (`kernel::aes_kernels()`:
+//! `library`, `aesni`, `vaes256`, `vaes512`; `INPATH_AES` only picks the process's kernel among
+//! them, so it does not shorten this list) against the RustCrypto
 //! crates (`AnyAes::library` and the mode crates directly): every key size, lengths 0..=300
 //! bytes and large, unaligned slices, counter wraps, uneven CBC pages, every chunking of the
 //! streaming modes, and GCM against the `aes-gcm` crate (tags and tamper rejection). On a CPU
@@ -30,9 +31,32 @@ fn kernels_and_keys() -> Vec<(AesKernel, Key)> {
 }
 
 #[test]
-fn the_chosen_kernel_honours_the_caps_and_the_cpu() {
+fn the_chosen_kernel_honours_the_cap_the_choice_and_the_cpu() {
     let chosen = kernel::aes_kernel();
-    assert_eq!(kernel::aes_kernels().last(), Some(&chosen));
+    // The best allowed kernel at or below the one `INPATH_AES` names (if it names one).
+    let choice = kernel::aes_choice();
+    assert_eq!(
+        choice,
+        std::env::var(kernel::AES_ENV)
+            .ok()
+            .and_then(|v| AesKernel::parse(&v))
+    );
+    let best = kernel::aes_kernels()
+        .into_iter()
+        .rev()
+        .find(|&k| choice.is_none_or(|c| k <= c));
+    assert_eq!(Some(chosen), best);
+    if choice.is_none() {
+        assert_eq!(kernel::aes_kernels().last(), Some(&chosen));
+    }
+    // `INPATH_AES` is a choice, not a cap: every kernel within `INPATH_ISA` stays available.
+    assert_eq!(
+        kernel::aes_kernels(),
+        AesKernel::ALL
+            .into_iter()
+            .filter(|k| k.level() <= isa::effective() && k.on_cpu())
+            .collect::<Vec<_>>()
+    );
     assert!(chosen.level() <= isa::effective());
     let key = &keys()[2];
     assert_eq!(AnyAes::new(key).kernel(), chosen);
@@ -48,13 +72,13 @@ fn the_chosen_kernel_honours_the_caps_and_the_cpu() {
     if isa::effective() == Level::Portable {
         assert_eq!(chosen, AesKernel::Library);
     }
-    if std::env::var("INPATH_AES").is_ok_and(|v| v == "library") {
+    if choice == Some(AesKernel::Library) {
         assert_eq!(chosen, AesKernel::Library);
     }
     #[cfg(target_arch = "x86_64")]
     {
         if isa::effective() >= Level::Avx2
-            && std::env::var_os("INPATH_AES").is_none()
+            && choice.is_none()
             && std::arch::is_x86_feature_detected!("aes")
             && std::arch::is_x86_feature_detected!("pclmulqdq")
         {
@@ -69,15 +93,15 @@ fn the_chosen_kernel_honours_the_caps_and_the_cpu() {
             }
         }
         // The 512-bit kernel is chosen exactly where the CPU has VAES and AVX-512, the level
-        // is AVX-512 and `INPATH_AES` does not cap it (was tests/vaes.rs).
+        // is AVX-512 and `INPATH_AES` does not pick a lower one (was tests/vaes.rs).
         let vaes512 = std::arch::is_x86_feature_detected!("vaes")
             && std::arch::is_x86_feature_detected!("avx512f")
             && std::arch::is_x86_feature_detected!("avx512bw")
             && isa::effective() == Level::Avx512
-            && std::env::var_os("INPATH_AES").is_none_or(|v| v == "vaes512");
+            && choice.is_none_or(|c| c == AesKernel::Vaes512);
         assert_eq!(chosen == AesKernel::Vaes512, vaes512, "{chosen}");
     }
-    // Kernels above the caps are refused, not silently replaced, here and in the page layer.
+    // Kernels above the cap are refused, not silently replaced, here and in the page layer.
     let ring = crate::common::ring();
     for k in AesKernel::ALL {
         assert_eq!(AnyAes::with_kernel(key, k).is_some(), k.allowed(), "{k}");

@@ -7,7 +7,8 @@
 //! - `kat`: known-answer tests of the AES layer (FIPS-197, SP 800-38A, the GCM spec), on every
 //!   AES kernel the CPU has;
 //! - `kernels`: every AES kernel the CPU has (`kernel::aes_kernels()`) against the RustCrypto
-//!   crates, and which kernel the process picks under the `INPATH_ISA` / `INPATH_AES` caps;
+//!   crates, and which kernel the process picks under the `INPATH_ISA` cap and the
+//!   `INPATH_AES` choice;
 //! - `page`: the page codec across every tier, including the page layer on every AES kernel;
 //! - `tamper`: damaged and hostile records, each with the one error that names it;
 //! - `tools`: interoperability with `gzip`, `lz4`, `zstd` and `openssl enc`.

@@ -250,6 +250,7 @@ fn first_difference(got: &[Vec<u8>], want: &[Vec<u8>], unsealer: &Unsealer) -> O
 
 /// The kernels and CPU features behind a result, for failure messages from CI machines.
 fn machine() -> String {
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
     let mut s = format!(
         "AES kernel {}, isal feature {}",
         inpath_seal::kernel::aes_kernel(),
