@@ -58,7 +58,7 @@ fn main() {
     // A mistyped kernel cap would silently run the best kernels: refuse it instead.
     let caps = || -> anyhow::Result<()> {
         inpath_core::isa::check_env()?;
-        inpath_seal::kernel::check_env().map_err(|e| anyhow::anyhow!("{e}"))?;
+        inpath_seal::kernel::check_env()?;
         Ok(())
     };
     if let Err(e) = caps() {

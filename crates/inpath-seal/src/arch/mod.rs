@@ -132,15 +132,9 @@ impl std::fmt::Display for AesKernel {
 /// the `INPATH_ISA` cap, for benchmarks and tests; see the module documentation).
 pub const AES_ENV: &str = "INPATH_AES";
 
-/// `INPATH_AES` names no AES kernel ([`check_env`]).
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "{AES_ENV}={value:?} is not an AES kernel; use library, aesni, vaes256 or vaes512 (or unset it)"
-)]
-pub struct EnvError {
-    /// The value found.
-    pub value: String,
-}
+/// `INPATH_AES` names no AES kernel ([`check_env`]): the ISA cap's error type, with this
+/// variable's name and values.
+pub use inpath_core::isa::EnvError;
 
 /// The kernel `INPATH_AES` names (`None` when unset or invalid; [`check_env`] reports invalid
 /// ones).
@@ -156,7 +150,11 @@ pub fn aes_choice() -> Option<AesKernel> {
 /// Checks `INPATH_AES`: the error names the bad value and the valid ones.
 pub fn check_env() -> Result<(), EnvError> {
     match std::env::var(AES_ENV) {
-        Ok(v) if AesKernel::parse(&v).is_none() => Err(EnvError { value: v }),
+        Ok(v) if AesKernel::parse(&v).is_none() => Err(EnvError {
+            var: AES_ENV,
+            value: v,
+            expected: "an AES kernel; use library, aesni, vaes256 or vaes512",
+        }),
         _ => Ok(()),
     }
 }

@@ -89,7 +89,9 @@ fn wrong_key_lengths_are_refused() {
 #[test]
 fn a_bad_kernel_choice_names_the_value_and_the_valid_ones() {
     let e = super::EnvError {
+        var: super::AES_ENV,
         value: "turbo".into(),
+        expected: "an AES kernel; use library, aesni, vaes256 or vaes512",
     };
     let message = e.to_string();
     assert!(message.starts_with("INPATH_AES=\"turbo\""), "{message}");
