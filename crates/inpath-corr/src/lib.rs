@@ -47,16 +47,13 @@ mod arch;
 mod coeff;
 mod dtype;
 mod engine;
-mod intkernel;
-mod kernel;
-mod madd16;
 mod spearman;
 mod stats;
 mod wide;
 
+pub use arch::Kernel;
 pub use coeff::{Ddof, NanPolicy, Regression};
 pub use dtype::{DType, Exactness};
 pub use engine::{Corr, CorrConfig, Layout, Method};
-pub use kernel::Kernel;
 pub use stats::{default_names, Kind, Stat, Statistics, MAGIC, MAX_STREAMS, VERSION};
 pub use wide::{Dd, I256};

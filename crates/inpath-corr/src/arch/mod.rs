@@ -14,27 +14,76 @@
 //! | portable | `portable-f64`                | `portable-f64`            | `portable-f64` |
 //!
 //! An AVX-512 CPU without VNNI (or IFMA) runs the AVX2 8-bit kernel (or the AVX-512 tiles)
-//! for those types; `avx2-i16` runs at the AVX2 level only. [`Kernel`] narrows the choice for tests and comparisons.
+//! for those types; `avx2-i16` runs at the AVX2 level only. [`Kernel`] narrows the choice for
+//! tests and comparisons.
+//!
+//! This module is the choice ([`choose`] gives a [`Path`]); the kernels are leaves that never
+//! call back here: `tiles` (the `f64` tiles, portable, AVX2 and AVX-512 side by side),
+//! `int` (the AVX-512 VNNI / IFMA, AMX and AVX2 `avx2-i8` integer kernels) and `madd16`
+//! (`avx2-i16`), over `common` (the [`Isa`] and [`Path`] they are given). `tests` checks
+//! what needs the choice; the `corr` integration suite runs every level against the
+//! portable kernels.
 
-use crate::kernel::{Isa, Kernel};
+#![allow(unsafe_code)]
+
+mod common;
+mod int;
+mod madd16;
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests;
+mod tiles;
+
+pub(crate) use common::{Isa, Path};
+pub(crate) use int::IntAccumulator;
+pub(crate) use madd16::Madd16Accumulator;
+pub(crate) use tiles::{dispatch, tile, Mid, TileSpec, MAX_NZ, MR};
+
 use crate::DType;
 #[cfg(target_arch = "x86_64")]
 use inpath_core::isa;
 use inpath_core::isa::Level;
 
-/// Which accumulator and kernels run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Path {
-    /// AMX `tdpbuud` on byte streams (8/16/32-bit integers).
-    Amx,
-    /// AVX-512 VNNI (8-bit) or IFMA (16/32-bit) integer kernels.
-    Avx512Int,
-    /// AVX2 `vpmaddwd` on pairs of rows (8-bit integers).
-    Avx2Int,
-    /// AVX2 `vpmaddwd` on pairs of rows of 16-bit digits (16 and 32-bit integers).
-    Avx2I16,
-    /// The `f64` tile kernels at this level.
-    Tiles(Isa),
+/// Which implementation of the kernels runs (the choice itself is made in this module, capped
+/// by `INPATH_ISA`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Kernel {
+    /// The fastest the CPU supports: the integer kernels where the CPU has them (AMX, AVX-512
+    /// VNNI / IFMA, AVX2 `vpmaddwd` for 8, 16 and 32-bit items), the `f64` tiles at the highest level
+    /// (AVX-512, AVX2 + FMA) for the other types, else the portable kernels.
+    #[default]
+    Auto,
+    /// The integer kernels (AVX-512 VNNI / IFMA, AVX2) where the CPU has them, never AMX (for
+    /// tests and comparison).
+    NoAmx,
+    /// The `f64` tile kernels for every type (AVX-512 or AVX2 where available), never the
+    /// integer kernels (for tests and comparison).
+    Tiles,
+    /// The safe portable kernels only (for tests and comparison).
+    Portable,
+}
+
+impl Kernel {
+    /// The kernels this choice runs for `m` streams of `dtype` on this CPU: `amx-int8` (rows of
+    /// 64 to 512 bytes of 16-bit integers, 128 to 512 bytes of 8 and 32-bit integers, where the
+    /// CPU and OS allow AMX), `avx512-vnni` (8-bit integers), `avx512-ifma` (16 and 32-bit
+    /// integers), `avx2-i8` (8-bit integers on AVX2), `avx2-i16` (16 and 32-bit integers on
+    /// AVX2), `avx512-f64` / `avx2-f64` (tiles) or
+    /// `portable-f64`.
+    pub fn name_for(self, dtype: crate::DType, m: usize) -> &'static str {
+        self.name_at(inpath_core::isa::Level::Avx512, dtype, m)
+    }
+
+    /// [`Kernel::name_for`] with the level capped at `cap` (as `INPATH_ISA` caps it, but for
+    /// one engine: [`crate::Corr::with_isa_cap`]); for tests and comparisons.
+    #[doc(hidden)]
+    pub fn name_at(
+        self,
+        cap: inpath_core::isa::Level,
+        dtype: crate::DType,
+        m: usize,
+    ) -> &'static str {
+        choose(self, dtype, m, cap).name(dtype)
+    }
 }
 
 /// The level the kernels may use under `cap`: the CPU's level capped by `INPATH_ISA` and `cap`.
@@ -126,7 +175,7 @@ pub(crate) fn avx2_i16(dtype: DType, cap: Level) -> bool {
 /// The path `kernel` takes for `m` streams of `dtype` on this CPU, at most at level `cap`
 /// (`Level::Avx512`: whatever the CPU and `INPATH_ISA` allow).
 pub(crate) fn choose(kernel: Kernel, dtype: DType, m: usize, cap: Level) -> Path {
-    if kernel == Kernel::Auto && crate::intkernel::amx_chosen(dtype, m, cap) {
+    if kernel == Kernel::Auto && amx_chosen(dtype, m, cap) {
         return Path::Amx;
     }
     if matches!(kernel, Kernel::Auto | Kernel::NoAmx) {
@@ -143,20 +192,60 @@ pub(crate) fn choose(kernel: Kernel, dtype: DType, m: usize, cap: Level) -> Path
     Path::Tiles(tile_isa(kernel, cap))
 }
 
-impl Path {
-    /// The kernel's name in reports.
-    pub(crate) fn name(self, dtype: DType) -> &'static str {
-        match self {
-            Path::Amx => "amx-int8",
-            Path::Avx512Int if dtype.width() == 1 => "avx512-vnni",
-            Path::Avx512Int => "avx512-ifma",
-            Path::Avx2Int => "avx2-i8",
-            Path::Avx2I16 => "avx2-i16",
-            Path::Tiles(Isa::Portable) => "portable-f64",
-            #[cfg(target_arch = "x86_64")]
-            Path::Tiles(Isa::Avx2) => "avx2-f64",
-            #[cfg(target_arch = "x86_64")]
-            Path::Tiles(Isa::Avx512) => "avx512-f64",
+/// AMX: the most byte streams (M x item width); the byte-pair sums grow with their square.
+const AMX_MAX_BYTE_STREAMS: usize = 512;
+
+/// Whether the AMX kernel can run `m` streams of `dtype` here: 8/16/32-bit integers, at most
+/// 512 byte streams, a CPU with AMX-INT8 (and the AVX-512 used for packing), and an OS that
+/// grants this process the tile state (Linux `arch_prctl(ARCH_REQ_XCOMP_PERM)`, asked once),
+/// with the AVX-512 level allowed by `cap`.
+pub(crate) fn amx_supported(dtype: DType, m: usize, cap: Level) -> bool {
+    matches!(
+        dtype,
+        DType::U8 | DType::I8 | DType::U16 | DType::I16 | DType::U32 | DType::I32
+    ) && m * dtype.width() <= AMX_MAX_BYTE_STREAMS
+        && avx512_int(DType::U8, cap)
+        && amx_granted()
+}
+
+/// Whether `Kernel::Auto` takes the AMX kernel for `m` streams of `dtype`: where it can, for
+/// rows of 64 bytes or more of 16-bit items and 128 bytes or more of 8 and 32-bit items.
+/// Measured in memory with `inpath-bench corr` (one thread): AMX wins on the wider rows, but on
+/// 64-byte rows of u8 and u32 packing and transposing cost about what the multiplies save.
+pub(crate) fn amx_chosen(dtype: DType, m: usize, cap: Level) -> bool {
+    let bytes = m * dtype.width();
+    (if dtype.width() == 2 {
+        bytes >= 64
+    } else {
+        bytes >= 128
+    }) && amx_supported(dtype, m, cap)
+}
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+fn amx_granted() -> bool {
+    static GRANTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *GRANTED.get_or_init(|| {
+        // CPUID.(EAX=7,ECX=0):EDX bit 24 AMX-TILE, bit 25 AMX-INT8.
+        let leaf = std::arch::x86_64::__cpuid_count(7, 0);
+        if leaf.edx & (3 << 24) != 3 << 24 {
+            return false;
         }
-    }
+        const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
+        const XFEATURE_XTILEDATA: libc::c_long = 18;
+        // SAFETY: a plain system call with integer arguments; it only changes which extended
+        // states this process may use.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_arch_prctl,
+                ARCH_REQ_XCOMP_PERM,
+                XFEATURE_XTILEDATA,
+            )
+        };
+        r == 0
+    })
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+fn amx_granted() -> bool {
+    false
 }
