@@ -5,9 +5,10 @@
 //! groups of 8 consecutive B lanes; the kernel returns, for every (A lane, B lane) of the tile,
 //! the sum over the block's rows of `a * b`, accumulated in order with fused multiply-adds.
 //!
-//! Two implementations produce bit-identical results (same operations in the same order):
-//! [`tile_portable`], safe Rust, and `tile_avx512`, the same loop written with AVX-512
-//! intrinsics (24 accumulators in registers), and `tile_avx2` beside them. Tests compare them on random data.
+//! The implementations, side by side, produce bit-identical results (same operations in the
+//! same order): [`tile_portable`], safe Rust, and the same loop written with AVX2 + FMA and
+//! with AVX-512 intrinsics (24 accumulators in registers). [`super`] picks the [`Isa`]; the
+//! tests here compare every level this CPU has with the portable kernel on random data.
 #![allow(unsafe_code)]
 // Kernels index small fixed arrays by lane; iterators would hide the register layout.
 #![allow(clippy::needless_range_loop, clippy::too_many_arguments)]
