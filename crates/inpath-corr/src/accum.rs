@@ -14,11 +14,10 @@
 //!
 //! For float types the kernel's block sums are added to double-double accumulators instead.
 
-use crate::arch::{self, Path};
+use crate::arch::{
+    self, IntAccumulator, Isa, Kernel, Madd16Accumulator, Mid, Path, TileSpec, MAX_NZ, MR,
+};
 use crate::dtype::Plan;
-use crate::intkernel::IntAccumulator;
-use crate::kernel::{self, Isa, Kernel, Mid, TileSpec, MAX_NZ, MR};
-use crate::madd16::Madd16Accumulator;
 use crate::stats::{tri_row, Data, Statistics};
 use crate::wide::{two_sum, Dd, I256};
 use crate::DType;
@@ -253,7 +252,7 @@ impl TileAccumulator {
         let isa = self.isa;
         // The closure must be inlined into the dispatch's AVX2 / AVX-512 function, or its loops
         // are compiled for the baseline ISA.
-        kernel::dispatch(
+        arch::dispatch(
             isa,
             #[inline(always)]
             || self.push_rows_body(bytes, stats),
@@ -359,11 +358,11 @@ impl TileAccumulator {
                 for z in 0..spec.nz {
                     packed.boff[z] = (spec.boff[z] / 8) * rows * 8;
                 }
-                kernel::tile(self.isa, &self.pa, 8, pb, 8, &packed, rows, &mut mid);
+                arch::tile(self.isa, &self.pa, 8, pb, 8, &packed, rows, &mut mid);
             }
         } else {
             for spec in &self.tiles {
-                kernel::tile(
+                arch::tile(
                     self.isa, &self.a, self.lda, b, self.ldb, spec, rows, &mut mid,
                 );
             }
@@ -397,7 +396,7 @@ impl TileAccumulator {
     /// Ends the input: runs the partial block and brings `stats` up to date.
     pub fn close(&mut self, stats: &mut Statistics) -> Result<()> {
         let isa = self.isa;
-        kernel::dispatch(
+        arch::dispatch(
             isa,
             #[inline(always)]
             || self.block(stats),

@@ -1,7 +1,7 @@
 //! The `corr` engine: [`Corr`] implements inpath-core's [`Engine`] and [`Lane`].
 
 use crate::accum::Accumulator;
-use crate::kernel::Kernel;
+use crate::arch::Kernel;
 use crate::spearman::Collector;
 use crate::stats::{check_streams, default_names, Kind, Statistics};
 use crate::DType;
@@ -548,7 +548,9 @@ impl Engine for Corr {
         })?;
         match collect {
             Some(collect) => {
-                collect.finish(stats.names().to_vec(), self.config.kernel, self.sink.cap)
+                let names = stats.names().to_vec();
+                let ranks = collect.ranks(&names)?;
+                correlate_ranks(ranks, names, self.config.kernel, self.sink.cap)
             }
             None => Ok(stats),
         }
@@ -611,4 +613,47 @@ impl Lane for Corr {
             )),
         }
     }
+}
+
+/// Spearman's pass two, after ranking (`Collector::ranks`): the exact Pearson statistics of
+/// the doubled ranks, with `kernel` at most at level `cap`.
+fn correlate_ranks(
+    ranks: Vec<Vec<u64>>,
+    names: Vec<String>,
+    kernel: Kernel,
+    cap: Level,
+) -> Result<Statistics> {
+    let m = ranks.len();
+    let n = ranks.first().map_or(0, |r| r.len());
+    let (dtype, w) = if 2 * (n as u64) + 2 <= u32::MAX as u64 {
+        (DType::U32, 4)
+    } else {
+        (DType::U64, 8)
+    };
+    let mut config = CorrConfig::rows(dtype, m);
+    config.kernel = kernel;
+    let mut engine = Corr::with_isa_cap(config, cap)?;
+    engine.set_names(names)?;
+    const BLOCK: usize = 4096;
+    let mut buf = Vec::with_capacity(BLOCK * m * w);
+    let mut r0 = 0;
+    while r0 < n {
+        let rows = BLOCK.min(n - r0);
+        buf.clear();
+        for r in r0..r0 + rows {
+            for col in &ranks {
+                if w == 4 {
+                    buf.extend_from_slice(&(col[r] as u32).to_le_bytes());
+                } else {
+                    buf.extend_from_slice(&col[r].to_le_bytes());
+                }
+            }
+        }
+        engine.update(&buf)?;
+        r0 += rows;
+    }
+    engine.close_input()?;
+    let mut stats = engine.finish()?;
+    stats.set_kind(Kind::SpearmanRanks);
+    Ok(stats)
 }

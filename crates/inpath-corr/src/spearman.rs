@@ -6,12 +6,8 @@
 //! engine over the ranks. Ranks are stored doubled (`2 * average rank`, always an integer), which
 //! leaves every correlation unchanged.
 
-use crate::engine::{Corr, CorrConfig};
-use crate::kernel::Kernel;
-use crate::stats::{Kind, Statistics};
 use crate::DType;
-use inpath_core::isa::Level;
-use inpath_core::{Engine, Error, Lane, Result};
+use inpath_core::{Error, Result};
 
 enum Columns {
     Int(Vec<Vec<i128>>),
@@ -82,11 +78,10 @@ impl Collector {
         Ok(())
     }
 
-    /// Pass two: ranks every stream and correlates the ranks exactly (kernels at most at
-    /// level `cap`).
-    pub fn finish(self, names: Vec<String>, kernel: Kernel, cap: Level) -> Result<Statistics> {
-        let m = self.m;
-        let ranks: Vec<Vec<u64>> = match &self.columns {
+    /// Pass two: the doubled ranks of every stream (`names` name the streams in errors),
+    /// which the engine then correlates exactly.
+    pub fn ranks(self, names: &[String]) -> Result<Vec<Vec<u64>>> {
+        Ok(match &self.columns {
             Columns::Int(cols) => cols
                 .iter()
                 .map(|c| doubled_ranks(c, |a, b| a.cmp(b)))
@@ -110,39 +105,7 @@ impl Collector {
                     .map(|c| doubled_ranks(c, |a, b| a.total_cmp(b)))
                     .collect()
             }
-        };
-        let n = ranks.first().map_or(0, |r| r.len());
-        let (dtype, w) = if 2 * (n as u64) + 2 <= u32::MAX as u64 {
-            (DType::U32, 4)
-        } else {
-            (DType::U64, 8)
-        };
-        let mut config = CorrConfig::rows(dtype, m);
-        config.kernel = kernel;
-        let mut engine = Corr::with_isa_cap(config, cap)?;
-        engine.set_names(names)?;
-        const BLOCK: usize = 4096;
-        let mut buf = Vec::with_capacity(BLOCK * m * w);
-        let mut r0 = 0;
-        while r0 < n {
-            let rows = BLOCK.min(n - r0);
-            buf.clear();
-            for r in r0..r0 + rows {
-                for col in &ranks {
-                    if w == 4 {
-                        buf.extend_from_slice(&(col[r] as u32).to_le_bytes());
-                    } else {
-                        buf.extend_from_slice(&col[r].to_le_bytes());
-                    }
-                }
-            }
-            engine.update(&buf)?;
-            r0 += rows;
-        }
-        engine.close_input()?;
-        let mut stats = engine.finish()?;
-        stats.set_kind(Kind::SpearmanRanks);
-        Ok(stats)
+        })
     }
 }
 

@@ -75,7 +75,7 @@ impl SketchEngine {
     /// Test hook: this engine's sketch, the sketches `finish` starts afresh and the lanes
     /// `fork` makes run the kernel at `level` (see [`Sketch::set_kernel_level`]).
     #[doc(hidden)]
-    pub fn set_kernel_level(&mut self, level: Option<crate::kernel::Level>) {
+    pub fn set_kernel_level(&mut self, level: Option<crate::arch::Level>) {
         self.sketch.set_kernel_level(level);
     }
 

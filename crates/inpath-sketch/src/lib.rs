@@ -33,20 +33,23 @@
 //! # Ok::<(), inpath_core::Error>(())
 //! ```
 #![deny(missing_docs)]
-#![deny(unsafe_code)] // allowed only in `kernel`, for calling its CPU-specific versions
+#![deny(unsafe_code)] // allowed only in `arch`, for calling its CPU-specific versions
 
+pub mod arch;
 pub mod counters;
 pub mod datasketches;
 pub mod engine;
 pub mod format;
 pub mod hash;
 pub mod hll;
-pub mod kernel;
 pub mod params;
 pub mod query;
 pub mod report;
 pub mod sketch;
 
+/// The kernel dispatch under its former name: `inpath_sketch::kernel::kernel_name()` and the
+/// other level functions still work.
+pub use arch as kernel;
 pub use engine::SketchEngine;
 pub use hash::HashMode;
 pub use hll::Estimator;

@@ -12,14 +12,13 @@
 //! overflow ([`crate::counters`]), so a 6×13 row pass works on 16 KiB that stays in L1. SKT used
 //! 32-bit counters (Table 4.3); the totals here are exact 64-bit values.
 
+use crate::arch::{self, Items, Job, Layout, Level, Target};
 use crate::counters::{Tiers, HOT_LIMIT, MID_LIMIT};
 use crate::hash::{self, Hash128};
-use crate::kernel::{self, Items, Job, Layout, Level, Target};
 use crate::params::{Params, Parts, Slicing};
 use crate::{Error, Result};
 
-/// Items hashed per batch before the sketch rows are updated.
-pub const BATCH: usize = 8192;
+pub use crate::arch::BATCH;
 
 /// What the items are: fixes how they are hashed, how min/max are kept and how keys are read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -74,7 +73,7 @@ pub struct Sketch {
     count: u64,
     extremes: Extremes,
     /// The kernel level set by [`Sketch::set_kernel_level`] (a test hook); `None` runs the
-    /// process-wide [`kernel::chosen_level`]. Not part of the state.
+    /// process-wide [`arch::chosen_level`]. Not part of the state.
     level: Option<Level>,
 }
 
@@ -256,7 +255,7 @@ impl Sketch {
     }
 
     /// Feeds items through the kernel (at the sketch's own level if one is set, else at
-    /// [`kernel::chosen_level`]), folding the hot counters every [`HOT_LIMIT`] items.
+    /// [`arch::chosen_level`]), folding the hot counters every [`HOT_LIMIT`] items.
     fn ingest(&mut self, items: Items<'_>, parts: Parts) {
         let level = self.level;
         let n = match items {
@@ -289,8 +288,8 @@ impl Sketch {
                 agms: &mut self.agms.hot,
             };
             let range = match level {
-                Some(level) => kernel::run_at(level, target, &job, part),
-                None => kernel::run(target, &job, part),
+                Some(level) => arch::run_at(level, target, &job, part),
+                None => arch::run(target, &job, part),
             };
             if let Some((min, max)) = range {
                 self.note_int_range(min, max);
@@ -303,8 +302,8 @@ impl Sketch {
 
     /// Test hook: every later update of this sketch (u32 and u64 items, hashes of byte values,
     /// any choice of sketches and layout) runs the kernel compiled for `level` (see
-    /// [`crate::kernel::supported_levels`]) instead of the process-wide
-    /// [`kernel::chosen_level`]; `None` goes back to that. Lets one test process compare every
+    /// [`crate::arch::supported_levels`]) instead of the process-wide
+    /// [`arch::chosen_level`]; `None` goes back to that. Lets one test process compare every
     /// version without `INPATH_ISA`. An unsupported level runs the best one below it. The level
     /// is not part of the state: [`Sketch::same_state`], merges and files ignore it, and
     /// [`Sketch::clear`] keeps it.

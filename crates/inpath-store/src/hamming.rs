@@ -12,15 +12,13 @@
 //! `count_ones`); [`distance`] is the scalar reference they are tested against. Approximate
 //! search by bit sampling is in [`crate::lsh`].
 
+pub use crate::arch::QUERY_BLOCK;
 use crate::arch::{self, HammingKernel};
 use crate::kernel::{Flow, Kernel, Partial, Scan};
 use crate::StoreError;
 use serde::{Deserialize, Serialize};
 use std::collections::BinaryHeap;
 use std::ops::Range;
-
-/// Queries compared with an item in one pass over it.
-pub const QUERY_BLOCK: usize = 8;
 
 /// The largest item size: distances are `u32` bit counts (256 MiB is 2^31 bits).
 pub const MAX_ITEM_SIZE: usize = 256 << 20;

@@ -5,7 +5,7 @@
 
 use crate::common::{self, le_bytes, u32_items, Model};
 use inpath_core::{Engine, Lane};
-use inpath_sketch::kernel::supported_levels;
+use inpath_sketch::arch::supported_levels;
 use inpath_sketch::{HashMode, ItemKind, Params, Sketch, SketchEngine};
 
 fn params(hash: HashMode, hll_p: u8, cm: (u8, u8), agms: (u8, u8), seed: u64) -> Params {

@@ -3,7 +3,7 @@
 //! the CPU supports gives the same state for every item kind, hash mode, layout and choice.
 use crate::common::{self, le_bytes, u32_items};
 use inpath_core::run_slice;
-use inpath_sketch::kernel::{supported_levels, Level};
+use inpath_sketch::arch::{supported_levels, Level};
 use inpath_sketch::{format, Estimator, HashMode, ItemKind, Params, Parts, Sketch, SketchEngine};
 use rand::Rng;
 

@@ -3,7 +3,7 @@
 
 use crate::common::{self, le_bytes, u32_items, Model};
 use inpath_core::{run_reader, run_slice, ColumnRef, Engine, Lane, LaneOptions};
-use inpath_sketch::kernel::{supported_levels, Level};
+use inpath_sketch::arch::{supported_levels, Level};
 use inpath_sketch::{Estimator, Extremes, HashMode, ItemKind, Params, Sketch, SketchEngine};
 use rand::Rng;
 

@@ -5,70 +5,20 @@
 //! groups of 8 consecutive B lanes; the kernel returns, for every (A lane, B lane) of the tile,
 //! the sum over the block's rows of `a * b`, accumulated in order with fused multiply-adds.
 //!
-//! Two implementations produce bit-identical results (same operations in the same order):
-//! [`tile_portable`], safe Rust, and `tile_avx512`, the same loop written with AVX-512
-//! intrinsics (24 accumulators in registers). Tests compare them on random data.
+//! The implementations, side by side, produce bit-identical results (same operations in the
+//! same order): [`tile_portable`], safe Rust, and the same loop written with AVX2 + FMA and
+//! with AVX-512 intrinsics (24 accumulators in registers). [`super`] picks the [`Isa`]; the
+//! tests here compare every level this CPU has with the portable kernel on random data.
 #![allow(unsafe_code)]
 // Kernels index small fixed arrays by lane; iterators would hide the register layout.
 #![allow(clippy::needless_range_loop, clippy::too_many_arguments)]
+
+use super::common::Isa;
 
 /// A lanes per tile.
 pub(crate) const MR: usize = 4;
 /// The most 8-lane B groups per tile (MR * MAX_NZ = 24 vector accumulators).
 pub(crate) const MAX_NZ: usize = 6;
-
-/// Which implementation of the kernels runs (the choice itself is made in `arch`, capped by
-/// `INPATH_ISA`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum Kernel {
-    /// The fastest the CPU supports: the integer kernels where the CPU has them (AMX, AVX-512
-    /// VNNI / IFMA, AVX2 `vpmaddwd` for 8, 16 and 32-bit items), the `f64` tiles at the highest level
-    /// (AVX-512, AVX2 + FMA) for the other types, else the portable kernels.
-    #[default]
-    Auto,
-    /// The integer kernels (AVX-512 VNNI / IFMA, AVX2) where the CPU has them, never AMX (for
-    /// tests and comparison).
-    NoAmx,
-    /// The `f64` tile kernels for every type (AVX-512 or AVX2 where available), never the
-    /// integer kernels (for tests and comparison).
-    Tiles,
-    /// The safe portable kernels only (for tests and comparison).
-    Portable,
-}
-
-/// A kernel level resolved against the running CPU.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Isa {
-    Portable,
-    #[cfg(target_arch = "x86_64")]
-    Avx2,
-    #[cfg(target_arch = "x86_64")]
-    Avx512,
-}
-
-impl Kernel {
-    /// The kernels this choice runs for `m` streams of `dtype` on this CPU: `amx-int8` (rows of
-    /// 64 to 512 bytes of 16-bit integers, 128 to 512 bytes of 8 and 32-bit integers, where the
-    /// CPU and OS allow AMX), `avx512-vnni` (8-bit integers), `avx512-ifma` (16 and 32-bit
-    /// integers), `avx2-i8` (8-bit integers on AVX2), `avx2-i16` (16 and 32-bit integers on
-    /// AVX2), `avx512-f64` / `avx2-f64` (tiles) or
-    /// `portable-f64`.
-    pub fn name_for(self, dtype: crate::DType, m: usize) -> &'static str {
-        self.name_at(inpath_core::isa::Level::Avx512, dtype, m)
-    }
-
-    /// [`Kernel::name_for`] with the level capped at `cap` (as `INPATH_ISA` caps it, but for
-    /// one engine: [`crate::Corr::with_isa_cap`]); for tests and comparisons.
-    #[doc(hidden)]
-    pub fn name_at(
-        self,
-        cap: inpath_core::isa::Level,
-        dtype: crate::DType,
-        m: usize,
-    ) -> &'static str {
-        crate::arch::choose(self, dtype, m, cap).name(dtype)
-    }
-}
 
 /// Runs `f` compiled for `isa`: with AVX-512 enabled, the loops `f` inlines (panel decoding,
 /// accumulator updates) are vectorised with 512-bit registers and 64-bit integer conversions.

@@ -25,10 +25,9 @@
 // Kernels index small fixed arrays by lane; iterators would hide the register layout.
 #![allow(clippy::needless_range_loop, clippy::too_many_arguments)]
 
-use crate::arch::Path;
+use super::common::Path;
 use crate::stats::{tri_row, Data, Statistics};
 use crate::DType;
-use inpath_core::isa::Level;
 use inpath_core::{Error, Result};
 
 /// Panel bytes to aim for: small enough that the tiles sweep it from L1.
@@ -39,64 +38,6 @@ const MADD_PANEL_BYTES: usize = 1 << 14;
 const AMX_PANEL_BYTES: usize = 64 << 10;
 /// AMX: 64-row steps the 32-bit block sums take: 512 * 64 * 255 * 255 < 2^31.
 const AMX_C32_STEPS: usize = 512;
-/// AMX: the most byte streams (M x item width); the byte-pair sums grow with their square.
-const AMX_MAX_BYTE_STREAMS: usize = 512;
-
-/// Whether the AMX kernel can run `m` streams of `dtype` here: 8/16/32-bit integers, at most
-/// 512 byte streams, a CPU with AMX-INT8 (and the AVX-512 used for packing), and an OS that
-/// grants this process the tile state (Linux `arch_prctl(ARCH_REQ_XCOMP_PERM)`, asked once),
-/// with the AVX-512 level allowed by `cap`.
-pub(crate) fn amx_supported(dtype: DType, m: usize, cap: Level) -> bool {
-    matches!(
-        dtype,
-        DType::U8 | DType::I8 | DType::U16 | DType::I16 | DType::U32 | DType::I32
-    ) && m * dtype.width() <= AMX_MAX_BYTE_STREAMS
-        && crate::arch::avx512_int(DType::U8, cap)
-        && amx_granted()
-}
-
-/// Whether `Kernel::Auto` takes the AMX kernel for `m` streams of `dtype`: where it can, for
-/// rows of 64 bytes or more of 16-bit items and 128 bytes or more of 8 and 32-bit items.
-/// Measured in memory with `inpath-bench corr` (one thread): AMX wins on the wider rows, but on
-/// 64-byte rows of u8 and u32 packing and transposing cost about what the multiplies save.
-pub(crate) fn amx_chosen(dtype: DType, m: usize, cap: Level) -> bool {
-    let bytes = m * dtype.width();
-    (if dtype.width() == 2 {
-        bytes >= 64
-    } else {
-        bytes >= 128
-    }) && amx_supported(dtype, m, cap)
-}
-
-#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-fn amx_granted() -> bool {
-    static GRANTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *GRANTED.get_or_init(|| {
-        // CPUID.(EAX=7,ECX=0):EDX bit 24 AMX-TILE, bit 25 AMX-INT8.
-        let leaf = std::arch::x86_64::__cpuid_count(7, 0);
-        if leaf.edx & (3 << 24) != 3 << 24 {
-            return false;
-        }
-        const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
-        const XFEATURE_XTILEDATA: libc::c_long = 18;
-        // SAFETY: a plain system call with integer arguments; it only changes which extended
-        // states this process may use.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_arch_prctl,
-                ARCH_REQ_XCOMP_PERM,
-                XFEATURE_XTILEDATA,
-            )
-        };
-        r == 0
-    })
-}
-
-#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
-fn amx_granted() -> bool {
-    false
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Form {
     /// 8-bit items, `vpdpbusd`, 16 streams per lane group.
@@ -294,7 +235,7 @@ fn mid_offsets(mp: usize, lanes: usize) -> (Vec<usize>, usize) {
 
 impl IntAccumulator {
     /// A new accumulator for `path` (never `Path::Tiles`); only call with the path
-    /// `arch::choose` gave for `dtype`, which checked the CPU can run it.
+    /// `super::choose` gave for `dtype`, which checked the CPU can run it.
     pub fn new(dtype: DType, m: usize, path: Path) -> IntAccumulator {
         match path {
             Path::Amx => return IntAccumulator::new_amx(dtype, m),
