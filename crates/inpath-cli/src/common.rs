@@ -1,5 +1,6 @@
 //! Pieces every command shares: error reporting and exit codes, progress bars, output helpers.
 
+use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
@@ -192,10 +193,49 @@ impl KeyFile {
     /// The keys of the file, or an empty ring when none was given.
     pub fn ring(&self) -> anyhow::Result<inpath_seal::KeyRing> {
         Ok(match &self.key_file {
-            Some(path) => crate::cmd::seal::read_keys(path, self.allow_insecure_key_file)?.ring,
+            Some(path) => read_keys(path, self.allow_insecure_key_file)?.ring,
             None => inpath_seal::KeyRing::new(),
         })
     }
+}
+
+/// Reads a key file. Like ssh, refuses one that group or others may read unless
+/// `allow_insecure` (then it warns); a file that does not parse gets a message naming the
+/// expected format and `inpath seal keygen`.
+pub fn read_keys(
+    path: &std::path::Path,
+    allow_insecure: bool,
+) -> anyhow::Result<inpath_seal::keyfile::KeyFile> {
+    let meta = std::fs::metadata(path)
+        .with_context(|| format!("cannot read key file {}", path.display()))?;
+    if meta.is_dir() {
+        bail!("cannot read key file {}: is a directory", path.display());
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            if !allow_insecure {
+                bail!(
+                    "key file {} has mode {mode:04o}: group or others can read it, so its keys may \
+                     already be exposed; make it private with `chmod 600 {}` (or pass \
+                     --allow-insecure-key-file to use it anyway)",
+                    path.display(),
+                    path.display()
+                );
+            }
+            eprintln!(
+                "warning: key file {} has mode {mode:04o} (readable by others; chmod 600 it)",
+                path.display()
+            );
+        }
+    }
+    let bytes = zeroize::Zeroizing::new(
+        inpath_core::source::read_bounded(path, "a key file", 1 << 20)
+            .with_context(|| format!("cannot read key file {}", path.display()))?,
+    );
+    inpath_seal::keyfile::parse_bytes(bytes).with_context(|| format!("key file {}", path.display()))
 }
 
 /// `--threads`, defined once for every command: lanes or worker threads, 1 to

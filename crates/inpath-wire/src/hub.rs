@@ -6,7 +6,8 @@
 //! keeps the last [`crate::ServerConfig::keep_closed`] closed connections for the HTTP API, and
 //! one merged partial result per tap and direction (the combined view) in constant memory.
 
-use crate::runner::TapRunner;
+pub use crate::metrics::{Metrics, TapCounters};
+use crate::runner::{Context, Finished, TapRunner};
 use crate::{Direction, JobSplit, Mode, WireError};
 use inpath_taps::{Partial, TapFactory};
 use serde_json::{json, Map, Value};
@@ -35,55 +36,6 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// Per-tap throughput counters.
-#[derive(Default)]
-pub struct TapCounters {
-    /// Bytes fed to the tap.
-    pub bytes: AtomicU64,
-    /// Nanoseconds spent in the tap's `update`.
-    pub nanos: AtomicU64,
-}
-
-/// Counters behind `/metrics`.
-#[derive(Default)]
-pub struct Metrics {
-    /// Connections accepted.
-    pub accepted: AtomicU64,
-    /// Bytes read, per direction (`c2s`: from clients; `s2c`: from destinations).
-    pub bytes_read: [AtomicU64; 2],
-    /// Bytes written onward, per direction (relay only).
-    pub bytes_forwarded: [AtomicU64; 2],
-    /// Per tap (in `--tap` order).
-    pub taps: Vec<TapCounters>,
-    /// Bytes read but not yet processed by the taps.
-    pub backlog: AtomicU64,
-    /// Times a connection stopped reading because its taps were behind (back-pressure).
-    pub backpressure_waits: AtomicU64,
-    /// Nanoseconds connections spent stopped for their taps.
-    pub backpressure_nanos: AtomicU64,
-    /// Jobs finished.
-    pub jobs: AtomicU64,
-    /// Bytes left over at job ends (partial records, cut message headers).
-    pub leftover: AtomicU64,
-    /// Tap input errors (for example a bad CSV cell).
-    pub tap_errors: AtomicU64,
-    /// Result lines that could not be written.
-    pub log_errors: AtomicU64,
-    /// Accept calls that failed (for example out of file descriptors).
-    pub accept_errors: AtomicU64,
-    /// Closed connections by outcome.
-    outcomes: Mutex<BTreeMap<&'static str, u64>>,
-}
-
-impl Metrics {
-    /// Bytes fed to tap `tap` (in `--tap` order) so far.
-    pub fn tap_bytes_total(&self, tap: usize) -> u64 {
-        self.taps
-            .get(tap)
-            .map_or(0, |c| c.bytes.load(Ordering::Relaxed))
-    }
 }
 
 /// What happened to a connection.
@@ -156,7 +108,10 @@ impl Conn {
             value["state"] = json!(*lock(&self.state));
             let mut current = Map::new();
             for (direction, runner) in lock(&self.runners).iter() {
-                current.insert(direction.name().into(), lock(runner).live_json(hub));
+                current.insert(
+                    direction.name().into(),
+                    lock(runner).live_json(&hub.config.labels),
+                );
             }
             value["current_job"] = Value::Object(current);
         }
@@ -256,7 +211,27 @@ impl Hub {
         conn
     }
 
-    pub(crate) fn job_done(
+    /// What a tap runner needs of the hub to run a job: the taps, how jobs are cut and
+    /// labelled, the counters.
+    pub(crate) fn runner_context(&self) -> Context<'_> {
+        Context {
+            taps: &self.config.taps,
+            labels: &self.config.labels,
+            split: self.config.split,
+            mode: self.config.mode.name(),
+            metrics: &self.metrics,
+        }
+    }
+
+    /// Files the jobs a runner finished: the log, the combined view, the connection's recent
+    /// jobs.
+    pub(crate) fn jobs_done(&self, conn: &Conn, jobs: Vec<Finished>) {
+        for job in jobs {
+            self.job_done(conn, job.direction, job.record, job.partials);
+        }
+    }
+
+    fn job_done(
         &self,
         conn: &Conn,
         direction: Direction,

@@ -44,6 +44,7 @@ pub mod error;
 pub mod http;
 pub mod hub;
 pub mod job;
+mod metrics;
 mod runner;
 pub mod server;
 pub mod transform;

@@ -1,12 +1,14 @@
 //! Runs the taps of one connection direction: cuts the stream into jobs, feeds every tap, emits
 //! a result per job. Lives behind a mutex so the HTTP API can read live state.
 
-use crate::hub::{Conn, Hub};
 use crate::job::Splitter;
-use crate::Direction;
-use inpath_taps::{JobId, Partial, Tap};
+use crate::metrics::Metrics;
+use crate::{Direction, JobSplit};
+use inpath_taps::{JobId, Partial, Tap, TapFactory};
 use serde_json::{json, Map, Value};
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// How a job ended, for its JSON line.
@@ -18,8 +20,27 @@ pub(crate) struct JobEnd {
     pub complete: bool,
 }
 
+/// What a runner needs of the hub (the hub makes it: `Hub::runner_context`).
+pub(crate) struct Context<'a> {
+    pub taps: &'a [Arc<dyn TapFactory>],
+    /// JSON keys of the taps, in `taps` order.
+    pub labels: &'a [String],
+    pub split: JobSplit,
+    /// `relay` or `sink`, for the job's JSON line.
+    pub mode: &'static str,
+    pub metrics: &'a Metrics,
+}
+
+/// A job the runner finished: its JSON line and the taps' mergeable results, for the hub.
+pub(crate) struct Finished {
+    pub direction: Direction,
+    pub record: Value,
+    pub partials: Vec<Box<dyn Partial>>,
+}
+
 pub(crate) struct TapRunner {
     conn: u64,
+    peer: SocketAddr,
     direction: Direction,
     next_job: u64,
     /// Made on the first byte, so idle connections hold no tap state.
@@ -31,24 +52,25 @@ pub(crate) struct TapRunner {
 }
 
 impl TapRunner {
-    pub fn new(hub: &Hub, conn: u64, direction: Direction) -> Self {
+    pub fn new(split: JobSplit, conn: u64, peer: SocketAddr, direction: Direction) -> Self {
         TapRunner {
             conn,
+            peer,
             direction,
             next_job: 0,
             taps: Vec::new(),
             errors: Vec::new(),
-            splitter: Splitter::new(hub.config.split),
+            splitter: Splitter::new(split),
             job_bytes: 0,
             job_started: None,
         }
     }
 
-    fn ensure_taps(&mut self, hub: &Hub) {
-        if !self.taps.is_empty() || hub.config.taps.is_empty() {
+    fn ensure_taps(&mut self, ctx: &Context) {
+        if !self.taps.is_empty() || ctx.taps.is_empty() {
             return;
         }
-        for factory in &hub.config.taps {
+        for factory in ctx.taps {
             match factory.make() {
                 Ok(tap) => {
                     self.taps.push(tap);
@@ -63,9 +85,10 @@ impl TapRunner {
         }
     }
 
-    /// Feeds the next chunk of this direction's bytes.
-    pub fn feed(&mut self, mut chunk: &[u8], hub: &Hub, conn: &Conn) {
-        self.ensure_taps(hub);
+    /// Feeds the next chunk of this direction's bytes; returns the jobs it finished.
+    pub fn feed(&mut self, mut chunk: &[u8], ctx: &Context) -> Vec<Finished> {
+        let mut done = Vec::new();
+        self.ensure_taps(ctx);
         while !chunk.is_empty() {
             let step = self.splitter.step(chunk);
             let data = &chunk[step.data];
@@ -78,65 +101,64 @@ impl TapRunner {
                     }
                     let start = Instant::now();
                     if let Err(e) = tap.update(data) {
-                        hub.metrics.tap_errors.fetch_add(1, Ordering::Relaxed);
+                        ctx.metrics.tap_errors.fetch_add(1, Ordering::Relaxed);
                         self.errors[i] = Some(e.to_string());
                     }
                     let nanos = start.elapsed().as_nanos() as u64;
-                    hub.metrics.taps[i]
+                    ctx.metrics.taps[i]
                         .bytes
                         .fetch_add(data.len() as u64, Ordering::Relaxed);
-                    hub.metrics.taps[i]
+                    ctx.metrics.taps[i]
                         .nanos
                         .fetch_add(nanos, Ordering::Relaxed);
                 }
             }
             if step.end {
-                let reason = hub.config.split.name().to_string();
-                self.finish_job(
-                    hub,
-                    conn,
+                let reason = ctx.split.name().to_string();
+                done.push(self.finish_job(
+                    ctx,
                     &JobEnd {
                         reason,
                         complete: true,
                     },
                     None,
-                );
+                ));
             }
             chunk = &chunk[step.consumed..];
         }
+        done
     }
 
-    /// The stream of this direction ended (cleanly or not): finishes an open job.
-    pub fn close(&mut self, hub: &Hub, conn: &Conn, end: &JobEnd) {
+    /// The stream of this direction ended (cleanly or not): finishes an open job, if any.
+    pub fn close(&mut self, ctx: &Context, end: &JobEnd) -> Option<Finished> {
         let close = self.splitter.at_close();
         if !close.open_job && close.header_bytes == 0 {
-            return;
+            return None;
         }
-        self.ensure_taps(hub);
+        self.ensure_taps(ctx);
         let mut end = end.clone();
         let mut extra = Map::new();
-        if hub.config.split == crate::JobSplit::Message {
+        if ctx.split == JobSplit::Message {
             if close.missing > 0 {
                 end.complete = false;
                 extra.insert("missing_bytes".into(), json!(close.missing));
             }
             if close.header_bytes > 0 {
                 extra.insert("header_leftover_bytes".into(), json!(close.header_bytes));
-                hub.metrics
+                ctx.metrics
                     .leftover
                     .fetch_add(close.header_bytes, Ordering::Relaxed);
             }
         }
-        self.finish_job(hub, conn, &end, Some(extra));
+        Some(self.finish_job(ctx, &end, Some(extra)))
     }
 
     fn finish_job(
         &mut self,
-        hub: &Hub,
-        conn: &Conn,
+        ctx: &Context,
         end: &JobEnd,
         extra: Option<Map<String, Value>>,
-    ) {
+    ) -> Finished {
         let id = JobId {
             conn: self.conn,
             direction: self.direction,
@@ -149,9 +171,9 @@ impl TapRunner {
             let error = self.errors[i].take();
             let out = tap.finish(id, error.as_deref());
             if let Some(left) = out.json.get("leftover_bytes").and_then(Value::as_u64) {
-                hub.metrics.leftover.fetch_add(left, Ordering::Relaxed);
+                ctx.metrics.leftover.fetch_add(left, Ordering::Relaxed);
             }
-            taps.insert(hub.config.labels[i].clone(), out.json);
+            taps.insert(ctx.labels[i].clone(), out.json);
             partials.push(out.partial);
         }
         let seconds = self
@@ -160,12 +182,12 @@ impl TapRunner {
             .map_or(0.0, |t| t.elapsed().as_secs_f64());
         let mut record = json!({
             "event": "job",
-            "mode": hub.config.mode.name(),
+            "mode": ctx.mode,
             "conn": self.conn,
-            "peer": conn.peer.to_string(),
+            "peer": self.peer.to_string(),
             "direction": self.direction.name(),
             "job": id.job,
-            "split": hub.config.split.name(),
+            "split": ctx.split.name(),
             "bytes": self.job_bytes,
             "seconds": seconds,
             "end": end.reason,
@@ -178,18 +200,22 @@ impl TapRunner {
         }
         record["taps"] = Value::Object(taps);
         self.job_bytes = 0;
-        hub.job_done(conn, self.direction, record, partials);
+        Finished {
+            direction: self.direction,
+            record,
+            partials,
+        }
     }
 
     /// The current job's live state, per tap label.
-    pub fn live_json(&self, hub: &Hub) -> Value {
+    pub fn live_json(&self, labels: &[String]) -> Value {
         let mut taps = Map::new();
         for (i, tap) in self.taps.iter().enumerate() {
             let mut value = tap.live_json();
             if let Some(e) = &self.errors[i] {
                 value["error"] = json!(e);
             }
-            taps.insert(hub.config.labels[i].clone(), value);
+            taps.insert(labels[i].clone(), value);
         }
         json!({
             "job": self.next_job,

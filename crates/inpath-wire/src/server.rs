@@ -532,7 +532,12 @@ async fn handle(client: TcpStream, peer: SocketAddr, ctx: &Ctx, mut stop: watch:
     let mut tap_tasks = Vec::new();
     if !ctx.config.taps.is_empty() {
         for &direction in &hub.config.directions {
-            let runner = Arc::new(Mutex::new(TapRunner::new(hub, conn.id, direction)));
+            let runner = Arc::new(Mutex::new(TapRunner::new(
+                hub.config.split,
+                conn.id,
+                conn.peer,
+                direction,
+            )));
             lock(&conn.runners).push((direction, runner.clone()));
             let (tx, rx) = mpsc::unbounded_channel();
             let (ret_tx, ret_rx) = mpsc::unbounded_channel();
@@ -653,7 +658,8 @@ async fn handle(client: TcpStream, peer: SocketAddr, ctx: &Ctx, mut stop: watch:
                 complete: false,
             }
         };
-        lock(&runner).close(hub, &conn, &end);
+        let finished = lock(&runner).close(&hub.runner_context(), &end);
+        hub.jobs_done(&conn, finished.into_iter().collect());
     }
     hub.close_conn(&conn, &outcome);
 }
@@ -680,7 +686,8 @@ async fn tap_task(
     conn: Arc<Conn>,
 ) {
     while let Some((buf, n)) = rx.recv().await {
-        lock(&runner).feed(&buf[..n], &hub, &conn);
+        let finished = lock(&runner).feed(&buf[..n], &hub.runner_context());
+        hub.jobs_done(&conn, finished);
         hub.metrics.backlog.fetch_sub(n as u64, Ordering::Relaxed);
         let _ = ret.send(buf);
     }

@@ -114,7 +114,7 @@ impl inpath_cache::store::RecordSeal for FlashSeal {
 }
 
 fn flash_seal(path: &std::path::Path, compress: &str) -> Result<inpath_cache::store::SealHook> {
-    let keys = crate::cmd::seal::read_keys(path, false)?;
+    let keys = crate::common::read_keys(path, false)?;
     let key = keys
         .ring
         .get(keys.first_id)

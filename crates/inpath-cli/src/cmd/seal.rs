@@ -1,6 +1,7 @@
 //! `inpath seal`, `inpath seal inspect`, `inpath seal keygen` and `inpath unseal`: the page codec
 //! on files and pipes. A sealed file is a sequence of records, one per page (see
 //! `docs/FORMATS.md`, "seal record").
+use crate::common::read_keys;
 use crate::common::{bytes, print_out, thousands, Progress};
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
@@ -15,7 +16,6 @@ use inpath_seal::{
 use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use zeroize::Zeroizing;
 
 /// Arguments of `inpath seal`.
 #[derive(Args)]
@@ -160,42 +160,6 @@ pub(crate) fn sealing_key(
         );
     }
     Ok(Some((id, key)))
-}
-
-/// Reads a key file. Like ssh, refuses one that group or others may read unless
-/// `allow_insecure` (then it warns); a file that does not parse gets a message naming the
-/// expected format and `inpath seal keygen`.
-pub(crate) fn read_keys(path: &Path, allow_insecure: bool) -> anyhow::Result<keyfile::KeyFile> {
-    let meta = std::fs::metadata(path)
-        .with_context(|| format!("cannot read key file {}", path.display()))?;
-    if meta.is_dir() {
-        bail!("cannot read key file {}: is a directory", path.display());
-    }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = meta.permissions().mode() & 0o777;
-        if mode & 0o077 != 0 {
-            if !allow_insecure {
-                bail!(
-                    "key file {} has mode {mode:04o}: group or others can read it, so its keys may \
-                     already be exposed; make it private with `chmod 600 {}` (or pass \
-                     --allow-insecure-key-file to use it anyway)",
-                    path.display(),
-                    path.display()
-                );
-            }
-            eprintln!(
-                "warning: key file {} has mode {mode:04o} (readable by others; chmod 600 it)",
-                path.display()
-            );
-        }
-    }
-    let bytes = Zeroizing::new(
-        inpath_core::source::read_bounded(path, "a key file", 1 << 20)
-            .with_context(|| format!("cannot read key file {}", path.display()))?,
-    );
-    keyfile::parse_bytes(bytes).with_context(|| format!("key file {}", path.display()))
 }
 
 /// Opens the output after checking it against the inputs: a file written all-or-nothing, or

@@ -3,7 +3,8 @@
 //! over CSR pages, the page chase) run beside the pages and print results, not bytes.
 //! docs/store.md.
 
-use crate::cmd::seal::{read_keys, sealing_key};
+use crate::cmd::seal::sealing_key;
+use crate::common::read_keys;
 use crate::common::KeyFile;
 use crate::common::{bytes, parse_size, print_out, thousands};
 use anyhow::{bail, Context, Result};

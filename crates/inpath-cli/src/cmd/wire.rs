@@ -84,7 +84,7 @@ fn seal_transforms(
         (None, Some(path)) => (path, false),
         _ => return Ok(Vec::new()),
     };
-    let keys = crate::cmd::seal::read_keys(path, false)?;
+    let keys = crate::common::read_keys(path, false)?;
     let page = parse_size("--seal-page", &relay.seal_page)?;
     let compression = inpath_seal::Compression::parse(&relay.seal_compress)
         .map_err(|e| anyhow::anyhow!("--seal-compress: {e}"))?;
