@@ -21,6 +21,25 @@ pub enum NanPolicy {
 }
 
 impl NanPolicy {
+    /// Every policy.
+    pub const ALL: [NanPolicy; 2] = [NanPolicy::Nan, NanPolicy::Zero];
+
+    /// The name used on the command line (`--constant`) and in tap options (`constant=`).
+    pub fn name(self) -> &'static str {
+        match self {
+            NanPolicy::Nan => "nan",
+            NanPolicy::Zero => "zero",
+        }
+    }
+
+    /// One line on what it reports (the CLI's `--help`).
+    pub fn about(self) -> &'static str {
+        match self {
+            NanPolicy::Nan => "NaN (JSON null): the coefficient is undefined",
+            NanPolicy::Zero => "0.0, as the reference hardware reports it",
+        }
+    }
+
     fn undefined(self) -> f64 {
         match self {
             NanPolicy::Nan => f64::NAN,

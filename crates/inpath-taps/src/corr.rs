@@ -43,16 +43,12 @@ impl CorrTapFactory {
                     })?)
                 }
                 "constant" => {
-                    policy = match value {
-                        "nan" => NanPolicy::Nan,
-                        "zero" => NanPolicy::Zero,
-                        other => {
-                            return Err(option_error(
-                                spec,
-                                format!("constant={other:?} is not nan or zero"),
-                            ))
-                        }
-                    }
+                    policy = NanPolicy::ALL
+                        .into_iter()
+                        .find(|p| p.name() == value)
+                        .ok_or_else(|| {
+                            option_error(spec, format!("constant={value:?} is not nan or zero"))
+                        })?
                 }
                 other => {
                     return Err(option_error(
@@ -83,15 +79,11 @@ impl TapFactory for CorrTapFactory {
     }
 
     fn describe(&self) -> String {
-        let constant = if self.policy == NanPolicy::Zero {
-            "zero"
-        } else {
-            "nan"
-        };
         format!(
-            "corr:type={},streams={},constant={constant}",
+            "corr:type={},streams={},constant={}",
             self.dtype.name(),
-            self.streams
+            self.streams,
+            self.policy.name()
         )
     }
 

@@ -54,14 +54,6 @@ enum LayoutArg {
     Csv,
 }
 
-#[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
-enum ConstantArg {
-    /// NaN (JSON null): the coefficient is undefined.
-    Nan,
-    /// 0.0, as the reference hardware reports it.
-    Zero,
-}
-
 #[derive(Args)]
 #[command(mut_arg("threads", |a| a.help("Lanes (threads); results are identical for any count with integer types [default: 1]").short('j')))]
 struct RunArgs {
@@ -118,8 +110,8 @@ struct OutputArgs {
     #[arg(long, value_name = "OUT.svg")]
     heatmap: Option<PathBuf>,
     /// What a constant stream's coefficients are.
-    #[arg(long, value_enum, default_value = "nan")]
-    constant: ConstantArg,
+    #[arg(long, default_value = "nan", value_parser = crate::common::engine_values(&NanPolicy::ALL, NanPolicy::name, Some(NanPolicy::about)))]
+    constant: NanPolicy,
     /// Pairs to list in the text report, strongest |r| first.
     #[arg(long, default_value_t = 10)]
     top: usize,
@@ -415,13 +407,6 @@ fn read_columns(
     Ok(len)
 }
 
-fn policy(arg: ConstantArg) -> NanPolicy {
-    match arg {
-        ConstantArg::Nan => NanPolicy::Nan,
-        ConstantArg::Zero => NanPolicy::Zero,
-    }
-}
-
 fn finite(v: f64) -> serde_json::Value {
     if v.is_finite() {
         json!(v)
@@ -436,7 +421,7 @@ fn report(
     sources: &[String],
     timing: Option<Timing>,
 ) -> Result<()> {
-    let policy = policy(out.constant);
+    let policy = out.constant;
     let pearson = stats.pearson(policy);
     if let Some(path) = &out.heatmap {
         let svg = heatmap_svg(stats, &pearson, &sources.join(", "));
@@ -464,7 +449,7 @@ fn json_report(
     out: &OutputArgs,
     timing: Option<Timing>,
 ) -> Result<String> {
-    let policy = policy(out.constant);
+    let policy = out.constant;
     let pairs = stats.pair_list();
     let regressions: Vec<_> = pairs
         .iter()
@@ -594,7 +579,7 @@ fn text_report(
             let _ = write!(s, " {:>8}", short(name, 8));
         }
         s.push('\n');
-        let matrix = stats.pearson_matrix(policy(out.constant));
+        let matrix = stats.pearson_matrix(out.constant);
         for i in 0..m {
             let _ = write!(s, "{:<width$}", short(&names[i], width));
             for j in 0..m {
@@ -635,7 +620,7 @@ fn text_report(
                 w2 = 2 * width + 3
             );
         }
-        let p = policy(out.constant);
+        let p = out.constant;
         for &z in order.iter().take(shown) {
             let (i, j) = stats.pair_at(z);
             let reg = stats.regression(i, j, p);
@@ -672,7 +657,7 @@ fn text_report(
             s,
             "\nconstant stream(s) {}: their coefficients are undefined ({})",
             constant.join(", "),
-            if out.constant == ConstantArg::Nan {
+            if out.constant == NanPolicy::Nan {
                 "NaN; --constant zero reports 0"
             } else {
                 "reported as 0"
