@@ -148,3 +148,15 @@ pub fn run_lanes<E: Lane>(
     )?;
     Ok(())
 }
+
+/// Closes the input of a job on `engine`: returns the bytes of a trailing partial record (a
+/// count for the result, not an error: the whole records before it were taken) and the job's
+/// first problem: `error` (what `update` returned), else what closing the input found.
+pub fn close_job<E: Lane>(engine: &mut E, error: Option<&str>) -> (u64, Option<String>) {
+    let problem = error.map(str::to_string);
+    match engine.close_input() {
+        Ok(()) => (0, problem),
+        Err(inpath_core::Error::TrailingBytes { trailing, .. }) => (trailing as u64, problem),
+        Err(e) => (0, problem.or_else(|| Some(e.to_string()))),
+    }
+}

@@ -6,9 +6,9 @@
 //! merge exactly into the combined view. Results appear when a job ends (the engine does not
 //! expose a mid-job snapshot); the live view shows the bytes seen so far.
 
-use crate::contract::{run_lanes, JobId, Partial, Tap, TapFactory, TapOutput};
+use crate::contract::{close_job, run_lanes, JobId, Partial, Tap, TapFactory, TapOutput};
 use crate::error::{not_mergeable, option_error, Result};
-use inpath_core::{Engine, Lane};
+use inpath_core::Engine;
 use inpath_corr::{default_names, Corr, CorrConfig, DType, Ddof, NanPolicy, Statistics};
 use serde_json::{json, Value};
 use std::any::Any;
@@ -135,15 +135,7 @@ impl Tap for CorrTap {
     }
 
     fn finish(&mut self, _job: JobId, error: Option<&str>) -> TapOutput {
-        let mut leftover = 0u64;
-        let mut problem = error.map(str::to_string);
-        match self.engine.close_input() {
-            Ok(()) => {}
-            Err(inpath_core::Error::TrailingBytes { trailing, .. }) => leftover = trailing as u64,
-            Err(e) => {
-                problem.get_or_insert(e.to_string());
-            }
-        }
+        let (leftover, mut problem) = close_job(&mut self.engine, error);
         let stats = match self.engine.finish() {
             Ok(stats) => Some(stats),
             Err(e) => {

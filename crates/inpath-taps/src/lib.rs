@@ -56,7 +56,7 @@ pub mod sketch;
 pub mod spec;
 pub mod top;
 
-pub use contract::{run_lanes, Direction, JobId, Partial, Tap, TapFactory, TapOutput};
+pub use contract::{close_job, run_lanes, Direction, JobId, Partial, Tap, TapFactory, TapOutput};
 pub use corr::{CorrPartial, CorrTapFactory};
 pub use crc::{CrcPartial, CrcTap, CrcTapFactory};
 pub use error::{Result, TapError};

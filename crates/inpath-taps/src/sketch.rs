@@ -2,10 +2,10 @@
 //! the records of a stream; results merge exactly, and `top=K` adds the top items
 //! ([`crate::top`]).
 
-use crate::contract::{run_lanes, JobId, Partial, Tap, TapFactory, TapOutput};
+use crate::contract::{close_job, run_lanes, JobId, Partial, Tap, TapFactory, TapOutput};
 use crate::error::{not_mergeable, option_error, Result};
 use crate::top::{TopCandidates, TopTracker, MAX_TOP};
-use inpath_core::{ColumnRef, Engine, Lane};
+use inpath_core::{ColumnRef, Engine};
 use inpath_sketch::{format, Estimator, HashMode, Params, Parts, Sketch, SketchEngine};
 use serde_json::{json, Value};
 use std::any::Any;
@@ -374,15 +374,7 @@ impl Tap for SketchTap {
     fn finish(&mut self, job: JobId, error: Option<&str>) -> TapOutput {
         // Close the input first: a partial fixed-width record is reported, the whole records
         // before it stay in the sketch.
-        let mut leftover = 0u64;
-        let mut problem = error.map(str::to_string);
-        match self.engine.close_input() {
-            Ok(()) => {}
-            Err(inpath_core::Error::TrailingBytes { trailing, .. }) => leftover = trailing as u64,
-            Err(e) => {
-                problem.get_or_insert(e.to_string());
-            }
-        }
+        let (leftover, mut problem) = close_job(&mut self.engine, error);
         // The input is closed, so `finish` cannot fail; it hands the sketch over and resets.
         let sketch = match self.engine.finish() {
             Ok(sketch) => sketch,

@@ -6,6 +6,7 @@
 //!   portable, capped by `INPATH_ISA`) against the portable kernels in this one process, through
 //!   `Corr::with_isa_cap`;
 //! - `errors`: named malformed inputs and the exact errors they give;
+//! - `lanes`: `run_column_lanes` at any lane count against one engine, and its errors;
 //! - `fuzz`: a bounded, seeded fuzz pass over the statistics file reader, from the corpus in
 //!   `tests/corpus`;
 //! - `common`: the helpers (random data of every type, the big-integer reference).
@@ -17,3 +18,4 @@ mod common;
 mod errors;
 mod exact;
 mod fuzz;
+mod lanes;

@@ -119,3 +119,70 @@ fn partials_merge() {
     let sketch = parse_tap("sketch").unwrap().make().unwrap().snapshot();
     assert!(merged.merge_from(sketch.as_ref()).is_err());
 }
+
+/// Any chunking of a job's bytes gives the same result, and a whole-input run on any lane count
+/// gives the same result as the tap fed on a connection (sketch, corr and crc).
+#[test]
+fn chunking_and_lanes_never_change_a_result() {
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let rows: Vec<u8> = (0..20_000u32)
+        .flat_map(|_| ((next() % 1000) as u32).to_le_bytes())
+        .collect();
+    let job = JobId {
+        conn: 1,
+        direction: Direction::C2s,
+        job: 0,
+    };
+    for spec in ["sketch:format=u32", "corr:type=u32,streams=4", "crc"] {
+        let factory = parse_tap(spec).unwrap();
+        let mut whole = factory.make().unwrap();
+        whole.update(&rows).unwrap();
+        let want = whole.finish(job, None).json;
+        for round in 0..5 {
+            let mut tap = factory.make().unwrap();
+            let mut at = 0;
+            while at < rows.len() {
+                let n = ((next() % 5000) as usize + 1).min(rows.len() - at);
+                tap.update(&rows[at..at + n]).unwrap();
+                at += n;
+            }
+            assert_eq!(
+                tap.finish(job, None).json,
+                want,
+                "{spec}, chunking round {round}"
+            );
+        }
+        if spec != "crc" {
+            for threads in 1..=4 {
+                let got = factory.run_input(&mut &rows[..], threads).unwrap();
+                let keys = [
+                    "records",
+                    "count",
+                    "cardinality",
+                    "f2",
+                    "min",
+                    "max",
+                    "rows",
+                    "pearson",
+                    "means",
+                ];
+                let present: Vec<&str> =
+                    keys.into_iter().filter(|k| want.get(k).is_some()).collect();
+                assert!(present.len() >= 3, "{spec}: {want}");
+                for key in present {
+                    assert_eq!(
+                        got.get(key),
+                        want.get(key),
+                        "{spec}, {threads} lanes, {key}"
+                    );
+                }
+            }
+        }
+    }
+}
