@@ -50,5 +50,5 @@ mod types;
 
 pub use error::{CacheError, Result};
 pub use server::{Server, ServerConfig};
-pub use store::Store;
+pub use store::{ClassSummary, MemLimitTooSmall, Store};
 pub use types::{Geometry, Settings, StoreConfig, VERSION};

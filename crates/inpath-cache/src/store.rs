@@ -73,6 +73,29 @@ impl Geometry {
     }
 }
 
+/// `cache_memlimit` asked for less than the index and the log buffers need.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("cannot set maxbytes to less than {}m", min.div_ceil(1 << 20))]
+pub struct MemLimitTooSmall {
+    /// The smallest budget, in bytes.
+    pub min: u64,
+}
+
+/// The whole cache as one item class ([`Store::class_summary`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClassSummary {
+    /// Items stored.
+    pub items: u64,
+    /// Of them, with their value in DRAM.
+    pub dram_items: u64,
+    /// Items evicted (their flash chunk was reclaimed while they were live).
+    pub evicted: u64,
+    /// Items whose space was reclaimed.
+    pub reclaimed: u64,
+    /// Bytes of values held in DRAM.
+    pub dram_bytes: u64,
+}
+
 /// Counters bumped outside the store lock.
 #[derive(Default)]
 pub struct Counters {
@@ -160,6 +183,8 @@ struct Inner {
     dram: Vec<DramItem>,
     dram_bytes: usize,
     dram_budget: usize,
+    /// The DRAM budget as `-m` and `cache_memlimit` set it (index, log buffers, hot values).
+    memory_limit: u64,
     clock: u32,
     cas: u64,
     head: u64,
@@ -681,6 +706,7 @@ impl Store {
             dram: Vec::new(),
             dram_bytes: 0,
             dram_budget: geo.dram_budget,
+            memory_limit: cfg.memory,
             clock: 0,
             cas: 0,
             head: CHUNK_HEADER as u64,
@@ -743,6 +769,84 @@ impl Store {
 
     pub fn item_max(&self) -> usize {
         self.cfg.item_max
+    }
+
+    /// The DRAM budget now (`-m`, or the last `cache_memlimit`), in bytes.
+    pub fn memory_limit(&self) -> u64 {
+        lock(&self.inner).memory_limit
+    }
+
+    /// Sets the DRAM budget to `bytes` (memcached's `cache_memlimit`): the index and the log
+    /// buffers keep their size, the hot values get the rest, and values over the new budget
+    /// leave DRAM for their flash records (they stay readable). A budget that leaves no room
+    /// for two log chunks of values is refused with the smallest one that does.
+    pub fn set_memory_limit(&self, bytes: u64) -> std::result::Result<(), MemLimitTooSmall> {
+        let mut g = lock(&self.inner);
+        let fixed = self.cfg.memory - self.geo.dram_budget as u64;
+        let min = fixed + 2 * self.geo.chunk_size;
+        if bytes < min {
+            return Err(MemLimitTooSmall { min });
+        }
+        g.memory_limit = bytes;
+        g.dram_budget = usize::try_from(bytes - fixed).unwrap_or(usize::MAX);
+        let now = now_unix();
+        g.make_room(0, now);
+        Ok(())
+    }
+
+    /// Zeroes the counters memcached's `stats reset` zeroes: commands, hits and misses, bytes
+    /// read and written, connections served (not the current ones), items stored, evictions.
+    /// What the cache holds is not touched.
+    pub fn reset_stats(&self) {
+        let c = &self.counters;
+        for a in [
+            &c.cmd_get,
+            &c.cmd_set,
+            &c.cmd_flush,
+            &c.cmd_touch,
+            &c.get_hits,
+            &c.get_misses,
+            &c.get_expired,
+            &c.delete_hits,
+            &c.delete_misses,
+            &c.incr_hits,
+            &c.incr_misses,
+            &c.decr_hits,
+            &c.decr_misses,
+            &c.cas_hits,
+            &c.cas_misses,
+            &c.cas_badval,
+            &c.touch_hits,
+            &c.touch_misses,
+            &c.total_connections,
+            &c.rejected_connections,
+            &c.bytes_read,
+            &c.bytes_written,
+            &c.dram_hits,
+            &c.flash_hits,
+            &c.log_buffer_hits,
+        ] {
+            a.store(0, Relaxed);
+        }
+        let mut g = lock(&self.inner);
+        g.total_items = 0;
+        g.evictions = 0;
+        g.reclaimed_items = 0;
+        g.dram_evictions = 0;
+    }
+
+    /// What `stats items` and `stats slabs` report: the cache has no slab classes, so it is one
+    /// class, `1`, holding every item: items in all, in DRAM, evictions and items reclaimed,
+    /// and the bytes of values held in DRAM.
+    pub fn class_summary(&self) -> ClassSummary {
+        let g = lock(&self.inner);
+        ClassSummary {
+            items: g.curr_items,
+            dram_items: g.dram.len() as u64,
+            evicted: g.evictions,
+            reclaimed: g.reclaimed_items,
+            dram_bytes: g.dram_bytes as u64,
+        }
     }
 
     pub fn flash_direct(&self) -> bool {
@@ -1286,7 +1390,7 @@ impl Store {
             ("touch_misses", ld(&c.touch_misses)),
             ("bytes_read", ld(&c.bytes_read)),
             ("bytes_written", ld(&c.bytes_written)),
-            ("limit_maxbytes", self.cfg.memory.to_string()),
+            ("limit_maxbytes", g.memory_limit.to_string()),
             ("threads", self.settings.threads.to_string()),
             ("bytes", g.dram_bytes.to_string()),
             ("curr_items", g.curr_items.to_string()),

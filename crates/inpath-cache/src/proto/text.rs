@@ -283,6 +283,31 @@ async fn command(
             Step::Done(consumed)
         }
         b"quit" => Step::Close,
+        b"shutdown" => {
+            // memcached answers this unless started with -A (enable_shutdown).
+            out.extend_from_slice(b"ERROR: shutdown not enabled\r\n");
+            Step::Done(consumed)
+        }
+        b"cache_memlimit" => {
+            // `cache_memlimit MEGABYTES [noreply]`: the DRAM budget, changed while serving.
+            let noreply = toks.len() == 3 && toks[2] == b"noreply";
+            let megabytes = if toks.len() == 2 || noreply {
+                parse_u64(toks[1])
+            } else {
+                None
+            };
+            let reply = match megabytes {
+                None => "ERROR\r\n".to_string(),
+                Some(mb) => match store.set_memory_limit(mb.saturating_mul(1 << 20)) {
+                    Ok(()) => "OK\r\n".to_string(),
+                    Err(e) => format!("MEMLIMIT_TOO_SMALL {e}\r\n"),
+                },
+            };
+            if !noreply {
+                out.extend_from_slice(reply.as_bytes());
+            }
+            Step::Done(consumed)
+        }
         b"stats" => {
             stats(store, toks, out);
             Step::Done(consumed)
@@ -401,6 +426,59 @@ fn stats(store: &Arc<Store>, toks: &[&[u8]], out: &mut Vec<u8>) {
             .into_iter()
             .map(|(k, v)| (k.to_string(), v))
             .collect(),
+        Some(b"reset") => {
+            store.reset_stats();
+            out.extend_from_slice(b"RESET\r\n");
+            return;
+        }
+        // No size histogram is kept (memcached's default, -o track_sizes off).
+        Some(b"sizes") => vec![("sizes_status".into(), "disabled".into())],
+        Some(b"detail") => {
+            let reply: &[u8] = match toks.get(2).copied() {
+                // Per-prefix statistics are not collected: say so instead of dumping nothing.
+                Some(b"on") => b"SERVER_ERROR stats detail is not supported by inpath\r\n",
+                Some(b"off") => b"OK\r\n",
+                Some(b"dump") => b"END\r\n",
+                _ => b"CLIENT_ERROR usage: stats detail on|off|dump\r\n",
+            };
+            out.extend_from_slice(reply);
+            return;
+        }
+        // The keys of a slab class: there are no slab classes (nor a cheap walk of the index
+        // for a sample of keys), so say so instead of an empty list.
+        Some(b"cachedump") => {
+            out.extend_from_slice(b"SERVER_ERROR stats cachedump is not supported by inpath\r\n");
+            return;
+        }
+        Some(b"items") => {
+            let c = store.class_summary();
+            if c.items == 0 {
+                Vec::new()
+            } else {
+                [
+                    ("number", c.items),
+                    ("number_hot", c.dram_items),
+                    ("number_cold", c.items.saturating_sub(c.dram_items)),
+                    ("evicted", c.evicted),
+                    ("outofmemory", 0),
+                    ("reclaimed", c.reclaimed),
+                ]
+                .into_iter()
+                .map(|(k, v)| (format!("items:1:{k}"), v.to_string()))
+                .collect()
+            }
+        }
+        Some(b"slabs") => {
+            let c = store.class_summary();
+            let active = u64::from(c.items > 0);
+            let mut lines: Vec<(String, String)> = Vec::new();
+            if active == 1 {
+                lines.push(("1:used_chunks".into(), c.items.to_string()));
+            }
+            lines.push(("active_slabs".into(), active.to_string()));
+            lines.push(("total_malloced".into(), c.dram_bytes.to_string()));
+            lines
+        }
         Some(b"settings") => {
             let s = store.settings();
             vec![

@@ -393,3 +393,126 @@ fn many_connections_and_the_connection_limit() {
     assert!(c.stat("rejected_connections") >= 2);
     server.stop().unwrap();
 }
+
+/// `stats` subcommands a monitoring tool or client library sends: each gets memcached's reply
+/// shape (and `reset` zeroes the counters), never a silent wait.
+#[test]
+fn stats_subcommands_answer_like_memcached() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut c = Conn::new(&server);
+    // An empty cache: no item class yet, as memcached reports it.
+    assert_eq!(c.ask("stats items\r\n", 1), ["END"]);
+    assert_eq!(
+        c.ask("stats slabs\r\n", 3),
+        ["STAT active_slabs 0", "STAT total_malloced 0", "END"]
+    );
+    for i in 0..10 {
+        assert_eq!(c.set(&format!("k{i}"), b"value"), "STORED");
+    }
+    assert!(c.get("k1").is_some());
+    assert!(c.get("nope").is_none());
+    let items = c.ask("stats items\r\n", 7);
+    assert_eq!(items[0], "STAT items:1:number 10");
+    assert_eq!(items[1], "STAT items:1:number_hot 10");
+    assert_eq!(items[6], "END");
+    let slabs = c.ask("stats slabs\r\n", 4);
+    assert_eq!(slabs[0], "STAT 1:used_chunks 10");
+    assert_eq!(slabs[1], "STAT active_slabs 1");
+    let malloced: u64 = slabs[2]
+        .strip_prefix("STAT total_malloced ")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(malloced >= 10 * 5, "{slabs:?}");
+    assert_eq!(
+        c.ask("stats sizes\r\n", 2),
+        ["STAT sizes_status disabled", "END"]
+    );
+    assert!(c.ask("stats cachedump 1 10\r\n", 1)[0].starts_with("SERVER_ERROR"));
+    assert_eq!(c.ask("stats detail dump\r\n", 1), ["END"]);
+    assert_eq!(c.ask("stats detail off\r\n", 1), ["OK"]);
+    assert_eq!(
+        c.ask("stats detail\r\n", 1),
+        ["CLIENT_ERROR usage: stats detail on|off|dump"]
+    );
+    assert!(c.ask("stats detail on\r\n", 1)[0].starts_with("SERVER_ERROR"));
+    assert_eq!(c.ask("stats nonsense\r\n", 1), ["ERROR"]);
+    // reset: the counters start again; what the cache holds does not change.
+    assert_eq!(c.stat("cmd_get"), 2);
+    assert_eq!(c.ask("stats reset\r\n", 1), ["RESET"]);
+    let s = c.stats();
+    for counter in [
+        "cmd_get",
+        "cmd_set",
+        "get_hits",
+        "get_misses",
+        "total_items",
+    ] {
+        assert_eq!(s[counter], "0", "{counter} after stats reset");
+    }
+    assert_eq!(s["curr_items"], "10");
+    assert_eq!(c.get("k9").as_deref(), Some(&b"value"[..]));
+    assert_eq!(c.stat("get_hits"), 1);
+    assert_eq!(c.ask("shutdown\r\n", 1), ["ERROR: shutdown not enabled"]);
+    assert_eq!(
+        c.ask("version\r\n", 1)[0].split(' ').next(),
+        Some("VERSION")
+    );
+}
+
+/// `cache_memlimit` changes the DRAM budget while serving: shrinking moves values out of DRAM
+/// to their flash records (still readable), a budget below the index and log buffers is refused
+/// with the smallest one, and bad arguments get ERROR.
+#[test]
+fn cache_memlimit_moves_the_dram_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut c = Conn::new(&server);
+    let value = vec![b'v'; 20_000];
+    for i in 0..150 {
+        assert_eq!(c.set(&format!("big{i}"), &value), "STORED");
+    }
+    let before = c.stats();
+    let limit: u64 = before["limit_maxbytes"].parse().unwrap();
+    assert_eq!(limit, 8 << 20);
+    let dram_items: u64 = before["dram_items"].parse().unwrap();
+    assert!(dram_items > 100, "{dram_items} values in DRAM");
+    // Too small: the reply names the least budget in megabytes.
+    let refused = c.ask("cache_memlimit 1\r\n", 1);
+    assert!(
+        refused[0].starts_with("MEMLIMIT_TOO_SMALL cannot set maxbytes to less than "),
+        "{refused:?}"
+    );
+    let min_mb: u64 = refused[0]
+        .trim_start_matches("MEMLIMIT_TOO_SMALL cannot set maxbytes to less than ")
+        .trim_end_matches('m')
+        .parse()
+        .unwrap();
+    assert!((2..8).contains(&min_mb), "{refused:?}");
+    assert_eq!(c.stat("limit_maxbytes"), 8 << 20);
+    // The least budget: fewer values fit in DRAM, and every value still reads back.
+    assert_eq!(c.ask(&format!("cache_memlimit {min_mb}\r\n"), 1), ["OK"]);
+    let after = c.stats();
+    assert_eq!(after["limit_maxbytes"], (min_mb << 20).to_string());
+    let dram_after: u64 = after["dram_items"].parse().unwrap();
+    assert!(dram_after < dram_items, "{dram_after} < {dram_items}");
+    for i in (0..150).step_by(7) {
+        assert_eq!(
+            c.get(&format!("big{i}")).as_deref(),
+            Some(&value[..]),
+            "big{i}"
+        );
+    }
+    // Growing again; noreply answers nothing; bad arguments get ERROR.
+    c.send(b"cache_memlimit 16 noreply\r\n");
+    assert_eq!(c.stat("limit_maxbytes"), 16 << 20);
+    for bad in [
+        "cache_memlimit\r\n",
+        "cache_memlimit abc\r\n",
+        "cache_memlimit 8 9\r\n",
+    ] {
+        assert_eq!(c.ask(bad, 1), ["ERROR"], "{bad:?}");
+    }
+    assert_eq!(c.stat("limit_maxbytes"), 16 << 20);
+}
