@@ -27,6 +27,8 @@ pub struct ServerConfig {
     pub handle_signals: bool,
     /// Serve `stats` as JSON, metrics and the live page over HTTP here (`crate::live`).
     pub http: Option<String>,
+    /// Connections the kernel queues before they are accepted (memcached's `-b`).
+    pub backlog: u32,
 }
 
 impl ServerConfig {
@@ -40,6 +42,7 @@ impl ServerConfig {
             checkpoint_interval: Duration::from_secs(60),
             handle_signals: false,
             http: None,
+            backlog: 1024,
         }
     }
 }
@@ -61,11 +64,10 @@ impl Server {
                 "threads and max connections must be at least 1".into(),
             ));
         }
-        let listener =
-            std::net::TcpListener::bind(&cfg.listen).map_err(|e| CacheError::Listen {
-                addr: cfg.listen.clone(),
-                source: e,
-            })?;
+        let listener = bind(&cfg.listen, cfg.backlog).map_err(|e| CacheError::Listen {
+            addr: cfg.listen.clone(),
+            source: e,
+        })?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
         let http_listener = match &cfg.http {
@@ -378,4 +380,33 @@ async fn connection(mut sock: tokio::net::TcpStream, store: &Arc<Store>) {
             buf = Vec::with_capacity(16 * 1024);
         }
     }
+}
+
+/// Binds `addr` (the first of its addresses that binds) with a listen backlog of `backlog`
+/// connections and `SO_REUSEADDR`, as memcached does.
+fn bind(addr: &str, backlog: u32) -> std::io::Result<std::net::TcpListener> {
+    use std::net::ToSocketAddrs;
+    let mut last = None;
+    for sa in addr.to_socket_addrs()? {
+        let socket = socket2::Socket::new(
+            socket2::Domain::for_address(sa),
+            socket2::Type::STREAM,
+            Some(socket2::Protocol::TCP),
+        )?;
+        socket.set_reuse_address(true)?;
+        let backlog = i32::try_from(backlog).unwrap_or(i32::MAX);
+        match socket
+            .bind(&sa.into())
+            .and_then(|()| socket.listen(backlog))
+        {
+            Ok(()) => return Ok(socket.into()),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "the address names no host",
+        )
+    }))
 }

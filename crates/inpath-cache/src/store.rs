@@ -771,6 +771,11 @@ impl Store {
         self.cfg.item_max
     }
 
+    /// Whether `flush_all` is served (`StoreConfig::flush_all`, memcached's `-F`).
+    pub fn flush_all_enabled(&self) -> bool {
+        self.cfg.flush_all
+    }
+
     /// The DRAM budget now (`-m`, or the last `cache_memlimit`), in bytes.
     pub fn memory_limit(&self) -> u64 {
         lock(&self.inner).memory_limit

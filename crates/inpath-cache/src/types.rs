@@ -56,6 +56,8 @@ pub struct StoreConfig {
     pub verbose: bool,
     /// Seal every record written to flash (key and value together).
     pub seal: Option<SealHook>,
+    /// Whether `flush_all` is served (memcached's `-F` turns it off).
+    pub flush_all: bool,
 }
 
 impl StoreConfig {
@@ -68,6 +70,7 @@ impl StoreConfig {
             avg_item_size: 1024,
             verbose: false,
             seal: None,
+            flush_all: true,
         }
     }
 }

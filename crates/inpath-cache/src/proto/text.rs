@@ -238,6 +238,11 @@ async fn command(
             }
             Step::Done(consumed)
         }
+        b"flush_all" if !store.flush_all_enabled() => {
+            // memcached -F: refused even with noreply, as memcached does.
+            out.extend_from_slice(b"CLIENT_ERROR flush_all not allowed\r\n");
+            Step::Done(consumed)
+        }
         b"flush_all" => {
             let noreply = toks.last() == Some(&&b"noreply"[..]);
             let args = &toks[1..toks.len() - usize::from(noreply)];

@@ -24,9 +24,14 @@ enum Action {
   inpath cache serve --listen 127.0.0.1:11211 --memory 256MiB --flash /var/cache/inpath.flash --flash-size 8GiB
   inpath cache serve -p 11211 -l 127.0.0.1 -m 1024 -t 4 -c 4096 -I 1m --flash /ssd/cache.flash
 
-memcached's own spellings work too (-p, -l, -m MEGABYTES, -t, -c, -I), so a unit file can swap
-the binary. SIGTERM or SIGINT shuts down cleanly with a final checkpoint; a restart, clean or
-after a crash, serves again what was flushed (every --sync-ms). See docs/cache.md.")]
+  inpath cache serve --config /etc/memcached.conf --flash /var/cache/inpath.flash
+
+memcached's own command line works too: every option of memcached 1.6's -h is taken with
+memcached's meaning (-p -l -m -t -c -I -U 0 -d -P -u -r -k -F -B -b -v -vv, -o options that
+apply) or refused by name saying why (-s, -A, -M, -C, TLS, SASL, extstore...). --config reads a
+memcached config file such as Debian's /etc/memcached.conf. SIGTERM or SIGINT shuts down cleanly
+with a final checkpoint; a restart, clean or after a crash, serves again what was flushed (every
+--sync-ms). See docs/cache.md, section Migrating from memcached.")]
     Serve(Box<ServeArgs>),
     /// Load generator: Zipf keys, get/set mix, optional look-aside backend delay.
     #[command(after_help = "Examples:
@@ -55,7 +60,7 @@ pub struct ServeArgs {
     memory_mb: Option<u64>,
     /// The flash file (created when missing).
     #[arg(long)]
-    flash: PathBuf,
+    flash: Option<PathBuf>,
     /// Size of the flash file.
     #[arg(long, default_value = "8GiB")]
     flash_size: String,
@@ -80,9 +85,91 @@ pub struct ServeArgs {
     /// How often the index is checkpointed.
     #[arg(long, default_value_t = 60)]
     checkpoint_secs: u64,
-    /// Log more on standard error (memcached -v).
-    #[arg(short = 'v', long)]
-    verbose: bool,
+    /// Log more on standard error (memcached -v; -vv and -vvv are taken as -v).
+    #[arg(short = 'v', long, action = clap::ArgAction::Count)]
+    verbose: u8,
+    /// Read options from this memcached config file first (Debian's /etc/memcached.conf: options
+    /// a line, `#` comments, `logfile PATH`); the command line's options win.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Append the log (standard error) to this file (`logfile` in a memcached config file).
+    #[arg(long, value_name = "FILE")]
+    logfile: Option<PathBuf>,
+    /// UDP port (memcached -U): only 0, UDP off, memcached's default; inpath serves TCP.
+    #[arg(short = 'U', long = "udp-port", value_name = "PORT")]
+    udp_port: Option<u16>,
+    /// Run in the background (memcached -d): standard input and output closed, the log to
+    /// --logfile or nowhere. A service manager that expects the foreground needs no -d.
+    #[arg(short = 'd', long = "daemon")]
+    daemon: bool,
+    /// Write the process id to this file (memcached -P); removed on a clean stop.
+    #[arg(short = 'P', long = "pidfile", value_name = "FILE")]
+    pidfile: Option<PathBuf>,
+    /// Run as this user when started as root (memcached -u): the user must be able to write the
+    /// flash file and its checkpoint. Ignored when not root, as memcached does.
+    #[arg(short = 'u', long = "user", value_name = "USER")]
+    user: Option<String>,
+    /// Raise the core file limit to the hard limit (memcached -r).
+    #[arg(short = 'r', long = "enable-coredumps")]
+    enable_coredumps: bool,
+    /// Lock all memory of the process in RAM (memcached -k); a warning if the system refuses.
+    #[arg(short = 'k', long = "lock-memory")]
+    lock_memory: bool,
+    /// Refuse flush_all (memcached -F): `CLIENT_ERROR flush_all not allowed`.
+    #[arg(short = 'F', long = "disable-flush-all")]
+    disable_flush_all: bool,
+    /// Protocol (memcached -B): ascii, or auto; inpath serves the text and meta protocol
+    /// (binary is refused until it is supported).
+    #[arg(short = 'B', long = "protocol", value_name = "NAME")]
+    protocol: Option<String>,
+    /// Connections the kernel queues before they are accepted (memcached -b).
+    #[arg(short = 'b', long = "listen-backlog", default_value_t = 1024)]
+    backlog: u32,
+    /// memcached's extended options (-o a,b=1): those that apply are taken, the rest refused
+    /// by name (docs/cache.md lists each).
+    #[arg(short = 'o', long = "extended", value_name = "OPTIONS", action = clap::ArgAction::Append)]
+    extended: Vec<String>,
+    /// Print the version and exit (memcached -V).
+    #[arg(short = 'V', long = "version")]
+    version: bool,
+    /// Print the license and exit (memcached -i).
+    #[arg(short = 'i', long = "license")]
+    license: bool,
+    /// memcached -f, -n, -L, -R, -X, -W: taken and without effect (no slab allocator, no large
+    /// pages, no per-event request cap, no cachedump or watch to disable).
+    #[arg(short = 'f', long = "slab-growth-factor", hide = true)]
+    slab_growth_factor: Option<f64>,
+    #[arg(short = 'n', long = "slab-min-size", hide = true)]
+    slab_min_size: Option<u64>,
+    #[arg(short = 'L', long = "enable-largepages", hide = true)]
+    largepages: bool,
+    #[arg(short = 'R', long = "max-reqs-per-event", hide = true)]
+    max_reqs_per_event: Option<u64>,
+    #[arg(short = 'X', long = "disable-dumping", hide = true)]
+    disable_dumping: bool,
+    #[arg(short = 'W', long = "disable-watch", hide = true)]
+    disable_watch: bool,
+    /// memcached options inpath refuses, by name (-s, -a, -A, -M, -C, -D, -S, -Y, -e, -Z).
+    #[arg(short = 's', long = "unix-socket", hide = true)]
+    unix_socket: Option<String>,
+    #[arg(short = 'a', long = "unix-mask", hide = true)]
+    unix_mask: Option<String>,
+    #[arg(short = 'A', long = "enable-shutdown", hide = true)]
+    enable_shutdown: bool,
+    #[arg(short = 'M', long = "disable-evictions", hide = true)]
+    disable_evictions: bool,
+    #[arg(short = 'C', long = "disable-cas", hide = true)]
+    disable_cas: bool,
+    #[arg(short = 'D', hide = true)]
+    prefix_delimiter: Option<String>,
+    #[arg(short = 'S', long = "enable-sasl", hide = true)]
+    enable_sasl: bool,
+    #[arg(short = 'Y', long = "auth-file", hide = true)]
+    auth_file: Option<String>,
+    #[arg(short = 'e', long = "memory-file", hide = true)]
+    memory_file: Option<String>,
+    #[arg(short = 'Z', long = "enable-ssl", hide = true)]
+    enable_ssl: bool,
     /// Seal every flash record (key and value) with the seal engine: compress, then
     /// AES-256-GCM with the first key of this key file (`inpath seal keygen`). A stolen flash
     /// file then reveals only record sizes and expiry times.
@@ -155,12 +242,19 @@ fn serve_config(a: &ServeArgs) -> Result<ServerConfig> {
         Some(mb) => mb.checked_mul(1 << 20).context("-m is too large")?,
         None => parse_size(&a.memory).map_err(anyhow::Error::msg)?,
     };
-    let mut store = StoreConfig::new(a.flash.clone());
+    let Some(flash) = a.flash.clone() else {
+        bail!(
+            "give the flash file with --flash PATH (on the command line or in --config); a \
+             DRAM-only mode without one is not built yet"
+        );
+    };
+    let mut store = StoreConfig::new(flash);
+    store.flush_all = !a.disable_flush_all;
     store.memory = memory;
     store.flash_size = parse_size(&a.flash_size).map_err(anyhow::Error::msg)?;
     store.item_max = parse_size(&a.item_size).map_err(anyhow::Error::msg)? as usize;
     store.avg_item_size = parse_size(&a.avg_item_size).map_err(anyhow::Error::msg)? as usize;
-    store.verbose = a.verbose;
+    store.verbose = a.verbose > 0;
     if let Some(path) = &a.seal_key {
         store.seal = Some(flash_seal(path, &a.seal_compress)?);
     }
@@ -171,11 +265,44 @@ fn serve_config(a: &ServeArgs) -> Result<ServerConfig> {
     cfg.checkpoint_interval = Duration::from_secs(a.checkpoint_secs.max(1));
     cfg.handle_signals = true;
     cfg.http = a.http.clone();
+    cfg.backlog = a.backlog;
     Ok(cfg)
 }
 
 fn serve(a: &ServeArgs) -> Result<()> {
+    let merged;
+    let a = match &a.config {
+        Some(path) => {
+            merged = with_config_file(path)?;
+            &merged
+        }
+        None => a,
+    };
+    if a.version {
+        println!(
+            "inpath cache {} (memcached protocol)",
+            inpath_cache::VERSION
+        );
+        return Ok(());
+    }
+    if a.license {
+        println!("inpath is licensed under the Apache License, Version 2.0");
+        return Ok(());
+    }
+    let no_effect = memcached_options(a)?;
     let cfg = serve_config(a)?;
+    process_setup(a, &cfg.listen)?;
+    if a.verbose > 0 && !no_effect.is_empty() {
+        eprintln!(
+            "inpath cache: taken without effect (no slab allocator, LRU threads, large pages or \
+             dumping here): {}",
+            no_effect.join(" ")
+        );
+    }
+    let _pidfile = match &a.pidfile {
+        Some(path) => Some(PidFile::write(path)?),
+        None => None,
+    };
     let listen = cfg.listen.clone();
     let server = Server::start(cfg).with_context(|| format!("cache server on {listen}"))?;
     let st = server.store();
@@ -185,8 +312,7 @@ fn serve(a: &ServeArgs) -> Result<()> {
          MiB in {} chunks, {}); recovered {} items ({})",
         server.local_addr(),
         a.memory_mb
-            .unwrap_or(0)
-            .max(parse_size(&a.memory).unwrap_or(0) >> 20),
+            .unwrap_or_else(|| parse_size(&a.memory).unwrap_or(0) >> 20),
         (g.nbuckets * 64) >> 20,
         g.dram_budget >> 20,
         (g.chunk_size * g.nchunks) >> 20,
@@ -704,4 +830,252 @@ fn demo_run(dir: &std::path::Path) -> Result<DemoResult> {
         sample,
         items,
     ))
+}
+
+/// `serve`'s arguments parsed again with a memcached config file's options first.
+#[derive(clap::Parser)]
+#[command(name = "serve", args_override_self = true)]
+struct ServeCli {
+    #[command(flatten)]
+    args: ServeArgs,
+}
+
+/// The options of a memcached config file (Debian's /etc/memcached.conf format: options a
+/// line, `#` starts a comment, `logfile PATH` names the log), then this command line's options
+/// after `serve` (which win: the last of an option counts).
+fn with_config_file(path: &std::path::Path) -> Result<ServeArgs> {
+    let bytes = inpath_core::source::read_bounded(path, "a memcached config file", 1 << 20)
+        .with_context(|| format!("cannot read the config file {}", path.display()))?;
+    let text = String::from_utf8(bytes)
+        .with_context(|| format!("config file {} is not UTF-8 text", path.display()))?;
+    let mut argv: Vec<std::ffi::OsString> = vec!["serve".into()];
+    for line in text.lines() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        let mut words = line.split_whitespace();
+        match words.next() {
+            None => {}
+            Some("logfile") => {
+                let file = words.collect::<Vec<_>>().join(" ");
+                if file.is_empty() {
+                    bail!("config file {}: `logfile` needs a path", path.display());
+                }
+                argv.extend(["--logfile".into(), file.into()]);
+            }
+            Some(first) => {
+                argv.push(first.into());
+                argv.extend(words.map(Into::into));
+            }
+        }
+    }
+    // This command line after `serve`, without its --config.
+    let mut rest = std::env::args_os().skip_while(|w| w != "serve").skip(1);
+    while let Some(w) = rest.next() {
+        if w == "--config" {
+            rest.next();
+        } else if !w.to_string_lossy().starts_with("--config=") {
+            argv.push(w);
+        }
+    }
+    use clap::Parser as _;
+    ServeCli::try_parse_from(argv)
+        .map(|cli| cli.args)
+        .map_err(|e| anyhow::anyhow!("with the options of {}: {e}", path.display()))
+}
+
+/// memcached options: checks those taken with a value rule, refuses by name those inpath does
+/// not have (saying why), and returns the ones that have no effect here (noted with -v).
+fn memcached_options(a: &ServeArgs) -> Result<Vec<String>> {
+    let refuse = |opt: &str, why: &str| -> Result<()> {
+        bail!("memcached option {opt} is not supported by inpath cache serve: {why}")
+    };
+    if let Some(port) = a.udp_port.filter(|&p| p != 0) {
+        refuse(
+            &format!("-U {port}"),
+            "inpath serves TCP only; give -U 0 (UDP off, memcached's default) or leave it out",
+        )?;
+    }
+    if a.unix_socket.is_some() || a.unix_mask.is_some() {
+        refuse("-s/-a", "no UNIX socket; listen on TCP with -l and -p")?;
+    }
+    if a.enable_shutdown {
+        refuse(
+            "-A",
+            "the shutdown command is not built yet; stop the server with SIGTERM",
+        )?;
+    }
+    if a.disable_evictions {
+        refuse(
+            "-M",
+            "inpath always makes room by reclaiming the oldest flash chunk (BlueCache's log); \
+             errors instead of evictions are not built yet",
+        )?;
+    }
+    if a.disable_cas {
+        refuse(
+            "-C",
+            "CAS values are always kept (8 bytes of each index entry's record)",
+        )?;
+    }
+    if a.prefix_delimiter.is_some() {
+        refuse("-D", "no per-prefix statistics are kept (stats detail)")?;
+    }
+    if a.enable_sasl || a.auth_file.is_some() {
+        refuse(
+            "-S/-Y",
+            "no SASL or ASCII authentication; keep the server on a trusted network",
+        )?;
+    }
+    if a.memory_file.is_some() {
+        refuse(
+            "-e",
+            "the restartable cache is the flash file: --flash PATH survives restarts",
+        )?;
+    }
+    if a.enable_ssl {
+        refuse(
+            "-Z",
+            "no TLS; put a TLS proxy in front, or keep the server on a trusted network",
+        )?;
+    }
+    match a.protocol.as_deref() {
+        None | Some("ascii") | Some("auto") => {}
+        Some("binary") => refuse("-B binary", "the binary protocol is not built yet")?,
+        Some(other) => bail!("-B {other:?}: the protocol is ascii, binary or auto"),
+    }
+    let mut no_effect: Vec<String> = Vec::new();
+    for (given, name) in [
+        (a.slab_growth_factor.is_some(), "-f"),
+        (a.slab_min_size.is_some(), "-n"),
+        (a.largepages, "-L"),
+        (a.max_reqs_per_event.is_some(), "-R"),
+        (a.disable_dumping, "-X"),
+        (a.disable_watch, "-W"),
+    ] {
+        if given {
+            no_effect.push(name.into());
+        }
+    }
+    for option in a.extended.iter().flat_map(|o| o.split(',')) {
+        let option = option.trim();
+        let name = option.split('=').next().unwrap_or("");
+        let bare = name.strip_prefix("no_").unwrap_or(name);
+        match bare {
+            "" => {}
+            // Tuning of memcached's hash table, slab allocator, LRU and logging threads: inpath
+            // has none of them, so the option changes nothing and is taken.
+            "maxconns_fast"
+            | "hashpower"
+            | "tail_repair_time"
+            | "hash_algorithm"
+            | "lru_crawler"
+            | "lru_crawler_sleep"
+            | "lru_crawler_tocrawl"
+            | "lru_maintainer"
+            | "hot_lru_pct"
+            | "warm_lru_pct"
+            | "hot_max_factor"
+            | "warm_max_factor"
+            | "temporary_ttl"
+            | "slab_chunk_max"
+            | "slab_reassign"
+            | "slab_automove"
+            | "slab_automove_freeratio"
+            | "watcher_logbuf_size"
+            | "worker_logbuf_size"
+            | "read_buf_mem_limit"
+            | "hashexpand"
+            | "modern"
+            | "inline_ascii_response" => {
+                no_effect.push(format!("-o {option}"));
+            }
+            "idle_timeout" => refuse("-o idle_timeout", "idle connections are not closed yet")?,
+            "track_sizes" => refuse("-o track_sizes", "no size histogram is kept (stats sizes)")?,
+            b if b.starts_with("ext_") => refuse(
+                &format!("-o {name}"),
+                "extstore's options do not apply: inpath's flash tier is --flash and --flash-size",
+            )?,
+            b if b.starts_with("ssl_") => refuse(&format!("-o {name}"), "no TLS")?,
+            _ => bail!(
+                "-o {name}: not a memcached extended option inpath knows (docs/cache.md, \
+                 \"Migrating from memcached\", lists those taken)"
+            ),
+        }
+    }
+    Ok(no_effect)
+}
+
+/// What memcached does to its process before serving: the log to a file, the core limit,
+/// the user, the background, locked memory. Runs before the server's threads start (a fork
+/// keeps only the calling thread).
+fn process_setup(a: &ServeArgs, listen: &str) -> Result<()> {
+    use std::os::fd::AsRawFd;
+    if let Some(path) = &a.logfile {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .with_context(|| format!("cannot open the log file {}", path.display()))?;
+        nix::unistd::dup2(log.as_raw_fd(), 2)
+            .with_context(|| format!("cannot send the log to {}", path.display()))?;
+    }
+    if a.enable_coredumps {
+        use nix::sys::resource::{getrlimit, setrlimit, Resource};
+        let (_, hard) = getrlimit(Resource::RLIMIT_CORE).context("-r: the core file limit")?;
+        setrlimit(Resource::RLIMIT_CORE, hard, hard).context("-r: raising the core file limit")?;
+    }
+    if let Some(name) = &a.user {
+        if nix::unistd::geteuid().is_root() {
+            let user = nix::unistd::User::from_name(name)
+                .with_context(|| format!("-u {name}: looking up the user"))?
+                .with_context(|| format!("-u {name}: no such user"))?;
+            nix::unistd::setgroups(&[user.gid]).with_context(|| format!("-u {name}: groups"))?;
+            nix::unistd::setgid(user.gid).with_context(|| format!("-u {name}: setgid"))?;
+            nix::unistd::setuid(user.uid).with_context(|| format!("-u {name}: setuid"))?;
+        }
+    }
+    if a.daemon {
+        // A port that cannot be bound fails here, where the error can still be seen.
+        drop(
+            std::net::TcpListener::bind(listen)
+                .with_context(|| format!("cannot listen on {listen}"))?,
+        );
+        // Standard input and output go to /dev/null, standard error too unless --logfile took
+        // it: a parent that waits for the output's end (a shell's `$(...)`, a test) is not held.
+        let null = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/null")
+            .context("-d: /dev/null")?;
+        for fd in [0, 1] {
+            nix::unistd::dup2(null.as_raw_fd(), fd).context("-d: closing standard streams")?;
+        }
+        if a.logfile.is_none() {
+            nix::unistd::dup2(null.as_raw_fd(), 2).context("-d: closing standard error")?;
+        }
+        nix::unistd::daemon(true, true).context("-d: going to the background")?;
+    }
+    if a.lock_memory {
+        use nix::sys::mman::{mlockall, MlockAllFlags};
+        if let Err(e) = mlockall(MlockAllFlags::MCL_CURRENT | MlockAllFlags::MCL_FUTURE) {
+            eprintln!("inpath cache: warning: -k: cannot lock memory ({e}); serving unlocked");
+        }
+    }
+    Ok(())
+}
+
+/// A pid file, removed when dropped (a clean stop).
+struct PidFile(PathBuf);
+
+impl PidFile {
+    fn write(path: &std::path::Path) -> Result<PidFile> {
+        std::fs::write(path, format!("{}\n", std::process::id()))
+            .with_context(|| format!("-P: cannot write the pid file {}", path.display()))?;
+        Ok(PidFile(path.to_path_buf()))
+    }
+}
+
+impl Drop for PidFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }

@@ -370,3 +370,163 @@ fn seal_key_seals_the_flash_file_and_restarts_with_the_key() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// A memcached config file in Debian's format (comments, `-d`, `logfile`, `-P`, `-l`, `-p`,
+/// `-m`) starts the server in the background; `-F`, `-c`, `-U 0`, `-vv` and `-o` options that
+/// apply are taken; the pid file goes away on a clean stop (SIGTERM).
+#[test]
+fn a_memcached_config_file_starts_a_daemon() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (log, pid, flash) = (d.join("mc.log"), d.join("mc.pid"), d.join("c.flash"));
+    let conf = d.join("memcached.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "# memcached default config file\n-d\n\n# Log memcached's output\nlogfile {}\n\
+             -m 16\n-p 0\n-l 127.0.0.1 # loopback only\n-c 100\n-U 0\n-F\n-vv\n\
+             -o maxconns_fast,hashpower=16\n-P {}\n",
+            log.display(),
+            pid.display()
+        ),
+    )
+    .unwrap();
+    let out = inpath()
+        .args(["cache", "serve", "--config"])
+        .arg(&conf)
+        .arg("--flash")
+        .arg(&flash)
+        .args(["--flash-size", "16MiB", "-t", "2"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The background server writes its pid file and its address to the log.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let addr = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if let Some(rest) = text.split("listening on ").nth(1) {
+            if pid.exists() {
+                break rest.split(' ').next().unwrap().to_string();
+            }
+        }
+        assert!(Instant::now() < deadline, "no server in the log: {text}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let server_pid: u32 = std::fs::read_to_string(&pid)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let stream = TcpStream::connect(&addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut w = stream.try_clone().unwrap();
+    let mut r = BufReader::new(stream);
+    let mut ask = |req: &str, lines: usize| -> Vec<String> {
+        w.write_all(req.as_bytes()).unwrap();
+        (0..lines)
+            .map(|_| {
+                let mut l = String::new();
+                r.read_line(&mut l).unwrap();
+                l.trim_end().to_string()
+            })
+            .collect()
+    };
+    assert_eq!(ask("set k 0 0 2\r\nhi\r\n", 1), ["STORED"]);
+    assert_eq!(ask("get k\r\n", 3), ["VALUE k 0 2", "hi", "END"]);
+    assert_eq!(
+        ask("flush_all\r\n", 1),
+        ["CLIENT_ERROR flush_all not allowed"]
+    );
+    let settings = ask("stats settings\r\n", 8);
+    assert!(
+        settings.contains(&"STAT maxconns 100".to_string()),
+        "{settings:?}"
+    );
+    assert!(
+        settings.contains(&format!("STAT maxbytes {}", 16u64 << 20)),
+        "{settings:?}"
+    );
+    let status = Command::new("kill")
+        .args(["-TERM", &server_pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while pid.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the pid file stayed after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("taken without effect"), "{text}");
+    assert!(text.contains("stopped"), "{text}");
+}
+
+/// Every memcached option inpath does not have is refused at start, by name and with the
+/// reason; nothing is created.
+#[test]
+fn memcached_options_inpath_lacks_are_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let flash = dir.path().join("c.flash");
+    let flash = flash.to_str().unwrap();
+    let program = crate::common::program(dir.path());
+    for (args, needle) in [
+        (&["-s", "/tmp/mc.sock"][..], "-s/-a is not supported"),
+        (&["-a", "700"], "-s/-a is not supported"),
+        (&["-A"], "-A is not supported"),
+        (&["-M"], "-M is not supported"),
+        (&["-C"], "-C is not supported"),
+        (&["-D", ":"], "-D is not supported"),
+        (&["-S"], "-S/-Y is not supported"),
+        (&["-Y", "auth.txt"], "-S/-Y is not supported"),
+        (&["-e", "/dev/shm/mem"], "-e is not supported"),
+        (&["-Z"], "-Z is not supported"),
+        (&["-U", "11211"], "-U 11211 is not supported"),
+        (&["-B", "binary"], "-B binary is not supported"),
+        (&["-B", "sctp"], "the protocol is ascii, binary or auto"),
+        (
+            &["-o", "ext_path=/ssd/x:1G"],
+            "-o ext_path is not supported",
+        ),
+        (&["-o", "ssl_key=k.pem"], "-o ssl_key is not supported"),
+        (
+            &["-o", "idle_timeout=30"],
+            "-o idle_timeout is not supported",
+        ),
+        (
+            &["-o", "maxconns_fast,bogus"],
+            "-o bogus: not a memcached extended option",
+        ),
+    ] {
+        let mut argv = vec![
+            "cache",
+            "serve",
+            "--flash",
+            flash,
+            "-p",
+            "0",
+            "-l",
+            "127.0.0.1",
+        ];
+        argv.extend_from_slice(args);
+        program.fails(&argv, needle);
+    }
+    assert!(
+        std::fs::read_dir(dir.path()).unwrap().next().is_none(),
+        "nothing created"
+    );
+    // A config file that cannot be read, or holds an unknown option, is named.
+    program.fails(&["cache", "serve", "--config", "nope.conf"], "nope.conf");
+    std::fs::write(dir.path().join("bad.conf"), "-m 64\n--frobnicate\n").unwrap();
+    program.fails(&["cache", "serve", "--config", "bad.conf"], "bad.conf");
+    let version = program.ok(&["cache", "serve", "-V"]);
+    assert!(version.contains("memcached protocol"), "{version}");
+}
