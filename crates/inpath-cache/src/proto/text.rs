@@ -487,7 +487,7 @@ fn stats(store: &Arc<Store>, toks: &[&[u8]], out: &mut Vec<u8>) {
         Some(b"settings") => {
             let s = store.settings();
             vec![
-                ("maxbytes".into(), store_memory(store)),
+                ("maxbytes".into(), store.memory_limit().to_string()),
                 ("maxconns".into(), s.max_conns.to_string()),
                 ("num_threads".into(), s.threads.to_string()),
                 ("item_size_max".into(), store.item_max().to_string()),
@@ -512,13 +512,4 @@ fn stats(store: &Arc<Store>, toks: &[&[u8]], out: &mut Vec<u8>) {
         out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(b"END\r\n");
-}
-
-fn store_memory(store: &Arc<Store>) -> String {
-    store
-        .stats()
-        .into_iter()
-        .find(|(k, _)| *k == "limit_maxbytes")
-        .map(|(_, v)| v)
-        .unwrap_or_default()
 }

@@ -1068,7 +1068,7 @@ struct PidFile(PathBuf);
 
 impl PidFile {
     fn write(path: &std::path::Path) -> Result<PidFile> {
-        std::fs::write(path, format!("{}\n", std::process::id()))
+        inpath_core::output::write_file(path, format!("{}\n", std::process::id()).as_bytes(), &[])
             .with_context(|| format!("-P: cannot write the pid file {}", path.display()))?;
         Ok(PidFile(path.to_path_buf()))
     }

@@ -399,11 +399,7 @@ fn a_memcached_config_file_starts_a_daemon() {
         .args(["--flash-size", "16MiB", "-t", "2"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    inpath_testkit::run::expect_success("cache serve --config", &out);
     // The background server writes its pid file and its address to the log.
     let deadline = Instant::now() + Duration::from_secs(30);
     let addr = loop {
