@@ -29,6 +29,8 @@ pub struct ServerConfig {
     pub http: Option<String>,
     /// Connections the kernel queues before they are accepted (memcached's `-b`).
     pub backlog: u32,
+    /// Whether the `shutdown` command stops the server (memcached's `-A`).
+    pub shutdown_command: bool,
 }
 
 impl ServerConfig {
@@ -43,6 +45,7 @@ impl ServerConfig {
             handle_signals: false,
             http: None,
             backlog: 1024,
+            shutdown_command: false,
         }
     }
 }
@@ -86,6 +89,7 @@ impl Server {
         let settings = Settings {
             threads: cfg.threads,
             max_conns: cfg.max_conns,
+            shutdown_command: cfg.shutdown_command,
         };
         let store = Store::open_with(cfg.store.clone(), settings)?;
         if cfg.store.verbose {
@@ -306,6 +310,10 @@ async fn serve(
                 eprintln!("inpath cache: {name}: shutting down (final checkpoint)");
                 break;
             }
+            () = store.shutdown_requested() => {
+                eprintln!("inpath cache: shutdown command: shutting down (final checkpoint)");
+                break;
+            }
             _ = stop.changed() => break,
         }
     }
@@ -342,6 +350,17 @@ async fn connection(mut sock: tokio::net::TcpStream, store: &Arc<Store>) {
                 Step::Close => {
                     close = true;
                     break;
+                }
+                Step::Resume { consumed, prefix } => {
+                    // The rest of a long multiget: its command goes in front of the remaining
+                    // keys, in place (the prefix is never longer than what was consumed).
+                    let Some(back) = consumed.checked_sub(prefix.len()) else {
+                        close = true;
+                        break;
+                    };
+                    let at = start + back;
+                    buf[at..at + prefix.len()].copy_from_slice(&prefix);
+                    start = at;
                 }
             }
             if out.len() > 256 * 1024 {

@@ -39,6 +39,16 @@ impl Geometry {
                 cfg.item_max, VLEN_MAX
             )));
         }
+        if cfg.flash_path.is_none() {
+            return Geometry::dram_only(cfg);
+        }
+        if !cfg.evictions {
+            return Err(CacheError::Config(
+                "evictions can be turned off (memcached's -M) only without a flash file: the \
+                 flash log always makes room by reclaiming its oldest chunk"
+                    .into(),
+            ));
+        }
         // Room for the largest record, sealed (seal header, tag, an incompressible page stored).
         let largest = flash::record_len(KEY_MAX, cfg.item_max) + CHUNK_HEADER + 8192;
         let chunk_size = flash::round_up(largest.max(1 << 20), ALIGN) as u64;
@@ -70,6 +80,37 @@ impl Geometry {
             nbuckets,
             dram_budget: (cfg.memory - fixed) as usize,
         })
+    }
+
+    /// Without flash: the index gets `2 * memory / avg_item_size` entries (half full when the
+    /// values fill DRAM: a key's two buckets are then never both full, so `-M` refuses only for
+    /// memory, never for a bucket conflict), the values the rest; no log chunks.
+    fn dram_only(cfg: &StoreConfig) -> Result<Geometry> {
+        let entries = (2 * cfg.memory / cfg.avg_item_size.max(64) as u64).max(4096);
+        let nbuckets = entries.div_ceil(4);
+        let index_bytes = nbuckets * 64;
+        let least = index_bytes + (1 << 20).max(2 * cfg.item_max as u64);
+        if cfg.memory < least {
+            return Err(CacheError::Config(format!(
+                "memory {} bytes is too small: the index takes {} and the largest items need \
+                 {} more; give at least {} bytes (or a larger average item size)",
+                cfg.memory,
+                index_bytes,
+                least - index_bytes,
+                least
+            )));
+        }
+        Ok(Geometry {
+            chunk_size: 0,
+            nchunks: 0,
+            nbuckets,
+            dram_budget: (cfg.memory - index_bytes) as usize,
+        })
+    }
+
+    /// Whether the store has a flash tier.
+    pub fn has_flash(&self) -> bool {
+        self.nchunks > 0
     }
 }
 
@@ -210,23 +251,33 @@ struct Inner {
     seal_errors: u64,
     writer: mpsc::SyncSender<Job>,
     pending: Arc<Mutex<HashMap<u64, Arc<AlignedBuf>>>>,
+    /// Whether a full cache evicts (`StoreConfig::evictions`); off: stores fail instead.
+    evictions_on: bool,
+    /// Whether items get CAS values (`StoreConfig::cas`).
+    cas_on: bool,
 }
+
+/// A store that would need an eviction while evictions are off.
+struct NoRoom;
 
 /// The store shared by all connections.
 pub struct Store {
     inner: Mutex<Inner>,
-    flash: Arc<FlashFile>,
+    /// The flash file; `None` in the DRAM-only mode.
+    flash: Option<Arc<FlashFile>>,
     pending: Arc<Mutex<HashMap<u64, Arc<AlignedBuf>>>>,
     writer_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     pub counters: Arc<Counters>,
     pub geo: Geometry,
     cfg: StoreConfig,
-    ckpt_path: PathBuf,
+    ckpt_path: Option<PathBuf>,
     started: Instant,
     /// What recovery found, for the log and for stats.
     pub recovery: RecoveryReport,
     settings: Settings,
     closed: AtomicBool,
+    /// Woken by the `shutdown` command (`Settings::shutdown_command`); the server waits on it.
+    shutdown: tokio::sync::Notify,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -248,8 +299,17 @@ impl Inner {
     }
 
     fn next_cas(&mut self) -> u64 {
+        if !self.cas_on {
+            return 0;
+        }
         self.cas += 1;
         self.cas
+    }
+
+    /// Whether a request's cas `want` fails against the item's `have` (never with CAS off, as
+    /// in memcached: every cas is 0 then).
+    fn cas_differs(&self, want: u64, have: u64) -> bool {
+        self.cas_on && want != have
     }
 
     fn rand(&mut self) -> u64 {
@@ -337,6 +397,11 @@ impl Inner {
         key: &[u8],
         value: &[u8],
     ) -> u64 {
+        if !self.geo.has_flash() {
+            // DRAM only: no log.
+            self.last_payload = 0;
+            return 0;
+        }
         let blob;
         let (kind, key, value) = match (&self.seal, kind) {
             (Some(h), flash::KIND_SET | flash::KIND_DELETE) => {
@@ -434,6 +499,9 @@ impl Inner {
 
     /// Sends the unwritten part of the open chunk to the writer (a copy: the chunk keeps filling).
     fn flush_open(&mut self) {
+        if !self.geo.has_flash() {
+            return;
+        }
         let cs = self.geo.chunk_size;
         let end = (self.head - self.open_no * cs) as usize;
         if end <= self.flushed {
@@ -505,6 +573,12 @@ impl Inner {
             self.remove_entry(pos);
             return;
         }
+        if !self.geo.has_flash() {
+            // DRAM only: the victim leaves the cache.
+            self.evictions += 1;
+            self.remove_entry(pos);
+            return;
+        }
         let mut backing = self.dram[slot].backing;
         if backing < self.tail {
             // Its record was reclaimed: write it again at the head of the log.
@@ -533,9 +607,13 @@ impl Inner {
         backing: u64,
         backing_len: usize,
         now: u32,
-    ) -> usize {
+    ) -> std::result::Result<usize, NoRoom> {
         if let Some(pos) = self.index.find(kh, key.len()) {
             self.remove_entry(pos);
+        }
+        let cost = key.len() + value.len() + DRAM_ITEM_OVERHEAD;
+        if !self.evictions_on && self.dram_bytes + cost > self.dram_budget {
+            return Err(NoRoom);
         }
         let mut data = Vec::with_capacity(key.len() + value.len());
         data.extend_from_slice(key);
@@ -565,6 +643,10 @@ impl Inner {
                 Loc::Dram(_) => true,
             };
             if live {
+                if !self.evictions_on {
+                    // Both buckets of the key are full of live items: no eviction allowed.
+                    return Err(NoRoom);
+                }
                 self.evictions += 1;
             }
             self.remove_entry(pos);
@@ -582,7 +664,7 @@ impl Inner {
         );
         self.curr_items += 1;
         self.total_items += 1;
-        slot
+        Ok(slot)
     }
 
     /// Writes a new version (log record, then DRAM) and returns its cas.
@@ -596,18 +678,18 @@ impl Inner {
         value: &[u8],
         new_cas: Option<u64>,
         now: u32,
-    ) -> u64 {
+    ) -> std::result::Result<u64, NoRoom> {
         let cas = match new_cas {
-            Some(c) => {
+            Some(c) if self.cas_on => {
                 self.cas = self.cas.max(c);
                 c
             }
-            None => self.next_cas(),
+            _ => self.next_cas(),
         };
         let addr = self.append(flash::KIND_SET, flags, exptime, cas, key, value);
         let blen = self.last_payload;
-        self.insert(key, kh, flags, exptime, cas, value, addr, blen, now);
-        cas
+        self.insert(key, kh, flags, exptime, cas, value, addr, blen, now)?;
+        Ok(cas)
     }
 
     fn bump(&mut self, pos: Pos, slot: usize) {
@@ -675,26 +757,35 @@ impl Store {
     pub fn open_with(cfg: StoreConfig, settings: Settings) -> Result<Arc<Store>> {
         let geo = Geometry::of(&cfg)?;
         let flash_size = geo.chunk_size * geo.nchunks;
-        let flash = Arc::new(FlashFile::open(
-            &cfg.flash_path,
-            cfg.flash_size.max(flash_size),
-        )?);
-        let ckpt_path = {
-            let mut p = cfg.flash_path.clone().into_os_string();
+        let flash = match &cfg.flash_path {
+            Some(path) => Some(Arc::new(FlashFile::open(
+                path,
+                cfg.flash_size.max(flash_size),
+            )?)),
+            None => None,
+        };
+        let ckpt_path = cfg.flash_path.as_ref().map(|path| {
+            let mut p = path.clone().into_os_string();
             p.push(".ckpt");
             PathBuf::from(p)
-        };
+        });
         let pending: Arc<Mutex<HashMap<u64, Arc<AlignedBuf>>>> = Arc::default();
         let counters = Arc::new(Counters::default());
         let (tx, rx) = mpsc::sync_channel::<Job>(WRITE_QUEUE);
-        let writer_thread = {
-            let flash = flash.clone();
-            let pending = pending.clone();
-            let counters = counters.clone();
-            let verbose = cfg.verbose;
-            std::thread::Builder::new()
-                .name("inpath-cache-writer".into())
-                .spawn(move || writer_loop(rx, flash, pending, counters, verbose))?
+        let writer_thread = match &flash {
+            Some(flash) => {
+                let flash = flash.clone();
+                let pending = pending.clone();
+                let counters = counters.clone();
+                let verbose = cfg.verbose;
+                Some(
+                    std::thread::Builder::new()
+                        .name("inpath-cache-writer".into())
+                        .spawn(move || writer_loop(rx, flash, pending, counters, verbose))?,
+                )
+            }
+            // DRAM only: nothing is ever sent to a writer.
+            None => None,
         };
         let seed = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -712,7 +803,7 @@ impl Store {
             head: CHUNK_HEADER as u64,
             tail: 0,
             open_no: 0,
-            open: AlignedBuf::zeroed(geo.chunk_size as usize),
+            open: AlignedBuf::zeroed((geo.chunk_size as usize).max(ALIGN)),
             flushed: 0,
             live: vec![0; geo.nchunks as usize],
             curr_items: 0,
@@ -731,21 +822,33 @@ impl Store {
             seal_errors: 0,
             writer: tx,
             pending: pending.clone(),
+            evictions_on: cfg.evictions,
+            cas_on: cfg.cas,
         };
-        let rec = recover::recover(&mut inner.index, geo, cfg.seal.as_ref(), &flash, &ckpt_path)
-            .map_err(|e| CacheError::Flash {
-                path: cfg.flash_path.display().to_string(),
-                source: e,
-            })?;
-        inner.cas = inner.cas.max(rec.cas);
-        inner.clock = rec.clock;
-        let mut recovery = rec.report;
-        recovery.items = inner.finish_recovery(rec.tail, rec.open_no);
+        let recovery = match (&flash, &ckpt_path, &cfg.flash_path) {
+            (Some(flash), Some(ckpt_path), Some(path)) => {
+                let rec =
+                    recover::recover(&mut inner.index, geo, cfg.seal.as_ref(), flash, ckpt_path)
+                        .map_err(|e| CacheError::Flash {
+                            path: path.display().to_string(),
+                            source: e,
+                        })?;
+                inner.cas = inner.cas.max(rec.cas);
+                inner.clock = rec.clock;
+                let mut recovery = rec.report;
+                recovery.items = inner.finish_recovery(rec.tail, rec.open_no);
+                recovery
+            }
+            _ => RecoveryReport {
+                checkpoint_note: "no flash file: DRAM only, nothing to recover".into(),
+                ..RecoveryReport::default()
+            },
+        };
         Ok(Arc::new(Store {
             inner: Mutex::new(inner),
             flash,
             pending,
-            writer_thread: Mutex::new(Some(writer_thread)),
+            writer_thread: Mutex::new(writer_thread),
             counters,
             geo,
             cfg,
@@ -754,6 +857,7 @@ impl Store {
             recovery,
             settings,
             closed: AtomicBool::new(false),
+            shutdown: tokio::sync::Notify::new(),
         }))
     }
 
@@ -776,6 +880,31 @@ impl Store {
         self.cfg.flush_all
     }
 
+    /// Asks the server running this store to stop (the `shutdown` command).
+    pub fn request_shutdown(&self) {
+        self.shutdown.notify_one();
+    }
+
+    /// Resolves once [`Store::request_shutdown`] was called.
+    pub async fn shutdown_requested(&self) {
+        self.shutdown.notified().await;
+    }
+
+    /// Whether a full cache evicts (memcached's `-M` turns it off).
+    pub fn evictions_enabled(&self) -> bool {
+        self.cfg.evictions
+    }
+
+    /// Whether items carry CAS values (memcached's `-C` turns it off).
+    pub fn cas_enabled(&self) -> bool {
+        self.cfg.cas
+    }
+
+    /// Whether values have a flash tier (`false`: the DRAM-only mode).
+    pub fn has_flash(&self) -> bool {
+        self.flash.is_some()
+    }
+
     /// The DRAM budget now (`-m`, or the last `cache_memlimit`), in bytes.
     pub fn memory_limit(&self) -> u64 {
         lock(&self.inner).memory_limit
@@ -788,7 +917,8 @@ impl Store {
     pub fn set_memory_limit(&self, bytes: u64) -> std::result::Result<(), MemLimitTooSmall> {
         let mut g = lock(&self.inner);
         let fixed = self.cfg.memory - self.geo.dram_budget as u64;
-        let min = fixed + 2 * self.geo.chunk_size;
+        // Room for two log chunks of values (DRAM only: for 1 MiB of values).
+        let min = fixed + (2 * self.geo.chunk_size).max(1 << 20);
         if bytes < min {
             return Err(MemLimitTooSmall { min });
         }
@@ -855,7 +985,7 @@ impl Store {
     }
 
     pub fn flash_direct(&self) -> bool {
-        self.flash.direct
+        self.flash.as_ref().is_some_and(|f| f.direct)
     }
 
     /// Reads the record at `addr` (`len` bytes) with one aligned pread, or from a sealed chunk
@@ -879,7 +1009,8 @@ impl Store {
         self.counters
             .flash_read_bytes
             .fetch_add(end - start, Relaxed);
-        match self.flash.read_at(buf.as_mut_slice(), start) {
+        let flash = self.flash.as_ref()?;
+        match flash.read_at(buf.as_mut_slice(), start) {
             Ok(()) => {
                 let s = (phys - start) as usize;
                 Some(buf.as_slice()[s..s + len].to_vec())
@@ -992,7 +1123,10 @@ impl Store {
                 }
                 let (flags, exptime, cas) = (rec.flags, rec.exptime, rec.cas);
                 let blen = rec.value.len();
-                let slot = g.insert(key, kh, flags, exptime, cas, &value, addr, blen, now);
+                // With a flash tier evictions are always on: `insert` cannot refuse.
+                let slot = g
+                    .insert(key, kh, flags, exptime, cas, &value, addr, blen, now)
+                    .ok()?;
                 g.index
                     .find_loc(kh, Loc::Dram(slot as u64))
                     .map(|p| (p, slot))
@@ -1060,28 +1194,25 @@ impl Store {
             // A plain set needs nothing from the current version: no flash read.
             let mut g = lock(&self.inner);
             let now = now_unix();
-            let cas = g.write_item(key, kh, req.flags, req.exptime, req.value, req.new_cas, now);
-            return StoreRes::Stored {
-                cas,
-                size: req.value.len(),
-            };
+            return stored(
+                g.write_item(key, kh, req.flags, req.exptime, req.value, req.new_cas, now),
+                req.value.len(),
+            );
         }
         let item_max = self.cfg.item_max;
         let res = self
             .with_current(key, |g, cur, now| {
                 let Some((_pos, slot)) = cur else {
                     if let (Some(ttl), Mode::Append | Mode::Prepend) = (req.vivify, req.mode) {
-                        let cas =
-                            g.write_item(key, kh, req.flags, ttl, req.value, req.new_cas, now);
-                        return StoreRes::Stored {
-                            cas,
-                            size: req.value.len(),
-                        };
+                        return stored(
+                            g.write_item(key, kh, req.flags, ttl, req.value, req.new_cas, now),
+                            req.value.len(),
+                        );
                     }
                     return match (req.cas, req.mode) {
                         (Some(_), _) => StoreRes::NotFound,
-                        (None, Mode::Add | Mode::Set) => {
-                            let cas = g.write_item(
+                        (None, Mode::Add | Mode::Set) => stored(
+                            g.write_item(
                                 key,
                                 kh,
                                 req.flags,
@@ -1089,17 +1220,14 @@ impl Store {
                                 req.value,
                                 req.new_cas,
                                 now,
-                            );
-                            StoreRes::Stored {
-                                cas,
-                                size: req.value.len(),
-                            }
-                        }
+                            ),
+                            req.value.len(),
+                        ),
                         _ => StoreRes::NotStored,
                     };
                 };
                 if let Some(c) = req.cas {
-                    if c != g.dram[slot].cas {
+                    if g.cas_differs(c, g.dram[slot].cas) {
                         return StoreRes::Exists;
                     }
                 }
@@ -1127,11 +1255,10 @@ impl Store {
                         (it.flags, it.exptime, v.into())
                     }
                 };
-                let cas = g.write_item(key, kh, flags, exptime, &value, req.new_cas, now);
-                StoreRes::Stored {
-                    cas,
-                    size: value.len(),
-                }
+                stored(
+                    g.write_item(key, kh, flags, exptime, &value, req.new_cas, now),
+                    value.len(),
+                )
             })
             .await;
         if req.cas.is_some() {
@@ -1152,7 +1279,7 @@ impl Store {
                 let Some((pos, slot)) = cur else {
                     return DelRes::NotFound;
                 };
-                if cas.is_some_and(|c| c != g.dram[slot].cas) {
+                if cas.is_some_and(|c| g.cas_differs(c, g.dram[slot].cas)) {
                     return DelRes::Exists;
                 }
                 g.append(flash::KIND_DELETE, 0, 0, 0, key, &[]);
@@ -1216,7 +1343,10 @@ impl Store {
                 let Some((_pos, slot)) = cur else {
                     if let Some((initial, exptime)) = vivify {
                         let v = initial.to_string();
-                        let c = g.write_item(key, kh, 0, exptime, v.as_bytes(), None, now);
+                        let Ok(c) = g.write_item(key, kh, 0, exptime, v.as_bytes(), None, now)
+                        else {
+                            return ArithRes::OutOfMemory;
+                        };
                         return ArithRes::Value {
                             value: initial,
                             cas: c,
@@ -1226,7 +1356,7 @@ impl Store {
                     return ArithRes::NotFound;
                 };
                 let it = &g.dram[slot];
-                if cas.is_some_and(|c| c != it.cas) {
+                if cas.is_some_and(|c| g.cas_differs(c, it.cas)) {
                     return ArithRes::Exists;
                 }
                 let Some(cur_v) = parse_counter(it.value()) else {
@@ -1238,7 +1368,10 @@ impl Store {
                     cur_v.saturating_sub(delta)
                 };
                 let (flags, exptime) = (it.flags, ttl.unwrap_or(it.exptime));
-                let c = g.write_item(key, kh, flags, exptime, v.to_string().as_bytes(), None, now);
+                let new = v.to_string();
+                let Ok(c) = g.write_item(key, kh, flags, exptime, new.as_bytes(), None, now) else {
+                    return ArithRes::OutOfMemory;
+                };
                 ArithRes::Value {
                     value: v,
                     cas: c,
@@ -1274,6 +1407,10 @@ impl Store {
 
     /// Writes a checkpoint of the index (blocking: call from a blocking context).
     pub fn checkpoint(&self) -> Result<()> {
+        let Some(ckpt_path) = &self.ckpt_path else {
+            // DRAM only: nothing survives a restart, nothing to write.
+            return Ok(());
+        };
         let snap = {
             let mut g = lock(&self.inner);
             // DRAM items whose record was reclaimed get a fresh one, so the checkpoint can
@@ -1310,8 +1447,8 @@ impl Store {
             }
         };
         self.sync_log()?;
-        recover::write_checkpoint(&self.ckpt_path, &snap).map_err(|e| CacheError::Checkpoint {
-            path: self.ckpt_path.display().to_string(),
+        recover::write_checkpoint(ckpt_path, &snap).map_err(|e| CacheError::Checkpoint {
+            path: ckpt_path.display().to_string(),
             source: e,
         })?;
         self.counters.checkpoints.fetch_add(1, Relaxed);
@@ -1327,7 +1464,11 @@ impl Store {
             .map_err(|_| CacheError::WriterStopped)?;
         match rx.recv() {
             Ok(r) => r.map_err(|e| CacheError::Flash {
-                path: self.cfg.flash_path.display().to_string(),
+                path: self
+                    .cfg
+                    .flash_path
+                    .as_ref()
+                    .map_or_else(String::new, |p| p.display().to_string()),
                 source: e,
             }),
             Err(_) => Err(CacheError::WriterStopped),
@@ -1413,7 +1554,7 @@ impl Store {
             ("flash_read_errors", ld(&c.flash_read_errors)),
             (
                 "flash_writes",
-                (g.flash_bytes_written / g.geo.chunk_size).to_string(),
+                (g.flash_bytes_written / g.geo.chunk_size.max(1)).to_string(),
             ),
             ("flash_bytes_written", g.flash_bytes_written.to_string()),
             ("flash_write_errors", ld(&c.flash_write_errors)),
@@ -1429,7 +1570,7 @@ impl Store {
             ),
             ("flash_chunk_bytes", g.geo.chunk_size.to_string()),
             ("flash_chunks_reclaimed", g.reclaimed_chunks.to_string()),
-            ("flash_direct_io", u8::from(self.flash.direct).to_string()),
+            ("flash_direct_io", u8::from(self.flash_direct()).to_string()),
             ("log_buffer_hits", ld(&c.log_buffer_hits)),
             ("log_head", g.head.to_string()),
             ("log_tail", g.tail.to_string()),
@@ -1460,6 +1601,14 @@ impl Store {
 impl Drop for Store {
     fn drop(&mut self) {
         let _ = self.close();
+    }
+}
+
+/// A store's reply: stored with its cas, or no room with evictions off.
+fn stored(r: std::result::Result<u64, NoRoom>, size: usize) -> StoreRes {
+    match r {
+        Ok(cas) => StoreRes::Stored { cas, size },
+        Err(NoRoom) => StoreRes::OutOfMemory,
     }
 }
 
@@ -1592,6 +1741,7 @@ mod tests {
             Settings {
                 threads: 3,
                 max_conns: 7,
+                shutdown_command: false,
             },
         );
         let b = open("b", Settings::default());

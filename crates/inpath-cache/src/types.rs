@@ -46,7 +46,9 @@ impl std::fmt::Debug for SealHook {
 pub struct StoreConfig {
     /// DRAM budget in bytes: index + log buffers + hot values.
     pub memory: u64,
-    pub flash_path: PathBuf,
+    /// The flash file; `None` runs from DRAM alone (memcached's model: the same index, values
+    /// evicted instead of moved to flash, nothing kept across restarts).
+    pub flash_path: Option<PathBuf>,
     pub flash_size: u64,
     /// Largest value in bytes (`-I`).
     pub item_max: usize,
@@ -58,19 +60,37 @@ pub struct StoreConfig {
     pub seal: Option<SealHook>,
     /// Whether `flush_all` is served (memcached's `-F` turns it off).
     pub flush_all: bool,
+    /// Whether a full cache makes room by evicting (memcached's `-M` turns it off: a store that
+    /// does not fit gets `SERVER_ERROR out of memory`). Only without a flash file: the flash
+    /// log always reclaims its oldest chunk.
+    pub evictions: bool,
+    /// Whether items get CAS values (memcached's `-C` turns it off: every cas is 0 and a `cas`
+    /// request is not checked against it).
+    pub cas: bool,
 }
 
 impl StoreConfig {
+    /// A store with a flash tier in the file `flash_path`.
     pub fn new(flash_path: PathBuf) -> StoreConfig {
         StoreConfig {
+            flash_path: Some(flash_path),
+            ..StoreConfig::dram_only()
+        }
+    }
+
+    /// A store without flash: values live in DRAM only and are evicted when it is full.
+    pub fn dram_only() -> StoreConfig {
+        StoreConfig {
             memory: 64 << 20,
-            flash_path,
+            flash_path: None,
             flash_size: 1 << 30,
             item_max: 1 << 20,
             avg_item_size: 1024,
             verbose: false,
             seal: None,
             flush_all: true,
+            evictions: true,
+            cas: true,
         }
     }
 }
@@ -84,6 +104,8 @@ pub struct Settings {
     pub threads: usize,
     /// Most simultaneous connections.
     pub max_conns: usize,
+    /// Whether the `shutdown` command stops the server (memcached's `-A`).
+    pub shutdown_command: bool,
 }
 
 /// Sizes derived from the configuration.
@@ -136,11 +158,17 @@ pub struct StoreReq<'a> {
 /// The outcome of a store request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StoreRes {
-    Stored { cas: u64, size: usize },
+    Stored {
+        cas: u64,
+        size: usize,
+    },
     NotStored,
     Exists,
     NotFound,
     TooLarge,
+    /// Evictions are off (`StoreConfig::evictions`) and the value does not fit; the key's old
+    /// value is gone, as in memcached (no stale value survives a failed store).
+    OutOfMemory,
 }
 
 /// The outcome of a delete.
@@ -154,10 +182,16 @@ pub enum DelRes {
 /// The outcome of incr / decr / ma.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ArithRes {
-    Value { value: u64, cas: u64, exptime: u32 },
+    Value {
+        value: u64,
+        cas: u64,
+        exptime: u32,
+    },
     NotFound,
     NonNumeric,
     Exists,
+    /// Evictions are off and the new value does not fit.
+    OutOfMemory,
 }
 
 /// What recovery found at start.

@@ -325,6 +325,10 @@ pub async fn meta(
                     out.extend_from_slice(b"SERVER_ERROR object too large for cache\r\n");
                     return Step::Done(total);
                 }
+                StoreRes::OutOfMemory => {
+                    out.extend_from_slice(b"SERVER_ERROR out of memory storing object\r\n");
+                    return Step::Done(total);
+                }
             };
             if q && stored.is_some() {
                 return Step::Done(total);
@@ -469,6 +473,9 @@ pub async fn meta(
                         out.extend_from_slice(text.as_bytes());
                         out.extend_from_slice(b"\r\n");
                     }
+                }
+                ArithRes::OutOfMemory => {
+                    out.extend_from_slice(b"SERVER_ERROR out of memory\r\n");
                 }
                 ArithRes::NonNumeric => {
                     err(out, "cannot increment or decrement non-numeric value");

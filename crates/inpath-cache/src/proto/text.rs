@@ -6,7 +6,7 @@
 //! strings included.
 
 use super::meta;
-use super::types::{Step, MAX_LINE};
+use super::types::{Step, MAX_LINE, OUT_CHUNK};
 use crate::store::Store;
 use crate::types::{abs_exptime, ArithRes, DelRes, ItemOut, Mode, StoreReq, StoreRes, KEY_MAX};
 use std::sync::Arc;
@@ -75,10 +75,91 @@ fn value_line(out: &mut Vec<u8>, key: &[u8], it: &ItemOut, with_cas: bool) {
     out.extend_from_slice(b"\r\n");
 }
 
+/// Answers `keys` of a get/gets/gat/gats (`touch`: gat's new expiry) until the output has
+/// grown by [`OUT_CHUNK`]; returns the index of the first key left, if any.
+async fn multiget(
+    store: &Arc<Store>,
+    cmd: &[u8],
+    touch: Option<u32>,
+    keys: &[&[u8]],
+    out: &mut Vec<u8>,
+) -> Option<usize> {
+    let with_cas = cmd == b"gets" || cmd == b"gats";
+    let mark = out.len();
+    for (i, key) in keys.iter().enumerate() {
+        if i > 0 && out.len() - mark >= OUT_CHUNK {
+            return Some(i);
+        }
+        if let Some(it) = store.get(key, touch).await {
+            value_line(out, key, &it, with_cas);
+        }
+    }
+    None
+}
+
+/// The step that hands back the rest of a multiget: consumed up to `next_key` (a token of
+/// `input`), to continue after the command and its arguments `head`.
+fn resume_at(input: &[u8], head: &[&[u8]], next_key: &[u8]) -> Step {
+    let consumed = offset_in(input, next_key);
+    let mut prefix = Vec::with_capacity(32);
+    for t in head {
+        prefix.extend_from_slice(t);
+        prefix.push(b' ');
+    }
+    Step::Resume { consumed, prefix }
+}
+
+/// Where the token `t` (a subslice of `input`) starts in `input`.
+fn offset_in(input: &[u8], t: &[u8]) -> usize {
+    (t.as_ptr() as usize).saturating_sub(input.as_ptr() as usize)
+}
+
+/// A get/gets/gat/gats line longer than [`MAX_LINE`] with no end yet: answers its complete
+/// keys (those followed by a space) and hands the rest back. `None` when it is not a multiget
+/// or holds no complete key (then the line is refused as too long).
+async fn long_multiget(store: &Arc<Store>, input: &[u8], out: &mut Vec<u8>) -> Option<Step> {
+    let last_space = memchr::memrchr(b' ', input)?;
+    let toks = tokens(&input[..last_space]);
+    let cmd = *toks.first()?;
+    let nargs = match cmd {
+        b"get" | b"gets" => 1,
+        b"gat" | b"gats" => 2,
+        _ => return None,
+    };
+    if toks.len() <= nargs {
+        return None;
+    }
+    let touch = if nargs == 2 {
+        Some(parse_exptime(toks[1])?)
+    } else {
+        None
+    };
+    let keys = &toks[nargs..];
+    // The last complete key is kept for the rest of the line, so the rest always holds a key
+    // (and a line whose only key is the unfinished one is refused: it is over 63 KiB long).
+    if keys.len() < 2 {
+        return None;
+    }
+    if keys.iter().any(|k| k.len() > KEY_MAX) {
+        // The rest of the line cannot be skipped reliably: say why and close.
+        out.extend_from_slice(BAD_FORMAT);
+        return Some(Step::Close);
+    }
+    let now = &keys[..keys.len() - 1];
+    let next = multiget(store, cmd, touch, now, out)
+        .await
+        .unwrap_or(now.len());
+    Some(resume_at(input, &toks[..nargs], keys[next]))
+}
+
 /// Processes one request from `input` (unread bytes), appending the reply to `out`.
 pub async fn step(store: &Arc<Store>, input: &[u8], out: &mut Vec<u8>) -> Step {
     let Some(nl) = memchr::memchr(b'\n', input) else {
         if input.len() > MAX_LINE {
+            // A multiget of any length is answered as it arrives, its complete keys first.
+            if let Some(step) = long_multiget(store, input, out).await {
+                return step;
+            }
             out.extend_from_slice(b"CLIENT_ERROR line too long\r\n");
             return Step::Close;
         }
@@ -117,39 +198,36 @@ async fn command(
     out: &mut Vec<u8>,
 ) -> Step {
     match cmd {
-        b"get" | b"gets" => {
-            if toks.len() < 2 {
+        b"get" | b"gets" | b"gat" | b"gats" => {
+            let nargs = if cmd.starts_with(b"gat") { 2 } else { 1 };
+            if toks.len() <= nargs {
                 out.extend_from_slice(b"ERROR\r\n");
-            } else if toks[1..].iter().any(|k| k.len() > KEY_MAX) {
+                return Step::Done(consumed);
+            }
+            let touch = if nargs == 2 {
+                match parse_exptime(toks[1]) {
+                    Some(exp) => Some(exp),
+                    None => {
+                        out.extend_from_slice(b"CLIENT_ERROR invalid exptime argument\r\n");
+                        return Step::Done(consumed);
+                    }
+                }
+            } else {
+                None
+            };
+            let keys = &toks[nargs..];
+            if keys.iter().any(|k| k.len() > KEY_MAX) {
                 out.extend_from_slice(BAD_FORMAT);
-            } else {
-                for key in &toks[1..] {
-                    if let Some(it) = store.get(key, None).await {
-                        value_line(out, key, &it, cmd == b"gets");
-                    }
-                }
-                out.extend_from_slice(b"END\r\n");
+                return Step::Done(consumed);
             }
-            Step::Done(consumed)
-        }
-        b"gat" | b"gats" => {
-            if toks.len() < 3 {
-                out.extend_from_slice(b"ERROR\r\n");
-            } else if let Some(exp) = parse_exptime(toks[1]) {
-                if toks[2..].iter().any(|k| k.len() > KEY_MAX) {
-                    out.extend_from_slice(BAD_FORMAT);
-                } else {
-                    for key in &toks[2..] {
-                        if let Some(it) = store.get(key, Some(exp)).await {
-                            value_line(out, key, &it, cmd == b"gats");
-                        }
-                    }
+            match multiget(store, cmd, touch, keys, out).await {
+                None => {
                     out.extend_from_slice(b"END\r\n");
+                    Step::Done(consumed)
                 }
-            } else {
-                out.extend_from_slice(b"CLIENT_ERROR invalid exptime argument\r\n");
+                // The output is full: the rest of the keys in a later step.
+                Some(next) => resume_at(input, &toks[..nargs], keys[next]),
             }
-            Step::Done(consumed)
         }
         b"set" | b"add" | b"replace" | b"append" | b"prepend" | b"cas" => {
             storage(store, cmd, toks, input, consumed, out).await
@@ -206,6 +284,7 @@ async fn command(
                 ArithRes::NonNumeric => out.extend_from_slice(
                     b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
                 ),
+                ArithRes::OutOfMemory => out.extend_from_slice(b"SERVER_ERROR out of memory\r\n"),
                 _ => {
                     if !noreply {
                         out.extend_from_slice(b"NOT_FOUND\r\n");
@@ -289,9 +368,23 @@ async fn command(
         }
         b"quit" => Step::Close,
         b"shutdown" => {
-            // memcached answers this unless started with -A (enable_shutdown).
-            out.extend_from_slice(b"ERROR: shutdown not enabled\r\n");
-            Step::Done(consumed)
+            // memcached answers this unless started with -A (enable_shutdown); with it, `shutdown`
+            // or `shutdown graceful` closes the connection and stops the server (final
+            // checkpoint), with no reply.
+            if !store.settings().shutdown_command {
+                out.extend_from_slice(b"ERROR: shutdown not enabled\r\n");
+                return Step::Done(consumed);
+            }
+            match toks {
+                [_] | [_, b"graceful"] => {
+                    store.request_shutdown();
+                    Step::Close
+                }
+                _ => {
+                    out.extend_from_slice(b"CLIENT_ERROR invalid shutdown mode\r\n");
+                    Step::Done(consumed)
+                }
+            }
         }
         b"cache_memlimit" => {
             // `cache_memlimit MEGABYTES [noreply]`: the DRAM budget, changed while serving.
@@ -417,8 +510,9 @@ async fn storage(
         StoreRes::Exists => b"EXISTS\r\n",
         StoreRes::NotFound => b"NOT_FOUND\r\n",
         StoreRes::TooLarge => b"SERVER_ERROR object too large for cache\r\n",
+        StoreRes::OutOfMemory => b"SERVER_ERROR out of memory storing object\r\n",
     };
-    if !noreply || matches!(r, StoreRes::TooLarge) {
+    if !noreply || matches!(r, StoreRes::TooLarge | StoreRes::OutOfMemory) {
         out.extend_from_slice(reply);
     }
     Step::Done(total)
@@ -491,8 +585,19 @@ fn stats(store: &Arc<Store>, toks: &[&[u8]], out: &mut Vec<u8>) {
                 ("maxconns".into(), s.max_conns.to_string()),
                 ("num_threads".into(), s.threads.to_string()),
                 ("item_size_max".into(), store.item_max().to_string()),
-                ("evictions".into(), "on".into()),
-                ("cas_enabled".into(), "yes".into()),
+                (
+                    "evictions".into(),
+                    if store.evictions_enabled() {
+                        "on"
+                    } else {
+                        "off"
+                    }
+                    .into(),
+                ),
+                (
+                    "cas_enabled".into(),
+                    if store.cas_enabled() { "yes" } else { "no" }.into(),
+                ),
                 (
                     "flash_direct_io".into(),
                     u8::from(store.flash_direct()).to_string(),

@@ -19,7 +19,8 @@ pub struct CacheArgs {
 
 #[derive(Subcommand)]
 enum Action {
-    /// Serve the memcached text and meta protocol with a DRAM index and a flash tier.
+    /// Serve the memcached text and meta protocol with a DRAM index and a flash tier (or from
+    /// DRAM alone, as memcached, without --flash).
     #[command(after_help = "Examples:
   inpath cache serve --listen 127.0.0.1:11211 --memory 256MiB --flash /var/cache/inpath.flash --flash-size 8GiB
   inpath cache serve -p 11211 -l 127.0.0.1 -m 1024 -t 4 -c 4096 -I 1m --flash /ssd/cache.flash
@@ -28,7 +29,8 @@ enum Action {
 
 memcached's own command line works too: every option of memcached 1.6's -h is taken with
 memcached's meaning (-p -l -m -t -c -I -U 0 -d -P -u -r -k -F -B -b -v -vv, -o options that
-apply) or refused by name saying why (-s, -A, -M, -C, TLS, SASL, extstore...). --config reads a
+apply, -A, -M without --flash, -C) or refused by name saying why (-s, TLS, SASL, extstore...).
+Without --flash the cache runs from DRAM alone, as memcached does. --config reads a
 memcached config file such as Debian's /etc/memcached.conf. SIGTERM or SIGINT shuts down cleanly
 with a final checkpoint; a restart, clean or after a crash, serves again what was flushed (every
 --sync-ms). See docs/cache.md, section Migrating from memcached.")]
@@ -58,7 +60,8 @@ pub struct ServeArgs {
     /// DRAM budget in megabytes (memcached -m); overrides --memory.
     #[arg(short = 'm', value_name = "MEGABYTES")]
     memory_mb: Option<u64>,
-    /// The flash file (created when missing).
+    /// The flash file (created when missing). Without it the cache runs from DRAM alone, as
+    /// memcached: same index and eviction, nothing kept across restarts.
     #[arg(long)]
     flash: Option<PathBuf>,
     /// Size of the flash file.
@@ -149,17 +152,21 @@ pub struct ServeArgs {
     disable_dumping: bool,
     #[arg(short = 'W', long = "disable-watch", hide = true)]
     disable_watch: bool,
-    /// memcached options inpath refuses, by name (-s, -a, -A, -M, -C, -D, -S, -Y, -e, -Z).
+    /// Let the `shutdown` command stop the server (memcached -A).
+    #[arg(short = 'A', long = "enable-shutdown")]
+    enable_shutdown: bool,
+    /// Return `SERVER_ERROR out of memory` instead of evicting when memory is full (memcached
+    /// -M; DRAM-only mode: the flash log always reclaims its oldest chunk).
+    #[arg(short = 'M', long = "disable-evictions")]
+    disable_evictions: bool,
+    /// No CAS values: gets reports 0 and cas is not checked (memcached -C).
+    #[arg(short = 'C', long = "disable-cas")]
+    disable_cas: bool,
+    /// memcached options inpath refuses, by name (-s, -a, -D, -S, -Y, -e, -Z).
     #[arg(short = 's', long = "unix-socket", hide = true)]
     unix_socket: Option<String>,
     #[arg(short = 'a', long = "unix-mask", hide = true)]
     unix_mask: Option<String>,
-    #[arg(short = 'A', long = "enable-shutdown", hide = true)]
-    enable_shutdown: bool,
-    #[arg(short = 'M', long = "disable-evictions", hide = true)]
-    disable_evictions: bool,
-    #[arg(short = 'C', long = "disable-cas", hide = true)]
-    disable_cas: bool,
     #[arg(short = 'D', hide = true)]
     prefix_delimiter: Option<String>,
     #[arg(short = 'S', long = "enable-sasl", hide = true)]
@@ -242,14 +249,13 @@ fn serve_config(a: &ServeArgs) -> Result<ServerConfig> {
         Some(mb) => mb.checked_mul(1 << 20).context("-m is too large")?,
         None => parse_size(&a.memory).map_err(anyhow::Error::msg)?,
     };
-    let Some(flash) = a.flash.clone() else {
-        bail!(
-            "give the flash file with --flash PATH (on the command line or in --config); a \
-             DRAM-only mode without one is not built yet"
-        );
+    let mut store = match a.flash.clone() {
+        Some(flash) => StoreConfig::new(flash),
+        None => StoreConfig::dram_only(),
     };
-    let mut store = StoreConfig::new(flash);
     store.flush_all = !a.disable_flush_all;
+    store.evictions = !a.disable_evictions;
+    store.cas = !a.disable_cas;
     store.memory = memory;
     store.flash_size = parse_size(&a.flash_size).map_err(anyhow::Error::msg)?;
     store.item_max = parse_size(&a.item_size).map_err(anyhow::Error::msg)? as usize;
@@ -266,6 +272,7 @@ fn serve_config(a: &ServeArgs) -> Result<ServerConfig> {
     cfg.handle_signals = true;
     cfg.http = a.http.clone();
     cfg.backlog = a.backlog;
+    cfg.shutdown_command = a.enable_shutdown;
     Ok(cfg)
 }
 
@@ -307,24 +314,40 @@ fn serve(a: &ServeArgs) -> Result<()> {
     let server = Server::start(cfg).with_context(|| format!("cache server on {listen}"))?;
     let st = server.store();
     let g = st.geo;
-    eprintln!(
-        "inpath cache: listening on {} (memory {} MiB: index {} MiB, values {} MiB; flash {} \
+    if !st.has_flash() {
+        eprintln!(
+            "inpath cache: listening on {} (memory {} MiB: index {} MiB, values {} MiB; DRAM \
+             only: no --flash, nothing kept across restarts{})",
+            server.local_addr(),
+            st.memory() >> 20,
+            (g.nbuckets * 64) >> 20,
+            g.dram_budget >> 20,
+            if st.evictions_enabled() {
+                ""
+            } else {
+                "; evictions off (-M)"
+            },
+        );
+    } else {
+        eprintln!(
+            "inpath cache: listening on {} (memory {} MiB: index {} MiB, values {} MiB; flash {} \
          MiB in {} chunks, {}); recovered {} items ({})",
-        server.local_addr(),
-        a.memory_mb
-            .unwrap_or_else(|| parse_size(&a.memory).unwrap_or(0) >> 20),
-        (g.nbuckets * 64) >> 20,
-        g.dram_budget >> 20,
-        (g.chunk_size * g.nchunks) >> 20,
-        g.nchunks,
-        if st.flash_direct() {
-            "O_DIRECT"
-        } else {
-            "buffered I/O: O_DIRECT refused by the filesystem"
-        },
-        st.recovery.items,
-        st.recovery.checkpoint_note,
-    );
+            server.local_addr(),
+            a.memory_mb
+                .unwrap_or_else(|| parse_size(&a.memory).unwrap_or(0) >> 20),
+            (g.nbuckets * 64) >> 20,
+            g.dram_budget >> 20,
+            (g.chunk_size * g.nchunks) >> 20,
+            g.nchunks,
+            if st.flash_direct() {
+                "O_DIRECT"
+            } else {
+                "buffered I/O: O_DIRECT refused by the filesystem"
+            },
+            st.recovery.items,
+            st.recovery.checkpoint_note,
+        );
+    }
     if let Some(http) = server.http_addr() {
         eprintln!("inpath cache: live page http://{http}/ (JSON: /stats, /metrics)");
     }
@@ -897,23 +920,11 @@ fn memcached_options(a: &ServeArgs) -> Result<Vec<String>> {
     if a.unix_socket.is_some() || a.unix_mask.is_some() {
         refuse("-s/-a", "no UNIX socket; listen on TCP with -l and -p")?;
     }
-    if a.enable_shutdown {
+    if a.disable_evictions && a.flash.is_some() {
         refuse(
-            "-A",
-            "the shutdown command is not built yet; stop the server with SIGTERM",
-        )?;
-    }
-    if a.disable_evictions {
-        refuse(
-            "-M",
-            "inpath always makes room by reclaiming the oldest flash chunk (BlueCache's log); \
-             errors instead of evictions are not built yet",
-        )?;
-    }
-    if a.disable_cas {
-        refuse(
-            "-C",
-            "CAS values are always kept (8 bytes of each index entry's record)",
+            "-M with --flash",
+            "the flash log always makes room by reclaiming its oldest chunk (BlueCache's \
+             design); -M works in the DRAM-only mode (no --flash)",
         )?;
     }
     if a.prefix_delimiter.is_some() {

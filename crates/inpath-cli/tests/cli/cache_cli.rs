@@ -13,27 +13,31 @@ use crate::common::command as inpath;
 
 /// Starts a server on a free loopback port; returns it and its address (read from its log).
 fn serve(flash: &Path, extra: &[&str]) -> (Child, String) {
-    let mut child = inpath()
-        .args([
-            "cache",
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--memory",
-            "8MiB",
-        ])
-        .arg("--flash")
-        .arg(flash)
-        .args(["--flash-size", "16MiB", "-t", "2"])
-        .args(if extra.contains(&"--sync-ms") {
-            &[][..]
-        } else {
-            &["--sync-ms", "20"][..]
-        })
-        .args(extra)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn inpath");
+    let mut cmd = inpath();
+    cmd.args([
+        "cache",
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--memory",
+        "8MiB",
+    ])
+    .arg("--flash")
+    .arg(flash)
+    .args(["--flash-size", "16MiB", "-t", "2"])
+    .args(if extra.contains(&"--sync-ms") {
+        &[][..]
+    } else {
+        &["--sync-ms", "20"][..]
+    })
+    .args(extra);
+    spawn_server(cmd)
+}
+
+/// Spawns `cmd` (an `inpath cache serve`), waits for its "listening on" line and returns the
+/// child and its address.
+fn spawn_server(mut cmd: Command) -> (Child, String) {
+    let mut child = cmd.stderr(Stdio::piped()).spawn().expect("spawn inpath");
     let mut err = BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
     let addr = loop {
@@ -477,9 +481,7 @@ fn memcached_options_inpath_lacks_are_refused_by_name() {
     for (args, needle) in [
         (&["-s", "/tmp/mc.sock"][..], "-s/-a is not supported"),
         (&["-a", "700"], "-s/-a is not supported"),
-        (&["-A"], "-A is not supported"),
-        (&["-M"], "-M is not supported"),
-        (&["-C"], "-C is not supported"),
+        (&["-M"], "-M with --flash is not supported"),
         (&["-D", ":"], "-D is not supported"),
         (&["-S"], "-S/-Y is not supported"),
         (&["-Y", "auth.txt"], "-S/-Y is not supported"),
@@ -525,4 +527,65 @@ fn memcached_options_inpath_lacks_are_refused_by_name() {
     program.fails(&["cache", "serve", "--config", "bad.conf"], "bad.conf");
     let version = program.ok(&["cache", "serve", "-V"]);
     assert!(version.contains("memcached protocol"), "{version}");
+}
+
+/// memcached's own command line without a flash file: DRAM only, `-M` (a full cache refuses
+/// stores instead of evicting), `-C` (cas 0), `-A` (the `shutdown` command stops the process,
+/// which exits cleanly).
+#[test]
+fn memcached_command_line_runs_from_dram_with_m_c_and_a() {
+    let mut cmd = inpath();
+    cmd.args([
+        "cache",
+        "serve",
+        "-l",
+        "127.0.0.1",
+        "-p",
+        "0",
+        "-m",
+        "4",
+        "-t",
+        "2",
+        "-U",
+        "0",
+        "-M",
+        "-C",
+        "-A",
+    ]);
+    let (mut child, addr) = spawn_server(cmd);
+    let mut c = Conn::new(&addr);
+    assert_eq!(c.set("a", b"hi").unwrap(), "STORED");
+    c.w.write_all(b"gets a\r\n").unwrap();
+    assert_eq!(c.line().unwrap(), "VALUE a 0 2 0");
+    assert_eq!(c.line().unwrap(), "hi");
+    assert_eq!(c.line().unwrap(), "END");
+    let mut refused = false;
+    let mut stored = 0u64;
+    for i in 0..20_000u64 {
+        let key = format!("k{i}");
+        match c.set(&key, &value(&key, i)).unwrap().as_str() {
+            "STORED" => stored += 1,
+            "SERVER_ERROR out of memory storing object" => {
+                refused = true;
+                break;
+            }
+            other => panic!("unexpected reply {other:?}"),
+        }
+    }
+    assert!(
+        refused && stored > 1000,
+        "{stored} stored, refused: {refused}"
+    );
+    for i in (0..stored).step_by(97) {
+        let key = format!("k{i}");
+        let v = c
+            .get(&key)
+            .unwrap_or_else(|| panic!("{key} evicted under -M"));
+        assert_eq!(version_of(&key, &v), Some(i));
+    }
+    c.w.write_all(b"shutdown\r\n").unwrap();
+    let mut rest = Vec::new();
+    assert_eq!(c.r.read_to_end(&mut rest).unwrap(), 0, "{rest:?}");
+    let status = wait_exit(&mut child);
+    assert!(status.success(), "{status:?}");
 }
