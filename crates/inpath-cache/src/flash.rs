@@ -19,6 +19,14 @@ const REC_MAGIC: u16 = 0xCA5E;
 pub const KIND_SET: u8 = 1;
 pub const KIND_DELETE: u8 = 2;
 pub const KIND_FLUSH: u8 = 3;
+/// A set whose item is stale (invalidated by `md I` or stored by `ms I`): read back as stale,
+/// so `mg` keeps answering `X` after the item went to flash and returned.
+pub const KIND_SET_STALE: u8 = 4;
+
+/// Whether `kind` (without the sealed bit) is a set, stale or not.
+pub fn is_set(kind: u8) -> bool {
+    kind == KIND_SET || kind == KIND_SET_STALE
+}
 /// Added to KIND_SET / KIND_DELETE when key and value are sealed together in the value field
 /// (at-rest protection; the key field is then empty).
 pub const SEALED: u8 = 0x80;
@@ -183,8 +191,9 @@ pub fn decode_record(buf: &[u8]) -> Option<Record<'_>> {
     let key_len = buf[3] as usize;
     let value_len = u32::from_le_bytes(buf[4..8].try_into().ok()?) as usize;
     let total = record_len(key_len, value_len);
-    let sealed = kind == KIND_SET | SEALED || kind == KIND_DELETE | SEALED;
-    if !((KIND_SET..=KIND_FLUSH).contains(&kind) || sealed)
+    let sealed =
+        kind & SEALED != 0 && matches!(kind & !SEALED, KIND_SET | KIND_DELETE | KIND_SET_STALE);
+    if !((KIND_SET..=KIND_SET_STALE).contains(&kind) || sealed)
         || total > buf.len()
         || (key_len == 0 && kind != KIND_FLUSH && !sealed)
         || (key_len != 0 && sealed)

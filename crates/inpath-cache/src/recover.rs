@@ -253,7 +253,7 @@ pub fn recover(
                 continue;
             };
             match kind {
-                flash::KIND_SET => {
+                flash::KIND_SET | flash::KIND_SET_STALE => {
                     let kh = KeyHash::of(&key);
                     clock = clock.wrapping_add(1);
                     let (pos, alt) = match index.find(kh, key.len()) {

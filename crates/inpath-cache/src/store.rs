@@ -19,8 +19,9 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 // The store's vocabulary lives in the `types` leaf; these paths (`inpath_cache::store::...`)
 // stay as they were before it moved.
 pub use crate::types::{
-    abs_exptime, now_unix, ArithRes, DelRes, Geometry, ItemOut, Mode, RecordSeal, RecoveryReport,
-    SealError, SealHook, Settings, StoreConfig, StoreReq, StoreRes, KEY_MAX,
+    abs_exptime, now_unix, ArithRes, DelRes, Geometry, ItemDebug, ItemOut, MetaDelete, MetaGet,
+    MetaItem, Mode, RecordSeal, RecoveryReport, SealError, SealHook, Settings, StoreConfig,
+    StoreReq, StoreRes, KEY_MAX,
 };
 
 /// DRAM cost of one value beyond its key and value bytes (item struct, allocator rounding).
@@ -29,6 +30,14 @@ const DRAM_ITEM_OVERHEAD: usize = 64;
 const WRITE_QUEUE: usize = 2;
 /// Random DRAM items sampled per eviction (sampled LRU).
 const LRU_SAMPLES: usize = 5;
+
+/// `DramItem::bits`: fetched since it entered DRAM (meta `h`).
+const FETCHED: u8 = 1;
+/// Stale: invalidated by `md I` or stored by `ms I` (meta `X`); kept on flash as
+/// [`flash::KIND_SET_STALE`].
+const STALE: u8 = 2;
+/// A client was handed the right to recache it (meta `W`; later fetches see `Z`).
+const TOKEN: u8 = 4;
 
 impl Geometry {
     /// The sizes a configuration asks for, or why they do not work.
@@ -188,9 +197,21 @@ struct DramItem {
     backing_len: u32,
     clock: u32,
     kh: KeyHash,
+    /// Unix time of the last access (meta `l`), from when the item entered DRAM.
+    atime: u32,
+    /// [`FETCHED`], [`STALE`], [`TOKEN`].
+    bits: u8,
 }
 
 impl DramItem {
+    /// The log record kind that keeps this item (stale or not).
+    fn kind(&self) -> u8 {
+        if self.bits & STALE != 0 {
+            flash::KIND_SET_STALE
+        } else {
+            flash::KIND_SET
+        }
+    }
     fn key(&self) -> &[u8] {
         &self.data[..self.key_len as usize]
     }
@@ -404,7 +425,7 @@ impl Inner {
         }
         let blob;
         let (kind, key, value) = match (&self.seal, kind) {
-            (Some(h), flash::KIND_SET | flash::KIND_DELETE) => {
+            (Some(h), flash::KIND_SET | flash::KIND_DELETE | flash::KIND_SET_STALE) => {
                 let mut plain = Vec::with_capacity(1 + key.len() + value.len());
                 plain.push(key.len() as u8);
                 plain.extend_from_slice(key);
@@ -543,17 +564,10 @@ impl Inner {
     /// points the item at the new record and returns its address.
     fn rewrite_record(&mut self, slot: usize) -> u64 {
         let it = &self.dram[slot];
-        let (flags, exptime, cas) = (it.flags, it.exptime, it.cas);
+        let (flags, exptime, cas, kind) = (it.flags, it.exptime, it.cas, it.kind());
         let data = std::mem::take(&mut self.dram[slot].data);
         let kl = self.dram[slot].key_len as usize;
-        let at = self.append(
-            flash::KIND_SET,
-            flags,
-            exptime,
-            cas,
-            &data[..kl],
-            &data[kl..],
-        );
+        let at = self.append(kind, flags, exptime, cas, &data[..kl], &data[kl..]);
         let item = &mut self.dram[slot];
         item.data = data;
         item.backing = at;
@@ -607,6 +621,7 @@ impl Inner {
         backing: u64,
         backing_len: usize,
         now: u32,
+        bits: u8,
     ) -> std::result::Result<usize, NoRoom> {
         if let Some(pos) = self.index.find(kh, key.len()) {
             self.remove_entry(pos);
@@ -629,6 +644,8 @@ impl Inner {
             backing_len: backing_len as u32,
             clock,
             kh,
+            atime: now,
+            bits,
         };
         self.make_room(item.cost(), now);
         let tail = self.tail;
@@ -679,6 +696,22 @@ impl Inner {
         new_cas: Option<u64>,
         now: u32,
     ) -> std::result::Result<u64, NoRoom> {
+        self.write_item_with(key, kh, flags, exptime, value, new_cas, now, 0)
+    }
+
+    /// [`Inner::write_item`] for an item with these [`DramItem::bits`] (stale, token sent).
+    #[allow(clippy::too_many_arguments)]
+    fn write_item_with(
+        &mut self,
+        key: &[u8],
+        kh: KeyHash,
+        flags: u32,
+        exptime: u32,
+        value: &[u8],
+        new_cas: Option<u64>,
+        now: u32,
+        bits: u8,
+    ) -> std::result::Result<u64, NoRoom> {
         let cas = match new_cas {
             Some(c) if self.cas_on => {
                 self.cas = self.cas.max(c);
@@ -686,16 +719,32 @@ impl Inner {
             }
             _ => self.next_cas(),
         };
-        let addr = self.append(flash::KIND_SET, flags, exptime, cas, key, value);
+        let kind = if bits & STALE != 0 {
+            flash::KIND_SET_STALE
+        } else {
+            flash::KIND_SET
+        };
+        let addr = self.append(kind, flags, exptime, cas, key, value);
         let blen = self.last_payload;
-        self.insert(key, kh, flags, exptime, cas, value, addr, blen, now)?;
+        self.insert(key, kh, flags, exptime, cas, value, addr, blen, now, bits)?;
         Ok(cas)
     }
 
-    fn bump(&mut self, pos: Pos, slot: usize) {
+    /// An access: the item moves up the LRU, is marked fetched and its access time is `now`.
+    fn bump(&mut self, pos: Pos, slot: usize, now: u32) {
         let c = self.tick();
         self.index.get_mut(pos).set_clock(c);
-        self.dram[slot].clock = c;
+        let it = &mut self.dram[slot];
+        it.clock = c;
+        it.atime = now;
+        it.bits |= FETCHED;
+    }
+
+    /// Writes item `slot` again with its current fields (a new expiry, cas or bits), so the
+    /// log holds what DRAM holds.
+    fn rewrite(&mut self, slot: usize) {
+        self.rewrite_record(slot);
+        self.rescued -= 1;
     }
 
     fn item_out(&self, slot: usize) -> ItemOut {
@@ -1110,7 +1159,7 @@ impl Store {
         let rec = flash::decode_record(bytes).filter(|r| r.addr == addr);
         let opened = rec.as_ref().and_then(|r| open_record(g.seal.as_ref(), r));
         match (rec, opened) {
-            (Some(rec), Some((flash::KIND_SET, rkey, value))) => {
+            (Some(rec), Some((kind, rkey, value))) if flash::is_set(kind) => {
                 if rkey != key {
                     // A tag false positive: this entry belongs to another key.
                     self.counters.index_false_positives.fetch_add(1, Relaxed);
@@ -1124,8 +1173,13 @@ impl Store {
                 let (flags, exptime, cas) = (rec.flags, rec.exptime, rec.cas);
                 let blen = rec.value.len();
                 // With a flash tier evictions are always on: `insert` cannot refuse.
+                let bits = if kind == flash::KIND_SET_STALE {
+                    STALE
+                } else {
+                    0
+                };
                 let slot = g
-                    .insert(key, kh, flags, exptime, cas, &value, addr, blen, now)
+                    .insert(key, kh, flags, exptime, cas, &value, addr, blen, now, bits)
                     .ok()?;
                 g.index
                     .find_loc(kh, Loc::Dram(slot as u64))
@@ -1150,16 +1204,10 @@ impl Store {
         let out = self
             .with_current(key, |g, cur, now| {
                 let (pos, slot) = cur?;
-                g.bump(pos, slot);
+                g.bump(pos, slot, now);
                 if let Some(exptime) = touch {
-                    let it = &g.dram[slot];
-                    let (flags, cas) = (it.flags, it.cas);
-                    let value = it.value().to_vec();
-                    let addr = g.append(flash::KIND_SET, flags, exptime, cas, key, &value);
-                    let _ = now;
                     g.dram[slot].exptime = exptime;
-                    g.dram[slot].backing = addr;
-                    g.dram[slot].backing_len = g.last_payload as u32;
+                    g.rewrite(slot);
                     if expired(exptime, now_unix()) {
                         let out = g.item_out(slot);
                         g.remove_entry(pos);
@@ -1181,6 +1229,152 @@ impl Store {
             self.counters.get_misses.fetch_add(1, Relaxed);
         }
         out
+    }
+
+    /// mg with its item-changing flags: the value and what the meta flags report (`h`, `l`,
+    /// `X`, `W`, `Z`), or `None` on a miss (and no vivify).
+    pub async fn meta_get(self: &Arc<Self>, key: &[u8], req: MetaGet) -> Option<MetaItem> {
+        self.counters.cmd_get.fetch_add(1, Relaxed);
+        if req.touch.is_some() {
+            self.counters.cmd_touch.fetch_add(1, Relaxed);
+        }
+        let kh = KeyHash::of(key);
+        let out = self
+            .with_current(key, |g, cur, now| {
+                let (pos, slot, created) = match cur {
+                    Some((pos, slot)) => (pos, slot, false),
+                    None => {
+                        // N: a miss creates an empty item with that TTL; this client wins.
+                        let ttl = req.vivify?;
+                        g.write_item(key, kh, 0, ttl, b"", req.new_cas, now).ok()?;
+                        let pos = g.index.find(kh, key.len())?;
+                        match g.index.get(pos).loc() {
+                            Loc::Dram(slot) => (pos, slot as usize, true),
+                            Loc::Flash(_) => return None,
+                        }
+                    }
+                };
+                let it = &g.dram[slot];
+                // h and l report the item as it was before this request.
+                let fetched = it.bits & FETCHED != 0;
+                let idle = now.saturating_sub(it.atime);
+                let token_before = it.bits & TOKEN != 0;
+                let stale = it.bits & STALE != 0;
+                let mut won = created;
+                if let Some(exptime) = req.touch {
+                    g.dram[slot].exptime = exptime;
+                    g.rewrite(slot);
+                }
+                let it = &g.dram[slot];
+                if let Some(before) = req.recache {
+                    if !token_before && !created && it.exptime != 0 && it.exptime < before {
+                        won = true;
+                    }
+                }
+                if stale && !token_before {
+                    won = true;
+                }
+                if won {
+                    g.dram[slot].bits |= TOKEN;
+                }
+                if !req.no_bump && !created {
+                    g.bump(pos, slot, now);
+                }
+                let item = g.item_out(slot);
+                if req.touch.is_some_and(|e| expired(e, now)) {
+                    g.remove_entry(pos);
+                }
+                Some(MetaItem {
+                    item,
+                    fetched,
+                    idle,
+                    stale,
+                    token_sent: token_before,
+                    won,
+                })
+            })
+            .await;
+        match (&out, req.touch.is_some()) {
+            (Some(_), true) => self.counters.touch_hits.fetch_add(1, Relaxed),
+            (None, true) => self.counters.touch_misses.fetch_add(1, Relaxed),
+            _ => 0,
+        };
+        if out.is_some() {
+            self.counters.get_hits.fetch_add(1, Relaxed);
+        } else {
+            self.counters.get_misses.fetch_add(1, Relaxed);
+        }
+        out
+    }
+
+    /// What `me` shows of an item (no LRU bump, not marked fetched): `None` on a miss.
+    pub async fn debug_item(self: &Arc<Self>, key: &[u8]) -> Option<ItemDebug> {
+        self.with_current(key, |g, cur, now| {
+            let (_, slot) = cur?;
+            let it = &g.dram[slot];
+            Some(ItemDebug {
+                exptime: it.exptime,
+                idle: now.saturating_sub(it.atime),
+                cas: it.cas,
+                fetched: it.bits & FETCHED != 0,
+                size: it.cost(),
+            })
+        })
+        .await
+    }
+
+    /// md with its flags: `invalidate` (I) marks the item stale with a new cas (and the TTL
+    /// `new_ttl`, T) instead of removing it; `remove_value` (x) replaces the value by an empty
+    /// one with client flags `flags` (keeping the item); `cas` (C) must match; `new_cas` (E).
+    pub async fn meta_delete(self: &Arc<Self>, key: &[u8], req: MetaDelete) -> DelRes {
+        let kh = KeyHash::of(key);
+        let res = self
+            .with_current(key, |g, cur, now| {
+                let Some((pos, slot)) = cur else {
+                    return DelRes::NotFound;
+                };
+                if req.cas.is_some_and(|c| g.cas_differs(c, g.dram[slot].cas)) {
+                    return DelRes::Exists;
+                }
+                if !req.invalidate && !req.remove_value {
+                    g.append(flash::KIND_DELETE, 0, 0, 0, key, &[]);
+                    g.remove_entry(pos);
+                    return DelRes::Deleted;
+                }
+                let it = &g.dram[slot];
+                let (old_cas, old_exp, old_bits) = (it.cas, it.exptime, it.bits);
+                let exptime = match (req.invalidate, req.new_ttl) {
+                    (true, Some(t)) => t,
+                    (false, Some(t)) if req.remove_value => t,
+                    _ => old_exp,
+                };
+                let (bits, cas) = if req.invalidate {
+                    ((old_bits | STALE) & !TOKEN, req.new_cas)
+                } else {
+                    (0, req.new_cas.or(Some(old_cas)))
+                };
+                let value = if req.remove_value {
+                    Vec::new()
+                } else {
+                    g.dram[slot].value().to_vec()
+                };
+                let flags = if req.remove_value {
+                    req.flags
+                } else {
+                    g.dram[slot].flags
+                };
+                match g.write_item_with(key, kh, flags, exptime, &value, cas, now, bits) {
+                    Ok(_) => DelRes::Deleted,
+                    Err(NoRoom) => DelRes::NotFound,
+                }
+            })
+            .await;
+        let c = match res {
+            DelRes::Deleted => &self.counters.delete_hits,
+            _ => &self.counters.delete_misses,
+        };
+        c.fetch_add(1, Relaxed);
+        res
     }
 
     /// set / add / replace / append / prepend / cas / ms.
@@ -1226,13 +1420,19 @@ impl Store {
                         _ => StoreRes::NotStored,
                     };
                 };
+                let mut bits = 0;
                 if let Some(c) = req.cas {
-                    if g.cas_differs(c, g.dram[slot].cas) {
-                        return StoreRes::Exists;
+                    let have = g.dram[slot].cas;
+                    if g.cas_differs(c, have) {
+                        // ms I: an older cas still stores, as a stale value with the old TTL.
+                        if !(req.invalidate && c < have) {
+                            return StoreRes::Exists;
+                        }
+                        bits = STALE | (g.dram[slot].bits & TOKEN);
                     }
                 }
                 if req.mode == Mode::Add {
-                    g.bump(_pos, slot);
+                    g.bump(_pos, slot, now);
                     return StoreRes::NotStored;
                 }
                 let it = &g.dram[slot];
@@ -1255,8 +1455,14 @@ impl Store {
                         (it.flags, it.exptime, v.into())
                     }
                 };
+                // A stale store keeps the item's TTL.
+                let exptime = if bits & STALE != 0 {
+                    it.exptime
+                } else {
+                    exptime
+                };
                 stored(
-                    g.write_item(key, kh, flags, exptime, &value, req.new_cas, now),
+                    g.write_item_with(key, kh, flags, exptime, &value, req.new_cas, now, bits),
                     value.len(),
                 )
             })
@@ -1303,14 +1509,9 @@ impl Store {
                 let Some((pos, slot)) = cur else {
                     return false;
                 };
-                let it = &g.dram[slot];
-                let (flags, cas) = (it.flags, it.cas);
-                let value = it.value().to_vec();
-                let addr = g.append(flash::KIND_SET, flags, exptime, cas, key, &value);
                 g.dram[slot].exptime = exptime;
-                g.dram[slot].backing = addr;
-                g.dram[slot].backing_len = g.last_payload as u32;
-                g.bump(pos, slot);
+                g.rewrite(slot);
+                g.bump(pos, slot, now);
                 if expired(exptime, now) {
                     g.remove_entry(pos);
                 }
@@ -1337,13 +1538,29 @@ impl Store {
         vivify: Option<(u64, u32)>,
         ttl: Option<u32>,
     ) -> ArithRes {
+        self.arith_with(key, incr, delta, cas, vivify, ttl, None)
+            .await
+    }
+
+    /// [`Store::arith`] with the cas the changed item gets (`new_cas`, meta E).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn arith_with(
+        self: &Arc<Self>,
+        key: &[u8],
+        incr: bool,
+        delta: u64,
+        cas: Option<u64>,
+        vivify: Option<(u64, u32)>,
+        ttl: Option<u32>,
+        new_cas: Option<u64>,
+    ) -> ArithRes {
         let kh = KeyHash::of(key);
         let res = self
             .with_current(key, |g, cur, now| {
                 let Some((_pos, slot)) = cur else {
                     if let Some((initial, exptime)) = vivify {
                         let v = initial.to_string();
-                        let Ok(c) = g.write_item(key, kh, 0, exptime, v.as_bytes(), None, now)
+                        let Ok(c) = g.write_item(key, kh, 0, exptime, v.as_bytes(), new_cas, now)
                         else {
                             return ArithRes::OutOfMemory;
                         };
@@ -1369,7 +1586,8 @@ impl Store {
                 };
                 let (flags, exptime) = (it.flags, ttl.unwrap_or(it.exptime));
                 let new = v.to_string();
-                let Ok(c) = g.write_item(key, kh, flags, exptime, new.as_bytes(), None, now) else {
+                let Ok(c) = g.write_item(key, kh, flags, exptime, new.as_bytes(), new_cas, now)
+                else {
                     return ArithRes::OutOfMemory;
                 };
                 ArithRes::Value {
@@ -1677,6 +1895,7 @@ mod tests {
             cas: None,
             new_cas: None,
             vivify: None,
+            invalidate: false,
         }
     }
 

@@ -153,6 +153,67 @@ pub struct StoreReq<'a> {
     pub new_cas: Option<u64>,
     /// Append/prepend on a miss creates the item with this expiry (meta N flag).
     pub vivify: Option<u32>,
+    /// With `cas`: a cas older than the item's still stores, marking the value stale (ms I).
+    pub invalidate: bool,
+}
+
+/// The item-changing flags of a meta get (mg).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MetaGet {
+    /// T: a new absolute expiry.
+    pub touch: Option<u32>,
+    /// N: on a miss, create an empty item with this absolute expiry (the client wins).
+    pub vivify: Option<u32>,
+    /// R: win the recache right when the item expires before this absolute time.
+    pub recache: Option<u32>,
+    /// u: no LRU bump, not marked fetched, access time unchanged.
+    pub no_bump: bool,
+    /// E: the cas of an item this request creates.
+    pub new_cas: Option<u64>,
+}
+
+/// A meta get's hit: the item and what the flags report.
+#[derive(Clone, Debug)]
+pub struct MetaItem {
+    pub item: ItemOut,
+    /// h: fetched before this request (since it entered DRAM).
+    pub fetched: bool,
+    /// l: seconds since the last access before this request.
+    pub idle: u32,
+    /// X: the item is stale.
+    pub stale: bool,
+    /// Z: a client was already handed the recache right.
+    pub token_sent: bool,
+    /// W: this client wins the right to recache.
+    pub won: bool,
+}
+
+/// What `me` (meta debug) shows of an item.
+#[derive(Clone, Copy, Debug)]
+pub struct ItemDebug {
+    pub exptime: u32,
+    pub idle: u32,
+    pub cas: u64,
+    pub fetched: bool,
+    /// Bytes the item takes in DRAM (key, value and per-item overhead).
+    pub size: usize,
+}
+
+/// The flags of a meta delete (md).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MetaDelete {
+    /// C: delete only when the item's cas is this.
+    pub cas: Option<u64>,
+    /// I: mark stale (new cas) instead of removing.
+    pub invalidate: bool,
+    /// T: with I (or x), the new absolute expiry.
+    pub new_ttl: Option<u32>,
+    /// x: replace the value with an empty one, keeping the item.
+    pub remove_value: bool,
+    /// F: client flags of the emptied item (with x).
+    pub flags: u32,
+    /// E: the cas the changed item gets.
+    pub new_cas: Option<u64>,
 }
 
 /// The outcome of a store request.

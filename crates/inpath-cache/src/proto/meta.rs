@@ -1,11 +1,15 @@
-//! Meta commands: mg, ms, md, ma (mn is answered in `text`).
+//! Meta commands: mg, ms, md, ma and me (mn is answered in `text`).
 //!
-//! Supported flags: mg b c f k O q s t v T; ms b c C E F I(ignored) k O q s T M N; md b C k O q
-//! T(ignored); ma b C N J D T M O q t c v k. Return flags come back in the order they were sent.
+//! Every flag of memcached 1.6's meta commands: mg b c f h k l O q s t u v E N R T (returning
+//! W, X, Z); ms b c C E F I k M N O q s T; md b C E F I k O q T x; ma b c C D E J k M N O q t T v.
+//! Return flags come back in the order they were sent. A flag meant for another meta command
+//! is taken without effect, as memcached's shared flag parser does.
 
 use super::types::Step;
 use crate::store::Store;
-use crate::types::{abs_exptime, now_unix, ArithRes, DelRes, Mode, StoreReq, StoreRes, KEY_MAX};
+use crate::types::{
+    abs_exptime, now_unix, ArithRes, DelRes, MetaDelete, MetaGet, Mode, StoreReq, StoreRes, KEY_MAX,
+};
 use std::sync::Arc;
 
 const MAX_OPAQUE: usize = 32;
@@ -106,6 +110,90 @@ impl<'a> Flags<'a> {
     }
 }
 
+/// The flags memcached 1.6's meta parser knows for every meta command (a flag meant for
+/// another command is taken and has no effect), plus `E` (new cas) and `x` (md: empty the value)
+/// of later memcached versions.
+const KNOWN_FLAGS: &[u8] = b"bNTRlOPLkstcfvhuqFCMJDIEx";
+
+/// Most tokens on a meta command line (memcached's MFLAG_MAX_OPT_LENGTH, less its end token).
+const MAX_TOKENS: usize = 19;
+
+/// The meta flags of one request, checked and their arguments parsed.
+struct Parsed<'a> {
+    flags: Flags<'a>,
+    vivify: Option<u32>,
+    touch: Option<u32>,
+    recache: Option<u32>,
+    client_flags: u32,
+    cas: Option<u64>,
+    new_cas: Option<u64>,
+    mode: Option<u8>,
+    delta: u64,
+    initial: u64,
+}
+
+/// Checks the flag tokens as memcached does: an unknown or repeated flag, or a bad argument, is
+/// the error memcached names (the last one found, as memcached's parser keeps going).
+fn preparse<'a>(tokens: &[&'a [u8]]) -> Result<Parsed<'a>, &'static str> {
+    let mut p = Parsed {
+        flags: Flags { list: Vec::new() },
+        vivify: None,
+        touch: None,
+        recache: None,
+        client_flags: 0,
+        cas: None,
+        new_cas: None,
+        mode: None,
+        delta: 1,
+        initial: 0,
+    };
+    let mut seen = [false; 128];
+    let mut error = None;
+    const BAD_TOKEN: &str = "bad token in command line format";
+    for t in tokens {
+        let (c, arg) = (t[0], &t[1..]);
+        if c >= 127 || seen[c as usize] {
+            return Err("duplicate flag");
+        }
+        seen[c as usize] = true;
+        if !KNOWN_FLAGS.contains(&c) {
+            return Err("invalid flag");
+        }
+        let ok = match c {
+            b'N' => ttl_arg(arg).map(|v| p.vivify = Some(v)).ok_or(BAD_TOKEN),
+            b'T' => ttl_arg(arg).map(|v| p.touch = Some(v)).ok_or(BAD_TOKEN),
+            b'R' => ttl_arg(arg).map(|v| p.recache = Some(v)).ok_or(BAD_TOKEN),
+            b'F' => num::<u32>(arg)
+                .map(|v| p.client_flags = v)
+                .ok_or("bad command line format"),
+            b'C' => num::<u64>(arg).map(|v| p.cas = Some(v)).ok_or(BAD_TOKEN),
+            b'E' => num::<u64>(arg)
+                .map(|v| p.new_cas = Some(v))
+                .ok_or(BAD_TOKEN),
+            b'M' if arg.len() == 1 => {
+                p.mode = Some(arg[0]);
+                Ok(())
+            }
+            b'M' => Err("incorrect length for M token"),
+            b'J' => num::<u64>(arg)
+                .map(|v| p.initial = v)
+                .ok_or("invalid numeric initial value"),
+            b'D' => num::<u64>(arg)
+                .map(|v| p.delta = v)
+                .ok_or("invalid numeric delta value"),
+            _ => Ok(()),
+        };
+        if let Err(e) = ok {
+            error = Some(e);
+        }
+        p.flags.list.push((c, arg));
+    }
+    match error {
+        Some(e) => Err(e),
+        None => Ok(p),
+    }
+}
+
 /// Echoes the flags that are returned whatever the outcome (O, k, b).
 fn echo_common(out: &mut Vec<u8>, flags: &Flags, raw_key: &[u8], binary: bool) {
     for (c, t) in &flags.list {
@@ -126,6 +214,11 @@ fn echo_common(out: &mut Vec<u8>, flags: &Flags, raw_key: &[u8], binary: bool) {
     }
 }
 
+fn push(out: &mut Vec<u8>, s: std::fmt::Arguments) {
+    use std::io::Write;
+    let _ = out.write_fmt(s);
+}
+
 pub async fn meta(
     store: &Arc<Store>,
     cmd: &[u8],
@@ -135,28 +228,54 @@ pub async fn meta(
     out: &mut Vec<u8>,
 ) -> Step {
     if toks.len() < 2 {
-        err(out, "bad command line format");
+        out.extend_from_slice(b"ERROR\r\n");
         return Step::Done(consumed);
     }
     let raw_key = toks[1];
     let is_ms = cmd == b"ms";
-    let flag_start = if is_ms { 3 } else { 2 };
-    // ms: the data length comes before the flags; a bad one cannot be skipped safely.
+    if raw_key.len() > KEY_MAX {
+        err(out, "bad command line format");
+        return Step::Done(consumed);
+    }
+    if toks.len() > MAX_TOKENS {
+        err(
+            out,
+            if cmd == b"mg" {
+                "options flags are too long"
+            } else {
+                "options flags too long"
+            },
+        );
+        return Step::Done(consumed);
+    }
+    // ms: the data length comes before the flags; without a good one the data cannot be
+    // skipped, and memcached does not try.
     let vlen = if is_ms {
         match toks.get(2).and_then(|t| num::<i64>(t)) {
-            Some(v) if v >= 0 => Some(v as usize),
+            Some(v) if (0..i32::MAX as i64 - 2).contains(&v) => Some(v as usize),
             _ => {
-                err(out, "bad data chunk");
+                err(out, "bad command line format");
                 return Step::Done(consumed);
             }
         }
     } else {
         None
     };
-    let mut flags = Flags { list: Vec::new() };
-    for t in toks.iter().skip(flag_start) {
-        flags.list.push((t[0], &t[1..]));
-    }
+    let flag_start = if is_ms { 3 } else { 2 };
+    let parsed = match preparse(&toks[flag_start..]) {
+        Ok(p) => p,
+        Err(e) => {
+            // md and ma say this whatever the flag's problem (memcached 1.6).
+            let e = if cmd == b"md" || cmd == b"ma" {
+                "invalid or duplicate flag"
+            } else {
+                e
+            };
+            err(out, e);
+            return swallow_ms(vlen, consumed);
+        }
+    };
+    let flags = &parsed.flags;
     let binary = flags.has(b'b');
     let key_owned;
     let key: &[u8] = if binary {
@@ -184,48 +303,37 @@ pub async fn meta(
     let q = flags.has(b'q');
     match cmd {
         b"mg" => {
-            for (c, _) in &flags.list {
-                if !b"bcfkOqstvTuEP L".contains(c) {
-                    err(out, "invalid flag");
-                    return Step::Done(consumed);
-                }
-            }
-            let touch = match flags.arg(b'T') {
-                Some(t) => match ttl_arg(t) {
-                    Some(e) => Some(e),
-                    None => {
-                        err(out, "bad token in command line format");
-                        return Step::Done(consumed);
-                    }
-                },
-                None => None,
+            let req = MetaGet {
+                touch: parsed.touch,
+                vivify: parsed.vivify,
+                recache: parsed.recache,
+                no_bump: flags.has(b'u'),
+                new_cas: parsed.new_cas,
             };
-            match store.get(key, touch).await {
+            match store.meta_get(key, req).await {
                 None => {
                     if !q {
                         out.extend_from_slice(b"EN");
-                        echo_common(out, &flags, raw_key, binary);
+                        echo_common(out, flags, raw_key, binary);
                         out.extend_from_slice(b"\r\n");
                     }
                 }
-                Some(it) => {
+                Some(m) => {
+                    let it = &m.item;
                     let v = flags.has(b'v');
                     if v {
-                        out.extend_from_slice(b"VA ");
-                        out.extend_from_slice(it.value.len().to_string().as_bytes());
+                        push(out, format_args!("VA {}", it.value.len()));
                     } else {
                         out.extend_from_slice(b"HD");
                     }
                     for (c, t) in &flags.list {
                         match c {
-                            b'c' => out.extend_from_slice(format!(" c{}", it.cas).as_bytes()),
-                            b'f' => out.extend_from_slice(format!(" f{}", it.flags).as_bytes()),
-                            b's' => {
-                                out.extend_from_slice(format!(" s{}", it.value.len()).as_bytes())
-                            }
-                            b't' => out.extend_from_slice(
-                                format!(" t{}", ttl_left(it.exptime)).as_bytes(),
-                            ),
+                            b'c' => push(out, format_args!(" c{}", it.cas)),
+                            b'f' => push(out, format_args!(" f{}", it.flags)),
+                            b's' => push(out, format_args!(" s{}", it.value.len())),
+                            b't' => push(out, format_args!(" t{}", ttl_left(it.exptime))),
+                            b'l' => push(out, format_args!(" l{}", m.idle)),
+                            b'h' => push(out, format_args!(" h{}", u8::from(m.fetched))),
                             b'O' => {
                                 out.extend_from_slice(b" O");
                                 out.extend_from_slice(t);
@@ -239,6 +347,16 @@ pub async fn meta(
                             }
                             _ => {}
                         }
+                    }
+                    // As memcached: Z (another client holds the right), X (stale), W (won).
+                    if m.token_sent {
+                        out.extend_from_slice(b" Z");
+                    }
+                    if m.stale {
+                        out.extend_from_slice(b" X");
+                    }
+                    if m.won {
+                        out.extend_from_slice(b" W");
                     }
                     out.extend_from_slice(b"\r\n");
                     if v {
@@ -264,55 +382,29 @@ pub async fn meta(
                 return Step::Done(total);
             }
             let data = &input[consumed..consumed + vlen];
-            let mut mode = Mode::Set;
-            let mut req_flags = 0u32;
-            let mut exptime = 0u32;
-            let mut cas = None;
-            let mut new_cas = None;
-            let mut vivify = None;
-            for (c, t) in &flags.list {
-                let ok = match c {
-                    b'F' => num::<u32>(t).map(|v| req_flags = v).is_some(),
-                    b'T' => ttl_arg(t).map(|v| exptime = v).is_some(),
-                    b'C' => num::<u64>(t).map(|v| cas = Some(v)).is_some(),
-                    b'E' => num::<u64>(t).map(|v| new_cas = Some(v)).is_some(),
-                    b'N' => ttl_arg(t).map(|v| vivify = Some(v)).is_some(),
-                    b'M' => {
-                        mode = match t.first().map(u8::to_ascii_uppercase) {
-                            Some(b'E') => Mode::Add,
-                            Some(b'A') => Mode::Append,
-                            Some(b'P') => Mode::Prepend,
-                            Some(b'R') => Mode::Replace,
-                            Some(b'S') => Mode::Set,
-                            _ => {
-                                err(out, "invalid mode for ms STORE");
-                                return Step::Done(total);
-                            }
-                        };
-                        true
-                    }
-                    b'b' | b'c' | b'k' | b'O' | b'q' | b's' | b'I' | b'P' | b'L' => true,
-                    _ => {
-                        err(out, "invalid flag");
-                        return Step::Done(total);
-                    }
-                };
-                if !ok {
-                    err(out, "bad token in command line format");
+            let mode = match parsed.mode.map(|m| m.to_ascii_uppercase()) {
+                None | Some(b'S') => Mode::Set,
+                Some(b'E') => Mode::Add,
+                Some(b'A') => Mode::Append,
+                Some(b'P') => Mode::Prepend,
+                Some(b'R') => Mode::Replace,
+                Some(_) => {
+                    err(out, "invalid mode for ms M token");
                     return Step::Done(total);
                 }
-            }
+            };
             let r = store
                 .store(
                     key,
                     StoreReq {
                         mode,
-                        flags: req_flags,
-                        exptime,
+                        flags: parsed.client_flags,
+                        exptime: parsed.touch.unwrap_or(0),
                         value: data,
-                        cas,
-                        new_cas,
-                        vivify,
+                        cas: parsed.cas,
+                        new_cas: parsed.new_cas,
+                        vivify: parsed.vivify,
+                        invalidate: flags.has(b'I'),
                     },
                 )
                 .await;
@@ -336,12 +428,10 @@ pub async fn meta(
             out.extend_from_slice(code);
             for (c, t) in &flags.list {
                 match c {
-                    b'c' => {
-                        out.extend_from_slice(format!(" c{}", stored.map_or(0, |s| s.0)).as_bytes())
-                    }
+                    b'c' => push(out, format_args!(" c{}", stored.map_or(0, |s| s.0))),
                     b's' => {
                         if let Some((_, size)) = stored {
-                            out.extend_from_slice(format!(" s{size}").as_bytes());
+                            push(out, format_args!(" s{size}"));
                         }
                     }
                     b'O' => {
@@ -362,24 +452,15 @@ pub async fn meta(
             Step::Done(total)
         }
         b"md" => {
-            let mut cas = None;
-            for (c, t) in &flags.list {
-                match c {
-                    b'C' => match num::<u64>(t) {
-                        Some(v) => cas = Some(v),
-                        None => {
-                            err(out, "bad token in command line format");
-                            return Step::Done(consumed);
-                        }
-                    },
-                    b'b' | b'k' | b'O' | b'q' | b'T' | b'P' | b'L' => {}
-                    _ => {
-                        err(out, "invalid flag");
-                        return Step::Done(consumed);
-                    }
-                }
-            }
-            let r = store.delete(key, cas).await;
+            let req = MetaDelete {
+                cas: parsed.cas,
+                invalidate: flags.has(b'I'),
+                new_ttl: parsed.touch,
+                remove_value: flags.has(b'x'),
+                flags: parsed.client_flags,
+                new_cas: parsed.new_cas,
+            };
+            let r = store.meta_delete(key, req).await;
             if q && r == DelRes::Deleted {
                 return Step::Done(consumed);
             }
@@ -388,49 +469,30 @@ pub async fn meta(
                 DelRes::NotFound => b"NF",
                 DelRes::Exists => b"EX",
             });
-            echo_common(out, &flags, raw_key, binary);
+            echo_common(out, flags, raw_key, binary);
             out.extend_from_slice(b"\r\n");
             Step::Done(consumed)
         }
         _ => {
             // ma
-            let mut incr = true;
-            let mut delta = 1u64;
-            let mut cas = None;
-            let mut vivify_ttl = None;
-            let mut initial = 0u64;
-            let mut ttl = None;
-            for (c, t) in &flags.list {
-                let ok = match c {
-                    b'D' => num::<u64>(t).map(|v| delta = v).is_some(),
-                    b'J' => num::<u64>(t).map(|v| initial = v).is_some(),
-                    b'N' => ttl_arg(t).map(|v| vivify_ttl = Some(v)).is_some(),
-                    b'T' => ttl_arg(t).map(|v| ttl = Some(v)).is_some(),
-                    b'C' => num::<u64>(t).map(|v| cas = Some(v)).is_some(),
-                    b'M' => {
-                        incr = match t.first() {
-                            Some(b'I' | b'i' | b'+') => true,
-                            Some(b'D' | b'd' | b'-') => false,
-                            _ => {
-                                err(out, "invalid mode for ma M token");
-                                return Step::Done(consumed);
-                            }
-                        };
-                        true
-                    }
-                    b'b' | b'k' | b'O' | b'q' | b't' | b'c' | b'v' | b'P' | b'L' => true,
-                    _ => {
-                        err(out, "invalid flag");
-                        return Step::Done(consumed);
-                    }
-                };
-                if !ok {
-                    err(out, "invalid numeric delta argument");
+            let incr = match parsed.mode {
+                None | Some(b'I' | b'i' | b'+') => true,
+                Some(b'D' | b'd' | b'-') => false,
+                Some(_) => {
+                    err(out, "invalid mode for ma M token");
                     return Step::Done(consumed);
                 }
-            }
+            };
             let r = store
-                .arith(key, incr, delta, cas, vivify_ttl.map(|e| (initial, e)), ttl)
+                .arith_with(
+                    key,
+                    incr,
+                    parsed.delta,
+                    parsed.cas,
+                    parsed.vivify.map(|e| (parsed.initial, e)),
+                    parsed.touch,
+                    parsed.new_cas,
+                )
                 .await;
             match r {
                 ArithRes::Value {
@@ -444,16 +506,14 @@ pub async fn meta(
                     }
                     let text = value.to_string();
                     if v {
-                        out.extend_from_slice(format!("VA {}", text.len()).as_bytes());
+                        push(out, format_args!("VA {}", text.len()));
                     } else {
                         out.extend_from_slice(b"HD");
                     }
                     for (c, t) in &flags.list {
                         match c {
-                            b'c' => out.extend_from_slice(format!(" c{cas}").as_bytes()),
-                            b't' => {
-                                out.extend_from_slice(format!(" t{}", ttl_left(exptime)).as_bytes())
-                            }
+                            b'c' => push(out, format_args!(" c{cas}")),
+                            b't' => push(out, format_args!(" t{}", ttl_left(exptime))),
                             b'O' => {
                                 out.extend_from_slice(b" O");
                                 out.extend_from_slice(t);
@@ -485,11 +545,54 @@ pub async fn meta(
                         ArithRes::Exists => b"EX",
                         _ => b"NF",
                     });
-                    echo_common(out, &flags, raw_key, binary);
+                    echo_common(out, flags, raw_key, binary);
                     out.extend_from_slice(b"\r\n");
                 }
             }
             Step::Done(consumed)
+        }
+    }
+}
+
+/// `me <key> [b]`: memcached's meta debug line for an item, or `EN`.
+pub async fn debug(store: &Arc<Store>, toks: &[&[u8]], out: &mut Vec<u8>) {
+    if toks.len() < 2 || toks[1].len() > KEY_MAX {
+        err(out, "bad command line format");
+        return;
+    }
+    let binary = toks.len() >= 3 && toks[2] == b"b";
+    let key = if binary {
+        match b64_decode(toks[1]) {
+            Some(k) => k,
+            None => {
+                err(out, "bad command line format");
+                return;
+            }
+        }
+    } else {
+        toks[1].to_vec()
+    };
+    match store.debug_item(&key).await {
+        None => out.extend_from_slice(b"EN\r\n"),
+        Some(d) => {
+            out.extend_from_slice(b"ME ");
+            out.extend_from_slice(toks[1]);
+            // memcached prints `exp` as now minus the expiry: negative while the item lives.
+            let exp = if d.exptime == 0 {
+                -1
+            } else {
+                now_unix() as i64 - d.exptime as i64
+            };
+            push(
+                out,
+                format_args!(
+                    " exp={exp} la={} cas={} fetch={} cls=1 size={}\r\n",
+                    d.idle,
+                    d.cas,
+                    if d.fetched { "yes" } else { "no" },
+                    d.size
+                ),
+            );
         }
     }
 }

@@ -415,6 +415,10 @@ async fn command(
             Step::Done(consumed)
         }
         b"mg" | b"ms" | b"md" | b"ma" => meta::meta(store, cmd, toks, input, consumed, out).await,
+        b"me" => {
+            meta::debug(store, toks, out).await;
+            Step::Done(consumed)
+        }
         _ => {
             out.extend_from_slice(b"ERROR\r\n");
             Step::Done(consumed)
@@ -501,6 +505,7 @@ async fn storage(
                 cas,
                 new_cas: None,
                 vivify: None,
+                invalidate: false,
             },
         )
         .await;

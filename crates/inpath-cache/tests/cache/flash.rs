@@ -274,3 +274,32 @@ fn sealed_flash_hides_keys_and_values_and_survives_restarts() {
         server.stop().unwrap();
     }
 }
+
+/// A stale item (md I) stays stale when its value moves to flash and comes back, and across a
+/// restart: `mg` keeps answering `X` (and a first fetch wins `W`), never a fresh-looking value.
+#[test]
+fn stale_items_stay_stale_through_flash_and_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut c = Conn::new(&server);
+    assert_eq!(c.set("stale", b"old"), "STORED");
+    assert_eq!(c.ask("md stale I\r\n", 1), ["HD"]);
+    assert_eq!(c.ask("mg stale v\r\n", 2), ["VA 3 X W", "old"]);
+    // Push it out of DRAM (8000 x 1 KiB into ~4 MiB of DRAM): it is read back from flash.
+    fill(&mut c, 8000, 1, 1000);
+    let before = c.stat("flash_hits");
+    // The win token lives in DRAM only: after the trip to flash a fetch may win again.
+    let l = c.ask("mg stale v\r\n", 2);
+    assert!(l[0] == "VA 3 X W" || l[0] == "VA 3 Z X", "{l:?}");
+    assert_eq!(l[1], "old");
+    assert_eq!(c.stat("flash_hits"), before + 1, "read back from flash");
+    drop(c);
+    server.stop().unwrap();
+    let server = start(dir.path());
+    let mut c = Conn::new(&server);
+    assert_eq!(c.ask("mg stale v\r\n", 2), ["VA 3 X W", "old"]);
+    // A plain set makes it fresh again.
+    assert_eq!(c.set("stale", b"new"), "STORED");
+    assert_eq!(c.ask("mg stale v\r\n", 2), ["VA 3", "new"]);
+    server.stop().unwrap();
+}

@@ -600,3 +600,39 @@ fn a_multiget_with_megabytes_of_replies_streams_them() {
     assert_eq!(c.line(), "MN");
     server.stop().unwrap();
 }
+
+/// Meta flags memcached 1.6.18 lacks but later versions have: E (the cas a change gets) on
+/// ms, md I, ma and mg N; md x (empty the value, keep the item). Plus `me`.
+#[test]
+fn meta_e_and_x_flags_and_me() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut c = Conn::new(&server);
+    assert_eq!(c.ask("ms e 2 E777 c\r\nhi\r\n", 1), ["HD c777"]);
+    assert_eq!(c.ask("mg e c v\r\n", 2), ["VA 2 c777", "hi"]);
+    assert_eq!(c.ask("md e I E888\r\n", 1), ["HD"]);
+    assert_eq!(c.ask("mg e c\r\n", 1), ["HD c888 X W"]);
+    assert_eq!(c.ask("ma n N0 J5 E900 c v\r\n", 2), ["VA 1 c900", "5"]);
+    assert_eq!(c.ask("ma n E901 c\r\n", 1), ["HD c901"]);
+    assert_eq!(c.ask("mg viv N0 E950 c\r\n", 1), ["HD c950 W"]);
+    // x: the value goes, the item stays, with the flags given (F) and its cas (or E).
+    assert_eq!(c.ask("ms x 3 F5\r\nabc\r\n", 1), ["HD"]);
+    assert_eq!(c.ask("md x x F9\r\n", 1), ["HD"]);
+    assert_eq!(c.ask("mg x v f\r\n", 2), ["VA 0 f9", ""]);
+    assert_eq!(c.ask("md x x I\r\n", 1), ["HD"]);
+    assert_eq!(c.ask("mg x s\r\n", 1), ["HD s0 X W"]);
+    assert_eq!(c.ask("md nope x\r\n", 1), ["NF"]);
+    // me: the item's metadata without bumping it; EN on a miss; b for a base64 key.
+    assert_eq!(c.set("dbg", b"12345"), "STORED");
+    let l = c.ask("me dbg\r\n", 1);
+    assert!(
+        l[0].starts_with("ME dbg exp=-1 la=0 cas=") && l[0].contains(" fetch=no cls=1 size="),
+        "{l:?}"
+    );
+    c.get("dbg");
+    assert!(c.ask("me dbg\r\n", 1)[0].contains("fetch=yes"));
+    assert_eq!(c.ask("me ZGJn b\r\n", 1)[0].split(' ').nth(1), Some("ZGJn"));
+    assert_eq!(c.ask("me nope\r\n", 1), ["EN"]);
+    assert_eq!(c.ask("me\r\n", 1), ["CLIENT_ERROR bad command line format"]);
+    server.stop().unwrap();
+}
