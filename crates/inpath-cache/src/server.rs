@@ -73,6 +73,10 @@ impl Server {
         })?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
+        let listener_fd = {
+            use std::os::fd::AsRawFd;
+            i64::from(listener.as_raw_fd())
+        };
         let http_listener = match &cfg.http {
             Some(http) => {
                 Some(
@@ -106,6 +110,10 @@ impl Server {
         }
         // A fresh checkpoint right away: the next recovery replays only what follows.
         store.checkpoint()?;
+        // `stats conns` lists the listening socket while the server runs.
+        let listening = store
+            .conns
+            .register(listener_fd, None, addr, crate::types::now_unix());
         // memcached's model: `threads` workers, each its own single-threaded event loop with
         // the connections handed to it; a main loop accepts, flushes the log and checkpoints.
         let mut workers = Vec::with_capacity(cfg.threads);
@@ -158,6 +166,7 @@ impl Server {
                 for w in workers {
                     let _ = w.join();
                 }
+                drop(listening);
                 if let Err(e) = st.close() {
                     eprintln!("inpath cache: final checkpoint failed: {e}");
                 }
@@ -320,6 +329,19 @@ async fn serve(
 }
 
 async fn connection(mut sock: tokio::net::TcpStream, store: &Arc<Store>) {
+    let registered = match (sock.peer_addr(), sock.local_addr()) {
+        (Ok(peer), Ok(local)) => {
+            use std::os::fd::AsRawFd;
+            let fd = i64::from(sock.as_raw_fd());
+            Some(
+                store
+                    .conns
+                    .register(fd, Some(peer), local, crate::types::now_unix()),
+            )
+        }
+        _ => None,
+    };
+    let state = registered.as_ref().map(|r| r.state.clone());
     let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut start = 0usize;
     let mut out: Vec<u8> = Vec::with_capacity(16 * 1024);
@@ -388,10 +410,16 @@ async fn connection(mut sock: tokio::net::TcpStream, store: &Arc<Store>) {
         if buf.capacity() - buf.len() < 4096 {
             buf.reserve(buf.capacity().max(16 * 1024));
         }
+        if let Some(s) = &state {
+            s.set(false, 0);
+        }
         match sock.read_buf(&mut buf).await {
             Ok(0) | Err(_) => return,
             Ok(n) => {
                 counters.bytes_read.fetch_add(n as u64, Relaxed);
+                if let Some(s) = &state {
+                    s.set(true, crate::types::now_unix());
+                }
             }
         }
         // A connection idling with a huge buffer gives memory back.

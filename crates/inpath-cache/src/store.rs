@@ -299,6 +299,8 @@ pub struct Store {
     closed: AtomicBool,
     /// Woken by the `shutdown` command (`Settings::shutdown_command`); the server waits on it.
     shutdown: tokio::sync::Notify,
+    /// The server's open connections (`stats conns`).
+    pub conns: Arc<crate::conns::Conns>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -907,6 +909,7 @@ impl Store {
             settings,
             closed: AtomicBool::new(false),
             shutdown: tokio::sync::Notify::new(),
+            conns: Arc::default(),
         }))
     }
 

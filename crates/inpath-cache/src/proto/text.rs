@@ -583,6 +583,7 @@ fn stats(store: &Arc<Store>, toks: &[&[u8]], out: &mut Vec<u8>) {
             lines.push(("total_malloced".into(), c.dram_bytes.to_string()));
             lines
         }
+        Some(b"conns") => store.conns.stats(crate::types::now_unix()),
         Some(b"settings") => {
             let s = store.settings();
             vec![

@@ -636,3 +636,51 @@ fn meta_e_and_x_flags_and_me() {
     assert_eq!(c.ask("me\r\n", 1), ["CLIENT_ERROR bad command line format"]);
     server.stop().unwrap();
 }
+
+/// `stats conns` lists the listening socket and every open connection with memcached's fields;
+/// a closed connection leaves the list.
+#[test]
+fn stats_conns_lists_open_connections() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut a = Conn::new(&server);
+    let mut b = Conn::new(&server);
+    assert_eq!(b.ask("version\r\n", 1).len(), 1);
+    let lines = |c: &mut Conn| {
+        c.send(b"stats conns\r\n");
+        let mut v = Vec::new();
+        loop {
+            let l = c.line();
+            if l == "END" {
+                return v;
+            }
+            v.push(l);
+        }
+    };
+    let l = lines(&mut a);
+    let listen = format!("tcp:{}", server.local_addr());
+    let count = |l: &[String], suffix: &str| {
+        l.iter()
+            .filter(|x| x.starts_with("STAT ") && x.contains(suffix))
+            .count()
+    };
+    assert_eq!(count(&l, &format!(":addr {listen}")), 1, "{l:?}");
+    assert_eq!(count(&l, ":state conn_listening"), 1, "{l:?}");
+    assert_eq!(count(&l, &format!(":listen_addr {listen}")), 2, "{l:?}");
+    assert_eq!(count(&l, ":state conn_parse_cmd"), 1, "{l:?}");
+    assert_eq!(count(&l, ":state conn_waiting"), 1, "{l:?}");
+    assert_eq!(count(&l, ":secs_since_last_cmd "), 3, "{l:?}");
+    let peer = format!("tcp:{}", b.w.local_addr().unwrap());
+    assert_eq!(count(&l, &format!(":addr {peer}")), 1, "{l:?}");
+    drop(b);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let l = lines(&mut a);
+        if count(&l, &format!(":addr {peer}")) == 0 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{l:?}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    server.stop().unwrap();
+}
