@@ -3,10 +3,12 @@
 
 pub use crate::aligned::{round_up, AlignedBuf, ALIGN};
 use crate::error::{CacheError, Result};
-use crate::types::SealHook;
+use crate::types::{FlashFaults, SealHook};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 
 /// Bytes at the start of each chunk holding its header; records follow.
 pub const CHUNK_HEADER: usize = 64;
@@ -36,6 +38,8 @@ pub struct FlashFile {
     file: File,
     /// Whether the page cache is bypassed (O_DIRECT accepted by the filesystem).
     pub direct: bool,
+    /// Injected faults (tests).
+    faults: Option<Arc<FlashFaults>>,
 }
 
 impl FlashFile {
@@ -67,27 +71,57 @@ impl FlashFile {
                 // Some filesystems accept the flag at open and fail the first I/O: probe it.
                 let mut probe = AlignedBuf::zeroed(ALIGN);
                 if file.read_at(probe.as_mut_slice(), 0).is_ok() {
-                    return Ok(FlashFile { file, direct: true });
+                    return Ok(FlashFile {
+                        file,
+                        direct: true,
+                        faults: None,
+                    });
                 }
                 Ok(FlashFile {
                     file: buffered,
                     direct: false,
+                    faults: None,
                 })
             }
             Err(_) => Ok(FlashFile {
                 file: buffered,
                 direct: false,
+                faults: None,
             }),
         }
     }
 
     /// Reads `buf.len()` bytes at `offset` (both aligned) with one pread (retried on short reads).
     pub fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        if let Some(f) = &self.faults {
+            if f.fail_reads.load(Relaxed) {
+                return Err(std::io::Error::other("injected read fault"));
+            }
+        }
         self.file.read_exact_at(buf, offset)
     }
 
     pub fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+        if let Some(f) = &self.faults {
+            let len = buf.len() as u64;
+            let before = f.written.fetch_add(len, Relaxed);
+            let limit = f.write_limit.load(Relaxed);
+            if before.saturating_add(len) > limit {
+                // Torn: the aligned part before the limit reaches the file, the rest does not.
+                let part = (limit.saturating_sub(before) as usize) / ALIGN * ALIGN;
+                if part > 0 {
+                    self.file.write_all_at(&buf[..part], offset)?;
+                }
+                return Err(std::io::Error::from_raw_os_error(libc::ENOSPC));
+            }
+        }
         self.file.write_all_at(buf, offset)
+    }
+
+    /// This file with these faults injected into its reads and writes (tests).
+    pub fn with_faults(mut self, faults: Option<Arc<FlashFaults>>) -> FlashFile {
+        self.faults = faults;
+        self
     }
 
     pub fn sync(&self) -> std::io::Result<()> {

@@ -53,4 +53,4 @@ mod types;
 pub use error::{CacheError, Result};
 pub use server::{Server, ServerConfig};
 pub use store::{ClassSummary, MemLimitTooSmall, Store};
-pub use types::{Geometry, Settings, StoreConfig, VERSION};
+pub use types::{FlashFaults, Geometry, Settings, StoreConfig, VERSION};

@@ -809,10 +809,10 @@ impl Store {
         let geo = Geometry::of(&cfg)?;
         let flash_size = geo.chunk_size * geo.nchunks;
         let flash = match &cfg.flash_path {
-            Some(path) => Some(Arc::new(FlashFile::open(
-                path,
-                cfg.flash_size.max(flash_size),
-            )?)),
+            Some(path) => Some(Arc::new(
+                FlashFile::open(path, cfg.flash_size.max(flash_size))?
+                    .with_faults(cfg.faults.clone()),
+            )),
             None => None,
         };
         let ckpt_path = cfg.flash_path.as_ref().map(|path| {

@@ -6,6 +6,7 @@
 //! protocol, server) can use it without importing a layer above itself.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -41,6 +42,43 @@ impl std::fmt::Debug for SealHook {
     }
 }
 
+/// Flash faults to inject, for tests of the failure paths (a full, failing or torn device).
+/// Shared with the test that holds it, so it can change them while the store runs.
+#[derive(Debug)]
+pub struct FlashFaults {
+    /// Writes fail with "no space left" once this many bytes were written to the flash file;
+    /// the write that crosses the limit writes its aligned part before it, then fails (a
+    /// chunk torn in the middle). `u64::MAX`: no write fails.
+    pub write_limit: AtomicU64,
+    /// Every read fails with an I/O error while set.
+    pub fail_reads: AtomicBool,
+    /// Bytes written so far.
+    pub written: AtomicU64,
+}
+
+impl Default for FlashFaults {
+    fn default() -> FlashFaults {
+        FlashFaults {
+            write_limit: AtomicU64::new(u64::MAX),
+            fail_reads: AtomicBool::new(false),
+            written: AtomicU64::new(0),
+        }
+    }
+}
+
+impl FlashFaults {
+    /// Writes fail once `bytes` more bytes were written.
+    pub fn fail_writes_after(&self, bytes: u64) {
+        let at = self.written.load(Relaxed).saturating_add(bytes);
+        self.write_limit.store(at, Relaxed);
+    }
+    /// No more faults.
+    pub fn heal(&self) {
+        self.write_limit.store(u64::MAX, Relaxed);
+        self.fail_reads.store(false, Relaxed);
+    }
+}
+
 /// Sizes and paths of a store.
 #[derive(Clone, Debug)]
 pub struct StoreConfig {
@@ -67,6 +105,8 @@ pub struct StoreConfig {
     /// Whether items get CAS values (memcached's `-C` turns it off: every cas is 0 and a `cas`
     /// request is not checked against it).
     pub cas: bool,
+    /// Faults injected into the flash file's I/O (tests only; `None` in use).
+    pub faults: Option<Arc<FlashFaults>>,
 }
 
 impl StoreConfig {
@@ -91,6 +131,7 @@ impl StoreConfig {
             flush_all: true,
             evictions: true,
             cas: true,
+            faults: None,
         }
     }
 }

@@ -7,6 +7,7 @@
 //!   segments, noreply, expiry, cas races, bad input, many connections.
 //! - [`flash`]: the flash tier never serves a wrong value; index misses touch no flash; restarts
 //!   (clean, damaged checkpoint, damaged log) keep what they can; sealed flash.
+//! - [`faults`]: flash write errors (mid-chunk, full), read errors, a vanished file.
 //! - [`dram_only`]: no flash file: eviction, evictions off (`-M`), CAS off (`-C`), `shutdown`.
 //! - [`differential`]: the same script to a real memcached (when installed) and to inpath's
 //!   cache gives identical replies.
@@ -18,5 +19,6 @@ mod common;
 
 mod differential;
 mod dram_only;
+mod faults;
 mod flash;
 mod protocol;
