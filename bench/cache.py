@@ -12,15 +12,27 @@ Measurements (issue 12):
   (3) from inpath's stats: DRAM bytes of index per item, flash reads per index miss (0) and per
       flash hit (1), and whether the flash file is read with O_DIRECT (page cache bypassed).
 
+  (4) an independent load generator, libmemcached's `memcslap` (Debian's libmemcached-tools):
+      single gets, multigets and sets, 4 client threads, against memcached, inpath with a flash
+      tier and inpath from DRAM alone (no --flash), same server threads and memory; the server's
+      CPU per 1000 requests over the whole memcslap run (its load phase included) and the
+      requests per second memcslap reports for the measured phase; rounds alternate the servers
+      and the median is reported, with every run's figure;
+  (5) a large-multiget workload: 100 keys per `get` line (20k keys of 1 KiB in DRAM), 4 client
+      connections (a plain socket client), server CPU per 1000 keys returned.
+
 Two cores are shared by the load generator and the server, so rates are a floor; the server's
 CPU per operation is the figure to compare.
 
 Usage: python3 bench/cache.py [--ops 200000] [--warmup-big 1000000] [--backend-us 100] [--reps 3]
+       python3 bench/cache.py --only memcslap     (just (4) and (5))
 Never run it while a build or another benchmark runs.
 """
 
 import argparse
 import json
+import statistics
+import threading
 import os
 import re
 import shutil
@@ -83,6 +95,13 @@ class Proc:
 def start_inpath(port, memory_mib, flash, flash_mib, threads, extra=()):
     p = Proc([inpath_bin(), "cache", "serve", "--listen", f"127.0.0.1:{port}", "--memory", f"{memory_mib}MiB",
               "--flash", flash, "--flash-size", f"{flash_mib}MiB", "-t", str(threads), *extra])
+    wait_port(port)
+    return p
+
+
+def start_inpath_dram(port, memory_mib, threads):
+    p = Proc([inpath_bin(), "cache", "serve", "-l", "127.0.0.1", "-p", str(port), "-m", str(memory_mib),
+              "-t", str(threads), "-c", "4096"])
     wait_port(port)
     return p
 
@@ -155,6 +174,9 @@ def main():
     ap.add_argument("--conns", type=int, default=4)
     ap.add_argument("--memory-mib", type=int, default=64)
     ap.add_argument("--flash-dir", default=None, help="directory for the flash file (an SSD; default: a temp dir)")
+    ap.add_argument("--slap-n", type=int, default=50_000, help="memcslap --execute-number (per thread)")
+    ap.add_argument("--mget-rounds", type=int, default=2_000, help="(5): get lines per connection")
+    ap.add_argument("--only", choices=["memcslap"], help="run only (4) and (5)")
     ap.add_argument("--seal-cost", action="store_true",
                     help="instead: run (2) on inpath without and with --seal-key (the cost of sealing)")
     args = ap.parse_args()
@@ -172,7 +194,16 @@ def main():
     tmp = tempfile.mkdtemp(prefix="inpath-cache-bench-", dir=args.flash_dir)
     flash_mib = 10 * args.memory_mib
     results = {}
+    if args.only == "memcslap":
+        report.run_name = "cache-memcslap"
+        try:
+            memcslap_section(args, report, tmp)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        report.save()
+        return
     try:
+        memcslap_section(args, report, tmp)
         # (1) Both servers up at once; measured runs alternate, medians reported.
         pi, pm = free_port(), free_port()
         si = start_inpath(pi, args.memory_mib, os.path.join(tmp, "dram.flash"), flash_mib, args.threads)
@@ -265,6 +296,114 @@ def main():
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     report.save()
+
+
+MEMCSLAP_PHASE = re.compile(r"Time to (get|mget|set)\s+(\d+) keys by\s+(\d+) threads:\s+([0-9.]+) seconds")
+
+
+def memcslap(port, test, threads, n, binary=False):
+    """One memcslap run; returns (requests in the measured phase, its seconds)."""
+    args = ["memcslap", f"--servers=127.0.0.1:{port}", f"--test={test}", f"--concurrency={threads}",
+            f"--execute-number={n}", "--tcp-nodelay"]
+    if binary:
+        args.append("--binary")
+    out = subprocess.run(args, check=True, capture_output=True, text=True, timeout=600).stdout
+    m = MEMCSLAP_PHASE.search(out)
+    if not m:
+        raise RuntimeError(f"memcslap printed no timing: {out}")
+    return int(m.group(2)), float(m.group(4))
+
+
+def multiget_client(port, keys, batch, rounds, conns):
+    """`conns` connections each send `rounds` get lines of `batch` keys and read the replies;
+    returns the keys answered and the seconds."""
+    names = [f"key:{i}".encode() for i in range(keys)]
+    got = [0] * conns
+
+    def one(c):
+        s = socket.create_connection(("127.0.0.1", port))
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        f = s.makefile("rb")
+        for r in range(rounds):
+            start = (r * batch * 7 + c * 997) % (keys - batch)
+            s.sendall(b"get " + b" ".join(names[start:start + batch]) + b"\r\n")
+            while True:
+                line = f.readline()
+                if line == b"END\r\n":
+                    break
+                if not line.startswith(b"VALUE "):
+                    raise RuntimeError(f"unexpected reply {line[:80]!r}")
+                f.read(int(line.split()[3]) + 2)
+                got[c] += 1
+        s.close()
+
+    t0 = time.perf_counter()
+    ts = [threading.Thread(target=one, args=(c,)) for c in range(conns)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return sum(got), time.perf_counter() - t0
+
+
+def memcslap_section(args, report, tmp):
+    """(4) memcslap single gets, multigets and sets; (5) 100-key multigets."""
+    if not shutil.which("memcslap"):
+        report.note("(4) skipped: memcslap is not installed (apt-get install libmemcached-tools)")
+        return
+    servers = {}
+    ports = {"memcached": free_port(), "inpath": free_port(), "inpath-dram": free_port()}
+    servers["memcached"] = start_memcached(ports["memcached"], args.memory_mib, args.threads)
+    servers["inpath"] = start_inpath(ports["inpath"], args.memory_mib, os.path.join(tmp, "slap.flash"),
+                                     10 * args.memory_mib, args.threads)
+    servers["inpath-dram"] = start_inpath_dram(ports["inpath-dram"], args.memory_mib, args.threads)
+    order = ["inpath", "inpath-dram", "memcached"]
+    try:
+        for test in ("get", "mget", "set"):
+            per = {w: [] for w in order}
+            rate = {w: [] for w in order}
+            for _ in range(args.reps):
+                for who in order:
+                    pid = servers[who].p.pid
+                    c0 = cpu_seconds(pid)
+                    reqs, secs = memcslap(ports[who], test, 4, args.slap_n)
+                    c1 = cpu_seconds(pid)
+                    # The whole run's requests: the load phase sets n keys per thread too.
+                    total = reqs + (0 if test == "set" else args.slap_n * 4)
+                    per[who].append((c1 - c0) * 1e6 / total * 1000)
+                    rate[who].append(reqs / secs)
+            for who in ("inpath", "inpath-dram"):
+                label = "" if who == "inpath" else " (inpath DRAM only)"
+                line(report, f"(4) memcslap {test}: server CPU per 1000 requests{label}",
+                     statistics.median(per[who]), statistics.median(per["memcached"]), "us", "lower",
+                     extra={"runs_inpath": per[who], "runs_memcached": per["memcached"]})
+                line(report, f"(4) memcslap {test}: requests/s{label}", statistics.median(rate[who]),
+                     statistics.median(rate["memcached"]), "req/s", "higher",
+                     extra={"runs_inpath": rate[who], "runs_memcached": rate["memcached"]})
+        # (5) 100 keys per get, the keys set first by the project's load generator.
+        for who in order:
+            subprocess.run(bench_args(ports[who], 20_000, 1, 1, None, 1, extra=["--prefill"]),
+                           check=True, capture_output=True)
+        per = {w: [] for w in order}
+        rate = {w: [] for w in order}
+        for _ in range(args.reps):
+            for who in order:
+                pid = servers[who].p.pid
+                c0 = cpu_seconds(pid)
+                keys, secs = multiget_client(ports[who], 20_000, 100, args.mget_rounds, 4)
+                c1 = cpu_seconds(pid)
+                per[who].append((c1 - c0) * 1e6 / keys * 1000)
+                rate[who].append(keys / secs)
+        for who in ("inpath", "inpath-dram"):
+            label = "" if who == "inpath" else " (inpath DRAM only)"
+            line(report, f"(5) 100-key multigets: server CPU per 1000 keys{label}", statistics.median(per[who]),
+                 statistics.median(per["memcached"]), "us", "lower",
+                 extra={"runs_inpath": per[who], "runs_memcached": per["memcached"]})
+            line(report, f"(5) 100-key multigets: keys/s{label}", statistics.median(rate[who]),
+                 statistics.median(rate["memcached"]), "keys/s", "higher")
+    finally:
+        for p in servers.values():
+            p.stop()
 
 
 def seal_cost(args):
