@@ -31,6 +31,9 @@ pub struct ServerConfig {
     pub backlog: u32,
     /// Whether the `shutdown` command stops the server (memcached's `-A`).
     pub shutdown_command: bool,
+    /// Close a connection that waited this long for a request (memcached's `-o idle_timeout`);
+    /// `None`: never.
+    pub idle_timeout: Option<Duration>,
 }
 
 impl ServerConfig {
@@ -46,6 +49,7 @@ impl ServerConfig {
             http: None,
             backlog: 1024,
             shutdown_command: false,
+            idle_timeout: None,
         }
     }
 }
@@ -94,6 +98,7 @@ impl Server {
             threads: cfg.threads,
             max_conns: cfg.max_conns,
             shutdown_command: cfg.shutdown_command,
+            idle_timeout_secs: cfg.idle_timeout.map_or(0, |d| d.as_secs()),
         };
         let store = Store::open_with(cfg.store.clone(), settings)?;
         if cfg.store.verbose {
@@ -116,6 +121,7 @@ impl Server {
             .register(listener_fd, None, addr, crate::types::now_unix());
         // memcached's model: `threads` workers, each its own single-threaded event loop with
         // the connections handed to it; a main loop accepts, flushes the log and checkpoints.
+        let idle = cfg.idle_timeout;
         let mut workers = Vec::with_capacity(cfg.threads);
         let mut senders = Vec::with_capacity(cfg.threads);
         for i in 0..cfg.threads {
@@ -136,7 +142,7 @@ impl Server {
                             };
                             let st = st.clone();
                             tokio::spawn(async move {
-                                connection(sock, &st).await;
+                                connection(sock, &st, idle).await;
                                 st.counters.curr_connections.fetch_sub(1, Relaxed);
                             });
                         }
@@ -328,7 +334,11 @@ async fn serve(
     }
 }
 
-async fn connection(mut sock: tokio::net::TcpStream, store: &Arc<Store>) {
+async fn connection(
+    mut sock: tokio::net::TcpStream,
+    store: &Arc<Store>,
+    idle_timeout: Option<Duration>,
+) {
     let registered = match (sock.peer_addr(), sock.local_addr()) {
         (Ok(peer), Ok(local)) => {
             use std::os::fd::AsRawFd;
@@ -413,7 +423,20 @@ async fn connection(mut sock: tokio::net::TcpStream, store: &Arc<Store>) {
         if let Some(s) = &state {
             s.set(false, 0);
         }
-        match sock.read_buf(&mut buf).await {
+        let idle = buf.len() == start;
+        let read = sock.read_buf(&mut buf);
+        let read = match idle_timeout {
+            // An idle connection (nothing half-read) past the limit is closed, as memcached.
+            Some(limit) if idle => match tokio::time::timeout(limit, read).await {
+                Ok(r) => r,
+                Err(_) => {
+                    counters.idle_kicks.fetch_add(1, Relaxed);
+                    return;
+                }
+            },
+            _ => read.await,
+        };
+        match read {
             Ok(0) | Err(_) => return,
             Ok(n) => {
                 counters.bytes_read.fetch_add(n as u64, Relaxed);

@@ -170,6 +170,8 @@ pub struct Counters {
     pub curr_connections: AtomicU64,
     pub total_connections: AtomicU64,
     pub rejected_connections: AtomicU64,
+    /// Connections closed for idling past `-o idle_timeout`.
+    pub idle_kicks: AtomicU64,
     pub bytes_read: AtomicU64,
     pub bytes_written: AtomicU64,
     pub flash_reads: AtomicU64,
@@ -1737,6 +1739,7 @@ impl Store {
             ("curr_connections", ld(&c.curr_connections)),
             ("total_connections", ld(&c.total_connections)),
             ("rejected_connections", ld(&c.rejected_connections)),
+            ("idle_kicks", ld(&c.idle_kicks)),
             ("cmd_get", ld(&c.cmd_get)),
             ("cmd_set", ld(&c.cmd_set)),
             ("cmd_flush", ld(&c.cmd_flush)),
@@ -1964,6 +1967,7 @@ mod tests {
                 threads: 3,
                 max_conns: 7,
                 shutdown_command: false,
+                idle_timeout_secs: 0,
             },
         );
         let b = open("b", Settings::default());

@@ -147,6 +147,8 @@ pub struct Settings {
     pub max_conns: usize,
     /// Whether the `shutdown` command stops the server (memcached's `-A`).
     pub shutdown_command: bool,
+    /// Seconds an idle connection is kept (`-o idle_timeout`; 0: forever).
+    pub idle_timeout_secs: u64,
 }
 
 /// Sizes derived from the configuration.

@@ -590,6 +590,7 @@ fn stats(store: &Arc<Store>, toks: &[&[u8]], out: &mut Vec<u8>) {
                 ("maxbytes".into(), store.memory_limit().to_string()),
                 ("maxconns".into(), s.max_conns.to_string()),
                 ("num_threads".into(), s.threads.to_string()),
+                ("idle_timeout".into(), s.idle_timeout_secs.to_string()),
                 ("item_size_max".into(), store.item_max().to_string()),
                 (
                     "evictions".into(),

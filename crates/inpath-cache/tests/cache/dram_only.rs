@@ -174,3 +174,30 @@ fn dram_only_memory_too_small_is_refused_with_the_sizes() {
     };
     assert!(err.contains("only without a flash file"), "{err}");
 }
+
+/// `-o idle_timeout`: a connection that waits longer for a request is closed (counted in
+/// `idle_kicks`); a busy one is not.
+#[test]
+fn idle_connections_are_closed_after_the_timeout() {
+    let mut cfg = dram_config(8 << 20);
+    cfg.idle_timeout = Some(Duration::from_secs(1));
+    let server = Server::start(cfg).expect("server starts");
+    let mut idle = Conn::new(&server);
+    let mut busy = Conn::new(&server);
+    assert_eq!(idle.ask("version\r\n", 1).len(), 1);
+    let start = Instant::now();
+    // The busy connection asks every 200 ms for 2.5 s.
+    while start.elapsed() < Duration::from_millis(2500) {
+        assert_eq!(busy.ask("mn\r\n", 1), ["MN"]);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    use std::io::Read;
+    let mut rest = Vec::new();
+    assert_eq!(idle.r.read_to_end(&mut rest).expect("closed"), 0);
+    let s = busy.stats();
+    assert_eq!(s["idle_kicks"], "1", "{s:?}");
+    assert!(busy
+        .ask("stats settings\r\n", 9)
+        .contains(&"STAT idle_timeout 1".to_string()));
+    server.stop().unwrap();
+}

@@ -273,6 +273,11 @@ fn serve_config(a: &ServeArgs) -> Result<ServerConfig> {
     cfg.http = a.http.clone();
     cfg.backlog = a.backlog;
     cfg.shutdown_command = a.enable_shutdown;
+    for option in a.extended.iter().flat_map(|o| o.split(',')) {
+        if option.trim().starts_with("idle_timeout") {
+            cfg.idle_timeout = idle_timeout(option.trim())?;
+        }
+    }
     Ok(cfg)
 }
 
@@ -905,6 +910,18 @@ fn with_config_file(path: &std::path::Path) -> Result<ServeArgs> {
         .map_err(|e| anyhow::anyhow!("with the options of {}: {e}", path.display()))
 }
 
+/// `-o idle_timeout=SECONDS` (0: never, memcached's default): how long a connection may wait
+/// for a request before it is closed.
+fn idle_timeout(option: &str) -> Result<Option<Duration>> {
+    let secs = option
+        .split_once('=')
+        .and_then(|(_, v)| v.trim().parse::<u64>().ok())
+        .with_context(|| {
+            format!("-o {option}: idle_timeout takes whole seconds (idle_timeout=30; 0 = never)")
+        })?;
+    Ok((secs > 0).then(|| Duration::from_secs(secs)))
+}
+
 /// memcached options: checks those taken with a value rule, refuses by name those inpath does
 /// not have (saying why), and returns the ones that have no effect here (noted with -v).
 fn memcached_options(a: &ServeArgs) -> Result<Vec<String>> {
@@ -999,7 +1016,9 @@ fn memcached_options(a: &ServeArgs) -> Result<Vec<String>> {
             | "inline_ascii_response" => {
                 no_effect.push(format!("-o {option}"));
             }
-            "idle_timeout" => refuse("-o idle_timeout", "idle connections are not closed yet")?,
+            "idle_timeout" => {
+                idle_timeout(option)?;
+            }
             "track_sizes" => refuse("-o track_sizes", "no size histogram is kept (stats sizes)")?,
             b if b.starts_with("ext_") => refuse(
                 &format!("-o {name}"),

@@ -496,8 +496,8 @@ fn memcached_options_inpath_lacks_are_refused_by_name() {
         ),
         (&["-o", "ssl_key=k.pem"], "-o ssl_key is not supported"),
         (
-            &["-o", "idle_timeout=30"],
-            "-o idle_timeout is not supported",
+            &["-o", "idle_timeout=soon"],
+            "idle_timeout takes whole seconds",
         ),
         (
             &["-o", "maxconns_fast,bogus"],
