@@ -577,6 +577,58 @@ mod tests {
         assert_eq!(idx.find(kh, 0), None, "no key is empty");
     }
 
+    /// A log simulated against the table (keys set at random from a key space twice the
+    /// table, so many are never set again; the tail moving a chunk at a time; dead entries
+    /// reused by inserts): with the sweep every entry stays within (2 · nchunks + 2) chunks of
+    /// the head, the bound the location window is sized by; without it entries fall behind.
+    #[test]
+    fn sweep_keeps_every_entry_within_the_bound() {
+        let (nchunks, cs, rec) = (8u64, 64u64 << 10, 1024u64);
+        let run = |sweep: bool| -> u64 {
+            let mut idx = Index::new(64);
+            let (mut head, mut tail, mut no, mut worst) = (64u64, 0u64, 0u64, 0u64);
+            let mut x = 0x1234_5678_9ABC_DEF1u64;
+            for i in 0..40_000u32 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let kh = KeyHash::of(format!("key{}", x % 640).as_bytes());
+                if head + rec > (no + 1) * cs {
+                    no += 1;
+                    head = no * cs + 64;
+                    tail = tail.max((no + 1).saturating_sub(nchunks) * cs);
+                    if sweep {
+                        idx.sweep(nchunks, head, tail);
+                    }
+                }
+                let (pos, alt) = match idx.find(kh, 6) {
+                    Some(p) => (p, idx.get(p).alt()),
+                    None => idx.victim(
+                        kh,
+                        i << 8,
+                        |e| matches!(e.loc(head), Loc::Flash(a) if a < tail),
+                    ),
+                };
+                *idx.get_mut(pos) = Entry::new(Loc::Flash(head), 6, kh.tag, 1000, i << 8, alt);
+                head += rec;
+                for b in &idx.buckets {
+                    for e in b.e.iter().filter(|e| !e.is_empty()) {
+                        if let Loc::Flash(a) = e.loc(head) {
+                            worst = worst.max(head - a);
+                        }
+                    }
+                }
+            }
+            worst
+        };
+        let bound = (2 * nchunks + 2) * cs;
+        assert!(run(true) <= bound, "{} > {bound}", run(true));
+        assert!(
+            run(false) > bound,
+            "without the sweep the bound is not reached"
+        );
+    }
+
     /// The sweep clears every dead flash entry within `nchunks` calls and nothing else.
     #[test]
     fn sweep_clears_dead_entries_within_one_pass() {

@@ -460,6 +460,19 @@ mod index_size {
         store.close().unwrap();
     }
 
+    /// A flash file too large for the index's location window is refused at start, naming
+    /// the limit; one just under it is taken.
+    #[test]
+    fn flash_over_the_location_window_is_refused() {
+        let mut cfg = StoreConfig::new("unused".into());
+        cfg.memory = 1 << 40;
+        cfg.flash_size = 1 << 40;
+        let err = inpath_cache::Geometry::of(&cfg).unwrap_err().to_string();
+        assert!(err.contains("too large"), "{err}");
+        cfg.flash_size = 1000 << 30;
+        assert!(inpath_cache::Geometry::of(&cfg).is_ok());
+    }
+
     /// The real default sizing (64 MiB of DRAM, 1 GiB of flash, `--avg-item-size` 1 KiB) filled
     /// with 1 KiB values until the flash is full: prints the index's bytes per item, conflict
     /// evictions, and the false positives of a million gets of absent keys. Writes a 1 GiB
