@@ -1,10 +1,10 @@
 //! # inpath-cache: BlueCache for an SSD
 //!
 //! A memcached-compatible key-value cache (text and meta protocol) whose DRAM holds a compact
-//! set-associative index (16 bytes per item) and the hot values, and whose flash tier is an
-//! append-only log of checksummed records in a file, reclaimed oldest chunk first. The index is
-//! checkpointed and the log replayed at start, so a restart (clean or after a crash) keeps the
-//! cache. Design after BlueCache (Xu, MIT 2021, part I); see docs/cache.md.
+//! set-associative index (12-byte entries, ~13.5 bytes per item with the flash full) and the hot
+//! values, and whose flash tier is an append-only log of checksummed records in a file,
+//! reclaimed oldest chunk first. The index is checkpointed and the log replayed at start, so a
+//! restart (clean or after a crash) keeps the cache. Design after BlueCache (Xu, MIT 2021, part I); see docs/cache.md.
 //!
 //! ```no_run
 //! use inpath_cache::{Server, ServerConfig, StoreConfig};

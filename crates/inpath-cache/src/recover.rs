@@ -4,13 +4,15 @@
 
 use crate::error::CheckpointError;
 use crate::flash::{self, AlignedBuf, FlashFile, ALIGN, CHUNK_HEADER, REC_HEADER};
-use crate::index::{Bucket, Entry, Index, KeyHash, Loc};
+use crate::index::{Bucket, Entry, Index, KeyHash, Loc, BUCKET_BYTES, ENTRY_BYTES, WAYS};
 use crate::types::{Geometry, RecoveryReport, SealHook};
 use std::path::Path;
 
 const MAGIC: &[u8; 8] = b"INPCKPT1";
 const END: &[u8; 8] = b"CKPTEND1";
-const VERSION: u32 = 1;
+/// 2: five 12-byte entries per bucket, locations modulo 2^38 read against `head` (version 1:
+/// four 16-byte entries; refused, the log is replayed instead).
+const VERSION: u32 = 2;
 const HEADER: usize = 64;
 
 /// A consistent copy of the index taken under the store lock.
@@ -26,7 +28,7 @@ pub struct Snapshot {
 /// Writes the checkpoint all-or-nothing (`inpath_core::output::write_file`): a crash leaves
 /// the previous checkpoint in place.
 pub fn write_checkpoint(path: &Path, snap: &Snapshot) -> std::io::Result<()> {
-    let mut out = Vec::with_capacity(HEADER + snap.buckets.len() * 64 + 12);
+    let mut out = Vec::with_capacity(HEADER + snap.buckets.len() * BUCKET_BYTES + 12);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&VERSION.to_le_bytes());
     out.extend_from_slice(&snap.clock.to_le_bytes());
@@ -42,9 +44,11 @@ pub fn write_checkpoint(path: &Path, snap: &Snapshot) -> std::io::Result<()> {
     }
     for b in &snap.buckets {
         for e in &b.e {
-            out.extend_from_slice(&e.w0.to_le_bytes());
-            out.extend_from_slice(&e.w1.to_le_bytes());
+            for w in e.w {
+                out.extend_from_slice(&w.to_le_bytes());
+            }
         }
+        out.resize(out.len() + BUCKET_BYTES - WAYS * ENTRY_BYTES, 0);
     }
     let crc = crc32fast::hash(&out);
     out.extend_from_slice(&crc.to_le_bytes());
@@ -59,6 +63,12 @@ struct Loaded {
     tail: u64,
     cas: u64,
     clock: u32,
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(a)
 }
 
 fn u64_at(b: &[u8], at: usize) -> u64 {
@@ -92,26 +102,42 @@ fn load_checkpoint(path: &Path, geo: Geometry) -> Result<Loaded, CheckpointError
     if chunk_size != geo.chunk_size || nchunks != geo.nchunks || nbuckets != geo.nbuckets {
         return Err(CheckpointError::GeometryChanged);
     }
-    if body != HEADER + nbuckets as usize * 64 {
+    if Some(body)
+        != (nbuckets as usize)
+            .checked_mul(BUCKET_BYTES)
+            .map(|b| b + HEADER)
+    {
         return Err(CheckpointError::BadLength);
     }
+    let (head, tail) = (u64_at(&data, 40), u64_at(&data, 48));
     let mut buckets = vec![Bucket::default(); nbuckets as usize];
     for (i, b) in buckets.iter_mut().enumerate() {
         for (w, e) in b.e.iter_mut().enumerate() {
-            let at = HEADER + i * 64 + w * 16;
+            let at = HEADER + i * BUCKET_BYTES + w * ENTRY_BYTES;
             *e = Entry {
-                w0: u64_at(&data, at),
-                w1: u64_at(&data, at + 8),
+                w: [
+                    u32_at(&data, at),
+                    u32_at(&data, at + 4),
+                    u32_at(&data, at + 8),
+                ],
             };
-            if !e.is_empty() && matches!(e.loc(), Loc::Dram(_)) {
+            if e.is_empty() {
+                continue;
+            }
+            if e.in_dram() {
                 return Err(CheckpointError::DramEntry);
+            }
+            // Locations are read against `head`; entries already dead then are dropped, so
+            // none is older than the flash size when the replay moves the head on.
+            if matches!(e.loc(head), Loc::Flash(a) if a < tail) {
+                *e = Entry::default();
             }
         }
     }
     Ok(Loaded {
         buckets,
-        head: u64_at(&data, 40),
-        tail: u64_at(&data, 48),
+        head,
+        tail,
         cas: u64_at(&data, 56),
         clock,
     })
@@ -349,5 +375,87 @@ mod tests {
         data[100] ^= 1;
         std::fs::write(&path, &data).unwrap();
         assert!(matches!(load(geo()), Err(CheckpointError::Damaged)));
+    }
+
+    /// Entries come back as written, read against the checkpoint's head (also past a wrap of
+    /// the stored location bits); entries already below its tail are dropped.
+    #[test]
+    fn checkpoint_entries_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ckpt");
+        let head = 5 * crate::index::LOG_WINDOW + 4096;
+        let tail = head - (8 << 20);
+        let mut buckets = vec![Bucket::default(); geo().nbuckets as usize];
+        let live = [head - 64, tail, 5 * crate::index::LOG_WINDOW - 8];
+        for (i, &a) in live.iter().enumerate() {
+            buckets[i].e[WAYS - 1] = Entry::new(Loc::Flash(a), 250, 0xFFFF, 1000, 7 << 8, true);
+        }
+        buckets[9].e[0] = Entry::new(Loc::Flash(tail - 8), 3, 1, 10, 0, false);
+        let snap = Snapshot {
+            buckets,
+            head,
+            tail,
+            cas: 1,
+            clock: 9,
+            geo: geo(),
+        };
+        write_checkpoint(&path, &snap).unwrap();
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len(),
+            (HEADER + 1024 * 64 + 12) as u64
+        );
+        let l = load_checkpoint(&path, geo()).unwrap();
+        for (i, &a) in live.iter().enumerate() {
+            assert_eq!(l.buckets[i].e[WAYS - 1], snap.buckets[i].e[WAYS - 1]);
+            assert_eq!(l.buckets[i].e[WAYS - 1].loc(head), Loc::Flash(a));
+        }
+        assert!(
+            l.buckets[9].e[0].is_empty(),
+            "dead at the checkpoint: dropped"
+        );
+        let n = l
+            .buckets
+            .iter()
+            .flat_map(|b| b.e.iter())
+            .filter(|e| !e.is_empty())
+            .count();
+        assert_eq!(n, 3);
+    }
+
+    /// A checkpoint of format version 1 (four 16-byte entries per bucket, the same file length
+    /// for the same bucket count) is refused by its version, never read as this format.
+    #[test]
+    fn version_1_checkpoint_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ckpt");
+        let mut out = Vec::new();
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&1u32.to_le_bytes());
+        out.extend_from_slice(&5u32.to_le_bytes());
+        for v in [1u64 << 20, 8, 1024, 4096, 0, 9] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        for b in 0..1024u64 {
+            // Version 1's entry: 48-bit location / 8, key length at bit 49, ...
+            let w0 = ((4096 + 64 * b) / 8) | (10 << 49);
+            let w1 = 3u64 | (1000 << 32);
+            for _ in 0..4 {
+                out.extend_from_slice(&w0.to_le_bytes());
+                out.extend_from_slice(&w1.to_le_bytes());
+            }
+        }
+        let crc = crc32fast::hash(&out);
+        out.extend_from_slice(&crc.to_le_bytes());
+        out.extend_from_slice(END);
+        std::fs::write(&path, &out).unwrap();
+        assert_eq!(
+            out.len(),
+            HEADER + 1024 * BUCKET_BYTES + 12,
+            "same length as version 2"
+        );
+        assert!(matches!(
+            load_checkpoint(&path, geo()),
+            Err(CheckpointError::UnknownVersion)
+        ));
     }
 }

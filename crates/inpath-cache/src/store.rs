@@ -8,7 +8,7 @@
 
 use crate::error::{CacheError, Result};
 use crate::flash::{self, open_record, AlignedBuf, FlashFile, ALIGN, CHUNK_HEADER};
-use crate::index::{Entry, Index, KeyHash, Loc, Pos, VLEN_MAX};
+use crate::index::{Entry, Index, KeyHash, Loc, Pos, BUCKET_BYTES, VLEN_MAX};
 use crate::recover::{self, Snapshot};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -68,9 +68,17 @@ impl Geometry {
                 cfg.flash_size, chunk_size
             )));
         }
+        if !Index::log_fits(nchunks, chunk_size) {
+            return Err(CacheError::Config(format!(
+                "flash size {} is too large: the index tells apart log addresses within {} \
+                 bytes, enough for about half of that",
+                cfg.flash_size,
+                crate::index::LOG_WINDOW
+            )));
+        }
         let entries = (cfg.flash_size / cfg.avg_item_size.max(64) as u64).max(4096);
-        let nbuckets = entries.div_ceil(4);
-        let index_bytes = nbuckets * 64;
+        let nbuckets = Index::buckets_for(entries);
+        let index_bytes = nbuckets * BUCKET_BYTES as u64;
         let buffers = chunk_size * (WRITE_QUEUE as u64 + 2);
         let fixed = index_bytes + buffers;
         if cfg.memory < fixed + 2 * chunk_size {
@@ -96,7 +104,7 @@ impl Geometry {
     /// memory, never for a bucket conflict), the values the rest; no log chunks.
     fn dram_only(cfg: &StoreConfig) -> Result<Geometry> {
         let entries = (2 * cfg.memory / cfg.avg_item_size.max(64) as u64).max(4096);
-        let nbuckets = entries.div_ceil(4);
+        let nbuckets = Index::buckets_for(entries);
         let index_bytes = nbuckets * 64;
         let least = index_bytes + (1 << 20).max(2 * cfg.item_max as u64);
         if cfg.memory < least {
@@ -318,6 +326,11 @@ impl Inner {
         ((addr / self.geo.chunk_size) % self.geo.nchunks) as usize
     }
 
+    /// Where the entry at `pos` points (flash addresses are read against the log head).
+    fn loc(&self, pos: Pos) -> Loc {
+        self.index.get(pos).loc(self.head)
+    }
+
     fn tick(&mut self) -> u32 {
         self.clock = self.clock.wrapping_add(1);
         self.clock
@@ -351,7 +364,7 @@ impl Inner {
         let Some(pos) = self.index.find(kh, key.len()) else {
             return Found::Miss;
         };
-        match self.index.get(pos).loc() {
+        match self.loc(pos) {
             Loc::Dram(slot) => {
                 let slot = slot as usize;
                 if slot < self.dram.len() && self.dram[slot].key() == key {
@@ -377,7 +390,7 @@ impl Inner {
         if e.is_empty() {
             return;
         }
-        match e.loc() {
+        match self.loc(pos) {
             Loc::Dram(slot) => {
                 self.dram_remove(slot as usize);
                 self.curr_items -= 1;
@@ -520,6 +533,8 @@ impl Inner {
                 self.tail = new_tail;
             }
         }
+        // Dead entries go before their stored address could name a live record (index.rs).
+        self.index.sweep(self.geo.nchunks, self.head, self.tail);
     }
 
     /// Sends the unwritten part of the open chunk to the writer (a copy: the chunk keeps filling).
@@ -652,14 +667,14 @@ impl Inner {
             bits,
         };
         self.make_room(item.cost(), now);
-        let tail = self.tail;
-        let (pos, alt) = self.index.victim(kh, clock, |e| match e.loc() {
+        let (head, tail) = (self.head, self.tail);
+        let (pos, alt) = self.index.victim(kh, clock, |e| match e.loc(head) {
             Loc::Flash(a) => a < tail,
             Loc::Dram(_) => false,
         });
         let old = *self.index.get(pos);
         if !old.is_empty() {
-            let live = match old.loc() {
+            let live = match old.loc(head) {
                 Loc::Flash(a) => a >= tail,
                 Loc::Dram(_) => true,
             };
@@ -774,7 +789,7 @@ impl Inner {
                 if e.is_empty() {
                     continue;
                 }
-                match e.loc() {
+                match e.loc(open_no * cs) {
                     Loc::Flash(a) if a >= tail && a < open_no * cs => {
                         self.live[((a / cs) % nch) as usize] += 1;
                         self.curr_items += 1;
@@ -1112,6 +1127,8 @@ impl Store {
                         } else {
                             flash::record_len(e.key_len(), e.value_len())
                         };
+                        // The entry's length is rounded up: stop at the chunk's end.
+                        let len = len.min((g.geo.chunk_size - addr % g.geo.chunk_size) as usize);
                         if addr / g.geo.chunk_size == g.open_no || attempts >= 8 {
                             // Still in the open chunk (DRAM): resolve without I/O.
                             let off = (addr % g.geo.chunk_size) as usize;
@@ -1253,7 +1270,7 @@ impl Store {
                         let ttl = req.vivify?;
                         g.write_item(key, kh, 0, ttl, b"", req.new_cas, now).ok()?;
                         let pos = g.index.find(kh, key.len())?;
-                        match g.index.get(pos).loc() {
+                        match g.loc(pos) {
                             Loc::Dram(slot) => (pos, slot as usize, true),
                             Loc::Flash(_) => return None,
                         }
@@ -1649,7 +1666,7 @@ impl Store {
             let mut buckets = g.index.buckets.clone();
             for b in buckets.iter_mut() {
                 for e in b.e.iter_mut() {
-                    if let (false, Loc::Dram(slot)) = (e.is_empty(), e.loc()) {
+                    if let (false, Loc::Dram(slot)) = (e.is_empty(), e.loc(g.head)) {
                         match g.dram.get(slot as usize) {
                             Some(it) if it.backing >= g.tail => {
                                 e.set_loc(Loc::Flash(it.backing));
@@ -1800,7 +1817,7 @@ impl Store {
             ("log_tail", g.tail.to_string()),
             ("rescued_items", g.rescued.to_string()),
             ("index_bytes", index_bytes.to_string()),
-            ("index_entries", (g.index.buckets.len() * 4).to_string()),
+            ("index_entries", g.index.entries().to_string()),
             ("index_tag_collisions", g.tag_collisions.to_string()),
             ("index_false_positives", ld(&c.index_false_positives)),
             ("damaged_records", ld(&c.damaged_records)),
@@ -1883,6 +1900,7 @@ fn writer_loop(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::index::LOG_WINDOW;
 
     fn block_on<F: std::future::Future>(f: F) -> F::Output {
         tokio::runtime::Builder::new_current_thread()
@@ -1921,7 +1939,7 @@ mod tests {
                     let mut g = lock(&store.inner);
                     let kh = KeyHash::of(real.as_bytes());
                     let pos = g.index.find(kh, real.len()).unwrap();
-                    let Loc::Dram(slot) = g.index.get(pos).loc() else {
+                    let Loc::Dram(slot) = g.loc(pos) else {
                         panic!()
                     };
                     if on_flash {
@@ -1932,7 +1950,7 @@ mod tests {
                     *g.index.get_mut(pos) = Entry::default();
                     let fk = KeyHash::of(fake.as_bytes());
                     let (fpos, alt) = g.index.victim(fk, 0, |_| false);
-                    *g.index.get_mut(fpos) = Entry::new(e.loc(), 5, fk.tag, 5, 0, alt);
+                    *g.index.get_mut(fpos) = Entry::new(e.loc(g.head), 5, fk.tag, 5, 0, alt);
                 }
                 store.sync_log().unwrap();
                 let reads = store.counters.flash_reads.load(Relaxed);
@@ -1946,6 +1964,63 @@ mod tests {
                 );
             }
             assert_eq!(store.counters.index_false_positives.load(Relaxed), 1);
+        });
+        store.close().unwrap();
+    }
+
+    /// An entry whose stored location names a live place of the log it was not written for
+    /// (what a dead entry left a whole log window, 2 TiB, behind the head would read as) is a
+    /// miss, never another key's value: at another record's start the keys differ, inside a
+    /// record no intact record starts.
+    #[test]
+    fn aliased_locations_are_misses_never_wrong_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = StoreConfig::new(dir.path().join("f"));
+        cfg.memory = 8 << 20;
+        cfg.flash_size = 12 << 20;
+        let store = Store::open(cfg).unwrap();
+        block_on(async {
+            store.store(b"alpha", req(b"value-a")).await;
+            store.store(b"bravo", req(b"value-b")).await;
+            let pos = |g: &Inner, key: &[u8]| g.index.find(KeyHash::of(key), key.len()).unwrap();
+            let bravo = {
+                let mut g = lock(&store.inner);
+                for key in [&b"alpha"[..], b"bravo"] {
+                    let Loc::Dram(slot) = g.loc(pos(&g, key)) else {
+                        panic!()
+                    };
+                    g.evict_to_flash(slot as usize, now_unix());
+                }
+                g.seal_open();
+                let Loc::Flash(bravo) = g.loc(pos(&g, b"bravo")) else {
+                    panic!()
+                };
+                // A record a window earlier is stored with the same bits.
+                let a = pos(&g, b"alpha");
+                g.index
+                    .get_mut(a)
+                    .set_loc(Loc::Flash(bravo + 3 * LOG_WINDOW));
+                assert_eq!(g.loc(a), Loc::Flash(bravo));
+                bravo
+            };
+            store.sync_log().unwrap();
+            assert!(store.get(b"alpha", None).await.is_none());
+            assert_eq!(store.counters.index_false_positives.load(Relaxed), 1);
+            assert_eq!(store.get(b"bravo", None).await.unwrap().value, b"value-b");
+            {
+                let mut g = lock(&store.inner);
+                let a = pos(&g, b"alpha");
+                g.index.get_mut(a).set_loc(Loc::Flash(bravo + 8));
+            }
+            assert!(store.get(b"alpha", None).await.is_none());
+            assert_eq!(store.counters.damaged_records.load(Relaxed), 1);
+            assert!(lock(&store.inner)
+                .index
+                .find(KeyHash::of(b"alpha"), 5)
+                .is_none());
+            assert_eq!(store.get(b"bravo", None).await.unwrap().value, b"value-b");
+            store.store(b"alpha", req(b"value-a2")).await;
+            assert_eq!(store.get(b"alpha", None).await.unwrap().value, b"value-a2");
         });
         store.close().unwrap();
     }

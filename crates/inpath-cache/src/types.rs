@@ -158,7 +158,7 @@ pub struct Geometry {
     pub chunk_size: u64,
     /// Chunks in the flash file.
     pub nchunks: u64,
-    /// Index buckets (4 entries of 16 bytes each).
+    /// Index buckets (64 bytes: 5 entries of 12 bytes each).
     pub nbuckets: u64,
     /// DRAM left for hot values once the index and log buffers are paid for.
     pub dram_budget: usize,
