@@ -9,6 +9,8 @@
 //!   (clean, damaged checkpoint, damaged log) keep what they can; sealed flash.
 //! - [`differential`]: the same script to a real memcached (when installed) and to inpath's
 //!   cache gives identical replies.
+//! - [`fuzz`]: seeded random and mutated command streams, pipelined and cut anywhere: valid
+//!   ones answered exactly as a model says, mutated ones never panic, stall or wedge the server.
 //!
 //! Every server listens on a port the system picks and keeps its flash in its own temporary
 //! directory, so the tests can share the process.
@@ -17,4 +19,5 @@ mod common;
 
 mod differential;
 mod flash;
+mod fuzz;
 mod protocol;
