@@ -316,6 +316,8 @@ async fn connection(mut sock: tokio::net::TcpStream, store: &Arc<Store>) {
     let mut start = 0usize;
     let mut out: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut swallow = 0usize;
+    // Keys of a paused multiget already answered (`proto::step`).
+    let mut resume = 0usize;
     let counters = &store.counters;
     loop {
         // Answer every whole request in the buffer, then write the replies in one go.
@@ -332,8 +334,9 @@ async fn connection(mut sock: tokio::net::TcpStream, store: &Arc<Store>) {
             if start == buf.len() {
                 break;
             }
-            match proto::step(store, &buf[start..], &mut out).await {
+            match proto::step(store, &buf[start..], &mut out, &mut resume).await {
                 Step::NeedMore => break,
+                Step::Pause => {}
                 Step::Done(n) => start += n,
                 Step::Swallow(n, s) => {
                     start += n;
@@ -344,7 +347,7 @@ async fn connection(mut sock: tokio::net::TcpStream, store: &Arc<Store>) {
                     break;
                 }
             }
-            if out.len() > 256 * 1024 {
+            if out.len() > proto::OUT_HIGH {
                 if sock.write_all(&out).await.is_err() {
                     return;
                 }

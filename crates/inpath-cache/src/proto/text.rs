@@ -6,7 +6,7 @@
 //! strings included.
 
 use super::meta;
-use super::types::{Step, MAX_LINE};
+use super::types::{Step, MAX_LINE, OUT_HIGH};
 use crate::store::Store;
 use crate::types::{abs_exptime, ArithRes, DelRes, ItemOut, Mode, StoreReq, StoreRes, KEY_MAX};
 use std::sync::Arc;
@@ -76,7 +76,17 @@ fn value_line(out: &mut Vec<u8>, key: &[u8], it: &ItemOut, with_cas: bool) {
 }
 
 /// Processes one request from `input` (unread bytes), appending the reply to `out`.
-pub async fn step(store: &Arc<Store>, input: &[u8], out: &mut Vec<u8>) -> Step {
+///
+/// `resume` is the connection's count of keys of the current multiget already answered: a
+/// get/gets/gat/gats whose reply passes [`OUT_HIGH`] returns [`Step::Pause`] with its keys so
+/// far counted there, and is stepped again after the output is written (so a line of thousands
+/// of keys to large values never holds its whole reply in memory). 0 between requests.
+pub async fn step(
+    store: &Arc<Store>,
+    input: &[u8],
+    out: &mut Vec<u8>,
+    resume: &mut usize,
+) -> Step {
     let Some(nl) = memchr::memchr(b'\n', input) else {
         if input.len() > MAX_LINE {
             out.extend_from_slice(b"CLIENT_ERROR line too long\r\n");
@@ -101,7 +111,7 @@ pub async fn step(store: &Arc<Store>, input: &[u8], out: &mut Vec<u8>) -> Step {
         _ => None,
     };
     let mark = out.len();
-    let step = command(store, cmd, &toks, input, consumed, out).await;
+    let step = command(store, cmd, &toks, input, consumed, out, resume).await;
     if noreply_at == Some(toks.len()) && toks.last() == Some(&&b"noreply"[..]) {
         out.truncate(mark);
     }
@@ -115,6 +125,7 @@ async fn command(
     input: &[u8],
     consumed: usize,
     out: &mut Vec<u8>,
+    resume: &mut usize,
 ) -> Step {
     match cmd {
         b"get" | b"gets" => {
@@ -123,11 +134,16 @@ async fn command(
             } else if toks[1..].iter().any(|k| k.len() > KEY_MAX) {
                 out.extend_from_slice(BAD_FORMAT);
             } else {
-                for key in &toks[1..] {
+                for (i, key) in toks[1..].iter().enumerate().skip(*resume) {
+                    if out.len() > OUT_HIGH {
+                        *resume = i;
+                        return Step::Pause;
+                    }
                     if let Some(it) = store.get(key, None).await {
                         value_line(out, key, &it, cmd == b"gets");
                     }
                 }
+                *resume = 0;
                 out.extend_from_slice(b"END\r\n");
             }
             Step::Done(consumed)
@@ -139,11 +155,16 @@ async fn command(
                 if toks[2..].iter().any(|k| k.len() > KEY_MAX) {
                     out.extend_from_slice(BAD_FORMAT);
                 } else {
-                    for key in &toks[2..] {
+                    for (i, key) in toks[2..].iter().enumerate().skip(*resume) {
+                        if out.len() > OUT_HIGH {
+                            *resume = i;
+                            return Step::Pause;
+                        }
                         if let Some(it) = store.get(key, Some(exp)).await {
                             value_line(out, key, &it, cmd == b"gats");
                         }
                     }
+                    *resume = 0;
                     out.extend_from_slice(b"END\r\n");
                 }
             } else {

@@ -4,6 +4,9 @@
 /// Longest request line accepted (a get with many keys fits); longer ones close the connection.
 pub const MAX_LINE: usize = 64 * 1024;
 
+/// Reply bytes a multiget may gather before it pauses so the connection writes them out.
+pub const OUT_HIGH: usize = 256 * 1024;
+
 /// What one step did.
 pub enum Step {
     /// Not a whole request yet: read more.
@@ -14,4 +17,7 @@ pub enum Step {
     Swallow(usize, usize),
     /// Close the connection after sending what is in the output.
     Close,
+    /// Consumed nothing: a multiget's reply so far passed [`OUT_HIGH`]; write the output, then
+    /// step the same input again (the keys already answered are skipped, see `step`).
+    Pause,
 }
