@@ -81,12 +81,7 @@ fn value_line(out: &mut Vec<u8>, key: &[u8], it: &ItemOut, with_cas: bool) {
 /// get/gets/gat/gats whose reply passes [`OUT_HIGH`] returns [`Step::Pause`] with its keys so
 /// far counted there, and is stepped again after the output is written (so a line of thousands
 /// of keys to large values never holds its whole reply in memory). 0 between requests.
-pub async fn step(
-    store: &Arc<Store>,
-    input: &[u8],
-    out: &mut Vec<u8>,
-    resume: &mut usize,
-) -> Step {
+pub async fn step(store: &Arc<Store>, input: &[u8], out: &mut Vec<u8>, resume: &mut usize) -> Step {
     let Some(nl) = memchr::memchr(b'\n', input) else {
         if input.len() > MAX_LINE {
             out.extend_from_slice(b"CLIENT_ERROR line too long\r\n");

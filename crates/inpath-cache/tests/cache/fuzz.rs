@@ -538,7 +538,12 @@ impl Gen {
             .text_keys
             .iter()
             .take(14)
-            .filter(|k| self.model.items.get(*k).is_none_or(|it| it.value.len() <= 1024))
+            .filter(|k| {
+                self.model
+                    .items
+                    .get(*k)
+                    .is_none_or(|it| it.value.len() <= 1024)
+            })
             .cloned()
             .collect();
         let keys = if keys.is_empty() {
@@ -1534,33 +1539,46 @@ fn mutate_piece(m: &mut Mutator, piece: &[u8], corpus: &[Vec<u8>]) -> Vec<u8> {
     }
 }
 
+/// Valid requests (as the generator makes them, values under 70 KB) and the edge cases.
+pub fn mutation_corpus(seed: u64) -> Vec<Vec<u8>> {
+    let mut g = Gen::new(seed);
+    let mut corpus: Vec<Vec<u8>> = (0..300).map(|_| g.request().bytes).collect();
+    corpus.extend(EDGES.iter().map(|e| e.to_vec()));
+    // Huge values make slow cases: the corpus keeps the smaller ones.
+    corpus.retain(|p| p.len() < 70_000);
+    corpus
+}
+
+/// A stream of 1 to 10 pieces of the corpus, two in three mutated, and whether it ends with an
+/// `mn` marker.
+pub fn mutated_stream(m: &mut Mutator, corpus: &[Vec<u8>]) -> (Vec<u8>, bool) {
+    let mut stream = Vec::new();
+    for _ in 0..1 + m.below(10) {
+        let piece = &corpus[m.below(corpus.len())];
+        if m.below(3) == 0 {
+            stream.extend_from_slice(piece);
+        } else {
+            stream.extend(mutate_piece(m, piece, corpus));
+        }
+    }
+    let marker = m.below(4) != 0;
+    if marker {
+        stream.extend_from_slice(b"mn\r\n");
+    }
+    (stream, marker)
+}
+
 #[test]
 fn mutated_streams_never_break_the_server() {
     let seed = seed(0xc0ff_ee02);
     let dir = tempfile::tempdir().unwrap();
     let server = fuzz_server(dir.path());
     let addr = server.local_addr();
-    let mut g = Gen::new(seed);
-    let mut corpus: Vec<Vec<u8>> = (0..300).map(|_| g.request().bytes).collect();
-    corpus.extend(EDGES.iter().map(|e| e.to_vec()));
-    // Huge values make slow cases: the corpus keeps the smaller ones.
-    corpus.retain(|p| p.len() < 70_000);
-    let m = &mut g.m;
+    let corpus = mutation_corpus(seed);
+    let m = &mut Mutator::new(seed ^ 1);
     let (mut in_sync, mut cases) = (0usize, 0usize);
     for case in 0..1200 {
-        let mut stream = Vec::new();
-        for _ in 0..1 + m.below(10) {
-            let piece = corpus[m.below(corpus.len())].clone();
-            if m.below(3) == 0 {
-                stream.extend_from_slice(&piece);
-            } else {
-                stream.extend(mutate_piece(m, &piece, &corpus));
-            }
-        }
-        let marker = m.below(4) != 0;
-        if marker {
-            stream.extend_from_slice(b"mn\r\n");
-        }
+        let (stream, marker) = mutated_stream(m, &corpus);
         let cuts = if case % 50 == 7 && stream.len() < 2000 {
             (1..=stream.len()).collect()
         } else {
