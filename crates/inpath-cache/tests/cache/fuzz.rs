@@ -1188,7 +1188,7 @@ fn check(e: &Expect, c: &mut Cursor, cas: &mut CasSeen) -> Result<(), String> {
                 let ok = match t {
                     Tok::Lit(l) => p == &&l[..],
                     Tok::Num(c) => p.first() == Some(c) && num(&p[1..]).is_some(),
-                    Tok::Cas(slot) => match p.strip_prefix(b"c").and_then(|n| num(n)) {
+                    Tok::Cas(slot) => match p.strip_prefix(b"c").and_then(num) {
                         Some(n) if n > 0 => {
                             cas.saw(slot, n as u64)?;
                             true
@@ -1224,14 +1224,14 @@ fn check(e: &Expect, c: &mut Cursor, cas: &mut CasSeen) -> Result<(), String> {
             let start = c.at;
             let mut probe = CasSeen::default();
             let full = all.iter().try_for_each(|e| check(e, c, &mut probe));
-            if full.is_err() {
+            if let Err(full) = full {
                 c.at = start;
                 let got = c.line()?;
                 if got != b"CLIENT_ERROR line too long" || c.at != c.b.len() {
                     return Err(format!(
                         "a get line over 64 KiB: neither its replies ({}) nor \
                          CLIENT_ERROR line too long and a close; got {}",
-                        full.unwrap_err(),
+                        full,
                         show(got)
                     ));
                 }
