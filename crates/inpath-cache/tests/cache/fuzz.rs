@@ -1493,7 +1493,14 @@ fn mutate_piece(m: &mut Mutator, piece: &[u8], corpus: &[Vec<u8>]) -> Vec<u8> {
             } else {
                 let mut v = b"get".to_vec();
                 while v.len() < n {
-                    v.extend_from_slice(format!(" k{}", m.below(14)).as_bytes());
+                    // Mostly keys nothing stores (thousands of hits on values other cases
+                    // stored would make gigabytes of reply), a few that may hit.
+                    let k = if m.below(400) == 0 {
+                        format!(" k{}", m.below(14))
+                    } else {
+                        format!(" miss{}", m.below(1000))
+                    };
+                    v.extend_from_slice(k.as_bytes());
                 }
                 v
             };
