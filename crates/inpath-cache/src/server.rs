@@ -395,7 +395,7 @@ async fn connection(
                     start = at;
                 }
             }
-            if out.len() > 256 * 1024 {
+            if out.len() > proto::OUT_CHUNK {
                 if sock.write_all(&out).await.is_err() {
                     return;
                 }
@@ -411,6 +411,7 @@ async fn connection(
             out.clear();
         }
         if close {
+            linger(sock).await;
             return;
         }
         if start > 0 {
@@ -450,6 +451,26 @@ async fn connection(
             buf = Vec::with_capacity(16 * 1024);
         }
     }
+}
+
+/// Closes after an error that ends the connection (`CLIENT_ERROR line too long`) or a `quit`:
+/// the replies written so far go out with a FIN, then what the client still sends is read and
+/// dropped (at most 4 MiB, for at most 2 s) before the socket closes. Closing with unread input
+/// makes the kernel answer with a reset, which throws away replies not yet sent, the error line
+/// among them.
+async fn linger(mut sock: tokio::net::TcpStream) {
+    let _ = sock.shutdown().await;
+    let mut sink = vec![0u8; 16 * 1024];
+    let drain = async {
+        let mut left = 4usize << 20;
+        while left > 0 {
+            match sock.read(&mut sink).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(2), drain).await;
 }
 
 /// Binds `addr` (the first of its addresses that binds) with a listen backlog of `backlog`

@@ -12,4 +12,4 @@ mod text;
 mod types;
 
 pub use text::step;
-pub use types::Step;
+pub use types::{Step, OUT_CHUNK};

@@ -11,6 +11,10 @@
 //! - [`dram_only`]: no flash file: eviction, evictions off (`-M`), CAS off (`-C`), `shutdown`.
 //! - [`differential`]: the same script to a real memcached (when installed) and to inpath's
 //!   cache gives identical replies.
+//! - [`fuzz`]: seeded random and mutated command streams, pipelined and cut anywhere: valid
+//!   ones answered exactly as a model says, mutated ones never panic, stall or wedge the server.
+//! - [`memory`]: a server in a child process (this binary run again) stays within its DRAM
+//!   budget plus a stated overhead under a load that fills it.
 //!
 //! Every server listens on a port the system picks and keeps its flash in its own temporary
 //! directory, so the tests can share the process.
@@ -21,4 +25,6 @@ mod differential;
 mod dram_only;
 mod faults;
 mod flash;
+mod fuzz;
+mod memory;
 mod protocol;
