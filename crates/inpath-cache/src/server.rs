@@ -5,7 +5,7 @@
 use crate::error::{CacheError, Result};
 use crate::proto::{self, Step};
 use crate::store::Store;
-use crate::types::{Settings, StoreConfig};
+use crate::types::{Protocol, Settings, StoreConfig};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -29,6 +29,8 @@ pub struct ServerConfig {
     pub http: Option<String>,
     /// Connections the kernel queues before they are accepted (memcached's `-b`).
     pub backlog: u32,
+    /// Text, binary, or either by a connection's first byte (memcached's `-B`).
+    pub protocol: Protocol,
 }
 
 impl ServerConfig {
@@ -43,6 +45,7 @@ impl ServerConfig {
             handle_signals: false,
             http: None,
             backlog: 1024,
+            protocol: Protocol::Auto,
         }
     }
 }
@@ -106,6 +109,7 @@ impl Server {
         // the connections handed to it; a main loop accepts, flushes the log and checkpoints.
         let mut workers = Vec::with_capacity(cfg.threads);
         let mut senders = Vec::with_capacity(cfg.threads);
+        let protocol = cfg.protocol;
         for i in 0..cfg.threads {
             let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<std::net::TcpStream>();
             let rt = tokio::runtime::Builder::new_current_thread()
@@ -124,7 +128,7 @@ impl Server {
                             };
                             let st = st.clone();
                             tokio::spawn(async move {
-                                connection(sock, &st).await;
+                                connection(sock, &st, protocol).await;
                                 st.counters.curr_connections.fetch_sub(1, Relaxed);
                             });
                         }
@@ -311,12 +315,18 @@ async fn serve(
     }
 }
 
-async fn connection(mut sock: tokio::net::TcpStream, store: &Arc<Store>) {
+async fn connection(mut sock: tokio::net::TcpStream, store: &Arc<Store>, protocol: Protocol) {
     let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut start = 0usize;
     let mut out: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut swallow = 0usize;
     let counters = &store.counters;
+    // Binary or text: fixed by `protocol`, or under Auto by the connection's first byte.
+    let mut binary = match protocol {
+        Protocol::Ascii => Some(false),
+        Protocol::Binary => Some(true),
+        Protocol::Auto => None,
+    };
     loop {
         // Answer every whole request in the buffer, then write the replies in one go.
         let mut close = false;
@@ -332,7 +342,13 @@ async fn connection(mut sock: tokio::net::TcpStream, store: &Arc<Store>) {
             if start == buf.len() {
                 break;
             }
-            match proto::step(store, &buf[start..], &mut out).await {
+            let is_binary = *binary.get_or_insert(buf[start] == proto::binary::REQUEST_MAGIC);
+            let step = if is_binary {
+                proto::binary::step(store, &buf[start..], &mut out).await
+            } else {
+                proto::step(store, &buf[start..], &mut out).await
+            };
+            match step {
                 Step::NeedMore => break,
                 Step::Done(n) => start += n,
                 Step::Swallow(n, s) => {
