@@ -9,12 +9,16 @@
 //!   (clean, damaged checkpoint, damaged log) keep what they can; sealed flash.
 //! - [`differential`]: the same script to a real memcached (when installed) and to inpath's
 //!   cache gives identical replies.
+//! - [`binary`]: memcached's binary protocol: every opcode, quiet variants, a pipeline split at
+//!   every byte, malformed requests, `-B` detection, the same binary script to a real memcached
+//!   `-B binary`, and libmemcached's tools (when installed).
 //!
 //! Every server listens on a port the system picks and keeps its flash in its own temporary
 //! directory, so the tests can share the process.
 
 mod common;
 
+mod binary;
 mod differential;
 mod flash;
 mod protocol;
