@@ -324,17 +324,15 @@ pub async fn step(store: &Arc<Store>, input: &[u8], out: &mut Vec<u8>) -> Step {
         return Step::Close;
     }
     let body = h.bodylen as usize;
-    match cmd {
-        Cmd::Unknown | Cmd::SaslList | Cmd::SaslAuth if well_formed(cmd, &h) => {
-            // memcached without SASL: "unknown command", the body skipped.
-            error(out, &h, Status::UnknownCommand);
-            return Step::Swallow(HEADER, body);
-        }
-        _ => {}
-    }
+    // Keys are 16 bits long on the wire, at most 250 bytes in memcached.
     if usize::from(h.keylen) > KEY_MAX || !well_formed(cmd, &h) {
         error(out, &h, Status::Invalid);
         return Step::Close;
+    }
+    if matches!(cmd, Cmd::Unknown | Cmd::SaslList | Cmd::SaslAuth) {
+        // memcached without SASL: "unknown command", the body skipped.
+        error(out, &h, Status::UnknownCommand);
+        return Step::Swallow(HEADER, body);
     }
     let head = HEADER + fixed;
     let vlen = body - fixed;

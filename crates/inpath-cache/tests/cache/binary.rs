@@ -842,6 +842,7 @@ fn closing_requests() -> Vec<Vec<u8>> {
         req(GET, b"", &[], &[], 0, 0),
         req(INCR, b"k", &[0; 8], &[], 0, 0),
         simple(GET, &[b'k'; 251]),
+        req(0x5f, &[b'k'; 251], &[], b"v", 0, 0),
         [simple(NOOP, b""), vec![0x81; 24]].concat(),
     ]
 }
