@@ -17,6 +17,14 @@
 //!   and their body skipped.
 //! - Quiet variants send nothing on success (GetQ, GetKQ, GATQ and GATKQ: nothing on a miss,
 //!   the value on a hit); errors are always sent.
+//! - A body over 1 GiB is answered "invalid arguments" and the connection closed (memcached
+//!   after 1.6.18 does the same).
+//!
+//! Where this differs from memcached 1.6.18 on purpose: Verbosity is accepted (memcached 1.6
+//! answers "unknown command" and then skips 4 bytes of the next request); an unknown opcode
+//! has exactly its body skipped (memcached skips the body length after the extras and key,
+//! eating the next request); bytes behind a Stat, Touch or GAT key are skipped rather than
+//! read as the next request; a delayed Flush runs as the text `flush_all N` does.
 //!
 //! Only the whole request is ever buffered: a body is at most the extras, a key of 250 bytes
 //! and a value of `item_max` bytes; anything else that would need more (a value over the limit,
