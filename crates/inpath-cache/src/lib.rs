@@ -1,6 +1,6 @@
 //! # inpath-cache: BlueCache for an SSD
 //!
-//! A memcached-compatible key-value cache (text and meta protocol) whose DRAM holds a compact
+//! A memcached-compatible key-value cache (text, meta and binary protocol) whose DRAM holds a compact
 //! set-associative index (12-byte entries, ~13.5 bytes per item with the flash full) and the hot
 //! values, and whose flash tier is an append-only log of checksummed records in a file,
 //! reclaimed oldest chunk first. The index is checkpointed and the log replayed at start, so a
@@ -26,8 +26,8 @@
 //! 2. [`flash`] (the file, chunk headers, checksummed records) and [`index`] (the DRAM index).
 //! 3. `recover`: checkpoint writing and loading, log replay into a fresh index.
 //! 4. [`store`]: DRAM values, the log writer, eviction and reclaim, checkpoints, `stats`.
-//! 5. `proto`: the memcached text protocol (`proto::text`) and meta commands (`proto::meta`),
-//!    which share only the `proto::types` leaf.
+//! 5. `proto`: the memcached text protocol (`proto::text`), meta commands (`proto::meta`) and
+//!    binary protocol (`proto::binary`), which share only the `proto::types` leaf.
 //! 6. [`live`]: `stats` as JSON and metrics over HTTP.
 //! 7. [`server`]: the accept loop, workers, periodic flushes and checkpoints.
 //!
@@ -53,4 +53,4 @@ mod types;
 pub use error::{CacheError, Result};
 pub use server::{Server, ServerConfig};
 pub use store::{ClassSummary, MemLimitTooSmall, Store};
-pub use types::{FlashFaults, Geometry, Settings, StoreConfig, VERSION};
+pub use types::{FlashFaults, Geometry, Protocol, Settings, StoreConfig, VERSION};

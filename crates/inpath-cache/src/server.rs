@@ -5,7 +5,7 @@
 use crate::error::{CacheError, Result};
 use crate::proto::{self, Step};
 use crate::store::Store;
-use crate::types::{Settings, StoreConfig};
+use crate::types::{Protocol, Settings, StoreConfig};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -34,6 +34,8 @@ pub struct ServerConfig {
     /// Close a connection that waited this long for a request (memcached's `-o idle_timeout`);
     /// `None`: never.
     pub idle_timeout: Option<Duration>,
+    /// Text, binary, or either by a connection's first byte (memcached's `-B`).
+    pub protocol: Protocol,
 }
 
 impl ServerConfig {
@@ -50,6 +52,7 @@ impl ServerConfig {
             backlog: 1024,
             shutdown_command: false,
             idle_timeout: None,
+            protocol: Protocol::Auto,
         }
     }
 }
@@ -124,6 +127,7 @@ impl Server {
         let idle = cfg.idle_timeout;
         let mut workers = Vec::with_capacity(cfg.threads);
         let mut senders = Vec::with_capacity(cfg.threads);
+        let protocol = cfg.protocol;
         for i in 0..cfg.threads {
             let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<std::net::TcpStream>();
             let rt = tokio::runtime::Builder::new_current_thread()
@@ -142,7 +146,7 @@ impl Server {
                             };
                             let st = st.clone();
                             tokio::spawn(async move {
-                                connection(sock, &st, idle).await;
+                                connection(sock, &st, idle, protocol).await;
                                 st.counters.curr_connections.fetch_sub(1, Relaxed);
                             });
                         }
@@ -338,6 +342,7 @@ async fn connection(
     mut sock: tokio::net::TcpStream,
     store: &Arc<Store>,
     idle_timeout: Option<Duration>,
+    protocol: Protocol,
 ) {
     let registered = match (sock.peer_addr(), sock.local_addr()) {
         (Ok(peer), Ok(local)) => {
@@ -357,6 +362,12 @@ async fn connection(
     let mut out: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut swallow = 0usize;
     let counters = &store.counters;
+    // Binary or text: fixed by `protocol`, or under Auto by the connection's first byte.
+    let mut binary = match protocol {
+        Protocol::Ascii => Some(false),
+        Protocol::Binary => Some(true),
+        Protocol::Auto => None,
+    };
     loop {
         // Answer every whole request in the buffer, then write the replies in one go.
         let mut close = false;
@@ -372,7 +383,13 @@ async fn connection(
             if start == buf.len() {
                 break;
             }
-            match proto::step(store, &buf[start..], &mut out).await {
+            let is_binary = *binary.get_or_insert(buf[start] == proto::binary::REQUEST_MAGIC);
+            let step = if is_binary {
+                proto::binary::step(store, &buf[start..], &mut out).await
+            } else {
+                proto::step(store, &buf[start..], &mut out).await
+            };
+            match step {
                 Step::NeedMore => break,
                 Step::Done(n) => start += n,
                 Step::Swallow(n, s) => {

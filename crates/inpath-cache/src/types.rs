@@ -136,6 +136,19 @@ impl StoreConfig {
     }
 }
 
+/// Which memcached protocol a server speaks (memcached's `-B`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Protocol {
+    /// The text protocol (classic and meta commands) only; binary bytes are read as text.
+    Ascii,
+    /// The binary protocol only; a connection that starts otherwise is closed.
+    Binary,
+    /// Per connection, by its first byte: 0x80 (the binary request magic) is binary, anything
+    /// else text. memcached's default.
+    #[default]
+    Auto,
+}
+
 /// Settings of the server a store runs under, reported by `stats` (`threads`) and
 /// `stats settings` (`num_threads`, `maxconns`). Passed in when the store is opened
 /// (`Store::open_with`); a store opened without a server reports zeros.

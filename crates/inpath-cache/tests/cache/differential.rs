@@ -7,7 +7,7 @@ use std::io::{BufRead, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-fn memcached_binary() -> Option<String> {
+pub fn memcached_binary() -> Option<String> {
     ["/usr/bin/memcached", "/usr/local/bin/memcached"]
         .iter()
         .find(|p| std::path::Path::new(p).exists())
@@ -278,7 +278,7 @@ fn same_replies_as_memcached() {
     server.stop().unwrap();
 }
 
-fn is_root() -> bool {
+pub fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .map(|s| {
             s.lines()

@@ -84,6 +84,9 @@ fn fuzz_server(dir: &std::path::Path) -> Server {
     let mut cfg = config(dir, 64);
     cfg.store.memory = 16 << 20;
     cfg.store.item_max = ITEM_MAX;
+    // The text protocol's fuzzer: a mutated stream starting with the binary magic byte must
+    // not switch the connection to the binary protocol (tests/cache/binary.rs covers that).
+    cfg.protocol = inpath_cache::Protocol::Ascii;
     Server::start(cfg).expect("server starts")
 }
 

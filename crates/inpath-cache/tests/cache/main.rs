@@ -15,12 +15,16 @@
 //!   ones answered exactly as a model says, mutated ones never panic, stall or wedge the server.
 //! - [`memory`]: a server in a child process (this binary run again) stays within its DRAM
 //!   budget plus a stated overhead under a load that fills it.
+//! - [`binary`]: memcached's binary protocol: every opcode, quiet variants, a pipeline split at
+//!   every byte, malformed requests, `-B` detection, the same binary script to a real memcached
+//!   `-B binary`, and libmemcached's tools (when installed).
 //!
 //! Every server listens on a port the system picks and keeps its flash in its own temporary
 //! directory, so the tests can share the process.
 
 mod common;
 
+mod binary;
 mod differential;
 mod dram_only;
 mod faults;

@@ -4,7 +4,7 @@
 use crate::common::{parse_size, SplitMix};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use inpath_cache::{Server, ServerConfig, StoreConfig};
+use inpath_cache::{Protocol, Server, ServerConfig, StoreConfig};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
@@ -19,8 +19,8 @@ pub struct CacheArgs {
 
 #[derive(Subcommand)]
 enum Action {
-    /// Serve the memcached text and meta protocol with a DRAM index and a flash tier (or from
-    /// DRAM alone, as memcached, without --flash).
+    /// Serve the memcached text, meta and binary protocol with a DRAM index and a flash tier
+    /// (or from DRAM alone, as memcached, without --flash).
     #[command(after_help = "Examples:
   inpath cache serve --listen 127.0.0.1:11211 --memory 256MiB --flash /var/cache/inpath.flash --flash-size 8GiB
   inpath cache serve -p 11211 -l 127.0.0.1 -m 1024 -t 4 -c 4096 -I 1m --flash /ssd/cache.flash
@@ -121,8 +121,8 @@ pub struct ServeArgs {
     /// Refuse flush_all (memcached -F): `CLIENT_ERROR flush_all not allowed`.
     #[arg(short = 'F', long = "disable-flush-all")]
     disable_flush_all: bool,
-    /// Protocol (memcached -B): ascii, or auto; inpath serves the text and meta protocol
-    /// (binary is refused until it is supported).
+    /// Protocol (memcached -B): ascii (text and meta), binary, or auto (the default: each
+    /// connection by its first byte).
     #[arg(short = 'B', long = "protocol", value_name = "NAME")]
     protocol: Option<String>,
     /// Connections the kernel queues before they are accepted (memcached -b).
@@ -278,7 +278,18 @@ fn serve_config(a: &ServeArgs) -> Result<ServerConfig> {
             cfg.idle_timeout = idle_timeout(option.trim())?;
         }
     }
+    cfg.protocol = protocol(a)?;
     Ok(cfg)
+}
+
+/// memcached's `-B`: ascii, binary, or auto (the default).
+fn protocol(a: &ServeArgs) -> Result<Protocol> {
+    Ok(match a.protocol.as_deref() {
+        Some("ascii") => Protocol::Ascii,
+        Some("binary") => Protocol::Binary,
+        None | Some("auto") => Protocol::Auto,
+        Some(other) => bail!("-B {other:?}: the protocol is ascii, binary or auto"),
+    })
 }
 
 fn serve(a: &ServeArgs) -> Result<()> {
@@ -965,11 +976,7 @@ fn memcached_options(a: &ServeArgs) -> Result<Vec<String>> {
             "no TLS; put a TLS proxy in front, or keep the server on a trusted network",
         )?;
     }
-    match a.protocol.as_deref() {
-        None | Some("ascii") | Some("auto") => {}
-        Some("binary") => refuse("-B binary", "the binary protocol is not built yet")?,
-        Some(other) => bail!("-B {other:?}: the protocol is ascii, binary or auto"),
-    }
+    protocol(a)?;
     let mut no_effect: Vec<String> = Vec::new();
     for (given, name) in [
         (a.slab_growth_factor.is_some(), "-f"),

@@ -329,6 +329,51 @@ fn memcached_spellings_a_taken_port_and_an_uncreatable_flash_file() {
     child.wait().unwrap();
 }
 
+/// `-B binary` serves memcached's binary protocol and closes a text connection; `-B ascii`
+/// reads everything as text; the default (auto) takes both.
+#[test]
+fn dash_b_picks_the_protocol() {
+    let dir = tempfile::tempdir().unwrap();
+    // A binary Noop with opaque 7; its reply echoes the opcode and the opaque.
+    let mut noop = vec![0x80, 0x0a];
+    noop.extend_from_slice(&[0; 10]);
+    noop.extend_from_slice(&7u32.to_be_bytes());
+    noop.extend_from_slice(&[0; 8]);
+    let binary_noop = |addr: &str| -> Vec<u8> {
+        let mut c = Conn::new(addr);
+        c.w.write_all(&noop).unwrap();
+        let mut reply = vec![0u8; 24];
+        c.r.read_exact(&mut reply).unwrap();
+        reply
+    };
+    for (i, mode) in ["binary", "auto"].into_iter().enumerate() {
+        let (mut child, addr) = serve(&dir.path().join(format!("b{i}.flash")), &["-B", mode]);
+        let reply = binary_noop(&addr);
+        assert_eq!(&reply[..2], &[0x81, 0x0a], "-B {mode}");
+        assert_eq!(&reply[6..8], &[0, 0], "-B {mode}: status");
+        assert_eq!(&reply[12..16], &7u32.to_be_bytes(), "-B {mode}: opaque");
+        let mut c = Conn::new(&addr);
+        let text = c.set("k", b"v");
+        if mode == "binary" {
+            assert!(text.is_err(), "-B binary closes a text connection");
+        } else {
+            assert_eq!(text.unwrap(), "STORED");
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+    let (mut child, addr) = serve(&dir.path().join("a.flash"), &["-B", "ascii"]);
+    let mut c = Conn::new(&addr);
+    c.w.write_all(&noop).unwrap();
+    assert_eq!(
+        c.line().unwrap(),
+        "ERROR",
+        "binary bytes read as a text line"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
 #[test]
 fn seal_key_seals_the_flash_file_and_restarts_with_the_key() {
     let dir = tempfile::tempdir().unwrap();
@@ -488,7 +533,6 @@ fn memcached_options_inpath_lacks_are_refused_by_name() {
         (&["-e", "/dev/shm/mem"], "-e is not supported"),
         (&["-Z"], "-Z is not supported"),
         (&["-U", "11211"], "-U 11211 is not supported"),
-        (&["-B", "binary"], "-B binary is not supported"),
         (&["-B", "sctp"], "the protocol is ascii, binary or auto"),
         (
             &["-o", "ext_path=/ssd/x:1G"],
