@@ -175,6 +175,7 @@ def main():
     ap.add_argument("--memory-mib", type=int, default=64)
     ap.add_argument("--flash-dir", default=None, help="directory for the flash file (an SSD; default: a temp dir)")
     ap.add_argument("--slap-n", type=int, default=50_000, help="memcslap --execute-number (per thread)")
+    ap.add_argument("--slap-memory-mib", type=int, default=256, help="(4)/(5): every server's memory")
     ap.add_argument("--mget-rounds", type=int, default=2_000, help="(5): get lines per connection")
     ap.add_argument("--only", choices=["memcslap"], help="run only (4) and (5)")
     ap.add_argument("--seal-cost", action="store_true",
@@ -303,8 +304,9 @@ MEMCSLAP_PHASE = re.compile(r"Time to (get|mget|set)\s+(\d+) keys by\s+(\d+) thr
 
 def memcslap(port, test, threads, n, binary=False):
     """One memcslap run; returns (requests in the measured phase, its seconds)."""
+    # --flush: each run starts from an empty cache (memcslap's keys are new every run).
     args = ["memcslap", f"--servers=127.0.0.1:{port}", f"--test={test}", f"--concurrency={threads}",
-            f"--execute-number={n}", "--tcp-nodelay"]
+            f"--execute-number={n}", "--tcp-nodelay", "--flush"]
     if binary:
         args.append("--binary")
     out = subprocess.run(args, check=True, capture_output=True, text=True, timeout=600).stdout
@@ -353,10 +355,13 @@ def memcslap_section(args, report, tmp):
         return
     servers = {}
     ports = {"memcached": free_port(), "inpath": free_port(), "inpath-dram": free_port()}
-    servers["memcached"] = start_memcached(ports["memcached"], args.memory_mib, args.threads)
-    servers["inpath"] = start_inpath(ports["inpath"], args.memory_mib, os.path.join(tmp, "slap.flash"),
-                                     10 * args.memory_mib, args.threads)
-    servers["inpath-dram"] = start_inpath_dram(ports["inpath-dram"], args.memory_mib, args.threads)
+    # memcslap's values average about 2.6 KB: its 50k keys take ~130 MB, so the DRAM budget is
+    # --slap-memory-mib (256 by default) to keep the working set in DRAM for every server.
+    mem = args.slap_memory_mib
+    servers["memcached"] = start_memcached(ports["memcached"], mem, args.threads)
+    servers["inpath"] = start_inpath(ports["inpath"], mem, os.path.join(tmp, "slap.flash"), 4 * mem,
+                                     args.threads)
+    servers["inpath-dram"] = start_inpath_dram(ports["inpath-dram"], mem, args.threads)
     order = ["inpath", "inpath-dram", "memcached"]
     try:
         for test in ("get", "mget", "set"):
@@ -368,8 +373,8 @@ def memcslap_section(args, report, tmp):
                     c0 = cpu_seconds(pid)
                     reqs, secs = memcslap(ports[who], test, 4, args.slap_n)
                     c1 = cpu_seconds(pid)
-                    # The whole run's requests: the load phase sets n keys per thread too.
-                    total = reqs + (0 if test == "set" else args.slap_n * 4)
+                    # The whole run's requests: the load phase sets the n keys first.
+                    total = reqs + (0 if test == "set" else args.slap_n)
                     per[who].append((c1 - c0) * 1e6 / total * 1000)
                     rate[who].append(reqs / secs)
             for who in ("inpath", "inpath-dram"):
@@ -380,6 +385,11 @@ def memcslap_section(args, report, tmp):
                 line(report, f"(4) memcslap {test}: requests/s{label}", statistics.median(rate[who]),
                      statistics.median(rate["memcached"]), "req/s", "higher",
                      extra={"runs_inpath": rate[who], "runs_memcached": rate["memcached"]})
+        for who in order:
+            st = stats(ports[who])
+            report.note(f"(4) {who} after memcslap: get_hits {st.get('get_hits')}, get_misses "
+                        f"{st.get('get_misses')}, evictions {st.get('evictions')}, flash_hits "
+                        f"{st.get('flash_hits', '-')}, dram_hits {st.get('dram_hits', '-')}")
         # (5) 100 keys per get, the keys set first by the project's load generator.
         for who in order:
             subprocess.run(bench_args(ports[who], 20_000, 1, 1, None, 1, extra=["--prefill"]),

@@ -20,8 +20,8 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 // stay as they were before it moved.
 pub use crate::types::{
     abs_exptime, now_unix, ArithRes, DelRes, Geometry, ItemDebug, ItemOut, MetaDelete, MetaGet,
-    MetaItem, Mode, RecordSeal, RecoveryReport, SealError, SealHook, Settings, StoreConfig,
-    StoreReq, StoreRes, KEY_MAX,
+    MetaItem, Mode, RecordSeal, RecoveryReport, Resident, SealError, SealHook, Settings,
+    StoreConfig, StoreReq, StoreRes, KEY_MAX,
 };
 
 /// DRAM cost of one value beyond its key and value bytes (item struct, allocator rounding).
@@ -1249,6 +1249,57 @@ impl Store {
             self.counters.get_hits.fetch_add(1, Relaxed);
         } else {
             self.counters.get_misses.fetch_add(1, Relaxed);
+        }
+        out
+    }
+
+    /// Plain gets of `keys` answered under one lock without copying values out: for each key
+    /// whose value is in DRAM, `hit(i, flags, cas, value)` (a miss is counted and skipped).
+    /// Stops before the first key whose value is on flash ([`Resident::Flash`], for the caller
+    /// to fetch with [`Store::get`]) or once `hit` returns `false` ([`Resident::Paused`] at the
+    /// next key). The fast path of get/gets: one lock and no allocation per key.
+    pub fn get_resident(
+        &self,
+        keys: &[&[u8]],
+        mut hit: impl FnMut(usize, u32, u64, &[u8]) -> bool,
+    ) -> Resident {
+        let c = &self.counters;
+        let mut g = lock(&self.inner);
+        let now = now_unix();
+        let (mut hits, mut misses, mut expired_n) = (0u64, 0u64, 0u64);
+        let mut out = Resident::Done;
+        for (i, key) in keys.iter().enumerate() {
+            let kh = KeyHash::of(key);
+            match g.lookup(key, kh) {
+                Found::Miss => misses += 1,
+                Found::Flash(..) => {
+                    out = Resident::Flash(i);
+                    break;
+                }
+                Found::Dram(pos, slot) => {
+                    if expired(g.dram[slot].exptime, now) {
+                        g.remove_entry(pos);
+                        expired_n += 1;
+                        misses += 1;
+                        continue;
+                    }
+                    g.bump(pos, slot, now);
+                    hits += 1;
+                    let it = &g.dram[slot];
+                    if !hit(i, it.flags, it.cas, it.value()) {
+                        out = Resident::Paused(i + 1);
+                        break;
+                    }
+                }
+            }
+        }
+        drop(g);
+        c.cmd_get.fetch_add(hits + misses, Relaxed);
+        c.get_hits.fetch_add(hits, Relaxed);
+        c.dram_hits.fetch_add(hits, Relaxed);
+        c.get_misses.fetch_add(misses, Relaxed);
+        if expired_n > 0 {
+            c.get_expired.fetch_add(expired_n, Relaxed);
         }
         out
     }

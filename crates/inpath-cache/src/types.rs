@@ -213,6 +213,17 @@ pub struct StoreReq<'a> {
     pub invalidate: bool,
 }
 
+/// Where [`crate::Store::get_resident`] stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resident {
+    /// Every key answered.
+    Done,
+    /// The key at this index has its value on flash: fetch it the slow way, then go on.
+    Flash(usize),
+    /// The callback asked to stop; the next key to answer is at this index.
+    Paused(usize),
+}
+
 /// The item-changing flags of a meta get (mg).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct MetaGet {

@@ -8,7 +8,9 @@
 use super::meta;
 use super::types::{Step, MAX_LINE, OUT_CHUNK};
 use crate::store::Store;
-use crate::types::{abs_exptime, ArithRes, DelRes, ItemOut, Mode, StoreReq, StoreRes, KEY_MAX};
+use crate::types::{
+    abs_exptime, ArithRes, DelRes, ItemOut, Mode, Resident, StoreReq, StoreRes, KEY_MAX,
+};
 use std::sync::Arc;
 
 const BAD_FORMAT: &[u8] = b"CLIENT_ERROR bad command line format\r\n";
@@ -60,18 +62,25 @@ fn push_num(out: &mut Vec<u8>, n: impl std::fmt::Display) {
 }
 
 fn value_line(out: &mut Vec<u8>, key: &[u8], it: &ItemOut, with_cas: bool) {
+    value_reply(out, key, it.flags, with_cas.then_some(it.cas), &it.value);
+}
+
+/// `VALUE <key> <flags> <bytes> [<cas>]\r\n<data>\r\n`.
+fn value_reply(out: &mut Vec<u8>, key: &[u8], flags: u32, cas: Option<u64>, value: &[u8]) {
+    let mut num = itoa::Buffer::new();
+    out.reserve(key.len() + value.len() + 48);
     out.extend_from_slice(b"VALUE ");
     out.extend_from_slice(key);
     out.push(b' ');
-    push_num(out, it.flags);
+    out.extend_from_slice(num.format(flags).as_bytes());
     out.push(b' ');
-    push_num(out, it.value.len());
-    if with_cas {
+    out.extend_from_slice(num.format(value.len()).as_bytes());
+    if let Some(cas) = cas {
         out.push(b' ');
-        push_num(out, it.cas);
+        out.extend_from_slice(num.format(cas).as_bytes());
     }
     out.extend_from_slice(b"\r\n");
-    out.extend_from_slice(&it.value);
+    out.extend_from_slice(value);
     out.extend_from_slice(b"\r\n");
 }
 
@@ -86,13 +95,36 @@ async fn multiget(
 ) -> Option<usize> {
     let with_cas = cmd == b"gets" || cmd == b"gats";
     let mark = out.len();
-    for (i, key) in keys.iter().enumerate() {
+    let mut i = 0;
+    while i < keys.len() {
         if i > 0 && out.len() - mark >= OUT_CHUNK {
             return Some(i);
         }
-        if let Some(it) = store.get(key, touch).await {
-            value_line(out, key, &it, with_cas);
+        if touch.is_none() {
+            // get/gets: the keys whose values are in DRAM in one pass under the store's lock,
+            // written straight from the store into the reply.
+            let from = i;
+            let r = store.get_resident(&keys[from..], |j, flags, cas, value| {
+                value_reply(out, keys[from + j], flags, with_cas.then_some(cas), value);
+                out.len() - mark < OUT_CHUNK
+            });
+            match r {
+                Resident::Done => return None,
+                Resident::Paused(j) => {
+                    i = from + j;
+                    if i < keys.len() {
+                        return Some(i);
+                    }
+                    return None;
+                }
+                // This key's value is on flash: the slow way, then on.
+                Resident::Flash(j) => i = from + j,
+            }
         }
+        if let Some(it) = store.get(keys[i], touch).await {
+            value_line(out, keys[i], &it, with_cas);
+        }
+        i += 1;
     }
     None
 }

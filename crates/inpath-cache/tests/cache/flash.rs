@@ -540,3 +540,39 @@ mod index_size {
         store.close().unwrap();
     }
 }
+
+/// A multiget over keys some of which are in DRAM and some only on flash answers each key as
+/// a single get does, in order.
+#[test]
+fn multigets_mixing_dram_and_flash_values_answer_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut c = Conn::new(&server);
+    fill(&mut c, 8000, 1, 1000);
+    let keys: Vec<String> = (0..8000).step_by(13).map(|k| format!("key{k}")).collect();
+    let single: Vec<Option<Vec<u8>>> = keys.iter().map(|k| c.get(k)).collect();
+    assert!(c.stat("flash_hits") > 0, "some values came from flash");
+    c.send(format!("get {} nokey\r\n", keys.join(" ")).as_bytes());
+    let mut got = Vec::new();
+    loop {
+        let l = c.line();
+        if l == "END" {
+            break;
+        }
+        let p: Vec<&str> = l.split(' ').collect();
+        let n: usize = p[3].parse().unwrap();
+        let v = c.bytes(n + 2);
+        got.push((p[1].to_string(), v[..n].to_vec()));
+    }
+    let want: Vec<(String, Vec<u8>)> = keys
+        .iter()
+        .zip(single)
+        .filter_map(|(k, v)| v.map(|v| (k.clone(), v)))
+        .collect();
+    assert_eq!(got.len(), want.len());
+    assert!(got == want, "the multiget differs from the single gets");
+    for (k, v) in &got {
+        assert_eq!(check(k, v), Some(0));
+    }
+    server.stop().unwrap();
+}
