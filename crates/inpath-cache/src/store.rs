@@ -1240,17 +1240,23 @@ impl Store {
                 Some(g.item_out(slot))
             })
             .await;
-        match (&out, touch.is_some()) {
-            (Some(_), true) => self.counters.touch_hits.fetch_add(1, Relaxed),
-            (None, true) => self.counters.touch_misses.fetch_add(1, Relaxed),
+        self.count_get(out.is_some(), touch.is_some());
+        out
+    }
+
+    /// Counts a get's outcome: a hit or miss, and of a touch when it set a new expiry.
+    fn count_get(&self, hit: bool, touched: bool) {
+        let c = &self.counters;
+        match (hit, touched) {
+            (true, true) => c.touch_hits.fetch_add(1, Relaxed),
+            (false, true) => c.touch_misses.fetch_add(1, Relaxed),
             _ => 0,
         };
-        if out.is_some() {
-            self.counters.get_hits.fetch_add(1, Relaxed);
+        if hit {
+            c.get_hits.fetch_add(1, Relaxed);
         } else {
-            self.counters.get_misses.fetch_add(1, Relaxed);
+            c.get_misses.fetch_add(1, Relaxed);
         }
-        out
     }
 
     /// Plain gets of `keys` answered under one lock without copying values out: for each key
@@ -1367,16 +1373,7 @@ impl Store {
                 })
             })
             .await;
-        match (&out, req.touch.is_some()) {
-            (Some(_), true) => self.counters.touch_hits.fetch_add(1, Relaxed),
-            (None, true) => self.counters.touch_misses.fetch_add(1, Relaxed),
-            _ => 0,
-        };
-        if out.is_some() {
-            self.counters.get_hits.fetch_add(1, Relaxed);
-        } else {
-            self.counters.get_misses.fetch_add(1, Relaxed);
-        }
+        self.count_get(out.is_some(), req.touch.is_some());
         out
     }
 
@@ -1962,16 +1959,7 @@ mod tests {
     }
 
     fn req(value: &[u8]) -> StoreReq<'_> {
-        StoreReq {
-            mode: Mode::Set,
-            flags: 0,
-            exptime: 0,
-            value,
-            cas: None,
-            new_cas: None,
-            vivify: None,
-            invalidate: false,
-        }
+        StoreReq::new(Mode::Set, 0, 0, value, None)
     }
 
     /// An entry whose tag and length match `fake` but whose value belongs to `real` is a miss.

@@ -283,6 +283,29 @@ pub struct MetaDelete {
     pub new_cas: Option<u64>,
 }
 
+impl<'a> StoreReq<'a> {
+    /// A store of `value` in `mode`, checked against `cas` when given, without the meta
+    /// commands' extras (new cas, vivify, invalidate).
+    pub fn new(
+        mode: Mode,
+        flags: u32,
+        exptime: u32,
+        value: &'a [u8],
+        cas: Option<u64>,
+    ) -> StoreReq<'a> {
+        StoreReq {
+            mode,
+            flags,
+            exptime,
+            value,
+            cas,
+            new_cas: None,
+            vivify: None,
+            invalidate: false,
+        }
+    }
+}
+
 /// The outcome of a store request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StoreRes {

@@ -489,19 +489,7 @@ async fn update(
         _ => return error(out, h, Status::UnknownCommand),
     };
     let r = store
-        .store(
-            key,
-            StoreReq {
-                mode,
-                flags,
-                exptime,
-                value,
-                cas,
-                new_cas: None,
-                vivify: None,
-                invalidate: false,
-            },
-        )
+        .store(key, StoreReq::new(mode, flags, exptime, value, cas))
         .await;
     let status = match (r, cmd) {
         (StoreRes::Stored { cas, .. }, _) => return ok(out, h, quiet, cas),
@@ -539,30 +527,13 @@ fn flush(store: &Arc<Store>, delay: u32) {
 /// The groups are the text protocol's `stats [group]`.
 fn stat(store: &Arc<Store>, h: &Header, group: &[u8], out: &mut Vec<u8>) {
     let lines: Vec<(String, String)> = match group {
-        b"" => store
-            .stats()
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect(),
         // memcached matches these three by prefix.
         g if g.starts_with(b"reset") => {
             store.reset_stats();
             Vec::new()
         }
         g if g.starts_with(b"settings") => {
-            let s = store.settings();
-            vec![
-                ("maxbytes".into(), store.memory_limit().to_string()),
-                ("maxconns".into(), s.max_conns.to_string()),
-                ("num_threads".into(), s.threads.to_string()),
-                ("item_size_max".into(), store.item_max().to_string()),
-                ("evictions".into(), "on".into()),
-                ("cas_enabled".into(), "yes".into()),
-                (
-                    "flash_direct_io".into(),
-                    u8::from(store.flash_direct()).to_string(),
-                ),
-            ]
+            super::stats::group(store, Some(b"settings")).unwrap_or_default()
         }
         g if g.starts_with(b"detail") => match g.get(6..).unwrap_or_default() {
             b" off" => Vec::new(),
@@ -571,37 +542,11 @@ fn stat(store: &Arc<Store>, h: &Header, group: &[u8], out: &mut Vec<u8>) {
             b" on" => return error(out, h, Status::NotSupported),
             _ => return error(out, h, Status::NotFound),
         },
-        // No size histogram is kept (memcached's default).
-        b"sizes" => vec![("sizes_status".into(), "disabled".into())],
-        b"items" => {
-            let c = store.class_summary();
-            if c.items == 0 {
-                Vec::new()
-            } else {
-                [
-                    ("number", c.items),
-                    ("number_hot", c.dram_items),
-                    ("number_cold", c.items.saturating_sub(c.dram_items)),
-                    ("evicted", c.evicted),
-                    ("outofmemory", 0),
-                    ("reclaimed", c.reclaimed),
-                ]
-                .into_iter()
-                .map(|(k, v)| (format!("items:1:{k}"), v.to_string()))
-                .collect()
-            }
-        }
-        b"slabs" => {
-            let c = store.class_summary();
-            let mut lines: Vec<(String, String)> = Vec::new();
-            if c.items > 0 {
-                lines.push(("1:used_chunks".into(), c.items.to_string()));
-            }
-            lines.push(("active_slabs".into(), u8::from(c.items > 0).to_string()));
-            lines.push(("total_malloced".into(), c.dram_bytes.to_string()));
-            lines
-        }
-        _ => return error(out, h, Status::NotFound),
+        b"" => super::stats::group(store, None).unwrap_or_default(),
+        g => match super::stats::group(store, Some(g)) {
+            Some(lines) => lines,
+            None => return error(out, h, Status::NotFound),
+        },
     };
     for (k, v) in lines {
         respond(out, h, Status::Ok, 0, &[], k.as_bytes(), v.as_bytes());

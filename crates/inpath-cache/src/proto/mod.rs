@@ -4,6 +4,7 @@
 //! - `types`: [`Step`] and `MAX_LINE`, shared by the modules below (a leaf).
 //! - `text`: the classic text commands and the dispatch (`step`).
 //! - `meta`: the meta commands mg, ms, md, ma.
+//! - `stats`: the `stats` groups both protocols list (a leaf over the store).
 //! - `binary`: memcached's binary protocol (`binary::step`, the same contract as `step`); it
 //!   needs nothing from `text` or `meta`.
 //!
@@ -11,6 +12,7 @@
 
 pub mod binary;
 mod meta;
+mod stats;
 mod text;
 mod types;
 

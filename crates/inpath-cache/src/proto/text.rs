@@ -527,19 +527,7 @@ async fn storage(
         _ => Mode::Set,
     };
     let r = store
-        .store(
-            key,
-            StoreReq {
-                mode,
-                flags,
-                exptime,
-                value: data,
-                cas,
-                new_cas: None,
-                vivify: None,
-                invalidate: false,
-            },
-        )
+        .store(key, StoreReq::new(mode, flags, exptime, data, cas))
         .await;
     let reply: &[u8] = match r {
         StoreRes::Stored { .. } => b"STORED\r\n",
@@ -556,19 +544,13 @@ async fn storage(
 }
 
 fn stats(store: &Arc<Store>, toks: &[&[u8]], out: &mut Vec<u8>) {
-    let lines: Vec<(String, String)> = match toks.get(1).copied() {
-        None => store
-            .stats()
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect(),
+    let group = toks.get(1).copied();
+    let lines = match group {
         Some(b"reset") => {
             store.reset_stats();
             out.extend_from_slice(b"RESET\r\n");
             return;
         }
-        // No size histogram is kept (memcached's default, -o track_sizes off).
-        Some(b"sizes") => vec![("sizes_status".into(), "disabled".into())],
         Some(b"detail") => {
             let reply: &[u8] = match toks.get(2).copied() {
                 // Per-prefix statistics are not collected: say so instead of dumping nothing.
@@ -586,67 +568,13 @@ fn stats(store: &Arc<Store>, toks: &[&[u8]], out: &mut Vec<u8>) {
             out.extend_from_slice(b"SERVER_ERROR stats cachedump is not supported by inpath\r\n");
             return;
         }
-        Some(b"items") => {
-            let c = store.class_summary();
-            if c.items == 0 {
-                Vec::new()
-            } else {
-                [
-                    ("number", c.items),
-                    ("number_hot", c.dram_items),
-                    ("number_cold", c.items.saturating_sub(c.dram_items)),
-                    ("evicted", c.evicted),
-                    ("outofmemory", 0),
-                    ("reclaimed", c.reclaimed),
-                ]
-                .into_iter()
-                .map(|(k, v)| (format!("items:1:{k}"), v.to_string()))
-                .collect()
+        _ => match super::stats::group(store, group) {
+            Some(lines) => lines,
+            None => {
+                out.extend_from_slice(b"ERROR\r\n");
+                return;
             }
-        }
-        Some(b"slabs") => {
-            let c = store.class_summary();
-            let active = u64::from(c.items > 0);
-            let mut lines: Vec<(String, String)> = Vec::new();
-            if active == 1 {
-                lines.push(("1:used_chunks".into(), c.items.to_string()));
-            }
-            lines.push(("active_slabs".into(), active.to_string()));
-            lines.push(("total_malloced".into(), c.dram_bytes.to_string()));
-            lines
-        }
-        Some(b"conns") => store.conns.stats(crate::types::now_unix()),
-        Some(b"settings") => {
-            let s = store.settings();
-            vec![
-                ("maxbytes".into(), store.memory_limit().to_string()),
-                ("maxconns".into(), s.max_conns.to_string()),
-                ("num_threads".into(), s.threads.to_string()),
-                ("idle_timeout".into(), s.idle_timeout_secs.to_string()),
-                ("item_size_max".into(), store.item_max().to_string()),
-                (
-                    "evictions".into(),
-                    if store.evictions_enabled() {
-                        "on"
-                    } else {
-                        "off"
-                    }
-                    .into(),
-                ),
-                (
-                    "cas_enabled".into(),
-                    if store.cas_enabled() { "yes" } else { "no" }.into(),
-                ),
-                (
-                    "flash_direct_io".into(),
-                    u8::from(store.flash_direct()).to_string(),
-                ),
-            ]
-        }
-        Some(_) => {
-            out.extend_from_slice(b"ERROR\r\n");
-            return;
-        }
+        },
     };
     for (k, v) in lines {
         out.extend_from_slice(b"STAT ");

@@ -152,3 +152,23 @@ pub fn check(key: &str, v: &[u8]) -> Option<u64> {
     }
     p.next()?.parse().ok()
 }
+
+/// Sets `key0..key{keys-1}` to their self-checking values of version `version` (`size` bytes),
+/// pipelined with noreply, then waits for the server to have read them all (`mn`).
+pub fn set_all(c: &mut Conn, keys: usize, version: u64, size: usize) {
+    let mut req = Vec::new();
+    for k in 0..keys {
+        let key = format!("key{k}");
+        let v = value(&key, version, size);
+        req.extend_from_slice(format!("set {key} 0 0 {} noreply\r\n", v.len()).as_bytes());
+        req.extend_from_slice(&v);
+        req.extend_from_slice(b"\r\n");
+        if req.len() > 256 * 1024 {
+            c.send(&req);
+            req.clear();
+        }
+    }
+    req.extend_from_slice(b"mn\r\n");
+    c.send(&req);
+    assert_eq!(c.line(), "MN");
+}

@@ -17,21 +17,7 @@ fn faulty(dir: &std::path::Path, faults: &Arc<FlashFaults>) -> Server {
 
 /// Sets keys `key0..keyN` (1000-byte self-checking values, version `v`), pipelined.
 fn fill(c: &mut Conn, n: usize, v: u64) {
-    let mut req = Vec::new();
-    for k in 0..n {
-        let key = format!("key{k}");
-        let val = value(&key, v, 1000);
-        req.extend_from_slice(format!("set {key} 0 0 {} noreply\r\n", val.len()).as_bytes());
-        req.extend_from_slice(&val);
-        req.extend_from_slice(b"\r\n");
-        if req.len() > 128 * 1024 {
-            c.send(&req);
-            req.clear();
-        }
-    }
-    req.extend_from_slice(b"mn\r\n");
-    c.send(&req);
-    assert_eq!(c.line(), "MN");
+    set_all(c, n, v, 1000);
 }
 
 /// Every key is a miss or its right value; returns the hits per key.

@@ -4,24 +4,10 @@
 
 use crate::common::*;
 
-/// Writes `n` checksummed 1 KiB values (several versions each) through one connection.
+/// Writes `keys` checksummed values of `size` bytes, `rounds` versions each.
 fn fill(c: &mut Conn, keys: usize, rounds: u64, size: usize) {
     for round in 0..rounds {
-        let mut req = Vec::new();
-        for k in 0..keys {
-            let key = format!("key{k}");
-            let v = value(&key, round, size);
-            req.extend_from_slice(format!("set {key} 0 0 {} noreply\r\n", v.len()).as_bytes());
-            req.extend_from_slice(&v);
-            req.extend_from_slice(b"\r\n");
-            if req.len() > 256 * 1024 {
-                c.send(&req);
-                req.clear();
-            }
-        }
-        req.extend_from_slice(b"mn\r\n");
-        c.send(&req);
-        assert_eq!(c.line(), "MN");
+        set_all(c, keys, round, size);
     }
 }
 
@@ -322,16 +308,7 @@ mod index_size {
     }
 
     fn set(value: &[u8]) -> StoreReq<'_> {
-        StoreReq {
-            mode: Mode::Set,
-            flags: 0,
-            exptime: 0,
-            value,
-            cas: None,
-            new_cas: None,
-            vivify: None,
-            invalidate: false,
-        }
+        StoreReq::new(Mode::Set, 0, 0, value, None)
     }
 
     fn stats(store: &Store) -> HashMap<&'static str, String> {

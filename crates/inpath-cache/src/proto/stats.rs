@@ -1,0 +1,74 @@
+//! The `stats` groups both protocols list as name/value pairs (the text protocol as `STAT`
+//! lines, the binary one as one response each). A leaf of `proto`: `text` and `binary` import
+//! it, it imports only the store.
+
+use crate::store::Store;
+
+/// The statistics of `stats` (`None`) or `stats <group>` for the groups that are lists:
+/// `settings`, `items`, `slabs`, `sizes`, `conns`. `None` for any other group (the caller
+/// answers `reset`, `detail`, `cachedump` itself, and an error for the rest).
+pub fn group(store: &Store, name: Option<&[u8]>) -> Option<Vec<(String, String)>> {
+    Some(match name {
+        None => store
+            .stats()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+        // No size histogram is kept (memcached's default, -o track_sizes off).
+        Some(b"sizes") => vec![("sizes_status".into(), "disabled".into())],
+        Some(b"items") => {
+            let c = store.class_summary();
+            if c.items == 0 {
+                Vec::new()
+            } else {
+                [
+                    ("number", c.items),
+                    ("number_hot", c.dram_items),
+                    ("number_cold", c.items.saturating_sub(c.dram_items)),
+                    ("evicted", c.evicted),
+                    ("outofmemory", 0),
+                    ("reclaimed", c.reclaimed),
+                ]
+                .into_iter()
+                .map(|(k, v)| (format!("items:1:{k}"), v.to_string()))
+                .collect()
+            }
+        }
+        Some(b"slabs") => {
+            let c = store.class_summary();
+            let active = u64::from(c.items > 0);
+            let mut lines: Vec<(String, String)> = Vec::new();
+            if active == 1 {
+                lines.push(("1:used_chunks".into(), c.items.to_string()));
+            }
+            lines.push(("active_slabs".into(), active.to_string()));
+            lines.push(("total_malloced".into(), c.dram_bytes.to_string()));
+            lines
+        }
+        Some(b"conns") => store.conns.stats(crate::types::now_unix()),
+        Some(b"settings") => {
+            let s = store.settings();
+            let on_off = |on: bool, yes: &str, no: &str| if on { yes } else { no }.to_string();
+            vec![
+                ("maxbytes".into(), store.memory_limit().to_string()),
+                ("maxconns".into(), s.max_conns.to_string()),
+                ("num_threads".into(), s.threads.to_string()),
+                ("idle_timeout".into(), s.idle_timeout_secs.to_string()),
+                ("item_size_max".into(), store.item_max().to_string()),
+                (
+                    "evictions".into(),
+                    on_off(store.evictions_enabled(), "on", "off"),
+                ),
+                (
+                    "cas_enabled".into(),
+                    on_off(store.cas_enabled(), "yes", "no"),
+                ),
+                (
+                    "flash_direct_io".into(),
+                    u8::from(store.flash_direct()).to_string(),
+                ),
+            ]
+        }
+        Some(_) => return None,
+    })
+}
