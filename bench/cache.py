@@ -196,7 +196,7 @@ def main():
     flash_mib = 10 * args.memory_mib
     results = {}
     if args.only == "memcslap":
-        report.run_name = "cache-memcslap"
+        report.run_name = "cache-memcslap" + ("" if args.slap_memory_mib == 256 else f"-{args.slap_memory_mib}mib")
         try:
             memcslap_section(args, report, tmp)
         finally:

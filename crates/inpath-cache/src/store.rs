@@ -38,6 +38,13 @@ const FETCHED: u8 = 1;
 const STALE: u8 = 2;
 /// A client was handed the right to recache it (meta `W`; later fetches see `Z`).
 const TOKEN: u8 = 4;
+/// Just read back from flash by [`Store::prefetch`] for a get that will answer it from DRAM:
+/// that get counts a flash hit, not a DRAM hit.
+const FROM_FLASH: u8 = 8;
+/// Flash records one [`Store::prefetch`] reads at most.
+const PREFETCH_KEYS: usize = 64;
+/// Blocking tasks one [`Store::prefetch`] spreads its reads over.
+const PREFETCH_TASKS: usize = 8;
 
 impl Geometry {
     /// The sizes a configuration asks for, or why they do not work.
@@ -383,6 +390,18 @@ impl Inner {
                 }
             }
         }
+    }
+
+    /// Bytes to read for the record of the flash entry at `pos` (address `addr`): its length
+    /// from the entry (rounded up there), stopped at the chunk's end.
+    fn record_len_at(&self, pos: Pos, addr: u64) -> usize {
+        let e = *self.index.get(pos);
+        let len = if self.seal.is_some() {
+            flash::record_len(0, e.value_len())
+        } else {
+            flash::record_len(e.key_len(), e.value_len())
+        };
+        len.min((self.geo.chunk_size - addr % self.geo.chunk_size) as usize)
     }
 
     fn remove_entry(&mut self, pos: Pos) {
@@ -1121,14 +1140,7 @@ impl Store {
                         return f(&mut g, Some((pos, slot)), now);
                     }
                     Found::Flash(pos, addr) => {
-                        let e = *g.index.get(pos);
-                        let len = if g.seal.is_some() {
-                            flash::record_len(0, e.value_len())
-                        } else {
-                            flash::record_len(e.key_len(), e.value_len())
-                        };
-                        // The entry's length is rounded up: stop at the chunk's end.
-                        let len = len.min((g.geo.chunk_size - addr % g.geo.chunk_size) as usize);
+                        let len = g.record_len_at(pos, addr);
                         if addr / g.geo.chunk_size == g.open_no || attempts >= 8 {
                             // Still in the open chunk (DRAM): resolve without I/O.
                             let off = (addr % g.geo.chunk_size) as usize;
@@ -1272,7 +1284,7 @@ impl Store {
         let c = &self.counters;
         let mut g = lock(&self.inner);
         let now = now_unix();
-        let (mut hits, mut misses, mut expired_n) = (0u64, 0u64, 0u64);
+        let (mut hits, mut misses, mut expired_n, mut from_flash) = (0u64, 0u64, 0u64, 0u64);
         let mut out = Resident::Done;
         for (i, key) in keys.iter().enumerate() {
             let kh = KeyHash::of(key);
@@ -1291,6 +1303,10 @@ impl Store {
                     }
                     g.bump(pos, slot, now);
                     hits += 1;
+                    if g.dram[slot].bits & FROM_FLASH != 0 {
+                        g.dram[slot].bits &= !FROM_FLASH;
+                        from_flash += 1;
+                    }
                     let it = &g.dram[slot];
                     if !hit(i, it.flags, it.cas, it.value()) {
                         out = Resident::Paused(i + 1);
@@ -1302,12 +1318,76 @@ impl Store {
         drop(g);
         c.cmd_get.fetch_add(hits + misses, Relaxed);
         c.get_hits.fetch_add(hits, Relaxed);
-        c.dram_hits.fetch_add(hits, Relaxed);
+        c.dram_hits.fetch_add(hits - from_flash, Relaxed);
+        c.flash_hits.fetch_add(from_flash, Relaxed);
         c.get_misses.fetch_add(misses, Relaxed);
         if expired_n > 0 {
             c.get_expired.fetch_add(expired_n, Relaxed);
         }
         out
+    }
+
+    /// Brings the flash-resident values of the next keys of a multiget into DRAM with one
+    /// blocking task for all their reads (up to [`PREFETCH_KEYS`] records, read in address
+    /// order), instead of one task per key; [`Store::get_resident`] then answers them. A record
+    /// that changed meanwhile, or sits in the open log chunk, is left to the one-key path.
+    pub async fn prefetch(self: &Arc<Self>, keys: &[&[u8]]) {
+        let mut want: Vec<(usize, KeyHash, u64, usize)> = Vec::new();
+        {
+            let mut g = lock(&self.inner);
+            for (i, key) in keys.iter().enumerate() {
+                if want.len() == PREFETCH_KEYS {
+                    break;
+                }
+                let kh = KeyHash::of(key);
+                if let Found::Flash(pos, addr) = g.lookup(key, kh) {
+                    if addr / g.geo.chunk_size == g.open_no {
+                        continue;
+                    }
+                    let len = g.record_len_at(pos, addr);
+                    want.push((i, kh, addr, len));
+                }
+            }
+        }
+        if want.is_empty() {
+            return;
+        }
+        want.sort_unstable_by_key(|w| w.2);
+        // The reads go out in a few blocking tasks at once (a device serves several reads
+        // in parallel), each reading its share in address order.
+        let spots: Vec<(u64, usize)> = want.iter().map(|w| (w.2, w.3)).collect();
+        let per_task = spots.len().div_ceil(PREFETCH_TASKS);
+        let mut tasks = Vec::with_capacity(PREFETCH_TASKS);
+        for part in spots.chunks(per_task.max(1)) {
+            let this = self.clone();
+            let part = part.to_vec();
+            tasks.push(tokio::task::spawn_blocking(move || {
+                part.into_iter()
+                    .map(|(addr, len)| this.read_record(addr, len))
+                    .collect::<Vec<_>>()
+            }));
+        }
+        let mut read = Vec::with_capacity(want.len());
+        for t in tasks {
+            match t.await {
+                Ok(r) => read.extend(r),
+                Err(_) => return,
+            }
+        }
+        let now = now_unix();
+        let mut g = lock(&self.inner);
+        for ((i, kh, addr, _), bytes) in want.into_iter().zip(read) {
+            let key = keys[i];
+            let (Found::Flash(pos, a), Some(bytes)) = (g.lookup(key, kh), bytes) else {
+                continue;
+            };
+            if a != addr {
+                continue;
+            }
+            if let Some((_, slot)) = self.promote(&mut g, key, kh, pos, addr, &bytes, now) {
+                g.dram[slot].bits |= FROM_FLASH;
+            }
+        }
     }
 
     /// mg with its item-changing flags: the value and what the meta flags report (`h`, `l`,

@@ -96,6 +96,9 @@ async fn multiget(
     let with_cas = cmd == b"gets" || cmd == b"gats";
     let mark = out.len();
     let mut i = 0;
+    // The key a prefetch of flash values last started at: if it is still on flash after it,
+    // it takes the one-key path (a record that changed, or in the open log chunk).
+    let mut prefetched = None;
     while i < keys.len() {
         if i > 0 && out.len() - mark >= OUT_CHUNK {
             return Some(i);
@@ -117,8 +120,16 @@ async fn multiget(
                     }
                     return None;
                 }
-                // This key's value is on flash: the slow way, then on.
-                Resident::Flash(j) => i = from + j,
+                // This key's value is on flash: read it and the next flash values in one go,
+                // then answer on from DRAM.
+                Resident::Flash(j) => {
+                    i = from + j;
+                    if prefetched != Some(i) {
+                        prefetched = Some(i);
+                        store.prefetch(&keys[i..]).await;
+                        continue;
+                    }
+                }
             }
         }
         if let Some(it) = store.get(keys[i], touch).await {
