@@ -34,6 +34,8 @@ pub struct ServerConfig {
     /// Close a connection that waited this long for a request (memcached's `-o idle_timeout`);
     /// `None`: never.
     pub idle_timeout: Option<Duration>,
+    /// Log level (memcached's `-v` count): 2 logs every connection and request line.
+    pub verbosity: u8,
     /// Text, binary, or either by a connection's first byte (memcached's `-B`).
     pub protocol: Protocol,
 }
@@ -53,6 +55,7 @@ impl ServerConfig {
             shutdown_command: false,
             idle_timeout: None,
             protocol: Protocol::Auto,
+            verbosity: 0,
         }
     }
 }
@@ -102,6 +105,7 @@ impl Server {
             max_conns: cfg.max_conns,
             shutdown_command: cfg.shutdown_command,
             idle_timeout_secs: cfg.idle_timeout.map_or(0, |d| d.as_secs()),
+            verbosity: cfg.verbosity,
         };
         let store = Store::open_with(cfg.store.clone(), settings)?;
         if cfg.store.verbose {
@@ -344,19 +348,26 @@ async fn connection(
     idle_timeout: Option<Duration>,
     protocol: Protocol,
 ) {
+    let fd = {
+        use std::os::fd::AsRawFd;
+        i64::from(sock.as_raw_fd())
+    };
+    // memcached's -vv: connections, and each request's line with its reply's first line.
+    let chatty = || store.verbosity() >= 2;
+    if chatty() {
+        eprintln!("<{fd} new auto-negotiating client connection");
+    }
     let registered = match (sock.peer_addr(), sock.local_addr()) {
-        (Ok(peer), Ok(local)) => {
-            use std::os::fd::AsRawFd;
-            let fd = i64::from(sock.as_raw_fd());
-            Some(
-                store
-                    .conns
-                    .register(fd, Some(peer), local, crate::types::now_unix()),
-            )
-        }
+        (Ok(peer), Ok(local)) => Some(store.conns.register(
+            fd,
+            Some(peer),
+            local,
+            crate::types::now_unix(),
+        )),
         _ => None,
     };
     let state = registered.as_ref().map(|r| r.state.clone());
+    let _closed = Closed { fd, store };
     let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut start = 0usize;
     let mut out: Vec<u8> = Vec::with_capacity(16 * 1024);
@@ -383,12 +394,21 @@ async fn connection(
             if start == buf.len() {
                 break;
             }
+            let decided = binary.is_some();
             let is_binary = *binary.get_or_insert(buf[start] == proto::binary::REQUEST_MAGIC);
+            if !decided && chatty() {
+                let name = if is_binary { "binary" } else { "ascii" };
+                eprintln!("{fd}: Client using the {name} protocol");
+            }
+            let mark = out.len();
             let step = if is_binary {
                 proto::binary::step(store, &buf[start..], &mut out).await
             } else {
                 proto::step(store, &buf[start..], &mut out).await
             };
+            if chatty() && !is_binary && !matches!(step, Step::NeedMore) {
+                log_exchange(fd, &buf[start..], &out[mark..]);
+            }
             match step {
                 Step::NeedMore => break,
                 Step::Done(n) => start += n,
@@ -488,6 +508,34 @@ async fn linger(mut sock: tokio::net::TcpStream) {
         }
     };
     let _ = tokio::time::timeout(Duration::from_secs(2), drain).await;
+}
+
+/// Logs a connection's end at `-vv`, however the connection ends.
+struct Closed<'a> {
+    fd: i64,
+    store: &'a Store,
+}
+
+impl Drop for Closed<'_> {
+    fn drop(&mut self) {
+        if self.store.verbosity() >= 2 {
+            eprintln!("<{} connection closed.", self.fd);
+        }
+    }
+}
+
+/// `-vv`: a text request's command line (`<fd line`) and its reply's first line (`>fd line`),
+/// each cut at 250 bytes (a value's data is never logged).
+fn log_exchange(fd: i64, request: &[u8], reply: &[u8]) {
+    let first = |b: &[u8]| {
+        let end = memchr::memchr(b'\n', b).unwrap_or(b.len()).min(250);
+        let line = &b[..end];
+        String::from_utf8_lossy(line.strip_suffix(b"\r").unwrap_or(line)).into_owned()
+    };
+    eprintln!("<{fd} {}", first(request));
+    if !reply.is_empty() {
+        eprintln!(">{fd} {}", first(reply));
+    }
 }
 
 /// Binds `addr` (the first of its addresses that binds) with a listen backlog of `backlog`

@@ -318,6 +318,8 @@ pub struct Store {
     shutdown: tokio::sync::Notify,
     /// The server's open connections (`stats conns`).
     pub conns: Arc<crate::conns::Conns>,
+    /// The log level (`Settings::verbosity`, changed by the `verbosity` command).
+    verbosity: std::sync::atomic::AtomicU8,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -946,6 +948,7 @@ impl Store {
             closed: AtomicBool::new(false),
             shutdown: tokio::sync::Notify::new(),
             conns: Arc::default(),
+            verbosity: std::sync::atomic::AtomicU8::new(settings.verbosity),
         }))
     }
 
@@ -966,6 +969,16 @@ impl Store {
     /// Whether `flush_all` is served (`StoreConfig::flush_all`, memcached's `-F`).
     pub fn flush_all_enabled(&self) -> bool {
         self.cfg.flush_all
+    }
+
+    /// The log level: 1 errors and warnings, 2 also connections and request lines.
+    pub fn verbosity(&self) -> u8 {
+        self.verbosity.load(Relaxed)
+    }
+
+    /// Sets the log level (the `verbosity` command; above 2 is 2, as memcached).
+    pub fn set_verbosity(&self, level: u64) {
+        self.verbosity.store(level.min(2) as u8, Relaxed);
     }
 
     /// Asks the server running this store to stop (the `shutdown` command).
@@ -2162,6 +2175,7 @@ mod tests {
                 max_conns: 7,
                 shutdown_command: false,
                 idle_timeout_secs: 0,
+                verbosity: 0,
             },
         );
         let b = open("b", Settings::default());

@@ -162,6 +162,9 @@ pub struct Settings {
     pub shutdown_command: bool,
     /// Seconds an idle connection is kept (`-o idle_timeout`; 0: forever).
     pub idle_timeout_secs: u64,
+    /// Log level at start (memcached's `-v` count; `verbosity N` changes it while serving): 1
+    /// errors and warnings, 2 also every connection and request line.
+    pub verbosity: u8,
 }
 
 /// Sizes derived from the configuration.

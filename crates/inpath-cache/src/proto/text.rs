@@ -404,8 +404,13 @@ async fn command(
             let noreply = toks.last() == Some(&&b"noreply"[..]);
             if toks.len() < 2 || toks.len() > 3 {
                 out.extend_from_slice(b"ERROR\r\n");
-            } else if !noreply {
-                out.extend_from_slice(b"OK\r\n");
+            } else {
+                // memcached takes the number's leading digits (none: 0).
+                let digits = toks[1].iter().take_while(|b| b.is_ascii_digit()).count();
+                store.set_verbosity(parse_u64(&toks[1][..digits]).unwrap_or(0));
+                if !noreply {
+                    out.extend_from_slice(b"OK\r\n");
+                }
             }
             Step::Done(consumed)
         }

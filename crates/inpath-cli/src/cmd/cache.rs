@@ -273,6 +273,7 @@ fn serve_config(a: &ServeArgs) -> Result<ServerConfig> {
     cfg.http = a.http.clone();
     cfg.backlog = a.backlog;
     cfg.shutdown_command = a.enable_shutdown;
+    cfg.verbosity = a.verbose;
     for option in a.extended.iter().flat_map(|o| o.split(',')) {
         if option.trim().starts_with("idle_timeout") {
             cfg.idle_timeout = idle_timeout(option.trim())?;

@@ -512,6 +512,19 @@ fn a_memcached_config_file_starts_a_daemon() {
     }
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(text.contains("taken without effect"), "{text}");
+    // -vv: connections and request lines, as memcached logs them.
+    for needle in [
+        " new auto-negotiating client connection",
+        ": Client using the ascii protocol",
+        " get k\n",
+        " VALUE k 0 2\n",
+        " connection closed.",
+    ] {
+        assert!(
+            text.contains(needle),
+            "no {needle:?} in the -vv log:\n{text}"
+        );
+    }
     assert!(text.contains("stopped"), "{text}");
 }
 
