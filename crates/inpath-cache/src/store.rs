@@ -600,8 +600,9 @@ impl Inner {
         }
     }
 
-    /// Writes DRAM item `slot` again at the head of the log (its old record was reclaimed),
-    /// points the item at the new record and returns its address.
+    /// Writes DRAM item `slot` again at the head of the log with its current fields (its old
+    /// record was reclaimed, or its expiry, cas or bits changed), points the item at the new
+    /// record and returns its address.
     fn rewrite_record(&mut self, slot: usize) -> u64 {
         let it = &self.dram[slot];
         let (flags, exptime, cas, kind) = (it.flags, it.exptime, it.cas, it.kind());
@@ -612,7 +613,6 @@ impl Inner {
         item.data = data;
         item.backing = at;
         item.backing_len = self.last_payload as u32;
-        self.rescued += 1;
         at
     }
 
@@ -637,6 +637,7 @@ impl Inner {
         if backing < self.tail {
             // Its record was reclaimed: write it again at the head of the log.
             backing = self.rewrite_record(slot);
+            self.rescued += 1;
         }
         let p = self.phys(backing);
         self.live[p] += 1;
@@ -778,13 +779,6 @@ impl Inner {
         it.clock = c;
         it.atime = now;
         it.bits |= FETCHED;
-    }
-
-    /// Writes item `slot` again with its current fields (a new expiry, cas or bits), so the
-    /// log holds what DRAM holds.
-    fn rewrite(&mut self, slot: usize) {
-        self.rewrite_record(slot);
-        self.rescued -= 1;
     }
 
     fn item_out(&self, slot: usize) -> ItemOut {
@@ -1247,21 +1241,19 @@ impl Store {
         if touch.is_some() {
             self.counters.cmd_touch.fetch_add(1, Relaxed);
         }
-        let kh = KeyHash::of(key);
         let out = self
             .with_current(key, |g, cur, now| {
                 let (pos, slot) = cur?;
                 g.bump(pos, slot, now);
                 if let Some(exptime) = touch {
                     g.dram[slot].exptime = exptime;
-                    g.rewrite(slot);
+                    g.rewrite_record(slot);
                     if expired(exptime, now_unix()) {
                         let out = g.item_out(slot);
                         g.remove_entry(pos);
                         return Some(out);
                     }
                 }
-                let _ = kh;
                 Some(g.item_out(slot))
             })
             .await;
@@ -1435,7 +1427,7 @@ impl Store {
                 let mut won = created;
                 if let Some(exptime) = req.touch {
                     g.dram[slot].exptime = exptime;
-                    g.rewrite(slot);
+                    g.rewrite_record(slot);
                 }
                 let it = &g.dram[slot];
                 if let Some(before) = req.recache {
@@ -1673,7 +1665,7 @@ impl Store {
                     return false;
                 };
                 g.dram[slot].exptime = exptime;
-                g.rewrite(slot);
+                g.rewrite_record(slot);
                 g.bump(pos, slot, now);
                 if expired(exptime, now) {
                     g.remove_entry(pos);
@@ -1781,6 +1773,20 @@ impl Store {
         g.clear_all();
     }
 
+    /// `flush_all` in `secs` seconds (now when 0), as memcached's `flush_all N` and the binary
+    /// Flush with an expiry: a timer on the caller's runtime, not kept across a restart.
+    pub fn flush_all_after(self: &Arc<Self>, secs: u64) {
+        if secs == 0 {
+            self.flush_all();
+            return;
+        }
+        let s = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_secs(secs)).await;
+            s.flush_all();
+        });
+    }
+
     /// Hands what the open chunk holds to the writer (the periodic "flush").
     pub fn flush_log(&self) {
         lock(&self.inner).flush_open();
@@ -1801,6 +1807,7 @@ impl Store {
             for slot in 0..g.dram.len() {
                 if g.dram[slot].backing < tail && !expired(g.dram[slot].exptime, now) {
                     g.rewrite_record(slot);
+                    g.rescued += 1;
                 }
             }
             g.flush_open();

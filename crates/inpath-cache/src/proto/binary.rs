@@ -510,17 +510,7 @@ async fn update(
 /// Flush, now or `delay` (a binary expiry) from now, as the text protocol's `flush_all N`.
 fn flush(store: &Arc<Store>, delay: u32) {
     let at = if delay == 0 { 0 } else { expiry(delay) };
-    let now = now_unix();
-    if at <= now {
-        store.flush_all();
-        return;
-    }
-    let s = store.clone();
-    let secs = u64::from(at - now);
-    tokio::spawn(async move {
-        tokio::time::sleep(std::time::Duration::from_secs(secs)).await;
-        s.flush_all();
-    });
+    store.flush_all_after(u64::from(at.saturating_sub(now_unix())));
 }
 
 /// Stat: one response per statistic (key: its name, value: its value), then an empty one.

@@ -375,18 +375,8 @@ async fn command(
             };
             match delay {
                 None => out.extend_from_slice(b"CLIENT_ERROR invalid exptime argument\r\n"),
-                Some(0) => {
-                    store.flush_all();
-                    if !noreply {
-                        out.extend_from_slice(b"OK\r\n");
-                    }
-                }
                 Some(d) => {
-                    let s = store.clone();
-                    tokio::spawn(async move {
-                        tokio::time::sleep(std::time::Duration::from_secs(d as u64)).await;
-                        s.flush_all();
-                    });
+                    store.flush_all_after(d as u64);
                     if !noreply {
                         out.extend_from_slice(b"OK\r\n");
                     }

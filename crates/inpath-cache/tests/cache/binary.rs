@@ -4,11 +4,11 @@
 //! with `-B binary` (when installed), and libmemcached's tools speaking binary (when installed).
 
 use crate::common::*;
-use crate::differential::{is_root, memcached_binary};
+use crate::differential::{memcached_binary, spawn_memcached, Memcached};
 use inpath_cache::{Protocol, Server};
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
@@ -644,59 +644,22 @@ fn protocol_detection_per_connection() {
     server.stop().unwrap();
 }
 
-struct Memcached(Child);
-impl Drop for Memcached {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts memcached `-B binary` on a free port of 127.0.0.1 (see differential.rs for why the
-/// port may be taken and another tried); a binary Version reply that is not inpath's proves it.
+/// Starts memcached `-B binary`; a binary Version reply that is not inpath's proves it.
 fn start_memcached_binary(bin: &str) -> (Memcached, std::net::SocketAddr) {
-    for _ in 0..20 {
-        let port = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            l.local_addr().unwrap().port()
+    spawn_memcached(bin, &["-B", "binary"], |s| {
+        let addr = s.peer_addr().ok()?;
+        let mut c = Bin {
+            r: std::io::BufReader::new(s.try_clone().unwrap()),
+            s,
         };
-        let mut cmd = Command::new(bin);
-        cmd.args(["-l", "127.0.0.1", "-p", &port.to_string(), "-U", "0"]);
-        cmd.args(["-t", "2", "-m", "64", "-B", "binary"]);
-        if is_root() {
-            cmd.args(["-u", "root"]);
-        }
-        let mut memcached = Memcached(
-            cmd.stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
-        let addr: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
-        for _ in 0..100 {
-            if !matches!(memcached.0.try_wait(), Ok(None)) {
-                break; // It exited: the port was taken.
+        c.send(&simple(VERSION, b""));
+        match read_resp(&mut c.r) {
+            Some(r) if r.opcode == VERSION && !r.value.windows(6).any(|w| w == b"inpath") => {
+                Some(addr)
             }
-            if let Ok(s) = TcpStream::connect(addr) {
-                s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-                let mut c = Bin {
-                    r: std::io::BufReader::new(s.try_clone().unwrap()),
-                    s,
-                };
-                c.send(&simple(VERSION, b""));
-                match read_resp(&mut c.r) {
-                    Some(r)
-                        if r.opcode == VERSION && !r.value.windows(6).any(|w| w == b"inpath") =>
-                    {
-                        return (memcached, addr)
-                    }
-                    _ => break, // Not memcached on that port.
-                }
-            }
-            std::thread::sleep(Duration::from_millis(50));
+            _ => None,
         }
-    }
-    panic!("memcached did not start on any of 20 ports");
+    })
 }
 
 /// The differential script: each entry is sent, then a Noop, and every reply up to the Noop's

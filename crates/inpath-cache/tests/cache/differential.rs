@@ -14,7 +14,7 @@ pub fn memcached_binary() -> Option<String> {
         .map(|p| p.to_string())
 }
 
-struct Memcached(Child);
+pub struct Memcached(pub Child);
 impl Drop for Memcached {
     fn drop(&mut self) {
         let _ = self.0.kill();
@@ -189,34 +189,29 @@ fn script() -> Vec<Vec<u8>> {
     s
 }
 
-/// Starts memcached on a free port of 127.0.0.1 and connects to it.
+/// Starts memcached (`extra` after the common options) on a free port of 127.0.0.1 and returns
+/// it with what `probe` made of a connection to it.
 ///
 /// The port is found by binding port 0 and letting it go, so something else in this process
 /// (it holds every test of the crate: other servers' listeners, thousands of client sockets
 /// with ephemeral ports) can take it before memcached binds it. memcached then exits, or the
-/// connection reaches another listener; either way another port is tried. A `version` reply
-/// that is memcached's own (not inpath's, not our request echoed by a self-connected socket)
-/// proves the peer.
-fn start_memcached(bin: &str) -> (Memcached, Conn) {
+/// connection reaches another listener; either way another port is tried. `probe` proves the
+/// peer: it returns `None` when the reply is not memcached's own (inpath's, or our request
+/// echoed by a self-connected socket).
+pub fn spawn_memcached<T>(
+    bin: &str,
+    extra: &[&str],
+    probe: impl Fn(std::net::TcpStream) -> Option<T>,
+) -> (Memcached, T) {
     for _ in 0..20 {
         let port = {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap().port()
         };
         let mut cmd = Command::new(bin);
-        cmd.args([
-            "-l",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-            "-U",
-            "0",
-            "-t",
-            "2",
-            "-m",
-            "64",
-        ]);
-        if std::env::var("USER").as_deref() == Ok("root") || is_root() {
+        cmd.args(["-l", "127.0.0.1", "-p", &port.to_string(), "-U", "0"]);
+        cmd.args(["-t", "2", "-m", "64"]).args(extra);
+        if is_root() {
             cmd.args(["-u", "root"]);
         }
         let mut memcached = Memcached(
@@ -231,23 +226,30 @@ fn start_memcached(bin: &str) -> (Memcached, Conn) {
             }
             if let Ok(s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
                 s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-                let mut peer = Conn {
-                    r: std::io::BufReader::new(s.try_clone().unwrap()),
-                    w: s,
-                };
-                peer.send(b"version\r\n");
-                let mut reply = Vec::new();
-                let _ = peer.r.read_until(b'\n', &mut reply);
-                let reply = String::from_utf8_lossy(&reply);
-                if reply.starts_with("VERSION ") && !reply.contains("inpath") {
-                    return (memcached, peer);
+                match probe(s) {
+                    Some(t) => return (memcached, t),
+                    None => break, // Not memcached on that port.
                 }
-                break; // Not memcached on that port.
             }
             std::thread::sleep(Duration::from_millis(50));
         }
     }
     panic!("memcached did not start on any of 20 ports");
+}
+
+/// memcached with the text protocol, and a connection to it.
+fn start_memcached(bin: &str) -> (Memcached, Conn) {
+    spawn_memcached(bin, &[], |s| {
+        let mut peer = Conn {
+            r: std::io::BufReader::new(s.try_clone().unwrap()),
+            w: s,
+        };
+        peer.send(b"version\r\n");
+        let mut reply = Vec::new();
+        let _ = peer.r.read_until(b'\n', &mut reply);
+        let reply = String::from_utf8_lossy(&reply);
+        (reply.starts_with("VERSION ") && !reply.contains("inpath")).then_some(peer)
+    })
 }
 
 #[test]
