@@ -363,28 +363,40 @@ def memcslap_section(args, report, tmp):
                                      args.threads)
     servers["inpath-dram"] = start_inpath_dram(ports["inpath-dram"], mem, args.threads)
     order = ["inpath", "inpath-dram", "memcached"]
+
+    def rounds(run):
+        """`run(who)` -> (operations, seconds), alternated over the servers for --reps rounds:
+        per server the server CPU per 1000 operations and the operations per second."""
+        per = {w: [] for w in order}
+        rate = {w: [] for w in order}
+        for _ in range(args.reps):
+            for who in order:
+                pid = servers[who].p.pid
+                c0 = cpu_seconds(pid)
+                ops, secs, cpu_ops = run(who)
+                c1 = cpu_seconds(pid)
+                per[who].append((c1 - c0) * 1e6 / cpu_ops * 1000)
+                rate[who].append(ops / secs)
+        return per, rate
+
+    def lines(name, per, cpu_unit, rate, rate_unit):
+        for who in ("inpath", "inpath-dram"):
+            label = "" if who == "inpath" else " (inpath DRAM only)"
+            line(report, f"{name}: server CPU per 1000 {cpu_unit}{label}", statistics.median(per[who]),
+                 statistics.median(per["memcached"]), "us", "lower",
+                 extra={"runs_inpath": per[who], "runs_memcached": per["memcached"]})
+            line(report, f"{name}: {rate_unit}{label}", statistics.median(rate[who]),
+                 statistics.median(rate["memcached"]), rate_unit, "higher",
+                 extra={"runs_inpath": rate[who], "runs_memcached": rate["memcached"]})
+
     try:
         for test in ("get", "mget", "set"):
-            per = {w: [] for w in order}
-            rate = {w: [] for w in order}
-            for _ in range(args.reps):
-                for who in order:
-                    pid = servers[who].p.pid
-                    c0 = cpu_seconds(pid)
-                    reqs, secs = memcslap(ports[who], test, 4, args.slap_n)
-                    c1 = cpu_seconds(pid)
-                    # The whole run's requests: the load phase sets the n keys first.
-                    total = reqs + (0 if test == "set" else args.slap_n)
-                    per[who].append((c1 - c0) * 1e6 / total * 1000)
-                    rate[who].append(reqs / secs)
-            for who in ("inpath", "inpath-dram"):
-                label = "" if who == "inpath" else " (inpath DRAM only)"
-                line(report, f"(4) memcslap {test}: server CPU per 1000 requests{label}",
-                     statistics.median(per[who]), statistics.median(per["memcached"]), "us", "lower",
-                     extra={"runs_inpath": per[who], "runs_memcached": per["memcached"]})
-                line(report, f"(4) memcslap {test}: requests/s{label}", statistics.median(rate[who]),
-                     statistics.median(rate["memcached"]), "req/s", "higher",
-                     extra={"runs_inpath": rate[who], "runs_memcached": rate["memcached"]})
+            def slap(who, test=test):
+                reqs, secs = memcslap(ports[who], test, 4, args.slap_n)
+                # The CPU covers the whole run: the load phase sets the n keys first.
+                return reqs, secs, reqs + (0 if test == "set" else args.slap_n)
+            per, rate = rounds(slap)
+            lines(f"(4) memcslap {test}", per, "requests", rate, "requests/s")
         for who in order:
             st = stats(ports[who])
             report.note(f"(4) {who} after memcslap: get_hits {st.get('get_hits')}, get_misses "
@@ -394,23 +406,12 @@ def memcslap_section(args, report, tmp):
         for who in order:
             subprocess.run(bench_args(ports[who], 20_000, 1, 1, None, 1, extra=["--prefill"]),
                            check=True, capture_output=True)
-        per = {w: [] for w in order}
-        rate = {w: [] for w in order}
-        for _ in range(args.reps):
-            for who in order:
-                pid = servers[who].p.pid
-                c0 = cpu_seconds(pid)
-                keys, secs = multiget_client(ports[who], 20_000, 100, args.mget_rounds, 4)
-                c1 = cpu_seconds(pid)
-                per[who].append((c1 - c0) * 1e6 / keys * 1000)
-                rate[who].append(keys / secs)
-        for who in ("inpath", "inpath-dram"):
-            label = "" if who == "inpath" else " (inpath DRAM only)"
-            line(report, f"(5) 100-key multigets: server CPU per 1000 keys{label}", statistics.median(per[who]),
-                 statistics.median(per["memcached"]), "us", "lower",
-                 extra={"runs_inpath": per[who], "runs_memcached": per["memcached"]})
-            line(report, f"(5) 100-key multigets: keys/s{label}", statistics.median(rate[who]),
-                 statistics.median(rate["memcached"]), "keys/s", "higher")
+
+        def mget(who):
+            keys, secs = multiget_client(ports[who], 20_000, 100, args.mget_rounds, 4)
+            return keys, secs, keys
+        per, rate = rounds(mget)
+        lines("(5) 100-key multigets", per, "keys", rate, "keys/s")
     finally:
         for p in servers.values():
             p.stop()
