@@ -1024,9 +1024,8 @@ fn memcached_options(a: &ServeArgs) -> Result<Vec<String>> {
             | "inline_ascii_response" => {
                 no_effect.push(format!("-o {option}"));
             }
-            "idle_timeout" => {
-                idle_timeout(option)?;
-            }
+            // Taken: its value is read (and checked) by `serve_config`.
+            "idle_timeout" => {}
             "track_sizes" => refuse("-o track_sizes", "no size histogram is kept (stats sizes)")?,
             b if b.starts_with("ext_") => refuse(
                 &format!("-o {name}"),
