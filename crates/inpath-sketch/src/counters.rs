@@ -1,11 +1,16 @@
 //! Counter tables kept in three tiers, so the hot loop touches as little memory as possible.
 //!
 //! - **hot**, 16-bit: what the kernel increments. A 2^13-counter row is 16 KiB and stays in the
-//!   L1 cache during a row pass.
+//!   L1 cache during a row pass. A Fast-AGMS table keeps its hot tier **split by sign**: each
+//!   row holds a count of the −1 updates and a count of the +1 updates of every counter (2 ×
+//!   16 KiB), so the kernel only ever increments, indexing with the slice's sign bit as one
+//!   more index bit. Adding a ±1 read from the hash cost ~2.3 cycles per update on a Zen 4
+//!   against ~1.3 for a plain increment. The counter is the difference, taken at every fold,
+//!   so every value and every saved file are the same as with one signed counter.
 //! - **mid**, 32-bit: the hot tier is added into it every [`HOT_LIMIT`] items (cheap, vectorised:
 //!   a fraction of an instruction per item).
 //! - **wide**, 64-bit: allocated only when the mid tier would pass [`MID_LIMIT`] items (two
-//!   billion); until then the state stays small (640 KiB per lane at the defaults).
+//!   billion); until then the state stays small (736 KiB per lane at the defaults).
 //!
 //! No counter can change by more than one per item, so a tier that has absorbed at most `L`
 //! items holds values within ±`L`: 32 767 items always fit an `i16`, 2^31 − 1 an `i32`.
@@ -20,7 +25,11 @@ pub const MID_LIMIT: u64 = i32::MAX as u64;
 /// all its tables together.
 #[derive(Clone, Debug)]
 pub struct Tiers {
+    /// What the kernel increments: `len` counters, or for a split table `2 × len`, row by row
+    /// the `width` −1 counts then the `width` +1 counts.
     pub(crate) hot: Vec<i16>,
+    /// The row width of a split hot tier; 0 for a plain one.
+    split: usize,
     mid: Vec<i32>,
     wide: Option<Vec<i64>>,
 }
@@ -28,8 +37,23 @@ pub struct Tiers {
 impl Tiers {
     /// `len` zero counters.
     pub fn new(len: usize) -> Self {
+        Tiers::with_split(len, 0)
+    }
+
+    /// `len` zero counters in rows of `width`, the hot tier split by sign (see the module
+    /// docs); `width` must divide `len`.
+    pub fn new_split(len: usize, width: usize) -> Self {
+        assert!(
+            width > 0 && len.is_multiple_of(width),
+            "rows of {width} in {len}"
+        );
+        Tiers::with_split(len, width)
+    }
+
+    fn with_split(len: usize, split: usize) -> Self {
         Tiers {
-            hot: vec![0; len],
+            hot: vec![0; if split > 0 { 2 * len } else { len }],
+            split,
             mid: vec![0; len],
             wide: None,
         }
@@ -37,20 +61,47 @@ impl Tiers {
 
     /// Counters in the table.
     pub fn len(&self) -> usize {
-        self.hot.len()
+        self.mid.len()
     }
 
     /// Whether the table has no counters.
     pub fn is_empty(&self) -> bool {
-        self.hot.is_empty()
+        self.mid.is_empty()
+    }
+
+    /// Adds this hot tier into `mid` (a mid tier of the same shape).
+    fn add_hot_into(&self, mid: &mut [i32]) {
+        if self.split == 0 {
+            for (m, &h) in mid.iter_mut().zip(&self.hot) {
+                *m += h as i32;
+            }
+        } else {
+            let w = self.split;
+            for (mid, row) in mid.chunks_exact_mut(w).zip(self.hot.chunks_exact(2 * w)) {
+                let (minus, plus) = row.split_at(w);
+                for ((m, &down), &up) in mid.iter_mut().zip(minus).zip(plus) {
+                    *m += up as i32 - down as i32;
+                }
+            }
+        }
+    }
+
+    /// The hot tier's part of counter `i`.
+    fn hot_value(&self, i: usize) -> i64 {
+        if self.split == 0 {
+            self.hot[i] as i64
+        } else {
+            let (w, r, j) = (self.split, i / self.split, i % self.split);
+            self.hot[r * 2 * w + w + j] as i64 - self.hot[r * 2 * w + j] as i64
+        }
     }
 
     /// Adds the hot tier into the mid tier and zeroes it.
     pub fn fold_hot(&mut self) {
-        for (m, h) in self.mid.iter_mut().zip(self.hot.iter_mut()) {
-            *m += *h as i32;
-            *h = 0;
-        }
+        let mut mid = std::mem::take(&mut self.mid);
+        self.add_hot_into(&mut mid);
+        self.mid = mid;
+        self.hot.fill(0);
     }
 
     /// Adds the mid tier into the wide tier (allocating it) and zeroes it.
@@ -65,7 +116,7 @@ impl Tiers {
 
     /// The full value of counter `i`.
     pub fn total(&self, i: usize) -> i64 {
-        self.hot[i] as i64 + self.mid[i] as i64 + self.wide.as_ref().map_or(0, |w| w[i])
+        self.hot_value(i) + self.mid[i] as i64 + self.wide.as_ref().map_or(0, |w| w[i])
     }
 
     /// Every counter's full value.
@@ -75,9 +126,7 @@ impl Tiers {
 
     /// Adds `other`'s hot tier into this mid tier (the caller ensures it fits).
     pub fn add_hot_to_mid(&mut self, other: &Tiers) {
-        for (m, &h) in self.mid.iter_mut().zip(&other.hot) {
-            *m += h as i32;
-        }
+        other.add_hot_into(&mut self.mid);
     }
 
     /// Adds `other`'s mid and wide tiers into this wide tier.
@@ -94,22 +143,16 @@ impl Tiers {
         mid_items > 0 || self.wide.is_some()
     }
 
-    /// A table holding `totals`, in the mid tier when `items` fit it, else in the wide tier.
-    pub fn from_totals(totals: Vec<i64>, items: u64) -> Self {
-        let len = totals.len();
+    /// A table holding `totals`, in the mid tier when `items` fit it, else in the wide tier,
+    /// with the hot tier of `like` (plain or split).
+    pub fn from_totals(totals: Vec<i64>, items: u64, like: &Tiers) -> Self {
+        let mut t = Tiers::with_split(totals.len(), like.split);
         if items <= MID_LIMIT {
-            Tiers {
-                hot: vec![0; len],
-                mid: totals.iter().map(|&t| t as i32).collect(),
-                wide: None,
-            }
+            t.mid = totals.iter().map(|&v| v as i32).collect();
         } else {
-            Tiers {
-                hot: vec![0; len],
-                mid: vec![0; len],
-                wide: Some(totals),
-            }
+            t.wide = Some(totals);
         }
+        t
     }
 
     /// Zeroes every tier and drops the wide one.
@@ -117,5 +160,56 @@ impl Tiers {
         self.hot.fill(0);
         self.mid.fill(0);
         self.wide = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A split table and a plain one given the same ±1 updates hold the same counters through
+    /// a fold, a merge and a restore.
+    #[test]
+    fn a_split_hot_tier_holds_the_same_counters_as_a_plain_one() {
+        let (rows, width) = (3, 8);
+        let mut plain = Tiers::new(rows * width);
+        let mut split = Tiers::new_split(rows * width, width);
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut step = |plain: &mut Tiers, split: &mut Tiers| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let (r, j, up) = (
+                (x % 3) as usize,
+                (x >> 8) as usize % width,
+                x >> 20 & 1 == 1,
+            );
+            let c = &mut plain.hot[r * width + j];
+            *c = c.wrapping_add(if up { 1 } else { -1 });
+            let c = &mut split.hot[r * 2 * width + usize::from(up) * width + j];
+            *c = c.wrapping_add(1);
+        };
+        for _ in 0..500 {
+            step(&mut plain, &mut split);
+        }
+        assert_eq!(split.totals(), plain.totals());
+        plain.fold_hot();
+        split.fold_hot();
+        assert!(split.hot.iter().all(|&h| h == 0));
+        for _ in 0..300 {
+            step(&mut plain, &mut split);
+        }
+        assert_eq!(split.totals(), plain.totals());
+        let (mut a, mut b) = (
+            Tiers::new(rows * width),
+            Tiers::new_split(rows * width, width),
+        );
+        a.add_hot_to_mid(&plain);
+        b.add_hot_to_mid(&split);
+        assert_eq!(b.totals(), a.totals());
+        let restored = Tiers::from_totals(split.totals(), 800, &split);
+        assert_eq!(restored.hot.len(), 2 * rows * width);
+        assert_eq!(restored.totals(), plain.totals());
+        assert!(plain.totals().iter().any(|&t| t < 0) && plain.totals().iter().any(|&t| t > 0));
     }
 }

@@ -9,7 +9,8 @@
 //!
 //! # Counter width
 //! Counters are 16-bit in the hot loop and folded into 32- and 64-bit tiers before they could
-//! overflow ([`crate::counters`]), so a 6×13 row pass works on 16 KiB that stays in L1. SKT used
+//! overflow ([`crate::counters`]), so a 6×13 row pass works on 16 KiB that stays in L1 (Fast-AGMS:
+//! 2 × 16 KiB, its hot counts split by sign so that every update is an increment). SKT used
 //! 32-bit counters (Table 4.3); the totals here are exact 64-bit values.
 
 use crate::arch::{self, Items, Job, Layout, Level, Target};
@@ -87,7 +88,10 @@ impl Sketch {
             kind,
             hll: vec![0; params.hll_registers()],
             cm: Tiers::new(params.cm_rows as usize * params.cm_width()),
-            agms: Tiers::new(params.agms_rows as usize * params.agms_width()),
+            agms: Tiers::new_split(
+                params.agms_rows as usize * params.agms_width(),
+                params.agms_width(),
+            ),
             hot_items: 0,
             mid_items: 0,
             count: 0,
@@ -468,8 +472,8 @@ impl Sketch {
         sketch.count = count;
         sketch.extremes = extremes;
         sketch.hll = hll;
-        sketch.cm = Tiers::from_totals(cm, count);
-        sketch.agms = Tiers::from_totals(agms, count);
+        sketch.cm = Tiers::from_totals(cm, count, &sketch.cm);
+        sketch.agms = Tiers::from_totals(agms, count, &sketch.agms);
         sketch.mid_items = count;
         Ok(sketch)
     }

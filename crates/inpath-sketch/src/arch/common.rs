@@ -11,6 +11,7 @@ pub const BATCH: usize = 8192;
 pub(crate) struct Target<'a> {
     pub hll: &'a mut [u8],
     pub cm: &'a mut [i16],
+    /// Fast-AGMS hot counts split by sign: per row, the −1 counts then the +1 counts.
     pub agms: &'a mut [i16],
 }
 
