@@ -561,8 +561,9 @@ impl Target {
             return Ok(Target::Remote(Client::connect(&at.store)?));
         }
         let dir = PathBuf::from(&at.store);
-        // Opened here so a bad directory or key file is reported before any work.
-        open(&dir, keys)?;
+        // Opened here so a bad directory or key file is reported before any work; the
+        // service answers the request from this opening.
+        let store = open(&dir, keys)?;
         let ring = match &keys.key_file {
             Some(path) => Some(read_keys(path, keys.allow_insecure_key_file)?.ring),
             None => None,
@@ -571,7 +572,9 @@ impl Target {
             Some(r) => r.reader(),
             None => FlashReader::new(ReaderConfig::default()),
         };
-        Ok(Target::Local(Box::new(Service::new(dir, ring, reader))))
+        Ok(Target::Local(Box::new(
+            Service::new(dir, ring, reader).with_opened(store),
+        )))
     }
 
     fn call(&mut self, req: &Request) -> Result<serde_json::Value> {
