@@ -4,7 +4,7 @@ arrays in one run.
 
 - Sketch.update on a NumPy uint32 array vs DataSketches' per-item Python loop (hll_sketch) and
   DuckDB's approx_count_distinct over the same NumPy array (queried in place, as a Python user
-  would), 1 thread each;
+  would), 1 thread each, then 2 threads each (`Sketch.update(data, threads=2)`);
 - the Python call overhead: Sketch.update against the Rust figure (`inpath-bench`, in-process)
   for the same data;
 - inpath.corr on 16 x 2 M uint32 next to numpy.corrcoef, pandas.DataFrame.corr and DuckDB's
@@ -40,12 +40,13 @@ def main():
     nbytes = data.nbytes
     report = common.Report("python", {"items": n, "bytes": nbytes, "data": "uniform random u32, numpy seed 7"})
 
-    def ours():
+    def ours(threads=1):
         s = inpath.Sketch()
-        s.update(data)
+        s.update(data, threads=threads)
         return s.cardinality()
 
     ours_s, _, estimate = common.time_median(ours, reps=args.reps)
+    ours2_s, _, _ = common.time_median(lambda: ours(2), reps=args.reps)
 
     # The same data through the Rust API in-process: the Python overhead is the difference.
     os.makedirs(common.OUT, exist_ok=True)
@@ -59,6 +60,10 @@ def main():
     con.execute("SET threads = 1")
     con.register("arr", {"x": data})
     duck_s, _, duck_estimate = common.time_median(
+        lambda: con.execute("SELECT approx_count_distinct(x) FROM arr").fetchone()[0], reps=args.reps
+    )
+    con.execute("SET threads = 2")
+    duck2_s, _, _ = common.time_median(
         lambda: con.execute("SELECT approx_count_distinct(x) FROM arr").fetchone()[0], reps=args.reps
     )
 
@@ -79,6 +84,8 @@ def main():
                 f"DuckDB {duck_estimate:,} ({(duck_estimate - exact) / exact * 100:+.3f}%)")
     report.add("Sketch.update (all three) vs Rust API", nbytes, ours_s, "inpath Rust", rust_s)
     report.add("Sketch.update (all three) vs DuckDB", nbytes, ours_s, "DuckDB approx_count_distinct", duck_s)
+    report.add("Sketch.update (all three) 2 threads vs DuckDB 2 threads", nbytes, ours2_s,
+               "DuckDB approx_count_distinct", duck2_s, {"threads": 2})
     report.add("Sketch.update (all three) vs DataSketches", nbytes, ours_s, f"DataSketches hll loop (x{n / m:g})", ds_scaled)
     overhead = (ours_s - rust_s) / rust_s * 100
     report.note(f"Python call overhead vs the Rust figure: {overhead:+.1f}% (target < 5%)")

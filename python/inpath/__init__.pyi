@@ -26,9 +26,11 @@ class Sketch:
         seed: Optional[int] = None,
         kind: Optional[Literal["u32", "u64", "bytes"]] = None,
     ) -> None: ...
-    def update(self, data: _Items) -> None:
+    def update(self, data: _Items, threads: Optional[int] = None) -> None:
         """Add items: a 1-D contiguous NumPy array of uint32/int32 (u32 items) or
-        uint64/int64 (u64 items), a pandas Series, or str/bytes values."""
+        uint64/int64 (u64 items), a pandas Series, or str/bytes values. An integer array is
+        sketched without the GIL on up to ``threads`` threads (default: one per CPU); the
+        state is the same for any count."""
     def cardinality(self, estimator: Literal["ertl", "reference"] = "ertl") -> float: ...
     def f2(self) -> float: ...
     def frequency(self, key: Union[int, str, bytes]) -> int: ...

@@ -305,8 +305,25 @@ impl PySketch {
 
     /// Adds items: a NumPy integer array (uint32/int32 → u32 items, uint64/int64 → u64 items),
     /// a pandas Series, a buffer of such integers, one str/bytes value, or a sequence of
-    /// str/bytes values (or of ints). Returns None.
-    fn update(&mut self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
+    /// str/bytes values (or of ints). Returns None. An integer array is sketched without the
+    /// GIL on up to ``threads`` threads (default: one per CPU; arrays under 2^18 items per
+    /// thread take fewer); the state is the same for any count.
+    #[pyo3(signature = (data, threads=None))]
+    fn update(
+        &mut self,
+        py: Python<'_>,
+        data: &Bound<'_, PyAny>,
+        threads: Option<usize>,
+    ) -> PyResult<()> {
+        let lanes = match threads {
+            Some(0) => {
+                return Err(PyValueError::new_err(
+                    "threads must be at least 1 (or None: one per CPU)",
+                ))
+            }
+            Some(t) => t,
+            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        };
         if data.is_instance_of::<PyString>() || data.is_instance_of::<PyBytes>() {
             let one = pyo3::types::PyTuple::new(py, [data])?;
             return self.update_values(py, one.as_any());
@@ -315,7 +332,7 @@ impl PySketch {
         if let Some(kind) = series_kind(data)? {
             if kind == "i" || kind == "u" {
                 let array = data.call_method0("to_numpy")?;
-                return self.update(py, &array);
+                return self.update(py, &array, threads);
             }
             return self.update_values(py, data);
         }
@@ -331,8 +348,8 @@ impl PySketch {
                     // returns; see `IntArray::bytes`.
                     let bytes = unsafe { array.bytes() };
                     match kind {
-                        ItemKind::U32 => sketch.update_u32_le(bytes),
-                        _ => sketch.update_u64_le(bytes),
+                        ItemKind::U32 => sketch.update_u32_le_lanes(bytes, lanes),
+                        _ => sketch.update_u64_le_lanes(bytes, lanes),
                     }
                 })
                 .map_err(to_py);

@@ -178,6 +178,31 @@ def test_update_releases_the_gil():
     assert s.count == 40_000_000
 
 
+def test_any_thread_count_gives_the_same_sketch(tmp_path, inpath_bin):
+    # 1.1M items: up to four lanes of at least 2^18 items; the CLI on one thread is the
+    # reference. u64 items with a prior update check that lanes merge into existing state.
+    data = np.random.default_rng(8).integers(0, 400_000, 1_100_000, dtype=np.uint32)
+    path = tmp_path / "t.bin"
+    data.tofile(path)
+    saved = tmp_path / "t.skt"
+    run_cli(inpath_bin, "sketch", "--format", "u32", str(path), "--save", str(saved), "-q", "-t", "1")
+    for threads in (1, 2, 3, 4, None):
+        s = inpath.Sketch()
+        s.update(data, threads=threads)
+        assert s.to_bytes() == saved.read_bytes(), threads
+    wide = np.random.default_rng(9).integers(0, 2**40, 900_000, dtype=np.uint64)
+    one = inpath.Sketch()
+    one.update(wide[:1000], threads=1)
+    one.update(wide[1000:], threads=1)
+    for threads in (2, 3):
+        s = inpath.Sketch()
+        s.update(wide[:1000], threads=threads)
+        s.update(wide[1000:], threads=threads)
+        assert s.to_bytes() == one.to_bytes(), threads
+    with pytest.raises(ValueError, match="threads must be at least 1"):
+        inpath.Sketch().update(data, threads=0)
+
+
 def test_sketch_choice_matches_cli_and_refuses_absent_queries(tmp_path, inpath_bin):
     data = np.random.default_rng(7).integers(0, 100_000, 200_000, dtype=np.uint32)
     path = tmp_path / "c.bin"

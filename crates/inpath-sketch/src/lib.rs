@@ -56,4 +56,4 @@ pub use hll::Estimator;
 pub use inpath_core::{Error, Result};
 pub use params::{Params, Parts};
 pub use query::{CountMinReport, Summary};
-pub use sketch::{Extremes, ItemKind, Sketch, ValueBatcher};
+pub use sketch::{Extremes, ItemKind, Sketch, ValueBatcher, LANE_MIN_ITEMS};

@@ -31,6 +31,34 @@ fn merge_equals_union() {
 }
 
 #[test]
+fn update_on_lanes_equals_one_pass() {
+    use inpath_sketch::LANE_MIN_ITEMS;
+    // Enough items for five lanes; a first update so the lanes merge into existing state.
+    let items = u32_items(21, 5 * LANE_MIN_ITEMS + 777, 300_000);
+    let bytes = le_bytes(&items);
+    let (head, tail) = bytes.split_at(4000);
+    let mut one = Sketch::new(Params::default(), ItemKind::U32).unwrap();
+    one.update_u32_le(head).unwrap();
+    one.update_u32_le(tail).unwrap();
+    for lanes in [1, 2, 3, 5, 64] {
+        let mut s = Sketch::new(Params::default(), ItemKind::U32).unwrap();
+        s.update_u32_le_lanes(head, lanes).unwrap();
+        s.update_u32_le_lanes(tail, lanes).unwrap();
+        assert!(s.same_state(&one), "{lanes} lanes");
+        assert_eq!(s.count(), items.len() as u64);
+    }
+    let wide: Vec<u8> = items.iter().flat_map(|&v| (v as u64 * 7919).to_le_bytes()).collect();
+    let mut one = Sketch::new(Params::default(), ItemKind::U64).unwrap();
+    one.update_u64_le(&wide).unwrap();
+    let mut s = Sketch::new(Params::default(), ItemKind::U64).unwrap();
+    s.update_u64_le_lanes(&wide, 4).unwrap();
+    assert!(s.same_state(&one));
+    // The wrong kind is refused before any lane starts.
+    assert!(s.update_u32_le_lanes(&bytes, 2).is_err());
+    assert_eq!(s.count(), items.len() as u64);
+}
+
+#[test]
 fn merge_refuses_different_settings() {
     let a = Sketch::new(Params::default(), ItemKind::U32).unwrap();
     for (p, kind) in [
