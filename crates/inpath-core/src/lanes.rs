@@ -361,19 +361,26 @@ fn run_parts<E: Lane>(
     cuts.push(whole_end);
     let lanes: Vec<Result<E>> = std::thread::scope(|scope| {
         let done = &done;
+        // Each lane holds a sender until it ends (returns or panics): the receiver learns the
+        // moment the last one ends. (Polling `is_finished` every 20 ms here cost up to 20 ms
+        // a call: 16 x 2M u32 through corr took 36 ms on two lanes against 31 on one.)
+        let (ended_tx, ended) = std::sync::mpsc::channel::<()>();
         let handles: Vec<_> = cuts
             .windows(2)
             .skip(1)
             .map(|w| {
                 let part = &data[w[0]..w[1]];
                 let mut lane = engine.fork();
+                let ended_tx = ended_tx.clone();
                 scope.spawn(move || -> Result<E> {
+                    let _ended_tx = ended_tx;
                     feed_steps(&mut lane, part, step, done, || {})?;
                     lane.close_input()?;
                     Ok(lane)
                 })
             })
             .collect();
+        drop(ended_tx);
         // The first part runs here, so that progress can be reported as the lanes go.
         let mut first = engine.fork();
         let first_result = feed_steps(&mut first, &data[..cuts[1]], step, done, || {
@@ -381,10 +388,12 @@ fn run_parts<E: Lane>(
         })
         .and_then(|()| first.close_input())
         .map(|()| first);
-        while !handles.iter().all(|h| h.is_finished()) {
-            std::thread::sleep(std::time::Duration::from_millis(20));
+        while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+            ended.recv_timeout(std::time::Duration::from_millis(20))
+        {
             progress(done.load(Ordering::Relaxed));
         }
+        progress(done.load(Ordering::Relaxed));
         std::iter::once(first_result)
             .chain(handles.into_iter().map(|h| {
                 h.join()
