@@ -6,6 +6,9 @@
 //!   → receiver; `sink`: sender → `inpath wire sink`. The clock stops when every receiver has
 //!   seen its end of stream (for the sink: when the sink has closed every connection, which it
 //!   does after reading everything).
+//!   With a relay or sink, the result's `extra.tapped` says what share of the bytes (and of the
+//!   records, for a tap with fixed-width records) the taps saw, from the job lines: below 1
+//!   only with `--tap-policy lossy`.
 //! - `latency`: one connection, `--messages` ping-pongs of `--size` bytes through an echo
 //!   server, directly or through the relay; reports round-trip percentiles.
 
@@ -59,6 +62,9 @@ pub struct Args {
     /// Worker threads of the relay or sink.
     #[arg(long)]
     threads: Option<usize>,
+    /// The relay's or sink's `--tap-policy` (`exact`, its default, or `lossy`).
+    #[arg(long, value_name = "POLICY")]
+    tap_policy: Option<String>,
     /// More arguments for the relay or sink (repeatable, e.g. `--wire-arg=--buffer=1M`).
     #[arg(long = "wire-arg", allow_hyphen_values = true)]
     wire_args: Vec<String>,
@@ -74,6 +80,50 @@ pub struct Args {
 struct Wire {
     child: Child,
     listen: String,
+    /// Reads the result lines (so the relay never blocks on a full pipe) and adds up the jobs.
+    lines: Option<std::thread::JoinHandle<Tapped>>,
+    stopped: bool,
+}
+
+/// What the taps saw, added up over the job lines of a run.
+#[derive(Default)]
+struct Tapped {
+    jobs: u64,
+    bytes: u64,
+    skipped_bytes: u64,
+    /// Of the first tap (in label order) that reports `skipped_records` (fixed-width records,
+    /// lossy policy).
+    records: u64,
+    skipped_records: u64,
+}
+
+impl Tapped {
+    fn add(&mut self, job: &serde_json::Value) {
+        let n = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
+        self.jobs += 1;
+        self.bytes += n(&job["bytes"]);
+        self.skipped_bytes += n(&job["skipped_bytes"]);
+        let taps = job["taps"].as_object();
+        if let Some(tap) =
+            taps.and_then(|t| t.values().find(|v| v.get("skipped_records").is_some()))
+        {
+            self.records += n(&tap["records"]);
+            self.skipped_records += n(&tap["skipped_records"]);
+        }
+    }
+
+    fn json(&self) -> serde_json::Value {
+        let share = |seen: u64, all: u64| (all > 0).then(|| seen as f64 / all as f64);
+        json!({
+            "jobs": self.jobs,
+            "bytes": self.bytes,
+            "skipped_bytes": self.skipped_bytes,
+            "share_of_bytes": share(self.bytes - self.skipped_bytes, self.bytes),
+            "records": self.records,
+            "skipped_records": self.skipped_records,
+            "share_of_records": share(self.records, self.records + self.skipped_records),
+        })
+    }
 }
 
 impl Wire {
@@ -91,6 +141,9 @@ impl Wire {
         if let Some(t) = args.threads {
             cmd.args(["--threads", &t.to_string()]);
         }
+        if let Some(policy) = &args.tap_policy {
+            cmd.args(["--tap-policy", policy]);
+        }
         cmd.args(&args.wire_args);
         let mut child = cmd
             .stdout(Stdio::piped())
@@ -104,19 +157,50 @@ impl Wire {
             .as_str()
             .context("listen address")?
             .to_string();
-        // Drain the result lines so the relay never blocks on a full pipe.
-        let mut out = child.stdout.take().context("no stdout")?;
-        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-        Ok(Wire { child, listen })
+        let out = child.stdout.take().context("no stdout")?;
+        let lines = std::thread::spawn(move || {
+            let mut tapped = Tapped::default();
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) {
+                    if v["event"] == "job" {
+                        tapped.add(&v);
+                    }
+                }
+            }
+            tapped
+        });
+        Ok(Wire {
+            child,
+            listen,
+            lines: Some(lines),
+            stopped: false,
+        })
+    }
+
+    /// Stops the process (it writes every open job's line first) and adds up its job lines.
+    fn stop(mut self) -> Tapped {
+        self.terminate();
+        self.lines
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default()
+    }
+
+    fn terminate(&mut self) {
+        if std::mem::replace(&mut self.stopped, true) {
+            return;
+        }
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
     }
 }
 
 impl Drop for Wire {
     fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let _ = self.child.wait();
+        self.terminate();
     }
 }
 
@@ -213,7 +297,7 @@ fn throughput(args: &Args) -> Result<Measurement> {
             samples.push(seconds); // rep 0 warms up
         }
     }
-    drop(wire);
+    let tapped = wire.map(Wire::stop);
     let mut sorted = samples.clone();
     sorted.sort_by(|a, b| a.total_cmp(b));
     let median_s = sorted[sorted.len() / 2];
@@ -228,7 +312,12 @@ fn throughput(args: &Args) -> Result<Measurement> {
         samples,
         median_s,
         gb_per_s: total as f64 / median_s / 1e9,
-        extra: json!({"conns": args.conns, "taps": args.taps}),
+        extra: json!({
+            "conns": args.conns,
+            "taps": args.taps,
+            "tap_policy": args.tap_policy,
+            "tapped": tapped.map(|t| t.json()),
+        }),
     })
 }
 

@@ -94,6 +94,14 @@ pub trait TapFactory: Send + Sync {
         None
     }
 
+    /// The byte that ends each record, if the tap reads delimited records (text lines: `\n`).
+    /// A feeder that skips bytes (the wire relay's lossy tap policy) uses it, as it uses
+    /// [`TapFactory::record_width`], to hand the tap whole records only and never a record
+    /// glued together from both sides of a gap.
+    fn record_delimiter(&self) -> Option<u8> {
+        None
+    }
+
     /// Runs one job over a whole input (a file, a handle in a store) and returns its result.
     /// Taps whose engines split into lanes (sketch, corr) use up to `threads` of them; the
     /// result does not depend on the lane count. Bad input is an error here (not a field of

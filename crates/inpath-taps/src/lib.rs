@@ -27,6 +27,10 @@
 //! # Calling rules
 //! - `update` gets the bytes in stream order, in chunks of any size, after (or while) they are
 //!   forwarded; a tap cannot change, reorder or drop forwarded bytes (it only sees `&[u8]`).
+//! - A feeder may skip bytes it cannot tap in time (the wire relay's lossy tap policy). It then
+//!   drops the records a gap cuts (found by [`TapFactory::record_width`] or
+//!   [`TapFactory::record_delimiter`]), so a tap never gets a record glued together from both
+//!   sides of a gap and needs no code of its own for gaps.
 //! - An error from `update` means the bytes were not valid input for this tap (for example a
 //!   bad CSV cell): the tap is not fed again until its job ends, and the job's result reports
 //!   the error. Forwarding is never affected.

@@ -302,6 +302,13 @@ impl TapFactory for SketchTapFactory {
         }
     }
 
+    fn record_delimiter(&self) -> Option<u8> {
+        match self.format {
+            SketchFormat::Lines | SketchFormat::Csv => Some(b'\n'),
+            _ => None,
+        }
+    }
+
     fn run_input(&self, input: &mut dyn std::io::Read, threads: usize) -> Result<Value> {
         if self.save.is_some() {
             return Err(option_error(

@@ -8,7 +8,7 @@
 
 pub use crate::metrics::{Metrics, TapCounters};
 use crate::runner::{Context, Finished, TapRunner};
-use crate::{Direction, JobSplit, Mode, WireError};
+use crate::{Direction, JobSplit, Mode, TapPolicy, WireError};
 use inpath_taps::{Partial, TapFactory};
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, VecDeque};
@@ -64,6 +64,7 @@ pub(crate) struct HubConfig {
     pub labels: Vec<String>,
     pub directions: Vec<Direction>,
     pub split: JobSplit,
+    pub policy: TapPolicy,
     pub keep_closed: usize,
 }
 
@@ -76,6 +77,8 @@ pub(crate) struct Conn {
     pub opened_unix: f64,
     pub bytes: [AtomicU64; 2],
     pub forwarded: [AtomicU64; 2],
+    /// Bytes read but never tapped (lossy tap policy), per direction.
+    pub skipped: [AtomicU64; 2],
     pub runners: Mutex<Vec<(Direction, Arc<Mutex<TapRunner>>)>>,
     pub backpressure_waits: AtomicU64,
     pub backpressure_nanos: AtomicU64,
@@ -99,6 +102,10 @@ impl Conn {
             "backpressure_waits": self.backpressure_waits.load(Ordering::Relaxed),
             "backpressure_seconds": self.backpressure_nanos.load(Ordering::Relaxed) as f64 / 1e9,
         });
+        if hub.config.policy == TapPolicy::Lossy {
+            value["skipped_c2s"] = json!(self.skipped[0].load(Ordering::Relaxed));
+            value["skipped_s2c"] = json!(self.skipped[1].load(Ordering::Relaxed));
+        }
         if let Some(to) = self.to {
             value["to"] = json!(to.to_string());
             value["forwarded_c2s"] = json!(self.forwarded[0].load(Ordering::Relaxed));
@@ -200,6 +207,7 @@ impl Hub {
             opened_unix: unix_now(),
             bytes: Default::default(),
             forwarded: Default::default(),
+            skipped: Default::default(),
             runners: Mutex::new(Vec::new()),
             backpressure_waits: AtomicU64::new(0),
             backpressure_nanos: AtomicU64::new(0),
@@ -376,6 +384,7 @@ impl Hub {
         json!({
             "mode": self.config.mode.name(),
             "taps": self.config.taps.iter().map(|t| t.describe()).collect::<Vec<_>>(),
+            "tap_policy": self.config.policy.name(),
             "connections_total": self.metrics.accepted.load(Ordering::Relaxed),
             "connections_open": self.open_count(),
             "jobs_finished": self.combined_jobs.load(Ordering::Relaxed),
@@ -385,6 +394,8 @@ impl Hub {
                 "bytes_read_s2c": self.metrics.bytes_read[1].load(Ordering::Relaxed),
                 "bytes_forwarded_c2s": self.metrics.bytes_forwarded[0].load(Ordering::Relaxed),
                 "bytes_forwarded_s2c": self.metrics.bytes_forwarded[1].load(Ordering::Relaxed),
+                "tap_skipped_bytes_c2s": self.metrics.skipped_bytes[0].load(Ordering::Relaxed),
+                "tap_skipped_bytes_s2c": self.metrics.skipped_bytes[1].load(Ordering::Relaxed),
             },
             "combined": directions,
         })
@@ -498,8 +509,20 @@ impl Hub {
         metric(
             "tap_skipped_bytes_total",
             "counter",
-            "Bytes forwarded without being tapped (always 0: taps slow the link instead).",
-            &[(String::new(), 0.0)],
+            "Bytes read but never fed to the taps (lossy tap policy; always 0 with the exact policy).",
+            &dirs(&m.skipped_bytes),
+        );
+        metric(
+            "tap_skipped_records_total",
+            "counter",
+            "Fixed-width records a gap kept from each tap, whole or in part (lossy tap policy).",
+            &tap_samples(&|c| get(&c.skipped_records)),
+        );
+        metric(
+            "tap_cut_record_bytes_total",
+            "counter",
+            "Bytes that reached each tap's side but were dropped because a gap cut their record (lossy tap policy).",
+            &tap_samples(&|c| get(&c.cut_bytes)),
         );
         metric(
             "jobs_total",

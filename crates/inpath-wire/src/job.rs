@@ -146,6 +146,29 @@ impl Splitter {
         }
     }
 
+    /// Passes over `len` bytes the taps never saw (a gap under the lossy tap policy): returns
+    /// how many of them belong to the current job and whether the job ends after them. Byte
+    /// positions stay exact, so `--job-bytes` jobs end where they would have. Message framing
+    /// is not followed through a gap (the lossy policy refuses `--job-per-message`: a gap over
+    /// a header would lose every later boundary); here a message split skips like a connection.
+    pub fn skip(&mut self, len: u64) -> (u64, bool) {
+        match self.split {
+            JobSplit::Bytes(n) => {
+                let take = (n - self.in_job).min(len);
+                self.in_job += take;
+                let end = self.in_job == n;
+                if end {
+                    self.in_job = 0;
+                }
+                (take, end)
+            }
+            JobSplit::Connection | JobSplit::Message => {
+                self.in_job += len;
+                (len, false)
+            }
+        }
+    }
+
     /// At the end of the stream: whether an unfinished job is open (it has data, or a message
     /// header announced it), the payload bytes a message still lacked, and the bytes of an
     /// incomplete message header.
@@ -211,6 +234,20 @@ mod tests {
         assert_eq!(out.len(), 3);
         assert!(out[2].is_empty());
         assert!(!close.open_job);
+    }
+
+    #[test]
+    fn skipped_bytes_keep_job_boundaries() {
+        let mut s = Splitter::new(JobSplit::Bytes(10));
+        assert_eq!(s.step(&[0; 4]).consumed, 4);
+        assert_eq!(s.skip(25), (6, true));
+        assert_eq!(s.skip(19), (10, true));
+        assert_eq!(s.skip(9), (9, false));
+        let step = s.step(&[0; 3]);
+        assert_eq!((step.consumed, step.end), (1, true));
+        let mut s = Splitter::new(JobSplit::Connection);
+        assert_eq!(s.skip(7), (7, false));
+        assert!(s.at_close().open_job);
     }
 
     #[test]

@@ -14,9 +14,11 @@
 //!   one length-prefixed message ([`JobSplit`]). Each job's result is one JSON line; results
 //!   merge into a combined view over all connections ([`hub::Hub`]), served over HTTP with
 //!   Prometheus metrics ([`http`]).
-//! - Taps never change, reorder or drop forwarded bytes. When they fall behind, the connection
-//!   stops reading and TCP flow control slows the sender; nothing is skipped, and the waits
-//!   are counted.
+//! - Taps never change, reorder or drop forwarded bytes. When they fall behind, by default
+//!   ([`TapPolicy::Exact`]) the connection stops reading and TCP flow control slows the
+//!   sender; nothing is skipped, and the waits are counted. With [`TapPolicy::Lossy`] the
+//!   connection never waits: what the taps cannot reach is forwarded untapped, counted, and
+//!   the job's result is marked partial.
 //!
 //! ```no_run
 //! use inpath_wire::{Server, ServerConfig, Direction, LogTarget};
@@ -41,10 +43,12 @@
 #![forbid(unsafe_code)]
 
 pub mod error;
+mod gap;
 pub mod http;
 pub mod hub;
 pub mod job;
 mod metrics;
+pub mod policy;
 mod runner;
 pub mod server;
 pub mod transform;
@@ -52,6 +56,7 @@ pub mod transform;
 pub use error::{Result, WireError};
 pub use hub::{Hub, LogTarget, Outcome};
 pub use job::JobSplit;
+pub use policy::TapPolicy;
 pub use server::{resolve, Mode, Server, ServerConfig, Shutdown};
 
 pub use inpath_taps::Direction;

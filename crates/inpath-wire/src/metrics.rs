@@ -12,6 +12,12 @@ pub struct TapCounters {
     pub bytes: AtomicU64,
     /// Nanoseconds spent in the tap's `update`.
     pub nanos: AtomicU64,
+    /// Lossy tap policy: whole fixed-width records that were not fed to the tap, because a
+    /// gap held all or part of them.
+    pub skipped_records: AtomicU64,
+    /// Lossy tap policy: bytes that reached the tap's side but were dropped because a gap cut
+    /// their record (the part of a record before or after a gap).
+    pub cut_bytes: AtomicU64,
 }
 
 /// Counters behind `/metrics`.
@@ -27,6 +33,8 @@ pub struct Metrics {
     pub taps: Vec<TapCounters>,
     /// Bytes read but not yet processed by the taps.
     pub backlog: AtomicU64,
+    /// Bytes read but never fed to the taps, per direction (the lossy tap policy's gaps).
+    pub skipped_bytes: [AtomicU64; 2],
     /// Times a connection stopped reading because its taps were behind (back-pressure).
     pub backpressure_waits: AtomicU64,
     /// Nanoseconds connections spent stopped for their taps.

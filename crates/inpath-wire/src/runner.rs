@@ -1,8 +1,9 @@
 //! Runs the taps of one connection direction: cuts the stream into jobs, feeds every tap, emits
 //! a result per job. Lives behind a mutex so the HTTP API can read live state.
 
+use crate::gap::{Aligner, Frame};
 use crate::job::Splitter;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, TapCounters};
 use crate::{Direction, JobSplit};
 use inpath_taps::{JobId, Partial, Tap, TapFactory};
 use serde_json::{json, Map, Value};
@@ -31,6 +32,38 @@ pub(crate) struct Context<'a> {
     pub metrics: &'a Metrics,
 }
 
+/// How a tap's records are framed, for keeping them whole around gaps.
+fn frame_of(factory: &dyn TapFactory) -> Frame {
+    match (factory.record_width(), factory.record_delimiter()) {
+        (Some(width), _) if width > 1 => Frame::Fixed(width),
+        (_, Some(delimiter)) => Frame::Delimited(delimiter),
+        _ => Frame::Bytes,
+    }
+}
+
+/// Feeds `data` to one tap, unless an earlier chunk of the job was bad input for it.
+fn feed_tap(
+    tap: &mut dyn Tap,
+    error: &mut Option<String>,
+    counters: &TapCounters,
+    metrics: &Metrics,
+    data: &[u8],
+) {
+    if error.is_some() {
+        return;
+    }
+    let start = Instant::now();
+    if let Err(e) = tap.update(data) {
+        metrics.tap_errors.fetch_add(1, Ordering::Relaxed);
+        *error = Some(e.to_string());
+    }
+    let nanos = start.elapsed().as_nanos() as u64;
+    counters
+        .bytes
+        .fetch_add(data.len() as u64, Ordering::Relaxed);
+    counters.nanos.fetch_add(nanos, Ordering::Relaxed);
+}
+
 /// A job the runner finished: its JSON line and the taps' mergeable results, for the hub.
 pub(crate) struct Finished {
     pub direction: Direction,
@@ -47,12 +80,24 @@ pub(crate) struct TapRunner {
     taps: Vec<Box<dyn Tap>>,
     errors: Vec<Option<String>>,
     splitter: Splitter,
+    /// Bytes of the current job in the stream (with the lossy policy, tapped or not).
     job_bytes: u64,
     job_started: Option<Instant>,
+    /// Lossy tap policy: one aligner per tap (made with the taps), and the bytes of the
+    /// current job the taps never saw.
+    lossy: bool,
+    aligners: Vec<Aligner>,
+    job_skipped: u64,
 }
 
 impl TapRunner {
-    pub fn new(split: JobSplit, conn: u64, peer: SocketAddr, direction: Direction) -> Self {
+    pub fn new(
+        split: JobSplit,
+        lossy: bool,
+        conn: u64,
+        peer: SocketAddr,
+        direction: Direction,
+    ) -> Self {
         TapRunner {
             conn,
             peer,
@@ -63,6 +108,9 @@ impl TapRunner {
             splitter: Splitter::new(split),
             job_bytes: 0,
             job_started: None,
+            lossy,
+            aligners: Vec::new(),
+            job_skipped: 0,
         }
     }
 
@@ -82,6 +130,9 @@ impl TapRunner {
                     self.errors.push(Some(e.to_string()));
                 }
             }
+            if self.lossy {
+                self.aligners.push(Aligner::new(frame_of(factory.as_ref())));
+            }
         }
     }
 
@@ -96,21 +147,14 @@ impl TapRunner {
                 self.job_started.get_or_insert_with(Instant::now);
                 self.job_bytes += data.len() as u64;
                 for (i, tap) in self.taps.iter_mut().enumerate() {
-                    if self.errors[i].is_some() {
-                        continue;
+                    let error = &mut self.errors[i];
+                    let mut feed = |d: &[u8]| {
+                        feed_tap(tap.as_mut(), error, &ctx.metrics.taps[i], ctx.metrics, d)
+                    };
+                    match self.aligners.get_mut(i) {
+                        Some(aligner) => aligner.feed(data, &mut feed),
+                        None => feed(data),
                     }
-                    let start = Instant::now();
-                    if let Err(e) = tap.update(data) {
-                        ctx.metrics.tap_errors.fetch_add(1, Ordering::Relaxed);
-                        self.errors[i] = Some(e.to_string());
-                    }
-                    let nanos = start.elapsed().as_nanos() as u64;
-                    ctx.metrics.taps[i]
-                        .bytes
-                        .fetch_add(data.len() as u64, Ordering::Relaxed);
-                    ctx.metrics.taps[i]
-                        .nanos
-                        .fetch_add(nanos, Ordering::Relaxed);
                 }
             }
             if step.end {
@@ -125,6 +169,42 @@ impl TapRunner {
                 ));
             }
             chunk = &chunk[step.consumed..];
+        }
+        done
+    }
+
+    /// A gap of `len` bytes the taps never saw (lossy tap policy): counted in the jobs it
+    /// falls in, which are marked partial; the taps drop the records it cuts. Returns the jobs
+    /// it finished (with `--job-bytes`, a gap may span several).
+    pub fn gap(&mut self, mut len: u64, ctx: &Context) -> Vec<Finished> {
+        let mut done = Vec::new();
+        self.ensure_taps(ctx);
+        while len > 0 {
+            let (skipped, end) = self.splitter.skip(len);
+            len -= skipped;
+            self.job_started.get_or_insert_with(Instant::now);
+            self.job_bytes += skipped;
+            self.job_skipped += skipped;
+            let resume_at = self.job_bytes;
+            for (i, tap) in self.taps.iter_mut().enumerate() {
+                let error = &mut self.errors[i];
+                let mut feed =
+                    |d: &[u8]| feed_tap(tap.as_mut(), error, &ctx.metrics.taps[i], ctx.metrics, d);
+                if let Some(aligner) = self.aligners.get_mut(i) {
+                    aligner.gap(resume_at, &mut feed);
+                }
+            }
+            if end {
+                let reason = ctx.split.name().to_string();
+                done.push(self.finish_job(
+                    ctx,
+                    &JobEnd {
+                        reason,
+                        complete: true,
+                    },
+                    None,
+                ));
+            }
         }
         done
     }
@@ -168,10 +248,41 @@ impl TapRunner {
         let mut taps = Map::new();
         let mut partials = Vec::with_capacity(self.taps.len());
         for (i, tap) in self.taps.iter_mut().enumerate() {
+            let counters = &ctx.metrics.taps[i];
+            // Lossy: the aligner hands over the unfinished record it holds, as it would have
+            // reached the tap without the policy.
+            let aligned = self.aligners.get_mut(i).map(|aligner| {
+                let error = &mut self.errors[i];
+                let counts = aligner.end_job(&mut |d: &[u8]| {
+                    feed_tap(tap.as_mut(), error, counters, ctx.metrics, d)
+                });
+                (aligner.frame(), counts)
+            });
             let error = self.errors[i].take();
-            let out = tap.finish(id, error.as_deref());
+            let mut out = tap.finish(id, error.as_deref());
             if let Some(left) = out.json.get("leftover_bytes").and_then(Value::as_u64) {
                 ctx.metrics.leftover.fetch_add(left, Ordering::Relaxed);
+            }
+            if let (Some((frame, counts)), Some(json)) = (aligned, out.json.as_object_mut()) {
+                counters
+                    .cut_bytes
+                    .fetch_add(counts.cut_bytes, Ordering::Relaxed);
+                match frame {
+                    Frame::Fixed(width) => {
+                        let whole = self.job_bytes / width as u64;
+                        let skipped = whole.saturating_sub(counts.whole_bytes / width as u64);
+                        counters
+                            .skipped_records
+                            .fetch_add(skipped, Ordering::Relaxed);
+                        json.insert("skipped_records".into(), json!(skipped));
+                        json.insert("cut_record_bytes".into(), json!(counts.cut_bytes));
+                    }
+                    Frame::Delimited(_) => {
+                        json.insert("cut_record_bytes".into(), json!(counts.cut_bytes));
+                        json.insert("shortened_lines".into(), json!(counts.shortened_lines));
+                    }
+                    Frame::Bytes => {}
+                }
             }
             taps.insert(ctx.labels[i].clone(), out.json);
             partials.push(out.partial);
@@ -193,6 +304,10 @@ impl TapRunner {
             "end": end.reason,
             "complete": end.complete,
         });
+        if self.lossy {
+            record["skipped_bytes"] = json!(self.job_skipped);
+            record["partial"] = json!(self.job_skipped > 0);
+        }
         if let Some(extra) = extra {
             for (k, v) in extra {
                 record[k] = v;
@@ -200,6 +315,7 @@ impl TapRunner {
         }
         record["taps"] = Value::Object(taps);
         self.job_bytes = 0;
+        self.job_skipped = 0;
         Finished {
             direction: self.direction,
             record,
@@ -217,11 +333,15 @@ impl TapRunner {
             }
             taps.insert(labels[i].clone(), value);
         }
-        json!({
+        let mut value = json!({
             "job": self.next_job,
             "bytes": self.job_bytes,
             "taps": taps,
-        })
+        });
+        if self.lossy {
+            value["skipped_bytes"] = json!(self.job_skipped);
+        }
+        value
     }
 
     /// The current job's mergeable state per tap (empty before the first byte).

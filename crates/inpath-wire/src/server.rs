@@ -7,15 +7,21 @@
 //!                     └──▶ tap task: job splitter ──▶ taps     (in parallel with the write)
 //! ```
 //! Each tapped direction owns at most `depth` buffers of `buffer` bytes. A buffer returns to
-//! the reader when the taps are done with it; when all are out, the reader waits (counted as
-//! back-pressure) and stops reading, so TCP flow control slows the sender. Nothing is skipped,
-//! and memory per connection is bounded by `depth × buffer` per tapped direction plus one
-//! `buffer` per untapped one, allocated on the first readable byte.
+//! the reader when the taps are done with it. When all are out:
+//! - [`TapPolicy::Exact`] (the default): the reader waits (counted as back-pressure) and stops
+//!   reading, so TCP flow control slows the sender. Nothing is skipped.
+//! - [`TapPolicy::Lossy`]: the reader reads into one plain buffer of its own and forwards the
+//!   bytes untapped; the tap task is told the length of the gap (consecutive gaps coalesced,
+//!   sent before the next tapped chunk or at the end), and the taps drop the records it cuts.
+//!
+//! Memory per connection is bounded by `depth × buffer` per tapped direction (plus the plain
+//! buffer under the lossy policy) and one `buffer` per untapped one, allocated on the first
+//! readable byte.
 
 use crate::hub::{lock, Conn, Hub, HubConfig, LogTarget, Outcome};
 use crate::runner::{JobEnd, TapRunner};
 use crate::transform::TransformFactory;
-use crate::{Direction, JobSplit, Result, WireError};
+use crate::{Direction, JobSplit, Result, TapPolicy, WireError};
 use inpath_taps::TapFactory;
 use serde_json::json;
 use std::future::Future;
@@ -77,6 +83,9 @@ pub struct ServerConfig {
     pub buffer: usize,
     /// Buffers a tapped direction may have in flight (read but not yet tapped).
     pub depth: usize,
+    /// What a tapped direction does when all `depth` buffers are with its taps: wait
+    /// (exact, the default) or forward untapped and count the gap (lossy).
+    pub tap_policy: TapPolicy,
     /// Connections served at once; more wait in the listen backlog.
     pub max_connections: usize,
     /// Closed connections kept for the HTTP API.
@@ -88,7 +97,7 @@ pub struct ServerConfig {
 impl ServerConfig {
     /// A relay from `listen` to `to` with the defaults: c2s tapped, a job per connection, no
     /// HTTP, results on stdout, 300 s idle timeout, 5 s connect timeout, 2 s grace, 128 KiB
-    /// buffers, depth 4, 10,000 connections, 1,000 closed ones kept.
+    /// buffers, depth 4, the exact tap policy, 10,000 connections, 1,000 closed ones kept.
     pub fn relay(listen: impl Into<String>, to: impl Into<String>) -> Self {
         ServerConfig {
             mode: Mode::Relay,
@@ -113,6 +122,7 @@ impl ServerConfig {
             grace: Duration::from_secs(2),
             buffer: 128 << 10,
             depth: 4,
+            tap_policy: TapPolicy::Exact,
             max_connections: 10_000,
             keep_closed: 1000,
             transforms: Vec::new(),
@@ -153,6 +163,16 @@ impl ServerConfig {
                     }
                 }
             }
+        }
+        if self.tap_policy == TapPolicy::Lossy && self.split == JobSplit::Message {
+            return Err(WireError::Setting {
+                name: "tap-policy",
+                value: "lossy".into(),
+                valid: "exact with --job-per-message (a gap over a message header would lose \
+                        the boundaries of every later message); use --job-bytes or a job per \
+                        connection with lossy"
+                    .into(),
+            });
         }
         match (self.mode, &self.to) {
             (Mode::Relay, None) => {
@@ -304,6 +324,7 @@ impl Server {
                 labels,
                 directions,
                 split: config.split,
+                policy: config.tap_policy,
                 keep_closed: config.keep_closed,
             },
             &config.log,
@@ -362,6 +383,7 @@ impl Server {
             "taps": config.taps.iter().map(|t| t.describe()).collect::<Vec<_>>(),
             "directions": config.directions.iter().map(|d| d.name()).collect::<Vec<_>>(),
             "split": config.split.name(),
+            "tap_policy": config.tap_policy.name(),
         }));
         let http_task = http.map(|l| tokio::spawn(crate::http::serve(l, hub.clone())));
         let limit = config.max_connections;
@@ -534,6 +556,7 @@ async fn handle(client: TcpStream, peer: SocketAddr, ctx: &Ctx, mut stop: watch:
         for &direction in &hub.config.directions {
             let runner = Arc::new(Mutex::new(TapRunner::new(
                 hub.config.split,
+                hub.config.policy == TapPolicy::Lossy,
                 conn.id,
                 conn.peer,
                 direction,
@@ -545,6 +568,7 @@ async fn handle(client: TcpStream, peer: SocketAddr, ctx: &Ctx, mut stop: watch:
                 tx,
                 ret: ret_rx,
                 allocated: 0,
+                gap: 0,
             });
             tap_tasks.push(tokio::spawn(tap_task(
                 rx,
@@ -678,33 +702,83 @@ async fn idle(activity: &AtomicU64, opened: Instant, timeout: Option<Duration>) 
     }
 }
 
+/// What the reader hands the tap task, in stream order.
+enum Piece {
+    /// The first `n` bytes of a pooled buffer (returned to the reader when tapped).
+    Data(Arc<Vec<u8>>, usize),
+    /// Bytes that were forwarded untapped (lossy tap policy).
+    Gap(u64),
+}
+
 async fn tap_task(
-    mut rx: mpsc::UnboundedReceiver<(Arc<Vec<u8>>, usize)>,
+    mut rx: mpsc::UnboundedReceiver<Piece>,
     ret: mpsc::UnboundedSender<Arc<Vec<u8>>>,
     runner: Arc<Mutex<TapRunner>>,
     hub: Arc<Hub>,
     conn: Arc<Conn>,
 ) {
-    while let Some((buf, n)) = rx.recv().await {
-        let finished = lock(&runner).feed(&buf[..n], &hub.runner_context());
-        hub.jobs_done(&conn, finished);
-        hub.metrics.backlog.fetch_sub(n as u64, Ordering::Relaxed);
-        let _ = ret.send(buf);
+    while let Some(piece) = rx.recv().await {
+        match piece {
+            Piece::Data(buf, n) => {
+                let finished = lock(&runner).feed(&buf[..n], &hub.runner_context());
+                let _ = ret.send(buf);
+                hub.jobs_done(&conn, finished);
+                hub.metrics.backlog.fetch_sub(n as u64, Ordering::Relaxed);
+            }
+            Piece::Gap(n) => {
+                let finished = lock(&runner).gap(n, &hub.runner_context());
+                hub.jobs_done(&conn, finished);
+            }
+        }
     }
 }
 
 /// The buffers of one tapped direction: sent to the tap task, returned when tapped.
 struct Feed {
-    tx: mpsc::UnboundedSender<(Arc<Vec<u8>>, usize)>,
+    tx: mpsc::UnboundedSender<Piece>,
     ret: mpsc::UnboundedReceiver<Arc<Vec<u8>>>,
     allocated: usize,
+    /// Lossy: bytes forwarded untapped since the last chunk sent (one gap, sent before the
+    /// next chunk, or when the feed is dropped at the end of the stream).
+    gap: u64,
+}
+
+impl Drop for Feed {
+    fn drop(&mut self) {
+        self.flush_gap();
+    }
 }
 
 impl Feed {
+    /// Sends the first `n` bytes of `buf` to the taps, after the gap before them, if any.
+    fn send(&mut self, buf: Arc<Vec<u8>>, n: usize) {
+        self.flush_gap();
+        let _ = self.tx.send(Piece::Data(buf, n));
+    }
+
+    fn flush_gap(&mut self) {
+        if self.gap > 0 {
+            let _ = self.tx.send(Piece::Gap(std::mem::take(&mut self.gap)));
+        }
+    }
+
+    /// A free buffer, or `None` when all `depth` are with the taps (lossy: never waits).
+    fn try_take(&mut self, p: &Pumping<'_>) -> Option<Arc<Vec<u8>>> {
+        let buf = match self.ret.try_recv() {
+            Ok(buf) => buf,
+            Err(_) if self.allocated < p.ctx.config.depth => {
+                self.allocated += 1;
+                Arc::new(vec![0; p.ctx.config.buffer])
+            }
+            Err(_) => return None,
+        };
+        Some(Self::sized(buf, p.ctx.config.buffer))
+    }
+
     /// A free buffer; waits (back-pressure) when all `depth` buffers are with the taps.
     async fn take(&mut self, p: &Pumping<'_>) -> Arc<Vec<u8>> {
         let size = p.ctx.config.buffer;
-        let mut buf = match self.ret.try_recv() {
+        let buf = match self.ret.try_recv() {
             Ok(buf) => buf,
             Err(_) if self.allocated < p.ctx.config.depth => {
                 self.allocated += 1;
@@ -724,8 +798,13 @@ impl Feed {
                 buf.unwrap_or_else(|| Arc::new(vec![0; size]))
             }
         };
+        Self::sized(buf, size)
+    }
+
+    /// `buf`, unshared and `size` bytes long (a transform may have swapped in a buffer of
+    /// another size).
+    fn sized(mut buf: Arc<Vec<u8>>, size: usize) -> Arc<Vec<u8>> {
         match Arc::get_mut(&mut buf) {
-            // A transform may have swapped in a buffer of another size.
             Some(b) => b.resize(size, 0),
             None => buf = Arc::new(vec![0; size]),
         }
@@ -755,6 +834,13 @@ impl Pumping<'_> {
         self.ctx.hub.metrics.bytes_read[d].fetch_add(n as u64, Ordering::Relaxed);
         self.conn.bytes[d].fetch_add(n as u64, Ordering::Relaxed);
         self.touch();
+    }
+
+    /// `n` bytes read were forwarded untapped (lossy tap policy).
+    fn skipped(&self, n: usize) {
+        let d = self.direction.index();
+        self.ctx.hub.metrics.skipped_bytes[d].fetch_add(n as u64, Ordering::Relaxed);
+        self.conn.skipped[d].fetch_add(n as u64, Ordering::Relaxed);
     }
 
     fn forwarded(&self, n: usize) {
@@ -817,10 +903,20 @@ async fn pump_inner(
     let mut plain: Vec<u8> = Vec::new();
     let mut out: Vec<u8> = Vec::new();
     let hub = &p.ctx.hub;
+    let lossy = p.ctx.config.tap_policy == TapPolicy::Lossy;
     loop {
-        match feed.as_mut() {
-            Some(f) => {
-                let mut buf = f.take(&p).await;
+        let pooled = match feed.as_mut() {
+            // Lossy: choose once bytes are there, so a buffer freed while the reader waited
+            // for them is used.
+            Some(f) if lossy => {
+                reader.readable().await.map_err(PumpError::Read)?;
+                f.try_take(&p)
+            }
+            Some(f) => Some(f.take(&p).await),
+            None => None,
+        };
+        match (feed.as_mut(), pooled) {
+            (Some(f), Some(mut buf)) => {
                 let n = match Arc::get_mut(&mut buf) {
                     Some(b) => reader.read(&mut b[..]).await.map_err(PumpError::Read)?,
                     None => unreachable!("Feed::take returns an unshared buffer"),
@@ -832,7 +928,7 @@ async fn pump_inner(
                 match transform.as_mut() {
                     None => {
                         hub.metrics.backlog.fetch_add(n as u64, Ordering::Relaxed);
-                        let _ = f.tx.send((buf.clone(), n));
+                        f.send(buf.clone(), n);
                         if let Some(w) = writer.as_mut() {
                             w.write_all(&buf[..n]).await.map_err(PumpError::Write)?;
                             p.forwarded(n);
@@ -855,7 +951,7 @@ async fn pump_inner(
                         hub.metrics
                             .backlog
                             .fetch_add(tapped as u64, Ordering::Relaxed);
-                        let _ = f.tx.send((buf.clone(), tapped));
+                        f.send(buf.clone(), tapped);
                         let onward: &[u8] = if t.taps_see_output() {
                             &buf[..tapped]
                         } else {
@@ -868,7 +964,9 @@ async fn pump_inner(
                     }
                 }
             }
-            None => {
+            // An untapped direction; or lossy, with every pooled buffer still with the taps:
+            // the bytes pass untapped and the taps are told how many they missed.
+            (untapped, _) => {
                 if plain.is_empty() {
                     plain = vec![0; p.ctx.config.buffer];
                 }
@@ -877,15 +975,20 @@ async fn pump_inner(
                     break;
                 }
                 p.read(n);
-                let bytes: &[u8] = match transform.as_mut() {
-                    None => &plain[..n],
+                let (bytes, tap_side): (&[u8], usize) = match transform.as_mut() {
+                    None => (&plain[..n], n),
                     Some(t) => {
                         out.clear();
                         t.push(&plain[..n], &mut out)
                             .map_err(PumpError::Transform)?;
-                        &out
+                        // The taps would have seen the clear side (as above).
+                        (&out, if t.taps_see_output() { out.len() } else { n })
                     }
                 };
+                if let Some(f) = untapped {
+                    f.gap += tap_side as u64;
+                    p.skipped(tap_side);
+                }
                 if let Some(w) = writer.as_mut() {
                     w.write_all(bytes).await.map_err(PumpError::Write)?;
                     p.forwarded(bytes.len());
@@ -906,7 +1009,7 @@ async fn pump_inner(
                 hub.metrics.backlog.fetch_add(n as u64, Ordering::Relaxed);
                 // One buffer more in the pool; it is resized when reused.
                 f.allocated += 1;
-                let _ = f.tx.send((Arc::new(std::mem::take(&mut out)), n));
+                f.send(Arc::new(std::mem::take(&mut out)), n);
             }
         }
     }

@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
-use inpath_wire::{Direction, JobSplit, LogTarget, Server, ServerConfig};
+use inpath_wire::{Direction, JobSplit, LogTarget, Server, ServerConfig, TapPolicy};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -21,6 +21,7 @@ enum Action {
   inpath wire relay --listen 127.0.0.1:9000 --to 127.0.0.1:9001 --tap sketch:format=u32
   inpath wire relay --listen :9000 --to db:5432 --direction both --tap crc --http 127.0.0.1:9100
   inpath wire relay --listen 127.0.0.1:9000 --to 127.0.0.1:9001 --tap sketch --job-bytes 1G --log jobs.jsonl
+  inpath wire relay --listen 127.0.0.1:9000 --to 127.0.0.1:9001 --tap sketch:format=u32 --tap-policy lossy
 
 Tap specifications (--tap, repeatable; every tap sees the same bytes):
   sketch[:format=u32|u64|lines|csv,column=NAME|INDEX,delimiter=C|tab,no_header,
@@ -156,6 +157,11 @@ struct CommonArgs {
     /// reading (back-pressure).
     #[arg(long, default_value_t = 4, value_name = "N")]
     depth: usize,
+    /// What a tapped direction does when its taps fall behind: exact (wait for them, slowing
+    /// the link; nothing is skipped) or lossy (forward at the link's own speed; the taps skip
+    /// what they cannot reach, counted, and the job's result is marked partial).
+    #[arg(long, default_value = "exact", value_name = "POLICY")]
+    tap_policy: String,
     /// Connections served at once; more wait in the listen backlog.
     #[arg(long, default_value_t = 10_000, value_name = "N")]
     max_connections: usize,
@@ -211,6 +217,7 @@ pub fn run(args: WireArgs) -> Result<()> {
     config.buffer = usize::try_from(parse_size("--buffer", &common.buffer)?)
         .context("--buffer is too large")?;
     config.depth = common.depth;
+    config.tap_policy = common.tap_policy.parse::<TapPolicy>()?;
     config.max_connections = common.max_connections;
     config.keep_closed = common.keep;
     let threads = match common.threads.given() {

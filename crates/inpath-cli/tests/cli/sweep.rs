@@ -1016,6 +1016,31 @@ fn wire_bad_inputs() {
         (
             &[
                 "wire",
+                "sink",
+                "--listen",
+                "127.0.0.1:0",
+                "--tap-policy",
+                "fast",
+            ],
+            "tap-policy = fast is out of range: exact",
+        ),
+        (
+            &[
+                "wire",
+                "sink",
+                "--listen",
+                "127.0.0.1:0",
+                "--tap",
+                "crc",
+                "--tap-policy",
+                "lossy",
+                "--job-per-message",
+            ],
+            "exact with --job-per-message",
+        ),
+        (
+            &[
+                "wire",
                 "relay",
                 "--listen",
                 "127.0.0.1:0",

@@ -477,7 +477,15 @@ async fn http_api_and_metrics_parse() {
         Some(1.0)
     );
     assert!(get("inpath_wire_tap_backlog_bytes").is_some());
-    assert_eq!(get("inpath_wire_tap_skipped_bytes_total"), Some(0.0));
+    // The default (exact) policy never skips.
+    for d in ["c2s", "s2c"] {
+        assert_eq!(
+            get(&format!(
+                "inpath_wire_tap_skipped_bytes_total{{direction=\"{d}\"}}"
+            )),
+            Some(0.0)
+        );
+    }
 
     assert_eq!(http_get(http, "/health").await, (200, "ok\n".into()));
     assert_eq!(http_get(http, "/nope").await.0, 404);

@@ -8,6 +8,8 @@
 //!   splitting, the transform hook and the HTTP API.
 //! - [`faults`]: refused and resetting peers, half-close, slow readers, idle timeouts, a thousand
 //!   connections, shutdown, bad settings.
+//! - [`lossy`]: the lossy tap policy: every byte forwarded while a held tap skips, records kept
+//!   whole and aligned around gaps, gaps counted in the right jobs, bad policies refused.
 //! - [`fuzz`]: a bounded, seeded fuzz pass over the message splitter and the unseal transform
 //!   from the committed corpus (`tests/corpus`).
 
@@ -16,3 +18,4 @@ mod common;
 mod data;
 mod faults;
 mod fuzz;
+mod lossy;
