@@ -241,11 +241,12 @@ impl Params {
     }
 
     /// Bytes of sketch state per lane while sketching: HLL registers plus 16-bit hot and 32-bit
-    /// mid counter tiers (the 64-bit tier only exists after two billion items).
+    /// mid counter tiers, the Fast-AGMS hot tier split by sign (two 16-bit counts a counter);
+    /// the 64-bit tier only exists after two billion items.
     pub fn state_bytes(&self) -> usize {
         self.hll_registers()
             + 6 * self.cm_rows as usize * self.cm_width()
-            + 6 * self.agms_rows as usize * self.agms_width()
+            + 8 * self.agms_rows as usize * self.agms_width()
     }
 
     /// Where each row's bits come from (see [`Slicing`]).
