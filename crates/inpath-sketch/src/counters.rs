@@ -13,11 +13,13 @@
 //!   billion); until then the state stays small (736 KiB per lane at the defaults).
 //!
 //! No counter can change by more than one per item, so a tier that has absorbed at most `L`
-//! items holds values within ±`L`: 32 767 items always fit an `i16`, 2^31 − 1 an `i32`.
-//! Count-Min counters are never negative and use the same signed tiers.
+//! items holds values within ±`L`. Every hot value is a count (Count-Min counters, and the two
+//! halves of a split Fast-AGMS counter), never negative, so 65 535 items always fit the hot
+//! tier's 16 bits read as unsigned; 2^31 − 1 fit the signed 32-bit mid tier. (The kernel adds
+//! with wrapping 16-bit arithmetic; the fold reads the result as `u16`.)
 
 /// Items the hot tier may absorb before it is folded into the mid tier.
-pub const HOT_LIMIT: u64 = i16::MAX as u64;
+pub const HOT_LIMIT: u64 = u16::MAX as u64;
 /// Items the mid tier may absorb before it is folded into the wide tier.
 pub const MID_LIMIT: u64 = i32::MAX as u64;
 
@@ -25,8 +27,8 @@ pub const MID_LIMIT: u64 = i32::MAX as u64;
 /// all its tables together.
 #[derive(Clone, Debug)]
 pub struct Tiers {
-    /// What the kernel increments: `len` counters, or for a split table `2 × len`, row by row
-    /// the `width` −1 counts then the `width` +1 counts.
+    /// What the kernel increments (counts, read as `u16`): `len` counters, or for a split table
+    /// `2 × len`, row by row the `width` −1 counts then the `width` +1 counts.
     pub(crate) hot: Vec<i16>,
     /// The row width of a split hot tier; 0 for a plain one.
     split: usize,
@@ -73,14 +75,14 @@ impl Tiers {
     fn add_hot_into(&self, mid: &mut [i32]) {
         if self.split == 0 {
             for (m, &h) in mid.iter_mut().zip(&self.hot) {
-                *m += h as i32;
+                *m += h as u16 as i32;
             }
         } else {
             let w = self.split;
             for (mid, row) in mid.chunks_exact_mut(w).zip(self.hot.chunks_exact(2 * w)) {
                 let (minus, plus) = row.split_at(w);
                 for ((m, &down), &up) in mid.iter_mut().zip(minus).zip(plus) {
-                    *m += up as i32 - down as i32;
+                    *m += up as u16 as i32 - down as u16 as i32;
                 }
             }
         }
@@ -89,10 +91,10 @@ impl Tiers {
     /// The hot tier's part of counter `i`.
     fn hot_value(&self, i: usize) -> i64 {
         if self.split == 0 {
-            self.hot[i] as i64
+            self.hot[i] as u16 as i64
         } else {
             let (w, r, j) = (self.split, i / self.split, i % self.split);
-            self.hot[r * 2 * w + w + j] as i64 - self.hot[r * 2 * w + j] as i64
+            self.hot[r * 2 * w + w + j] as u16 as i64 - self.hot[r * 2 * w + j] as u16 as i64
         }
     }
 
@@ -167,15 +169,18 @@ impl Tiers {
 mod tests {
     use super::*;
 
-    /// A split table and a plain one given the same ±1 updates hold the same counters through
-    /// a fold, a merge and a restore.
+    /// A split table given ±1 updates, and a plain one given +1 updates, hold what a model of
+    /// 64-bit counters holds through a fold, a merge and a restore; a hot count over 32,767
+    /// (the `i16` range) reads back as a count.
     #[test]
-    fn a_split_hot_tier_holds_the_same_counters_as_a_plain_one() {
+    fn hot_tiers_hold_counts_through_fold_merge_and_restore() {
         let (rows, width) = (3, 8);
         let mut plain = Tiers::new(rows * width);
         let mut split = Tiers::new_split(rows * width, width);
+        let (mut plain_model, mut split_model) =
+            (vec![0i64; rows * width], vec![0i64; rows * width]);
         let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut step = |plain: &mut Tiers, split: &mut Tiers| {
+        let mut step = |plain: &mut Tiers, split: &mut Tiers, pm: &mut [i64], sm: &mut [i64]| {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
@@ -185,31 +190,58 @@ mod tests {
                 x >> 20 & 1 == 1,
             );
             let c = &mut plain.hot[r * width + j];
-            *c = c.wrapping_add(if up { 1 } else { -1 });
+            *c = c.wrapping_add(1);
+            pm[r * width + j] += 1;
             let c = &mut split.hot[r * 2 * width + usize::from(up) * width + j];
             *c = c.wrapping_add(1);
+            sm[r * width + j] += if up { 1 } else { -1 };
         };
         for _ in 0..500 {
-            step(&mut plain, &mut split);
+            step(&mut plain, &mut split, &mut plain_model, &mut split_model);
         }
-        assert_eq!(split.totals(), plain.totals());
+        assert_eq!(
+            (plain.totals(), split.totals()),
+            (plain_model.clone(), split_model.clone())
+        );
         plain.fold_hot();
         split.fold_hot();
         assert!(split.hot.iter().all(|&h| h == 0));
         for _ in 0..300 {
-            step(&mut plain, &mut split);
+            step(&mut plain, &mut split, &mut plain_model, &mut split_model);
         }
-        assert_eq!(split.totals(), plain.totals());
+        assert_eq!(
+            (plain.totals(), split.totals()),
+            (plain_model.clone(), split_model.clone())
+        );
         let (mut a, mut b) = (
             Tiers::new(rows * width),
             Tiers::new_split(rows * width, width),
         );
         a.add_hot_to_mid(&plain);
         b.add_hot_to_mid(&split);
-        assert_eq!(b.totals(), a.totals());
+        // What went over is the hot part: with it zeroed, each table keeps the rest.
+        for (added, whole) in [(&a, &plain), (&b, &split)] {
+            let mut rest = whole.clone();
+            rest.hot.fill(0);
+            let sum: Vec<i64> = added
+                .totals()
+                .iter()
+                .zip(rest.totals())
+                .map(|(x, y)| x + y)
+                .collect();
+            assert_eq!(sum, whole.totals());
+        }
         let restored = Tiers::from_totals(split.totals(), 800, &split);
         assert_eq!(restored.hot.len(), 2 * rows * width);
-        assert_eq!(restored.totals(), plain.totals());
-        assert!(plain.totals().iter().any(|&t| t < 0) && plain.totals().iter().any(|&t| t > 0));
+        assert_eq!(restored.totals(), split_model);
+        assert!(split_model.iter().any(|&t| t < 0) && split_model.iter().any(|&t| t > 0));
+        // Up to HOT_LIMIT increments of one counter, past the i16 range.
+        let mut one = Tiers::new_split(width, width);
+        for _ in 0..HOT_LIMIT {
+            one.hot[width] = one.hot[width].wrapping_add(1);
+        }
+        assert_eq!(one.total(0), HOT_LIMIT as i64);
+        one.fold_hot();
+        assert_eq!(one.total(0), HOT_LIMIT as i64);
     }
 }

@@ -47,7 +47,10 @@ fn update_on_lanes_equals_one_pass() {
         assert!(s.same_state(&one), "{lanes} lanes");
         assert_eq!(s.count(), items.len() as u64);
     }
-    let wide: Vec<u8> = items.iter().flat_map(|&v| (v as u64 * 7919).to_le_bytes()).collect();
+    let wide: Vec<u8> = items
+        .iter()
+        .flat_map(|&v| (v as u64 * 7919).to_le_bytes())
+        .collect();
     let mut one = Sketch::new(Params::default(), ItemKind::U64).unwrap();
     one.update_u64_le(&wide).unwrap();
     let mut s = Sketch::new(Params::default(), ItemKind::U64).unwrap();
