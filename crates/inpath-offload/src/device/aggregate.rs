@@ -174,6 +174,22 @@ impl<'a> Lane<'a> {
                 .as_ref()
                 .is_some_and(|m| m[r / 64] >> (r % 64) & 1 == 0)
         };
+        if self.not_reducing && self.groups.dense.is_none() {
+            // A table that does not reduce its rows (`Lane::check_reduction`): every row is a
+            // group of its own, with no lookup; the host's final aggregate merges equal keys,
+            // as it merges groups sent early.
+            for r in 0..n {
+                if skipped(r) {
+                    ids.push(u32::MAX);
+                    continue;
+                }
+                for (k, c) in key.iter_mut().zip(&columns) {
+                    *k = c[r];
+                }
+                ids.push(self.groups.push_group(&key));
+            }
+            return Ok(ids);
+        }
         match self.groups.dense.take() {
             Some((strides, mut slots)) => {
                 // Each row's slot; once every slot a block touches has its group (all but the
@@ -278,6 +294,7 @@ impl<'a> Lane<'a> {
         n: usize,
     ) -> Result<()> {
         let ids = self.group_ids(arrays, registers, rows, matched, n)?;
+        self.rows_grouped += ids.len() as u64;
         let single = self.plan.keys().is_empty();
         let groups = self.groups.len;
         let dense = single || groups <= n;

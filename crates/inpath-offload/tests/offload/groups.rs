@@ -170,3 +170,77 @@ fn group_bys_merge_into_the_reference_groups_under_any_budget_and_spill_when_sma
         "{spilled_at_small} spilled of {cases}"
     );
 }
+
+/// The cost check of a group-by: a lane whose groups do not reduce its rows (more than 0.8
+/// groups a row after 100,000 rows) sends its groups page by page, each row a group of its own,
+/// with memory to spare; merged as the host's Final aggregate merges them they equal the
+/// reference. A reducing key over the same rows keeps one table.
+#[test]
+fn a_group_by_that_does_not_reduce_sends_its_groups_as_it_goes() {
+    let batch = numbers(240_000, 43);
+    let dir = tempfile::tempdir().unwrap();
+    let reader = write_table(dir.path(), "t", &batch, 4096);
+    let cols = columns(&batch);
+    let ops = ops();
+    let regs: Vec<Vec<i128>> = (0..batch.num_rows())
+        .map(|i| crate::transformer::evaluate(&ops, &[], &cols, i).unwrap())
+        .collect();
+    let device = device(&[("t", &reader)], 2, 256 << 20);
+    let aggs = vec![
+        (inpath_offload::graph::AggFunc::Sum, Some(1)),
+        (inpath_offload::graph::AggFunc::Avg, Some(9)),
+        (inpath_offload::graph::AggFunc::Max, Some(4)),
+    ];
+    let funcs = state_funcs(&aggs);
+    // (a, b): 2,000 x 100,000 pairs over 240,000 rows, nearly all distinct; a alone: 2,000.
+    for (keys, reducing) in [
+        (vec![GroupKey::Register(0), GroupKey::Register(6)], false),
+        (vec![GroupKey::Register(0)], true),
+    ] {
+        for whole in [false, true] {
+            let mut fields: Vec<(&str, &str)> = ["k0", "k1"][..keys.len()]
+                .iter()
+                .map(|&n| (n, "Int64"))
+                .collect();
+            fields.extend(aggs_fields(&aggs).iter().map(|(n, t)| (&n[..], &t[..])));
+            let mut t = task(
+                "t",
+                ops.clone(),
+                Operator::AggregateGroupBy {
+                    keys: keys.clone(),
+                    aggs: aggs.iter().map(|&(f, a)| agg(f, a)).collect(),
+                },
+                fields,
+            );
+            t.whole_groups = whole;
+            let mut want: HashMap<Vec<Cell>, Vec<State>> = HashMap::new();
+            for (i, regs) in regs.iter().enumerate() {
+                let key: Vec<Cell> = keys.iter().map(|k| key_cell(&cols, k, regs, i)).collect();
+                let states = want
+                    .entry(key)
+                    .or_insert_with(|| funcs.iter().map(|&f| State::empty(f)).collect());
+                add_row(states, &aggs, regs);
+            }
+            let want: HashMap<Vec<Cell>, Vec<Cell>> = want
+                .into_iter()
+                .map(|(k, s)| (k, s.iter().map(State::cell).collect()))
+                .collect();
+            device.reset_stats();
+            let what = format!("keys {keys:?}, whole {whole}");
+            let batches = run(&device, &TaskGraph::single(t)).unwrap();
+            let got = rows(&batches);
+            assert_eq!(merge_groups(&got, keys.len(), &funcs), want, "{what}");
+            let s = device.stats();
+            assert!(s.peak_memory <= device.memory_budget(), "{what}: {s:?}");
+            if reducing {
+                assert_eq!(s.groups_spilled, 0, "{what}: {s:?}");
+                if whole {
+                    assert_eq!(got.len(), want.len(), "{what}: each group once");
+                }
+            } else {
+                assert!(s.groups_spilled > 100_000, "{what}: {s:?}");
+                assert!(want.len() > 230_000, "{what}: {} groups", want.len());
+            }
+        }
+    }
+}
