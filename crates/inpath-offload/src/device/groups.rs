@@ -74,8 +74,45 @@ impl Groups {
     }
 
     /// The lanes' tables of one task as one, groups with the same keys merged: the device's
-    /// own final aggregate. The table is then only emitted (it has no lookups).
+    /// own final aggregate. The table is then only emitted (it has no lookups). Many groups
+    /// from several lanes are merged in as many parts at once, split by a hash of their keys
+    /// (TPC-H Q20 sends 0.54 M whole groups from 0.9 M rows: one thread took ~75 ms to merge
+    /// them, the host's two partitions half that).
     pub(super) fn merged(tables: Vec<Groups>, aggs: &[Agg]) -> Option<Groups> {
+        let parts = tables.len();
+        let total: usize = tables.iter().map(|g| g.len).sum();
+        let g = Groups::concatenated(tables)?;
+        let width = g.keys.len();
+        if parts < 2 || total < PARALLEL_MERGE {
+            return Some(merge_by_values(g, aggs, width, |g, k, i| g.keys[k][i]));
+        }
+        let mut picks: Vec<Vec<u32>> = vec![Vec::with_capacity(total / parts + 1); parts];
+        for i in 0..g.len {
+            let mut h = MulHasher::default();
+            for k in &g.keys {
+                h.write_u64(k[i] as u64);
+            }
+            // The high bits: the merge's own table indexes by the low ones.
+            picks[((h.finish() >> 32) % parts as u64) as usize].push(i as u32);
+        }
+        let merged: Vec<Groups> = std::thread::scope(|scope| {
+            let handles: Vec<_> = picks
+                .iter()
+                .map(|p| {
+                    let part = g.subset(p);
+                    scope.spawn(move || merge_by_values(part, aggs, width, |g, k, i| g.keys[k][i]))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect()
+        });
+        Groups::concatenated(merged)
+    }
+
+    /// The tables one after the other, with no lookups (none if there are no tables).
+    fn concatenated(tables: Vec<Groups>) -> Option<Groups> {
         let mut tables = tables.into_iter();
         let mut g = tables.next()?;
         g.dense = None;
@@ -98,8 +135,7 @@ impl Groups {
                 }
             }
         }
-        let width = g.keys.len();
-        Some(merge_by_values(g, aggs, width, |g, k, i| g.keys[k][i]))
+        Some(g)
     }
 
     /// The groups at `picks`, in that order.
@@ -231,6 +267,9 @@ impl Hasher for MulHasher {
         self.0 = mix(mix(v as u64 ^ self.0) ^ (v >> 64) as u64);
     }
 }
+
+/// Groups from several lanes above which [`Groups::merged`] merges in parts at once.
+const PARALLEL_MERGE: usize = 1 << 16;
 
 /// Largest dense group table (composite dictionary codes).
 pub(super) const DENSE_SLOTS: usize = 1 << 22;

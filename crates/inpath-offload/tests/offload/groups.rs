@@ -174,7 +174,8 @@ fn group_bys_merge_into_the_reference_groups_under_any_budget_and_spill_when_sma
 /// The cost check of a group-by: a lane whose groups do not reduce its rows (more than 0.8
 /// groups a row after 100,000 rows) sends its groups page by page, each row a group of its own,
 /// with memory to spare; merged as the host's Final aggregate merges them they equal the
-/// reference. A reducing key over the same rows keeps one table.
+/// reference. A reducing key over the same rows keeps one table; groups to send whole are kept
+/// and merged on the device in parts (over 2^16 groups from two lanes), each group once.
 #[test]
 fn a_group_by_that_does_not_reduce_sends_its_groups_as_it_goes() {
     let batch = numbers(240_000, 43);
@@ -237,6 +238,11 @@ fn a_group_by_that_does_not_reduce_sends_its_groups_as_it_goes() {
                 if whole {
                     assert_eq!(got.len(), want.len(), "{what}: each group once");
                 }
+            } else if whole {
+                // Groups to send whole stay in the lanes' tables, merged by the device in
+                // parts at once (more than 2^16 groups from two lanes).
+                assert_eq!(s.groups_spilled, 0, "{what}: {s:?}");
+                assert_eq!(got.len(), want.len(), "{what}: each group once");
             } else {
                 assert!(s.groups_spilled > 100_000, "{what}: {s:?}");
                 assert!(want.len() > 230_000, "{what}: {} groups", want.len());
