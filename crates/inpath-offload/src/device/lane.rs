@@ -93,9 +93,10 @@ impl<'a> Lane<'a> {
     /// sends each page's groups as it goes, instead of building one table of every group (TPC-H Q20's
     /// `lineitem` by part and supplier over one year: 0.8 M groups of 0.9 M rows). DataFusion's
     /// partial aggregate makes the same check (`skip_partial_aggregation_probe_*`, the same
-    /// numbers). Only tasks whose groups may reach the host in parts take it: not counted, held,
-    /// ordered or whole groups (those the device merges across lanes, in parts at once:
-    /// `Groups::merged`).
+    /// numbers). Only tasks whose groups may reach the host in parts take it: not counted, held
+    /// or ordered groups, and groups to send whole only once the lane has spilled some for
+    /// memory (until then the device merges them across lanes, in parts at once:
+    /// `Groups::merged`; after, the host's Final aggregate merges what comes).
     fn check_reduction(&mut self) {
         let task = &self.plan.task;
         if self.not_reducing
@@ -103,7 +104,7 @@ impl<'a> Lane<'a> {
             || self.rows_grouped < PROBE_ROWS
             || task.count_groups.is_some()
             || task.order.is_some()
-            || task.whole_groups
+            || (task.whole_groups && !self.spilled)
             || self.plan.hold_groups
         {
             return;

@@ -182,14 +182,27 @@ impl DeviceExec {
                 })
             })?
             .data;
-        let streams = (0..plan.output_partitioning().partition_count())
-            .map(|p| plan.execute(p, context.clone()))
-            .collect::<DfResult<Vec<_>>>()?;
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             self.schema.clone(),
-            futures::stream::select_all(streams),
+            all_partitions(plan, context)?,
         )))
     }
+}
+
+/// Every partition of `plan` merged into one stream, each partition driven by a task of its
+/// own (as `CoalescePartitionsExec` drives them). Polled together inside this one stream they
+/// all ran on one thread: TPC-H Q20's Final aggregate over 0.8 M groups a device sent in parts
+/// took ~75 ms on one core, with the other idle.
+fn all_partitions(
+    plan: Arc<dyn ExecutionPlan>,
+    context: Arc<TaskContext>,
+) -> DfResult<SendableRecordBatchStream> {
+    if plan.output_partitioning().partition_count() == 1 {
+        return plan.execute(0, context);
+    }
+    let merged: Arc<dyn ExecutionPlan> =
+        Arc::new(datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec::new(plan));
+    merged.execute(0, context)
 }
 
 /// A device's rows, already coming, as the one partition of a plan's leaf: read once.
@@ -364,12 +377,9 @@ impl ExecutionPlan for DeviceExec {
         let (first, stream) = match (first, &self.host) {
             (Ok(started), _) => started,
             (Err(e), Some(host)) if declined(&e) => {
-                let streams = (0..host.output_partitioning().partition_count())
-                    .map(|p| host.execute(p, context.clone()))
-                    .collect::<DfResult<Vec<_>>>()?;
                 return Ok(Box::pin(RecordBatchStreamAdapter::new(
                     self.schema.clone(),
-                    futures::stream::select_all(streams),
+                    all_partitions(host.clone(), context)?,
                 )));
             }
             (Err(e), _) => return Err(DataFusionError::External(Box::new(e))),
