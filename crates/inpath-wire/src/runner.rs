@@ -158,15 +158,7 @@ impl TapRunner {
                 }
             }
             if step.end {
-                let reason = ctx.split.name().to_string();
-                done.push(self.finish_job(
-                    ctx,
-                    &JobEnd {
-                        reason,
-                        complete: true,
-                    },
-                    None,
-                ));
+                done.push(self.finish_split_job(ctx));
             }
             chunk = &chunk[step.consumed..];
         }
@@ -195,18 +187,23 @@ impl TapRunner {
                 }
             }
             if end {
-                let reason = ctx.split.name().to_string();
-                done.push(self.finish_job(
-                    ctx,
-                    &JobEnd {
-                        reason,
-                        complete: true,
-                    },
-                    None,
-                ));
+                done.push(self.finish_split_job(ctx));
             }
         }
         done
+    }
+
+    /// Finishes the job the splitter just ended (its size or its message reached).
+    fn finish_split_job(&mut self, ctx: &Context) -> Finished {
+        let reason = ctx.split.name().to_string();
+        self.finish_job(
+            ctx,
+            &JobEnd {
+                reason,
+                complete: true,
+            },
+            None,
+        )
     }
 
     /// The stream of this direction ended (cleanly or not): finishes an open job, if any.

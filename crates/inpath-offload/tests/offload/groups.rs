@@ -7,7 +7,9 @@
 use crate::common::*;
 use crate::selector::{columns, selects, Col};
 use crate::transformer::{add_row, aggs_fields, numbers, random_aggs, state_funcs};
-use inpath_offload::graph::{CmpOp, Comparator, GroupKey, Op, Operator, Selector, Test};
+use inpath_offload::graph::{
+    AggFunc, CmpOp, Comparator, GroupKey, Op, Operator, Selector, TableTask, Test,
+};
 use inpath_offload::{Device, TaskGraph};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -59,6 +61,54 @@ fn key_cell(cols: &[Col], key: &GroupKey, regs: &[i128], i: usize) -> Cell {
     }
 }
 
+/// A group-by task over `t` running `ops`, grouped by `keys`, computing `aggs`.
+fn group_task(keys: &[GroupKey], aggs: &[(AggFunc, Option<usize>)], ops: &[Op]) -> TableTask {
+    let mut fields: Vec<(&str, &str)> = keys
+        .iter()
+        .zip(["k0", "k1"])
+        .map(|(k, n)| match k {
+            GroupKey::Dictionary { .. } => (n, "Utf8"),
+            _ => (n, "Int64"),
+        })
+        .collect();
+    let names = aggs_fields(aggs);
+    fields.extend(names.iter().map(|(n, t)| (&n[..], &t[..])));
+    task(
+        "t",
+        ops.to_vec(),
+        Operator::AggregateGroupBy {
+            keys: keys.to_vec(),
+            aggs: aggs.iter().map(|&(f, a)| agg(f, a)).collect(),
+        },
+        fields,
+    )
+}
+
+/// The reference's groups of `rows` (registers `regs`): each key's final aggregate states.
+fn reference_groups(
+    cols: &[Col],
+    regs: &[Vec<i128>],
+    keys: &[GroupKey],
+    aggs: &[(AggFunc, Option<usize>)],
+    rows: impl Iterator<Item = usize>,
+) -> HashMap<Vec<Cell>, Vec<Cell>> {
+    let funcs = state_funcs(aggs);
+    let mut want: HashMap<Vec<Cell>, Vec<State>> = HashMap::new();
+    for i in rows {
+        let key: Vec<Cell> = keys
+            .iter()
+            .map(|k| key_cell(cols, k, &regs[i], i))
+            .collect();
+        let states = want
+            .entry(key)
+            .or_insert_with(|| funcs.iter().map(|&f| State::empty(f)).collect());
+        add_row(states, aggs, &regs[i]);
+    }
+    want.into_iter()
+        .map(|(k, s)| (k, s.iter().map(State::cell).collect()))
+        .collect()
+}
+
 #[test]
 fn group_bys_merge_into_the_reference_groups_under_any_budget_and_spill_when_small() {
     let batch = numbers(3_000, 41);
@@ -89,24 +139,7 @@ fn group_bys_merge_into_the_reference_groups_under_any_budget_and_spill_when_sma
         for keys in key_sets() {
             let aggs = random_aggs(&mut r, ops.len());
             let funcs = state_funcs(&aggs);
-            let mut fields: Vec<(&str, &str)> = keys
-                .iter()
-                .zip(["k0", "k1"])
-                .map(|(k, n)| match k {
-                    GroupKey::Dictionary { .. } => (n, "Utf8"),
-                    _ => (n, "Int64"),
-                })
-                .collect();
-            fields.extend(aggs_fields(&aggs).iter().map(|(n, t)| (&n[..], &t[..])));
-            let mut t = task(
-                "t",
-                ops.clone(),
-                Operator::AggregateGroupBy {
-                    keys: keys.clone(),
-                    aggs: aggs.iter().map(|&(f, a)| agg(f, a)).collect(),
-                },
-                fields,
-            );
+            let mut t = group_task(&keys, &aggs, &ops);
             if r.gen_bool(0.5) {
                 t.selector = Selector {
                     products: vec![vec![Comparator {
@@ -119,21 +152,8 @@ fn group_bys_merge_into_the_reference_groups_under_any_budget_and_spill_when_sma
                 };
             }
             t.whole_groups = r.gen_bool(0.5);
-            let mut want: HashMap<Vec<Cell>, Vec<State>> = HashMap::new();
-            for i in (0..batch.num_rows()).filter(|&i| selects(&cols, &t.selector, i)) {
-                let key: Vec<Cell> = keys
-                    .iter()
-                    .map(|k| key_cell(&cols, k, &regs[i], i))
-                    .collect();
-                let states = want
-                    .entry(key)
-                    .or_insert_with(|| funcs.iter().map(|&f| State::empty(f)).collect());
-                add_row(states, &aggs, &regs[i]);
-            }
-            let want: HashMap<Vec<Cell>, Vec<Cell>> = want
-                .into_iter()
-                .map(|(k, s)| (k, s.iter().map(State::cell).collect()))
-                .collect();
+            let selected = (0..batch.num_rows()).filter(|&i| selects(&cols, &t.selector, i));
+            let want = reference_groups(&cols, &regs, &keys, &aggs, selected);
             let graph = TaskGraph::single(t.clone());
             for (device, small) in &devices {
                 device.reset_stats();
@@ -188,9 +208,9 @@ fn a_group_by_that_does_not_reduce_sends_its_groups_as_it_goes() {
         .collect();
     let device = device(&[("t", &reader)], 2, 256 << 20);
     let aggs = vec![
-        (inpath_offload::graph::AggFunc::Sum, Some(1)),
-        (inpath_offload::graph::AggFunc::Avg, Some(9)),
-        (inpath_offload::graph::AggFunc::Max, Some(4)),
+        (AggFunc::Sum, Some(1)),
+        (AggFunc::Avg, Some(9)),
+        (AggFunc::Max, Some(4)),
     ];
     let funcs = state_funcs(&aggs);
     // (a, b): 2,000 x 100,000 pairs over 240,000 rows, nearly all distinct; a alone: 2,000.
@@ -199,33 +219,9 @@ fn a_group_by_that_does_not_reduce_sends_its_groups_as_it_goes() {
         (vec![GroupKey::Register(0)], true),
     ] {
         for whole in [false, true] {
-            let mut fields: Vec<(&str, &str)> = ["k0", "k1"][..keys.len()]
-                .iter()
-                .map(|&n| (n, "Int64"))
-                .collect();
-            fields.extend(aggs_fields(&aggs).iter().map(|(n, t)| (&n[..], &t[..])));
-            let mut t = task(
-                "t",
-                ops.clone(),
-                Operator::AggregateGroupBy {
-                    keys: keys.clone(),
-                    aggs: aggs.iter().map(|&(f, a)| agg(f, a)).collect(),
-                },
-                fields,
-            );
+            let mut t = group_task(&keys, &aggs, &ops);
             t.whole_groups = whole;
-            let mut want: HashMap<Vec<Cell>, Vec<State>> = HashMap::new();
-            for (i, regs) in regs.iter().enumerate() {
-                let key: Vec<Cell> = keys.iter().map(|k| key_cell(&cols, k, regs, i)).collect();
-                let states = want
-                    .entry(key)
-                    .or_insert_with(|| funcs.iter().map(|&f| State::empty(f)).collect());
-                add_row(states, &aggs, regs);
-            }
-            let want: HashMap<Vec<Cell>, Vec<Cell>> = want
-                .into_iter()
-                .map(|(k, s)| (k, s.iter().map(State::cell).collect()))
-                .collect();
+            let want = reference_groups(&cols, &regs, &keys, &aggs, 0..batch.num_rows());
             device.reset_stats();
             let what = format!("keys {keys:?}, whole {whole}");
             let batches = run(&device, &TaskGraph::single(t)).unwrap();
