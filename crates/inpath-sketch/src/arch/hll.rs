@@ -71,12 +71,22 @@ fn raise(register: &mut u8, rank: u8) {
     }
 }
 
-/// Bucket, rank and register update of each hash in one scalar pass.
+/// Bucket, rank and register update of each hash in one scalar pass. The rank comes from the
+/// high half alone unless its bits below the bucket are all zero (a chance of 2^-(64-P)): the
+/// low half's bits only fill in below the high half's first set bit. (The branch-free 128-bit
+/// rank took seven more instructions an item: 7.9 against 7.5 ns per item for all three
+/// sketches capped to AVX2 on a Zen 4.)
 #[inline(always)]
 pub(super) fn hll_fused(hll: &mut [u8], p: u32, lo: &[u64], hi: &[u64]) {
     let mask = hll.len() - 1;
     for (&l, &h) in lo.iter().zip(hi) {
-        raise(&mut hll[(h >> (64 - p)) as usize & mask], hll_rank(p, h, l));
+        let shifted = h << p;
+        let rank = if shifted != 0 {
+            (shifted.leading_zeros() + 1) as u8
+        } else {
+            hll_rank(p, h, l)
+        };
+        raise(&mut hll[(h >> (64 - p)) as usize & mask], rank);
     }
 }
 
