@@ -6,11 +6,19 @@ use super::hll::{hll_buckets_and_ranks, hll_fused, hll_update};
 use crate::hash;
 use crate::params::Parts;
 
-/// Per-call buffers for one batch of hashes, on the heap (3 × 64 KiB).
+/// Per-call buffers for one batch of hashes, on the heap (3 × 64 KiB), and the HyperLogLog
+/// buckets and ranks of the vectorised pass (40 KiB).
 pub(super) struct Scratch {
     pub(super) lo: Vec<u64>,
     pub(super) mid: Vec<u64>,
     pub(super) hi: Vec<u64>,
+    pub(super) ranks: Ranks,
+}
+
+/// HyperLogLog buckets and ranks of one batch.
+pub(super) struct Ranks {
+    bucket: Vec<u32>,
+    rank: Vec<u8>,
 }
 
 impl Scratch {
@@ -19,6 +27,10 @@ impl Scratch {
             lo: vec![0; BATCH],
             mid: vec![0; BATCH],
             hi: vec![0; BATCH],
+            ranks: Ranks {
+                bucket: vec![0; BATCH],
+                rank: vec![0; BATCH],
+            },
         }
     }
 }
@@ -60,7 +72,7 @@ pub(super) fn hash_and_apply<const VECTOR_LZCNT: bool>(
             min = min.min(v);
             max = max.max(v);
         }
-        apply::<VECTOR_LZCNT>(target, layout, parts, lo, mid, hi);
+        apply::<VECTOR_LZCNT>(target, layout, parts, lo, mid, hi, &mut scratch.ranks);
     }
     (!bytes.is_empty()).then_some((min, max))
 }
@@ -74,6 +86,7 @@ pub(super) fn apply<const VECTOR_LZCNT: bool>(
     lo: &[u64],
     mid: &[u64],
     hi: &[u64],
+    ranks: &mut Ranks,
 ) {
     let n = lo.len();
     let mut windows = Windows {
@@ -84,9 +97,9 @@ pub(super) fn apply<const VECTOR_LZCNT: bool>(
     };
     if parts.hll && VECTOR_LZCNT {
         // A vectorised pass computes buckets and ranks, then a scalar pass updates registers.
-        let (mut bucket, mut rank) = (vec![0u32; n], vec![0u8; n]);
-        hll_buckets_and_ranks(layout.hll_p, lo, hi, &mut bucket, &mut rank);
-        hll_update(target.hll, &bucket, &rank);
+        let (bucket, rank) = (&mut ranks.bucket[..n], &mut ranks.rank[..n]);
+        hll_buckets_and_ranks(layout.hll_p, lo, hi, bucket, rank);
+        hll_update(target.hll, bucket, rank);
     } else if parts.hll {
         // Without a vector LZCNT that pass is scalar anyway: one fused pass saves the two
         // intermediate arrays (several times faster; `bench/sketch.py` measures it).

@@ -157,7 +157,7 @@ fn run_with_scratch<const VECTOR_LZCNT: bool>(
                 for ((m, &l), &h) in mid.iter_mut().zip(lo).zip(hi) {
                     *m = (l >> 32) | (h << 32);
                 }
-                apply::<VECTOR_LZCNT>(target, layout, job.parts, lo, mid, hi);
+                apply::<VECTOR_LZCNT>(target, layout, job.parts, lo, mid, hi, &mut scratch.ranks);
             }
             None
         }
