@@ -347,10 +347,7 @@ impl PySketch {
                     // SAFETY: `array` (and so the exporter's buffer) lives until this closure
                     // returns; see `IntArray::bytes`.
                     let bytes = unsafe { array.bytes() };
-                    match kind {
-                        ItemKind::U32 => sketch.update_u32_le_lanes(bytes, lanes),
-                        _ => sketch.update_u64_le_lanes(bytes, lanes),
-                    }
+                    inpath_sketch::SketchEngine::update_on_lanes(sketch, bytes, lanes)
                 })
                 .map_err(to_py);
         }

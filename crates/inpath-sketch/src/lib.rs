@@ -50,10 +50,10 @@ pub mod sketch;
 /// The kernel dispatch under its former name: `inpath_sketch::kernel::kernel_name()` and the
 /// other level functions still work.
 pub use arch as kernel;
-pub use engine::SketchEngine;
+pub use engine::{SketchEngine, LANE_MIN_ITEMS};
 pub use hash::HashMode;
 pub use hll::Estimator;
 pub use inpath_core::{Error, Result};
 pub use params::{Params, Parts};
 pub use query::{CountMinReport, Summary};
-pub use sketch::{Extremes, ItemKind, Sketch, ValueBatcher, LANE_MIN_ITEMS};
+pub use sketch::{Extremes, ItemKind, Sketch, ValueBatcher};

@@ -58,10 +58,6 @@ pub enum Extremes {
     },
 }
 
-/// Items per lane below which [`Sketch::update_u32_le_lanes`] takes fewer lanes: 2^18 items
-/// take ~2 ms to sketch, well over a lane's thread and state (~0.7 MiB at the defaults).
-pub const LANE_MIN_ITEMS: usize = 1 << 18;
-
 /// HyperLogLog + Count-Min + Fast-AGMS + min/max/count, fed one hash per item.
 #[derive(Clone, Debug)]
 pub struct Sketch {
@@ -194,59 +190,6 @@ impl Sketch {
             bytes.clear();
             bytes.extend(chunk.iter().flat_map(|v| v.to_le_bytes()));
             self.update_u32_le(&bytes)?;
-        }
-        Ok(())
-    }
-
-    /// As [`Sketch::update_u32_le`], the items cut into up to `lanes` contiguous parts
-    /// sketched on their own threads and merged: the same state for any lane count (merge
-    /// equals union). Inputs under [`LANE_MIN_ITEMS`] items per lane take fewer lanes.
-    pub fn update_u32_le_lanes(&mut self, items: &[u8], lanes: usize) -> Result<()> {
-        self.expect_kind(ItemKind::U32)?;
-        self.update_lanes(items, 4, lanes, |s, part| s.update_u32_le(part))
-    }
-
-    /// As [`Sketch::update_u32_le_lanes`] for `u64` items.
-    pub fn update_u64_le_lanes(&mut self, items: &[u8], lanes: usize) -> Result<()> {
-        self.expect_kind(ItemKind::U64)?;
-        self.update_lanes(items, 8, lanes, |s, part| s.update_u64_le(part))
-    }
-
-    fn update_lanes(
-        &mut self,
-        items: &[u8],
-        width: usize,
-        lanes: usize,
-        update: impl Fn(&mut Sketch, &[u8]) -> Result<()> + Sync,
-    ) -> Result<()> {
-        let n = items.len() / width;
-        let lanes = lanes.clamp(1, (n / LANE_MIN_ITEMS).max(1));
-        if lanes == 1 || !items.len().is_multiple_of(width) {
-            return update(self, items);
-        }
-        let per = n.div_ceil(lanes) * width;
-        let (first, rest) = items.split_at(per);
-        let update = &update;
-        let others: Vec<Result<Sketch>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = rest
-                .chunks(per)
-                .map(|part| {
-                    let mut lane = self.empty_like();
-                    scope.spawn(move || update(&mut lane, part).map(|()| lane))
-                })
-                .collect();
-            let mine = update(self, first);
-            let mut out: Vec<Result<Sketch>> = handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-                .collect();
-            if let Err(e) = mine {
-                out.insert(0, Err(e));
-            }
-            out
-        });
-        for lane in others {
-            self.merge(&lane?)?;
         }
         Ok(())
     }

@@ -33,6 +33,7 @@ fn merge_equals_union() {
 #[test]
 fn update_on_lanes_equals_one_pass() {
     use inpath_sketch::LANE_MIN_ITEMS;
+    let on_lanes = SketchEngine::update_on_lanes;
     // Enough items for five lanes; a first update so the lanes merge into existing state.
     let items = u32_items(21, 5 * LANE_MIN_ITEMS + 777, 300_000);
     let bytes = le_bytes(&items);
@@ -42,8 +43,8 @@ fn update_on_lanes_equals_one_pass() {
     one.update_u32_le(tail).unwrap();
     for lanes in [1, 2, 3, 5, 64] {
         let mut s = Sketch::new(Params::default(), ItemKind::U32).unwrap();
-        s.update_u32_le_lanes(head, lanes).unwrap();
-        s.update_u32_le_lanes(tail, lanes).unwrap();
+        on_lanes(&mut s, head, lanes).unwrap();
+        on_lanes(&mut s, tail, lanes).unwrap();
         assert!(s.same_state(&one), "{lanes} lanes");
         assert_eq!(s.count(), items.len() as u64);
     }
@@ -54,11 +55,19 @@ fn update_on_lanes_equals_one_pass() {
     let mut one = Sketch::new(Params::default(), ItemKind::U64).unwrap();
     one.update_u64_le(&wide).unwrap();
     let mut s = Sketch::new(Params::default(), ItemKind::U64).unwrap();
-    s.update_u64_le_lanes(&wide, 4).unwrap();
+    on_lanes(&mut s, &wide, 4).unwrap();
     assert!(s.same_state(&one));
-    // The wrong kind is refused before any lane starts.
-    assert!(s.update_u32_le_lanes(&bytes, 2).is_err());
-    assert_eq!(s.count(), items.len() as u64);
+    // A partial item, or a sketch of byte values, is refused by name and the sketch keeps
+    // what it held.
+    let err = on_lanes(&mut s, &wide[..wide.len() - 3], 2)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("whole 8-byte items"), "{err}");
+    assert!(s.same_state(&one));
+    let mut text = Sketch::new(Params::default(), ItemKind::Bytes).unwrap();
+    let err = on_lanes(&mut text, &bytes, 2).unwrap_err().to_string();
+    assert!(err.contains("a u32 or u64 sketch"), "{err}");
+    assert_eq!(text.count(), 0);
 }
 
 #[test]
