@@ -315,15 +315,11 @@ impl PySketch {
         data: &Bound<'_, PyAny>,
         threads: Option<usize>,
     ) -> PyResult<()> {
-        let lanes = match threads {
-            Some(0) => {
-                return Err(PyValueError::new_err(
-                    "threads must be at least 1 (or None: one per CPU)",
-                ))
-            }
-            Some(t) => t,
-            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        };
+        if threads == Some(0) {
+            return Err(PyValueError::new_err(
+                "threads must be at least 1 (or None: one per CPU)",
+            ));
+        }
         if data.is_instance_of::<PyString>() || data.is_instance_of::<PyBytes>() {
             let one = pyo3::types::PyTuple::new(py, [data])?;
             return self.update_values(py, one.as_any());
@@ -341,6 +337,10 @@ impl PySketch {
                 4 => (ItemKind::U32, format!("a {} array", array.dtype)),
                 _ => (ItemKind::U64, format!("a {} array", array.dtype)),
             };
+            // Asked here, not per call: it reads the cgroup's CPU quota (a one-value update
+            // in a Python loop must not).
+            let lanes = threads
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
             let sketch = self.resolve(kind, &what)?;
             return py
                 .detach(|| {
