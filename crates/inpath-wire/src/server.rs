@@ -777,28 +777,21 @@ impl Feed {
 
     /// A free buffer; waits (back-pressure) when all `depth` buffers are with the taps.
     async fn take(&mut self, p: &Pumping<'_>) -> Arc<Vec<u8>> {
+        if let Some(buf) = self.try_take(p) {
+            return buf;
+        }
         let size = p.ctx.config.buffer;
-        let buf = match self.ret.try_recv() {
-            Ok(buf) => buf,
-            Err(_) if self.allocated < p.ctx.config.depth => {
-                self.allocated += 1;
-                Arc::new(vec![0; size])
-            }
-            Err(_) => {
-                let start = Instant::now();
-                let buf = self.ret.recv().await;
-                let nanos = start.elapsed().as_nanos() as u64;
-                let m = &p.ctx.hub.metrics;
-                m.backpressure_waits.fetch_add(1, Ordering::Relaxed);
-                m.backpressure_nanos.fetch_add(nanos, Ordering::Relaxed);
-                p.conn.backpressure_waits.fetch_add(1, Ordering::Relaxed);
-                p.conn
-                    .backpressure_nanos
-                    .fetch_add(nanos, Ordering::Relaxed);
-                buf.unwrap_or_else(|| Arc::new(vec![0; size]))
-            }
-        };
-        Self::sized(buf, size)
+        let start = Instant::now();
+        let buf = self.ret.recv().await;
+        let nanos = start.elapsed().as_nanos() as u64;
+        let m = &p.ctx.hub.metrics;
+        m.backpressure_waits.fetch_add(1, Ordering::Relaxed);
+        m.backpressure_nanos.fetch_add(nanos, Ordering::Relaxed);
+        p.conn.backpressure_waits.fetch_add(1, Ordering::Relaxed);
+        p.conn
+            .backpressure_nanos
+            .fetch_add(nanos, Ordering::Relaxed);
+        Self::sized(buf.unwrap_or_else(|| Arc::new(vec![0; size])), size)
     }
 
     /// `buf`, unshared and `size` bytes long (a transform may have swapped in a buffer of
