@@ -71,15 +71,16 @@ impl Tiers {
         self.mid.is_empty()
     }
 
-    /// Adds this hot tier into `mid` (a mid tier of the same shape).
-    fn add_hot_into(&self, mid: &mut [i32]) {
-        if self.split == 0 {
-            for (m, &h) in mid.iter_mut().zip(&self.hot) {
+    /// Adds a hot tier (`split`: its row width when split by sign, else 0) into `mid`, a mid
+    /// tier of the same shape.
+    fn add_hot(hot: &[i16], split: usize, mid: &mut [i32]) {
+        if split == 0 {
+            for (m, &h) in mid.iter_mut().zip(hot) {
                 *m += h as u16 as i32;
             }
         } else {
-            let w = self.split;
-            for (mid, row) in mid.chunks_exact_mut(w).zip(self.hot.chunks_exact(2 * w)) {
+            let w = split;
+            for (mid, row) in mid.chunks_exact_mut(w).zip(hot.chunks_exact(2 * w)) {
                 let (minus, plus) = row.split_at(w);
                 for ((m, &down), &up) in mid.iter_mut().zip(minus).zip(plus) {
                     *m += up as u16 as i32 - down as u16 as i32;
@@ -100,9 +101,7 @@ impl Tiers {
 
     /// Adds the hot tier into the mid tier and zeroes it.
     pub fn fold_hot(&mut self) {
-        let mut mid = std::mem::take(&mut self.mid);
-        self.add_hot_into(&mut mid);
-        self.mid = mid;
+        Tiers::add_hot(&self.hot, self.split, &mut self.mid);
         self.hot.fill(0);
     }
 
@@ -128,7 +127,7 @@ impl Tiers {
 
     /// Adds `other`'s hot tier into this mid tier (the caller ensures it fits).
     pub fn add_hot_to_mid(&mut self, other: &Tiers) {
-        other.add_hot_into(&mut self.mid);
+        Tiers::add_hot(&other.hot, other.split, &mut self.mid);
     }
 
     /// Adds `other`'s mid and wide tiers into this wide tier.
