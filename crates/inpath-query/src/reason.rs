@@ -197,6 +197,16 @@ pub enum HostReason {
     /// A residual condition on an aggregate's groups.
     #[error("a residual condition on an aggregate's groups")]
     ResidualOnGroups,
+    /// A filter on an aggregate's groups that is not a HAVING the device tests: every term
+    /// a sum, count, minimum or maximum compared with a constant at its scale.
+    #[error(
+        "a filter on an aggregate's groups ({filter}) is not its sums, counts, minima or \
+         maxima compared with constants"
+    )]
+    HavingNotTest {
+        /// The filter.
+        filter: String,
+    },
 
     // --- Expressions (the transformer's compiler) ---
     /// A group key the compiler refused, and why.

@@ -112,7 +112,7 @@ impl Groups {
     }
 
     /// The tables one after the other, with no lookups (none if there are no tables).
-    fn concatenated(tables: Vec<Groups>) -> Option<Groups> {
+    pub(super) fn concatenated(tables: Vec<Groups>) -> Option<Groups> {
         let mut tables = tables.into_iter();
         let mut g = tables.next()?;
         g.dense = None;

@@ -58,6 +58,10 @@ pub(super) struct Lane<'a> {
     /// The selection of the block in hand when every row of the page goes through the
     /// transformer (bit i: row i of the block); none when only selected rows do.
     pub(super) block_mask: Option<Vec<u64>>,
+    /// A build with a HAVING over disjoint pages ([`Prepared::complete_key`]): the groups
+    /// its pages have ended that passed, and the groups at their ends (untested: later pages
+    /// may add to them), for the device to merge across lanes.
+    pub(super) finished: Groups,
 }
 
 impl<'a> Lane<'a> {
@@ -83,6 +87,7 @@ impl<'a> Lane<'a> {
             rows_grouped: 0,
             not_reducing: false,
             block_mask: None,
+            finished: Groups::new(plan.identities.len(), plan.aggs().len()),
         }
     }
 
@@ -124,7 +129,7 @@ impl<'a> Lane<'a> {
     }
 
     pub(super) fn account_groups(&mut self) {
-        let now = self.groups.bytes();
+        let now = self.groups.bytes() + self.finished.bytes();
         if now > self.held {
             self.counters.hold(now - self.held);
         } else {
@@ -183,6 +188,9 @@ impl<'a> Lane<'a> {
                 }
             }
             last_page = last_page.max(self.page(page)?);
+            if let Some((id, column)) = self.plan.complete_key {
+                self.finish_page_groups(id, column, page);
+            }
             self.keep_first_rows();
             self.check_reduction();
         }
@@ -206,6 +214,30 @@ impl<'a> Lane<'a> {
             emit(batch);
         }
         Ok(())
+    }
+
+    /// After a page of a build with a HAVING over disjoint pages: the groups whose key
+    /// `id` (column `column`) lies strictly inside the page's range are whole, so those that
+    /// pass go to `finished` and the rest are dropped; the groups at the page's two ends go
+    /// to `finished` untested. The table starts empty for the next page.
+    fn finish_page_groups(&mut self, id: usize, column: usize, page: usize) {
+        let Some((lo, hi)) = self.plan.page_range(column, page) else {
+            return;
+        };
+        let g = &self.groups;
+        let picks: Vec<u32> = (0..g.len)
+            .filter(|&i| {
+                let k = g.keys[id][i] as i128;
+                k <= lo || k >= hi || self.plan.passes_having(g, i)
+            })
+            .map(|i| i as u32)
+            .collect();
+        let ended = g.subset(&picks);
+        let finished = std::mem::replace(&mut self.finished, Groups::new(0, 0));
+        self.finished =
+            Groups::concatenated(vec![finished, ended]).unwrap_or_else(|| Groups::new(0, 0));
+        self.groups.clear();
+        self.account_groups();
     }
 
     /// A NOP last task under TOPK: once the rows kept outnumber the limit by far, only those

@@ -1,11 +1,14 @@
 //! A task prepared for the lanes: columns resolved against the tables, what is kept and
 //! emitted, the pages that survive the zone maps.
 
-use crate::graph::{Agg, AggFunc, CmpOp, Comparator, GroupKey, Operator, Source, TableTask, Test};
+use super::groups::Groups;
+use crate::graph::{
+    Agg, AggFunc, CmpOp, Comparator, GroupKey, Op, Operator, Source, TableTask, Test,
+};
 use crate::join::{Built, Kept};
 use arrow_schema::{DataType, SchemaRef};
 use inpath_table::error::{Error, Result};
-use inpath_table::format::LogicalType;
+use inpath_table::format::{LogicalType, Scalar};
 use inpath_table::reader::TableReader;
 use std::sync::Arc;
 
@@ -45,6 +48,10 @@ pub(super) struct Prepared {
     /// A build that aggregates: lanes hold their groups for the device to merge into build
     /// rows, and never spill them (partial groups are no join's rows).
     pub(super) hold_groups: bool,
+    /// A build with a HAVING whose group keys are all register values, one of them a table
+    /// column whose pages hold disjoint ranges (see [`Prepared::disjoint_key`]): (that key's
+    /// identity, the column). Lanes then finish a page's inner groups as they go.
+    pub(super) complete_key: Option<(usize, usize)>,
 }
 
 /// How a build task keeps a column.
@@ -277,6 +284,7 @@ impl Prepared {
             distinct: false,
             summarize: None,
             hold_groups: false,
+            complete_key: None,
         })
     }
 
@@ -292,6 +300,73 @@ impl Prepared {
             Operator::AggregateGroupBy { keys, .. } => keys,
             _ => &[],
         }
+    }
+
+    /// For a build whose groups have a HAVING: a group key that is a table column's value
+    /// (every key a register, none a dictionary code or build row) whose pages hold disjoint
+    /// ranges, meeting at most at their ends (a table in that column's order: lineitem by
+    /// orderkey). A key value strictly inside one page's range is then in no other page, so
+    /// that page ends its groups: the lane tests them and keeps only those that pass (TPC-H
+    /// Q18 keeps 57 orders of 1.5 million), never holding every group.
+    pub(super) fn disjoint_key(&self) -> Option<(usize, usize)> {
+        if self.task.having.is_empty() {
+            return None;
+        }
+        let registers: Option<Vec<usize>> = self
+            .identities
+            .iter()
+            .map(|i| match *i {
+                Identity::Register(r) => Some(r),
+                _ => None,
+            })
+            .collect();
+        for (id, r) in registers?.into_iter().enumerate() {
+            let Some(&Op::Load { column }) = self.task.transformer.ops.get(r) else {
+                continue;
+            };
+            let ranges: Option<Vec<(i128, i128)>> = (0..self.reader.page_count())
+                .map(|p| self.page_range(column, p))
+                .collect();
+            let Some(mut ranges) = ranges else {
+                continue;
+            };
+            ranges.sort_unstable();
+            if ranges.windows(2).all(|w| w[0].1 <= w[1].0) {
+                return Some((id, column));
+            }
+        }
+        None
+    }
+
+    /// A page's smallest and largest value of an integer column without nulls, from its zone
+    /// map.
+    pub(super) fn page_range(&self, column: usize, page: usize) -> Option<(i128, i128)> {
+        let z = self.reader.zone_map(column, page).ok()?;
+        match (&z.min, &z.max) {
+            (Some(Scalar::Int(lo)), Some(Scalar::Int(hi))) if z.null_count == 0 => Some((*lo, *hi)),
+            _ => None,
+        }
+    }
+
+    /// Whether group `i` of `g` passes the task's HAVING (every group does without one).
+    pub(super) fn passes_having(&self, g: &Groups, i: usize) -> bool {
+        let aggs = self.aggs();
+        self.task
+            .having
+            .iter()
+            .all(|h| h.passes(aggs[h.agg].func, g.count[h.agg][i], g.acc[h.agg][i]))
+    }
+
+    /// The groups of `g` that pass the task's HAVING.
+    pub(super) fn having(&self, g: Groups) -> Groups {
+        if self.task.having.is_empty() {
+            return g;
+        }
+        let picks: Vec<u32> = (0..g.len)
+            .filter(|&i| self.passes_having(&g, i))
+            .map(|i| i as u32)
+            .collect();
+        g.subset(&picks)
     }
 
     pub(super) fn aggs(&self) -> &[Agg] {

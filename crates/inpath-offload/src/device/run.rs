@@ -181,9 +181,12 @@ impl LocalDevice {
         let schema = output_schema(task)?;
         let mut plan = Prepared::new(reader, task.clone(), schema, builds)?;
         plan.hold_groups = true;
+        plan.complete_key = plan.disjoint_key();
         let budget = self.memory_budget.saturating_sub(held + reserve);
         let parts = self.on_lanes(&plan, budget, |lane| {
-            std::mem::replace(&mut lane.groups, Groups::new(0, 0))
+            let groups = std::mem::replace(&mut lane.groups, Groups::new(0, 0));
+            let finished = std::mem::replace(&mut lane.finished, Groups::new(0, 0));
+            Groups::concatenated(vec![groups, finished]).unwrap_or_else(|| Groups::new(0, 0))
         })?;
         let tables = parts.into_iter().collect::<Result<Vec<Groups>>>()?;
         let group_bytes: u64 = tables.iter().map(Groups::bytes).sum();
@@ -192,7 +195,7 @@ impl LocalDevice {
             let Some(groups) = Groups::merged(tables, plan.aggs()) else {
                 return Ok(None);
             };
-            let groups = plan.regroup(groups)?;
+            let groups = plan.having(plan.regroup(groups)?);
             plan.emit_groups(&groups).map(Some)
         })();
         self.counters.release(group_bytes);

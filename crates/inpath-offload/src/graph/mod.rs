@@ -22,8 +22,9 @@ mod tests;
 /// rows go to the host, sorted and cut by TOPK); version 7 counted groups that are sorted
 /// (`count_groups` with `order`: the counts' rows ordered by any of their columns, strings
 /// included); version 8 groups sent whole (`TableTask::whole_groups`: merged across the
-/// lanes, in one batch). Older graphs read unchanged.
-pub const GRAPH_VERSION: u32 = 8;
+/// lanes, in one batch); version 9 a HAVING on a build's groups (`TableTask::having`). Older
+/// graphs read unchanged.
+pub const GRAPH_VERSION: u32 = 9;
 
 /// A Table Task graph.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -269,6 +270,33 @@ impl TaskGraph {
                      with keys, none a build row's column, has whole groups to send"
                 )));
             }
+            if !task.having.is_empty() {
+                let aggs = match &task.operator {
+                    Operator::AggregateGroupBy { aggs, .. } => aggs.as_slice(),
+                    _ => &[],
+                };
+                let joined = self.tasks[t + 1..]
+                    .iter()
+                    .any(|later| later.joins.iter().any(|j| j.build == t));
+                let plain = task.having.iter().all(|h| {
+                    aggs.get(h.agg).is_some_and(|a| {
+                        matches!(
+                            a.func,
+                            AggFunc::Sum
+                                | AggFunc::Count
+                                | AggFunc::CountAll
+                                | AggFunc::Min
+                                | AggFunc::Max
+                        )
+                    })
+                });
+                if !joined || !plain {
+                    return Err(bad(format!(
+                        "task {t} has a HAVING: only an AGGREGATE_GROUPBY whose groups a later \
+                         task joins, testing its sums, counts, minima and maxima, has one"
+                    )));
+                }
+            }
             if let Some(order) = &task.order {
                 if t + 1 != self.tasks.len() {
                     return Err(bad(format!(
@@ -362,6 +390,44 @@ pub struct TableTask {
     /// once, whole, so the host has no partial groups to merge.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub whole_groups: bool,
+    /// A build task's AGGREGATE_GROUPBY only: the groups a later task joins are those whose
+    /// aggregates pass every test here (a SQL `HAVING`, such as TPC-H Q18's
+    /// `sum(l_quantity) > 300`), tested on the merged, final groups.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub having: Vec<Having>,
+}
+
+/// One test of [`TableTask::having`]: aggregate `agg`'s final value `op` `value`, both as
+/// exact integers at the aggregate's scale (a sum of `decimal(15,2)` values in hundredths).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Having {
+    /// The aggregate, by its place in the operator's `aggs`: a sum, count, minimum or maximum.
+    pub agg: usize,
+    /// The comparison.
+    pub op: CmpOp,
+    /// The constant.
+    pub value: i64,
+}
+
+impl Having {
+    /// Whether a group whose aggregate holds `count` rows and the accumulator `acc` passes.
+    pub fn passes(&self, func: AggFunc, count: i64, acc: i128) -> bool {
+        let v = match func {
+            AggFunc::Count | AggFunc::CountAll => count as i128,
+            // A sum, minimum or maximum over no value is null, and null passes no test.
+            AggFunc::Sum | AggFunc::Min | AggFunc::Max if count == 0 => return false,
+            _ => acc,
+        };
+        let c = self.value as i128;
+        match self.op {
+            CmpOp::Eq => v == c,
+            CmpOp::Ne => v != c,
+            CmpOp::Lt => v < c,
+            CmpOp::Le => v <= c,
+            CmpOp::Gt => v > c,
+            CmpOp::Ge => v >= c,
+        }
+    }
 }
 
 impl TableTask {

@@ -21,6 +21,7 @@ fn task(table: &str, operator: Operator) -> TableTask {
         order: None,
         count_groups: None,
         whole_groups: false,
+        having: Vec::new(),
     }
 }
 

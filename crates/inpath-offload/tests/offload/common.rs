@@ -85,6 +85,7 @@ pub fn task(table: &str, ops: Vec<Op>, operator: Operator, fields: Vec<(&str, &s
         order: None,
         count_groups: None,
         whole_groups: false,
+        having: Vec::new(),
     }
 }
 

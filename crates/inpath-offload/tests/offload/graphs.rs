@@ -31,6 +31,7 @@ pub fn aggregate_over_t(ops: Vec<Op>, aggs: Vec<Agg>, fields: Vec<(String, Strin
         order: None,
         count_groups: None,
         whole_groups: false,
+        having: Vec::new(),
     }
 }
 
@@ -178,6 +179,7 @@ fn the_row_selector_equals_direct_evaluation() {
             order: None,
             count_groups: None,
             whole_groups: false,
+            having: Vec::new(),
         };
         let graph = TaskGraph::single(task);
         // The graph survives its JSON form.
@@ -228,6 +230,7 @@ fn bad_graphs_and_budgets_give_clear_errors() {
         order: None,
         count_groups: None,
         whole_groups: false,
+        having: Vec::new(),
     };
     let graph = TaskGraph::single(task.clone());
 

@@ -13,6 +13,8 @@
 //!   budget, spilling when it is small.
 //! - [`joins`]: every join kind equals a nested-loop reference; a build that outgrows the
 //!   budget is declined.
+//! - [`having`]: a HAVING on a build's groups keeps the passing groups; over pages in key
+//!   order the lanes hold only those.
 //! - [`order`]: SORT and TOPK over rows and groups keep every tie of the last row sent.
 //! - [`lanes`]: lanes and budgets do not change answers; a dropped or cancelled stream stops
 //!   its graph and the device goes on.
@@ -31,6 +33,7 @@ mod common;
 
 mod graphs;
 mod groups;
+mod having;
 mod joins;
 mod lanes;
 mod order;

@@ -334,6 +334,7 @@ fn aggregate_over_t(ops: Vec<Op>, aggs: Vec<Agg>, fields: Vec<(String, String)>)
         order: None,
         count_groups: None,
         whole_groups: false,
+        having: Vec::new(),
     }
 }
 
@@ -556,4 +557,65 @@ fn plain_groups_sent_whole_stand_in_for_the_final_aggregate() {
     task.whole_groups = true;
     let e = refused_over_t(dir.path(), task);
     assert!(e.contains("sends its groups whole"), "{e}");
+}
+
+/// A filter on an aggregate's groups that a join keeps (TPC-H Q18's
+/// `HAVING sum(l_quantity) > 300` under `o_orderkey IN (...)`) runs on the device as the groups' HAVING, and the semi
+/// join filters orders where they are kept: Q18 and variations are `full` and give the host's
+/// rows for any lanes and budget. A filter that is not a HAVING the device tests (an average,
+/// a key, an inexact constant) leaves the host its plan.
+#[test]
+fn having_on_joined_groups_runs_on_the_device_as_the_host_filters() {
+    let (dir, off) = sf001_plain();
+    let statements = [
+        query(18).unwrap().replace("> 300", "> 250"),
+        "SELECT o_orderpriority, count(*), sum(o_totalprice) FROM orders WHERE o_orderkey IN \
+         (SELECT l_orderkey FROM lineitem GROUP BY l_orderkey HAVING sum(l_quantity) > 150 AND \
+         count(*) >= 5) GROUP BY o_orderpriority"
+            .to_string(),
+        "SELECT count(*), sum(o_totalprice) FROM orders WHERE o_orderkey IN (SELECT l_orderkey \
+         FROM lineitem GROUP BY l_orderkey HAVING max(l_quantity) <= 30 AND min(l_quantity) > 2)"
+            .to_string(),
+        "SELECT p_brand, count(*), max(p_retailprice) FROM part WHERE p_partkey IN (SELECT \
+         l_partkey FROM lineitem GROUP BY l_partkey HAVING sum(l_quantity) >= 200.5) GROUP BY \
+         p_brand"
+            .to_string(),
+    ];
+    for sql in &statements {
+        let mut want = rows_text(&off.sql(sql).unwrap().batches);
+        want.sort();
+        assert!(!want.is_empty(), "{sql}");
+        for (memory, lanes) in [(None, 1), (None, 3), (Some(4 << 20), 2)] {
+            let on = offloaded(dir.path(), memory, lanes);
+            let explain = on.explain_offload(sql).unwrap();
+            assert_eq!(explain.class, "full", "{sql}: {:?}", explain.decisions);
+            let having = explain
+                .graphs
+                .iter()
+                .flat_map(|g| &g.tasks)
+                .any(|t| !t.having.is_empty());
+            assert!(having, "{sql}: {}", explain.plan);
+            let mut got = rows_text(&on.sql(sql).unwrap().batches);
+            got.sort();
+            same_rows(
+                &got,
+                &want,
+                &format!("{sql}, memory {memory:?}, lanes {lanes}"),
+            );
+            let s = on.device_stats().unwrap();
+            assert_eq!(s.graphs_refused, 0, "{sql}: {s:?}");
+        }
+    }
+    let on = offloaded(dir.path(), None, 2);
+    for sql in [
+        "SELECT count(*) FROM orders WHERE o_orderkey IN (SELECT l_orderkey FROM lineitem GROUP \
+         BY l_orderkey HAVING avg(l_quantity) > 30)",
+        "SELECT count(*) FROM orders WHERE o_orderkey IN (SELECT l_orderkey FROM lineitem GROUP \
+         BY l_orderkey HAVING sum(l_quantity) > 100.005)",
+    ] {
+        let explain = on.explain_offload(sql).unwrap();
+        assert_ne!(explain.class, "full", "{sql}: {}", explain.plan);
+        let want = rows_text(&off.sql(sql).unwrap().batches);
+        assert_eq!(rows_text(&on.sql(sql).unwrap().batches), want, "{sql}");
+    }
 }
