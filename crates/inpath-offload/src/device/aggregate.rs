@@ -356,6 +356,14 @@ impl<'a> Lane<'a> {
             Vec::new()
         };
         for (a, agg) in self.plan.aggs().iter().enumerate() {
+            if let (AggFunc::Avg, Some(r), true) = (agg.func, agg.arg, self.plan.hold_groups) {
+                // The host's average is a sum of doubles in its own order: it is this exact
+                // sum only while every value is whole and the sums stay below 2^53.
+                let unit = 10i64.pow(agg.scale.max(0) as u32);
+                let (whole, bound) = &mut self.avg_exact[a];
+                *whole &= registers[r][..ids.len()].iter().all(|v| v % unit == 0);
+                *bound = (*bound).max(bounds[r]);
+            }
             let acc = &mut self.groups.acc[a];
             let count = &mut self.groups.count[a];
             if agg.func != AggFunc::Min && agg.func != AggFunc::Max {

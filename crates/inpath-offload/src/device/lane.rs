@@ -10,7 +10,7 @@ use super::prepare::{KeepAs, Origin, Prepared, Rows};
 
 use super::stats::Counters;
 use crate::arch;
-use crate::graph::{AggFunc, Comparator, GroupKey, Operator, Source, Test};
+use crate::graph::{AggFunc, Comparator, GroupKey, JoinKind, Operator, Source, Test};
 use crate::join::{encode_residual, pack_keys, residual_first, Ints};
 use arrow_array::types::Int32Type;
 use arrow_array::{Array, ArrayRef, DictionaryArray, RecordBatch};
@@ -62,6 +62,9 @@ pub(super) struct Lane<'a> {
     /// its pages have ended that passed, and the groups at their ends (untested: later pages
     /// may add to them), for the device to merge across lanes.
     pub(super) finished: Groups,
+    /// A build's averages, per aggregate: whether every value was whole at its scale, and
+    /// the largest magnitude bound of a block's values (see `LocalDevice::build_groups`).
+    pub(super) avg_exact: Vec<(bool, u64)>,
 }
 
 impl<'a> Lane<'a> {
@@ -88,6 +91,7 @@ impl<'a> Lane<'a> {
             not_reducing: false,
             block_mask: None,
             finished: Groups::new(plan.identities.len(), plan.aggs().len()),
+            avg_exact: vec![(true, 0); plan.aggs().len()],
         }
     }
 
@@ -461,9 +465,55 @@ impl<'a> Lane<'a> {
                     }
                     // A probe key beyond what packs cannot equal any build key (they all pack).
                     let (keys, packs) = pack_keys(parts);
-                    let (take, build_rows) = match &join.residual {
-                        None => plan.builds[j].probe(&keys, packs.as_deref(), join.kind),
-                        Some(r) => {
+                    let (take, build_rows) = match (&join.residual, &join.condition) {
+                        (None, Some(c)) => {
+                            // Each pair of a probe row and a build row of its key, tested.
+                            let mut sources: Vec<(&Source, Vec<i64>)> = Vec::new();
+                            for s in c.left.sources().into_iter().chain(c.right.sources()) {
+                                if !sources.iter().any(|(t, _)| *t == s) {
+                                    sources.push((s, values(s, &matched)?));
+                                }
+                            }
+                            let build = &plan.builds[j];
+                            let mut columns: Vec<(usize, &Ints)> = Vec::new();
+                            for col in c
+                                .left
+                                .build_columns()
+                                .into_iter()
+                                .chain(c.right.build_columns())
+                            {
+                                if !columns.iter().any(|(k, _)| *k == col) {
+                                    columns.push((col, build.ints(col)?));
+                                }
+                            }
+                            let (pairs, rows) =
+                                build.probe(&keys, packs.as_deref(), JoinKind::Inner);
+                            let mut hit = vec![false; keys.len()];
+                            for (&i, &b) in pairs.iter().zip(&rows) {
+                                let probe = |s: &Source| {
+                                    sources
+                                        .iter()
+                                        .find(|(t, _)| *t == s)
+                                        .map_or(0, |(_, v)| v[i as usize])
+                                };
+                                let kept = |col: usize| {
+                                    columns
+                                        .iter()
+                                        .find(|(k, _)| *k == col)
+                                        .map_or(0, |(_, v)| v.get(b as usize))
+                                };
+                                if !hit[i as usize] && c.holds(&probe, &kept) {
+                                    hit[i as usize] = true;
+                                }
+                            }
+                            let want = join.kind == JoinKind::Semi;
+                            let take = (0..keys.len() as u32)
+                                .filter(|&i| hit[i as usize] == want)
+                                .collect();
+                            (take, Vec::new())
+                        }
+                        (None, None) => plan.builds[j].probe(&keys, packs.as_deref(), join.kind),
+                        (Some(r), _) => {
                             let v = values(&r.probe, &matched)?;
                             let take = plan.builds[j].probe_residual(
                                 &keys,

@@ -10,7 +10,7 @@ use super::prepare::{KeepAs, Prepared};
 use super::stats::{Counters, DeviceStats};
 use super::stream::{output_schema, DeviceStream, PlanHold};
 use super::{Device, LocalDevice};
-use crate::graph::{Comparator, MaskSource, Operator, Source, TableTask, TaskGraph};
+use crate::graph::{AggFunc, Comparator, MaskSource, Operator, Source, TableTask, TaskGraph};
 use crate::join::{Built, Ints, Kept, Places};
 use arrow_array::RecordBatch;
 use arrow_schema::Schema;
@@ -30,7 +30,9 @@ impl LocalDevice {
     ) -> Result<Built> {
         let (keys, method) = (&join.build_keys, join.method);
         // A residual condition reads the build rows' values: no presence bitmap then.
-        let presence_only = join.kind != crate::graph::JoinKind::Inner && join.residual.is_none();
+        let presence_only = join.kind != crate::graph::JoinKind::Inner
+            && join.residual.is_none()
+            && join.condition.is_none();
         let builds = join_builds(task, built)?;
         let held: u64 = built.iter().flatten().map(|b| b.bytes()).sum();
         let reader = self.reader(&task.table)?;
@@ -186,9 +188,19 @@ impl LocalDevice {
         let parts = self.on_lanes(&plan, budget, |lane| {
             let groups = std::mem::replace(&mut lane.groups, Groups::new(0, 0));
             let finished = std::mem::replace(&mut lane.finished, Groups::new(0, 0));
-            Groups::concatenated(vec![groups, finished]).unwrap_or_else(|| Groups::new(0, 0))
+            let g =
+                Groups::concatenated(vec![groups, finished]).unwrap_or_else(|| Groups::new(0, 0));
+            (g, lane.avg_exact.clone())
         })?;
-        let tables = parts.into_iter().collect::<Result<Vec<Groups>>>()?;
+        let mut tables = Vec::new();
+        let mut avg_exact = vec![(true, 0u64); plan.aggs().len()];
+        for part in parts {
+            let (g, exact) = part?;
+            tables.push(g);
+            for (all, lane) in avg_exact.iter_mut().zip(exact) {
+                *all = (all.0 && lane.0, all.1.max(lane.1));
+            }
+        }
         let group_bytes: u64 = tables.iter().map(Groups::bytes).sum();
         self.counters.hold(group_bytes);
         let rows = (|| {
@@ -196,6 +208,26 @@ impl LocalDevice {
                 return Ok(None);
             };
             let groups = plan.having(plan.regroup(groups)?);
+            // An average a later join compares is the host's: its sum of doubles, added in
+            // any order. That is the exact sum only while every value is whole at its scale
+            // and no sum reaches 2^53; otherwise the host decides (TPC-H Q17's quantities
+            // are whole; an average of prices is not).
+            for (a, agg) in plan.aggs().iter().enumerate() {
+                if agg.func != AggFunc::Avg {
+                    continue;
+                }
+                let (whole, bound) = avg_exact[a];
+                let unit = 10u128.pow(agg.scale.max(0) as u32);
+                let most = groups.count[a].iter().copied().max().unwrap_or(0).max(0) as u128;
+                if !whole || most * u128::from(bound) / unit >= 1 << 53 {
+                    return Err(declined(format!(
+                        "an average over {} compared by a join: its values are not whole at \
+                         scale {}, or its sums reach 2^53, so the host's sum of doubles may \
+                         round where the device's exact sum does not",
+                        task.table, agg.scale
+                    )));
+                }
+            }
             plan.emit_groups(&groups).map(Some)
         })();
         self.counters.release(group_bytes);
@@ -225,7 +257,7 @@ impl LocalDevice {
             Vec::new(),
             &join.build_keys,
             join.method,
-            join.kind != crate::graph::JoinKind::Inner,
+            join.kind != crate::graph::JoinKind::Inner && join.condition.is_none(),
             budget,
         )?;
         Counters::add(&self.counters.rows_kept, b.len() as u64);

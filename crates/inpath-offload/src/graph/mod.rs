@@ -13,6 +13,9 @@ use serde::{Deserialize, Serialize};
 #[cfg(test)]
 mod tests;
 
+mod condition;
+pub use condition::{Condition, Num, Value};
+
 /// The graph format this build writes and the newest it reads.
 /// Version 2 added joins (`Join`, `Op::Fetch`, `GroupKey::Build`) and the build tasks'
 /// `keep` lists; version 3 added SORT and TOPK (`TableTask::order`); version 4 the count of
@@ -22,7 +25,8 @@ mod tests;
 /// rows go to the host, sorted and cut by TOPK); version 7 counted groups that are sorted
 /// (`count_groups` with `order`: the counts' rows ordered by any of their columns, strings
 /// included); version 8 groups sent whole (`TableTask::whole_groups`: merged across the
-/// lanes, in one batch); version 9 a HAVING on a build's groups (`TableTask::having`). Older
+/// lanes, in one batch); version 9 a HAVING on a build's groups (`TableTask::having`) and a semi or anti
+/// join's condition over them (`Join::condition`). Older
 /// graphs read unchanged.
 pub const GRAPH_VERSION: u32 = 9;
 
@@ -135,6 +139,25 @@ impl TaskGraph {
                                 "task {t}, join {j}: its key comes from join {k}, not before it"
                             )));
                         }
+                    }
+                }
+                if let Some(c) = &join.condition {
+                    let grouped_build = matches!(build.operator, Operator::AggregateGroupBy { .. });
+                    let columns_ok = [&c.left, &c.right]
+                        .iter()
+                        .flat_map(|v| v.build_columns())
+                        .all(|col| col < build.row_width());
+                    if join.kind == JoinKind::Inner
+                        || join.residual.is_some()
+                        || !grouped_build
+                        || !columns_ok
+                        || !c.well_formed()
+                    {
+                        return Err(bad(format!(
+                            "task {t}, join {j}: a condition only on a semi or anti join with an \
+                             AGGREGATE_GROUPBY build and no residual, over that build's columns, \
+                             comparing integers with integers or doubles with doubles"
+                        )));
                     }
                 }
                 if let Some(r) = &join.residual {
@@ -508,14 +531,25 @@ pub struct Join {
     /// from this task's value as well (TPC-H Q21's `l2.l_suppkey <> l1.l_suppkey`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub residual: Option<Residual>,
+    /// Semi and anti joins with a build that aggregates, version 9: a build row matches only
+    /// where the condition holds for the pair as well (TPC-H Q17's `l_quantity < 0.2 *
+    /// avg(l_quantity)` of the part's lineitems).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub condition: Option<Condition>,
 }
 
 impl Join {
-    /// The values of this task's rows the join reads: its keys, then its residual's value.
+    /// The values of this task's rows the join reads: its keys, then its residual's value or
+    /// its condition's.
     pub fn probe_sources(&self) -> impl Iterator<Item = &Source> {
         self.probe_keys
             .iter()
             .chain(self.residual.as_ref().map(|r| &r.probe))
+            .chain(
+                self.condition
+                    .iter()
+                    .flat_map(|c| c.left.sources().into_iter().chain(c.right.sources())),
+            )
     }
 }
 

@@ -48,6 +48,7 @@ fn join_references_are_checked() {
         kind: JoinKind::Inner,
         method: JoinMethod::Auto,
         residual: None,
+        condition: None,
     }];
     probe.transformer.ops.push(Op::Fetch { join: 0, column: 1 });
     let good = TaskGraph {

@@ -59,6 +59,7 @@ fn graph(table: &str, having: Vec<Having>) -> TaskGraph {
         kind: JoinKind::Semi,
         method: JoinMethod::Auto,
         residual: None,
+        condition: None,
     });
     TaskGraph {
         version: inpath_offload::GRAPH_VERSION,

@@ -94,6 +94,7 @@ pub fn join(kind: JoinKind, two_keys: bool, residual: bool, method: JoinMethod) 
             probe: Source::Column(3),
             build: 3,
         }),
+        condition: None,
     }
 }
 

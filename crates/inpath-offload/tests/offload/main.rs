@@ -13,6 +13,8 @@
 //!   budget, spilling when it is small.
 //! - [`joins`]: every join kind equals a nested-loop reference; a build that outgrows the
 //!   budget is declined.
+//! - [`condition`]: a semi or anti join's condition on a build's groups computes each value as
+//!   Arrow's kernels do and keeps the reference's rows.
 //! - [`having`]: a HAVING on a build's groups keeps the passing groups; over pages in key
 //!   order the lanes hold only those.
 //! - [`order`]: SORT and TOPK over rows and groups keep every tie of the last row sent.
@@ -31,6 +33,7 @@ mod table;
 
 mod common;
 
+mod condition;
 mod graphs;
 mod groups;
 mod having;

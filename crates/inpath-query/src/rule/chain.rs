@@ -2,6 +2,7 @@
 //! Table Task graph.
 
 use super::compile::Compiler;
+use super::condition::{column_kind, condition_of, output_kind, value_of, GroupColumn, Kind};
 use super::exec::DeviceExec;
 use super::plan::passed_through;
 use super::plan::under_pass_throughs;
@@ -24,7 +25,7 @@ use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::{ExecutionPlan, Partitioning};
 use inpath_offload::graph::{
     AggFunc, CmpOp, Having, Join, JoinKind, JoinMethod, MaskSource, Op, Operator, Output, Program,
-    Residual, Selector, Source, TableTask, TaskGraph,
+    Residual, Selector, Source, TableTask, TaskGraph, Value,
 };
 use inpath_table::format::LogicalType;
 use inpath_table::reader::TableReader;
@@ -135,6 +136,43 @@ pub(super) fn chain_for(
     }
     if let Some(p) = node.downcast_ref::<ProjectionExec>() {
         let mut chain = chain_for(p.input(), orient)?;
+        if chain.grouped {
+            // Over an aggregate's groups: columns, and values computed from them (Q17's
+            // `CAST(0.2 * avg(l_quantity) AS Decimal128(30, 15))`), for a join's condition.
+            let leaf = |i: usize| {
+                let g = chain.groups.get(i)?;
+                Some((g.value.clone(), g.kind?))
+            };
+            let mut columns = Vec::new();
+            let mut groups = Vec::new();
+            for e in p.expr() {
+                if let Some(c) = e.expr.downcast_ref::<PColumn>() {
+                    let (Some(col), Some(g)) =
+                        (chain.columns.get(c.index()), chain.groups.get(c.index()))
+                    else {
+                        return Err(HostReason::inconsistent("a projection beyond the groups"));
+                    };
+                    columns.push(col.clone());
+                    groups.push(g.clone());
+                    continue;
+                }
+                let Some((value, kind)) = value_of(&e.expr, &leaf) else {
+                    return Err(HostReason::ComputedColumnBetweenJoins {
+                        expr: e.expr.to_string(),
+                    });
+                };
+                columns.push(chain.columns[0].clone());
+                groups.push(GroupColumn {
+                    value,
+                    kind: Some(kind),
+                    row: false,
+                    name: e.expr.to_string(),
+                });
+            }
+            chain.columns = columns;
+            chain.groups = groups;
+            return Ok(chain);
+        }
         let columns = p
             .expr()
             .iter()
@@ -197,6 +235,7 @@ pub(super) fn chain_for(
             filters: Vec::new(),
             rows: reader.row_count(),
             grouped: false,
+            groups: Vec::new(),
         });
     }
     if let Some(j) = node.downcast_ref::<HashJoinExec>() {
@@ -297,50 +336,119 @@ pub(super) fn groups_chain(
         }
         rows.columns.get(at).cloned()
     };
-    // Per output column: the rows' column it is (a key, a min or max), or which aggregate
-    // it is when it is not one (a sum or count, only a HAVING may read).
-    let mut columns: Vec<Result<Col, String>> = Vec::new();
+    // Per Final output column: the rows' column it is (a key, a min or max, with its place
+    // among the device's output columns), and the value the host computes for it from a
+    // group's output columns. An average's state is a count and a sum: kept for a join as an
+    // Int64 and an exact decimal, divided as the host divides them.
+    let Operator::AggregateGroupBy { aggs, .. } = &task.operator else {
+        return Err(HostReason::GroupsNotPlain);
+    };
+    if aggs.len() != partial.aggr_expr().len() {
+        return Err(HostReason::GroupsOutputShape);
+    }
+    let mut tasks = d.graph.tasks.clone();
+    let out_fields = &mut tasks
+        .last_mut()
+        .ok_or(HostReason::GroupsEmptyGraph)?
+        .output
+        .fields;
+    let mut columns: Vec<Col> = Vec::new();
+    let mut groups: Vec<GroupColumn> = Vec::new();
+    let mut out = 0usize;
+    let row = |c: Col, out: usize, name: String| {
+        let kind = column_kind(&c);
+        let col = Col {
+            src: Source::Column(out),
+            equals: None,
+            ..c
+        };
+        let g = GroupColumn {
+            value: Value::Build(out),
+            kind,
+            row: true,
+            name,
+        };
+        (col, g)
+    };
     for (e, name) in partial.group_expr().expr() {
         let Some(c) = row_column(e) else {
             return Err(HostReason::GroupKeyNotColumn {
                 key: name.to_string(),
             });
         };
-        columns.push(Ok(c));
+        let (c, g) = row(c, out, name.to_string());
+        columns.push(c);
+        groups.push(g);
+        out += 1;
     }
-    for a in partial.aggr_expr() {
+    let placeholder = columns
+        .first()
+        .cloned()
+        .ok_or(HostReason::GroupsOutputShape)?;
+    for (a, device) in partial.aggr_expr().iter().zip(aggs) {
         let args = a.expressions();
-        let one_state = !a.is_distinct() && a.state_fields().map(|f| f.len()).unwrap_or(0) == 1;
-        let plain = matches!(a.fun().name(), "min" | "max") && one_state;
+        let states = a.state_fields().map(|f| f.len()).unwrap_or(0);
+        let plain = matches!(a.fun().name(), "min" | "max") && !a.is_distinct() && states == 1;
+        let final_type = f.schema().field(columns.len()).data_type().clone();
         let c = match args.as_slice() {
             [arg] if plain => row_column(arg),
             _ => None,
         };
-        match c {
-            Some(c) => columns.push(Ok(c)),
-            None if filter.is_some() && one_state => columns.push(Err(a.name().to_string())),
-            None => {
+        if let Some(c) = c {
+            let (c, g) = row(c, out, a.name().to_string());
+            columns.push(c);
+            groups.push(g);
+            out += 1;
+            continue;
+        }
+        let computed = |value: Value, kind: Option<Kind>| GroupColumn {
+            value,
+            kind,
+            row: false,
+            name: a.name().to_string(),
+        };
+        let g = match (device.func, states, a.is_distinct()) {
+            (AggFunc::Sum | AggFunc::Count | AggFunc::CountAll, 1, false) => {
+                out += 1;
+                computed(
+                    Value::Build(out - 1),
+                    output_kind(&final_type, device.scale),
+                )
+            }
+            // The host's average of doubles: its sum divided by its count.
+            (AggFunc::Avg, 2, false) if final_type == DataType::Float64 => {
+                let (count, sum) = (out, out + 1);
+                if let Some(f) = out_fields.get_mut(count) {
+                    f.1 = "Int64".into();
+                }
+                if let Some(f) = out_fields.get_mut(sum) {
+                    f.1 = format!("Decimal128(38, {})", device.scale);
+                }
+                out += 2;
+                let float = |column: usize, scale: i8| Value::ToFloat {
+                    of: Box::new(Value::Build(column)),
+                    scale,
+                };
+                computed(
+                    Value::Div(
+                        Box::new(float(sum, device.scale)),
+                        Box::new(float(count, 0)),
+                    ),
+                    Some(Kind::Float),
+                )
+            }
+            _ => {
                 return Err(HostReason::GroupValueNotMinMax {
                     aggregate: a.name().to_string(),
                 })
             }
-        }
+        };
+        columns.push(placeholder.clone());
+        groups.push(g);
     }
-    if columns.len() != task.output.fields.len() || columns.len() != f.schema().fields().len() {
+    if out != out_fields.len() || columns.len() != f.schema().fields().len() {
         return Err(HostReason::GroupsOutputShape);
     }
-    let mut tasks = d.graph.tasks.clone();
-    let mut columns: Vec<Result<Col, String>> = columns
-        .into_iter()
-        .enumerate()
-        .map(|(i, c)| {
-            c.map(|c| Col {
-                src: Source::Column(i),
-                equals: None,
-                ..c
-            })
-        })
-        .collect();
     if let Some(filter) = filter {
         let keys = partial.group_expr().expr().len();
         let having = having_tests(filter.predicate(), f, task, keys).ok_or_else(|| {
@@ -352,21 +460,14 @@ pub(super) fn groups_chain(
             last.having = having;
         }
         if let Some(p) = filter.projection() {
-            columns = p
-                .iter()
-                .map(|&i| {
-                    columns
-                        .get(i)
-                        .cloned()
-                        .ok_or_else(|| HostReason::inconsistent("a filter projection beyond"))
-                })
-                .collect::<Result<Vec<_>, _>>()?;
+            let pick = |i: usize| match (columns.get(i), groups.get(i)) {
+                (Some(c), Some(g)) => Ok((c.clone(), g.clone())),
+                _ => Err(HostReason::inconsistent("a filter projection beyond")),
+            };
+            let picked = p.iter().map(|&i| pick(i)).collect::<Result<Vec<_>, _>>()?;
+            (columns, groups) = picked.into_iter().unzip();
         }
     }
-    let columns = columns
-        .into_iter()
-        .map(|c| c.map_err(|aggregate| HostReason::GroupValueNotMinMax { aggregate }))
-        .collect::<Result<Vec<_>, _>>()?;
     Ok(Chain {
         tasks,
         columns,
@@ -374,6 +475,7 @@ pub(super) fn groups_chain(
         // Never the larger side: groups are kept, never streamed.
         rows: 0,
         grouped: true,
+        groups,
     })
 }
 
@@ -383,7 +485,7 @@ pub(super) fn groups_chain(
 /// the inner join then meets are the same). TPC-H Q18's orders keep 57 rows, those of the
 /// orders whose lineitems pass the HAVING, instead of 1.5 million. The task and its keys.
 fn semi_below(tasks: &[TableTask], join: &Join) -> Option<(usize, Vec<Source>)> {
-    if join.kind == JoinKind::Inner || join.residual.is_some() {
+    if join.kind == JoinKind::Inner || join.residual.is_some() || join.condition.is_some() {
         return None;
     }
     let last = tasks.last()?;
@@ -558,15 +660,61 @@ pub(super) fn join_chain(j: &HashJoinExec, orient: Orient) -> Result<Chain, Host
     if probe.grouped {
         return Err(HostReason::GroupsStreamed);
     }
+    // An aggregate's groups: keys, and for an inner join every column (they become the
+    // rows' columns), must be the aggregated rows' own (a key, a min or max).
+    if build.grouped {
+        let used: Vec<usize> = match kind {
+            JoinKind::Inner => (0..build.groups.len()).collect(),
+            _ => bkey.clone(),
+        };
+        if let Some(g) = used
+            .iter()
+            .filter_map(|&i| build.groups.get(i))
+            .find(|g| !g.row)
+        {
+            return Err(HostReason::GroupValueNotMinMax {
+                aggregate: g.name.clone(),
+            });
+        }
+    }
     for (&p, &b) in pkey.iter().zip(&bkey) {
         join_keys(&probe.columns[p], &build.columns[b])?;
     }
     if !build.filters.is_empty() {
         return Err(HostReason::BuildSideFilter);
     }
+    // A semi or anti join's condition over an aggregate's groups (Q17's `l_quantity < 0.2 *
+    // avg(l_quantity)`): each side computed as the host computes it.
+    let condition = match j.filter() {
+        Some(f) if kind != JoinKind::Inner && build.grouped => {
+            let leaf = |i: usize| -> Option<(Value, Kind)> {
+                let ci = f.column_indices().get(i)?;
+                let left = matches!(ci.side, datafusion::common::JoinSide::Left);
+                if left == probe_left {
+                    let c = probe.columns.get(ci.index)?;
+                    if c.reader.schema().field(c.column).is_nullable() {
+                        return None;
+                    }
+                    Some((Value::Probe(c.src), column_kind(c)?))
+                } else {
+                    let g = build.groups.get(ci.index)?;
+                    Some((g.value.clone(), g.kind?))
+                }
+            };
+            Some(
+                condition_of(f.expression(), &leaf).ok_or_else(|| HostReason::ResidualFilter {
+                    join_type: j.join_type().to_string(),
+                    filter: f.expression().to_string(),
+                    keys: None,
+                })?,
+            )
+        }
+        _ => None,
+    };
     // A semi or anti join's condition beyond the keys: `probe <> build` on integer columns
     // without nulls (Q21), as (probe column, build column).
     let residual = match j.filter() {
+        Some(_) if condition.is_some() => None,
         Some(f) if kind != JoinKind::Inner => {
             let refuse = || HostReason::ResidualFilter {
                 join_type: j.join_type().to_string(),
@@ -641,6 +789,7 @@ pub(super) fn join_chain(j: &HashJoinExec, orient: Orient) -> Result<Chain, Host
         filters: Vec::new(),
         rows: build.rows,
         grouped,
+        groups: Vec::new(),
     };
     if !grouped {
         tasks[b].keep = build.columns.iter().map(|c| c.src).collect();
@@ -675,6 +824,7 @@ pub(super) fn join_chain(j: &HashJoinExec, orient: Orient) -> Result<Chain, Host
         kind,
         method: JoinMethod::Auto,
         residual,
+        condition,
     };
     match semi_below(&tasks, &join) {
         Some((t, keys)) => tasks[t].joins.push(Join {
@@ -769,6 +919,7 @@ pub(super) fn join_chain(j: &HashJoinExec, orient: Orient) -> Result<Chain, Host
         filters,
         rows: probe.rows,
         grouped: false,
+        groups: Vec::new(),
     })
 }
 

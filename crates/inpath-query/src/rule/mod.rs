@@ -37,6 +37,7 @@ use std::sync::{Arc, Mutex};
 
 mod chain;
 mod compile;
+mod condition;
 mod exec;
 mod limits;
 mod plan;

@@ -55,6 +55,9 @@ pub(super) struct Chain {
     /// The rows are an offloaded aggregate's groups: the last task aggregates, and each
     /// column's source is `Source::Column` of its output column.
     pub(super) grouped: bool,
+    /// A grouped chain's columns as the values the host computes from a group (one per
+    /// column; empty otherwise).
+    pub(super) groups: Vec<super::condition::GroupColumn>,
 }
 
 /// The input of a node that passes its input's rows on unchanged, only moved between

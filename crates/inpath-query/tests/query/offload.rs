@@ -619,3 +619,56 @@ fn having_on_joined_groups_runs_on_the_device_as_the_host_filters() {
         assert_eq!(rows_text(&on.sql(sql).unwrap().batches), want, "{sql}");
     }
 }
+
+/// A correlated aggregate compared with each row (TPC-H Q17's `l_quantity < (SELECT 0.2 *
+/// avg(l_quantity) ... WHERE l_partkey = p_partkey)`) runs on the device: the aggregate's
+/// groups are a build, and the semi join's condition computes the host's doubles and casts
+/// for each pair. Q17 and variations are `full` and give the host's rows for any lanes and
+/// budget. An average of prices (not whole at their scale: the host's sum of doubles rounds
+/// in its own order) is declined at run time, and the host answers.
+#[test]
+fn a_correlated_aggregate_compared_with_rows_runs_on_the_device() {
+    let (dir, off) = sf001_plain();
+    let statements = [
+        query(17).unwrap().to_string(),
+        "SELECT sum(l_extendedprice), count(*) FROM lineitem, part WHERE p_partkey = l_partkey \
+         AND p_size < 20 AND l_quantity < (SELECT 0.5 * avg(l_quantity) FROM lineitem WHERE \
+         l_partkey = p_partkey)"
+            .to_string(),
+        "SELECT p_brand, count(*) FROM lineitem, part WHERE p_partkey = l_partkey AND \
+         l_extendedprice >= (SELECT 1.37 * avg(l_extendedprice) FROM lineitem WHERE l_partkey = \
+         p_partkey) GROUP BY p_brand"
+            .to_string(),
+        // An integer condition: some other supplier's line in the order.
+        "SELECT count(*) AS n FROM lineitem l1 WHERE EXISTS (SELECT 1 FROM (SELECT l_orderkey \
+         k, max(l_suppkey) m FROM lineitem GROUP BY l_orderkey) g WHERE g.k = l1.l_orderkey AND \
+         g.m <> l1.l_suppkey)"
+            .to_string(),
+    ];
+    for sql in &statements {
+        let mut want = rows_text(&off.sql(sql).unwrap().batches);
+        want.sort();
+        for (memory, lanes) in [(None, 1), (None, 3), (Some(4 << 20), 2)] {
+            let on = offloaded(dir.path(), memory, lanes);
+            let explain = on.explain_offload(sql).unwrap();
+            assert_eq!(explain.class, "full", "{sql}: {:?}", explain.decisions);
+            let condition = explain
+                .graphs
+                .iter()
+                .flat_map(|g| &g.tasks)
+                .flat_map(|t| &t.joins)
+                .any(|j| j.condition.is_some());
+            assert!(condition, "{sql}: {}", explain.plan);
+            let mut got = rows_text(&on.sql(sql).unwrap().batches);
+            got.sort();
+            same_rows(
+                &got,
+                &want,
+                &format!("{sql}, memory {memory:?}, lanes {lanes}"),
+            );
+            let s = on.device_stats().unwrap();
+            let refused = u64::from(sql.contains("avg(l_extendedprice)"));
+            assert_eq!(s.graphs_refused, refused, "{sql}: {s:?}");
+        }
+    }
+}
