@@ -24,8 +24,8 @@ use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::{ExecutionPlan, Partitioning};
 use inpath_offload::graph::{
-    AggFunc, CmpOp, Having, Join, JoinKind, JoinMethod, MaskSource, Op, Operator, Output, Program,
-    Residual, Selector, Source, TableTask, TaskGraph, Value,
+    AggFunc, CmpOp, GroupKey, Having, Join, JoinKind, JoinMethod, MaskSource, Op, Operator, Output,
+    Program, Residual, Selector, Source, TableTask, TaskGraph, Value,
 };
 use inpath_table::format::LogicalType;
 use inpath_table::reader::TableReader;
@@ -510,6 +510,90 @@ fn semi_below(tasks: &[TableTask], join: &Join) -> Option<(usize, Vec<Source>)> 
     (join.build < t).then_some((t, keys))
 }
 
+/// Groups that a semi or anti join (the last task's last join) can meet, and no others: when
+/// its probe keys are columns that an inner join of the last task reads from one NOP build
+/// (with no joins of its own) and the groups' keys are columns of their table, the groups task
+/// first drops the rows whose keys that build does not hold, through a semi join with a copy
+/// of the build keeping only those columns, placed before it. A group no probe row's key can
+/// equal changes neither join's answer. TPC-H Q17 averages the lineitems of the 204 parts it
+/// selects, not of all 200,000.
+fn reduce_groups(tasks: &mut Vec<TableTask>) {
+    let Some(last) = tasks.len().checked_sub(1) else {
+        return;
+    };
+    let Some(join) = tasks[last]
+        .joins
+        .last()
+        .filter(|j| j.kind != JoinKind::Inner)
+    else {
+        return;
+    };
+    let g = join.build;
+    let Operator::AggregateGroupBy { keys, .. } = &tasks[g].operator else {
+        return;
+    };
+    let mut target = None;
+    let mut kept = Vec::new();
+    let mut probe = Vec::new();
+    for (key, &out) in join.probe_keys.iter().zip(&join.build_keys) {
+        let Source::Build { join: via, column } = *key else {
+            return;
+        };
+        let Some(inner) = tasks[last]
+            .joins
+            .get(via)
+            .filter(|j| j.kind == JoinKind::Inner)
+        else {
+            return;
+        };
+        let t = inner.build;
+        if *target.get_or_insert(t) != t
+            || tasks[t].operator != Operator::Nop
+            || !tasks[t].joins.is_empty()
+        {
+            return;
+        }
+        let (Some(&src @ Source::Column(_)), Some(field)) = (
+            tasks[t].keep.get(column),
+            tasks[t].output.fields.get(column),
+        ) else {
+            return;
+        };
+        let Some(&GroupKey::Register(r)) = keys.get(out) else {
+            return;
+        };
+        let Some(&Op::Load { column: c }) = tasks[g].transformer.ops.get(r) else {
+            return;
+        };
+        kept.push((src, field.clone()));
+        probe.push(Source::Column(c));
+    }
+    let Some(t) = target else {
+        return;
+    };
+    let mut copy = tasks[t].clone();
+    copy.keep = kept.iter().map(|(s, _)| *s).collect();
+    copy.output.fields = kept.into_iter().map(|(_, f)| f).collect();
+    tasks.insert(g, copy);
+    for task in tasks.iter_mut() {
+        for j in &mut task.joins {
+            if j.build >= g {
+                j.build += 1;
+            }
+        }
+    }
+    let n = probe.len();
+    tasks[g + 1].joins.push(Join {
+        build: g,
+        probe_keys: probe,
+        build_keys: (0..n).collect(),
+        kind: JoinKind::Semi,
+        method: JoinMethod::Auto,
+        residual: None,
+        condition: None,
+    });
+}
+
 /// A filter over a Final aggregate `f`'s groups as the HAVING of the device's aggregate
 /// `task`: a conjunction of an aggregate's output column (a sum, count, minimum or maximum,
 /// `keys` group keys before them) compared with a constant, the constant taken to the
@@ -831,11 +915,16 @@ pub(super) fn join_chain(j: &HashJoinExec, orient: Orient) -> Result<Chain, Host
             probe_keys: keys,
             ..join
         }),
-        None => tasks
-            .last_mut()
-            .ok_or_else(|| HostReason::inconsistent("a join without tasks"))?
-            .joins
-            .push(join),
+        None => {
+            tasks
+                .last_mut()
+                .ok_or_else(|| HostReason::inconsistent("a join without tasks"))?
+                .joins
+                .push(join);
+            if grouped {
+                reduce_groups(&mut tasks);
+            }
+        }
     }
     let build_columns: Vec<Col> = build
         .columns
