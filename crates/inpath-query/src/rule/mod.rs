@@ -277,14 +277,12 @@ impl PhysicalOptimizerRule for OffloadRule {
                 .collect();
             let input = match ordered_device(sort.input(), keys.clone(), sort.fetch())? {
                 Some(input) => Some(input),
-                // TOPK over the rows of a tree of joins (Q2): the device sends the rows that
-                // can be first.
-                None => match sort.fetch() {
-                    Some(limit) if !keys.is_empty() => self
-                        .rows_device(sort.input(), &keys, limit)
-                        .map(|d| Arc::new(d) as Arc<dyn ExecutionPlan>),
-                    _ => None,
-                },
+                // The rows of a tree of joins under a sort (Q20), cut to the rows that can be
+                // first under a limit (Q2's TOPK).
+                None if !keys.is_empty() => self
+                    .rows_device(sort.input(), &keys, sort.fetch())
+                    .map(|d| Arc::new(d) as Arc<dyn ExecutionPlan>),
+                None => None,
             };
             match input {
                 // A whole sort of a finished count's rows by their columns: the device's

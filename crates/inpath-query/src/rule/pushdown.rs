@@ -31,15 +31,16 @@ use std::sync::Arc;
 
 impl OffloadRule {
     /// The rows of `input`, a tree of joins of scans (and of offloaded aggregates' groups)
-    /// under a sort with a limit, sent by the device: a graph whose last task is NOP, its
-    /// kept columns `input`'s, ordered by `keys` and cut to `limit` (TOPK, ties included; the
-    /// host's sort still orders and cuts what arrives). None when the device cannot produce
-    /// them: the plan stays as it is.
+    /// under a sort, sent by the device: a graph whose last task is NOP, its kept columns
+    /// `input`'s, ordered by `keys` and, with a limit, cut to it (TOPK, ties included; the
+    /// host's sort still orders and cuts what arrives). Without a limit the lanes hold every
+    /// row until the end, within the device's memory or declined (TPC-H Q20 sends 186
+    /// suppliers). None when the device cannot produce them: the plan stays as it is.
     pub(super) fn rows_device(
         &self,
         input: &Arc<dyn ExecutionPlan>,
         keys: &[(usize, SortKey)],
-        limit: usize,
+        limit: Option<usize>,
     ) -> Option<DeviceExec> {
         // Rows of one table alone, unjoined, stay with the host's scan: a lane would keep
         // every selected row until its pages are done.
@@ -68,7 +69,7 @@ impl OffloadRule {
             last.output = Output { fields };
             last.order = Some(Order {
                 keys: keys.iter().map(|&(_, k)| k).collect(),
-                limit: Some(limit),
+                limit,
             });
             let graph = TaskGraph {
                 version: inpath_offload::GRAPH_VERSION,

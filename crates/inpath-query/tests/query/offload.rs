@@ -625,8 +625,9 @@ fn having_on_joined_groups_runs_on_the_device_as_the_host_filters() {
 /// avg(l_quantity) ... WHERE l_partkey = p_partkey)`) runs on the device: the aggregate's
 /// groups are a build, and the semi join's condition computes the host's doubles and casts
 /// for each pair. Q17 and variations are `full` and give the host's rows for any lanes and
-/// budget. An average of prices (not whole at their scale: the host's sum of doubles rounds
-/// in its own order) is declined at run time, and the host answers.
+/// budget; so is Q20 (a sum in doubles, and the rows of joins under a sort without a limit).
+/// An average of prices (not whole at their scale: the host's sum of doubles rounds in its
+/// own order) is declined at run time, and the host answers.
 #[test]
 fn a_correlated_aggregate_compared_with_rows_runs_on_the_device() {
     let (dir, off) = sf001_plain();
@@ -640,6 +641,14 @@ fn a_correlated_aggregate_compared_with_rows_runs_on_the_device() {
          l_extendedprice >= (SELECT 1.37 * avg(l_extendedprice) FROM lineitem WHERE l_partkey = \
          p_partkey) GROUP BY p_brand"
             .to_string(),
+        // Q20: the rows of a tree of joins under a sort without a limit, whose partsupp rows
+        // meet groups of lineitem by part and supplier through `0.5 * sum` in doubles; the
+        // groups reduced to the parts the query names.
+        query(20).unwrap().to_string(),
+        query(20)
+            .unwrap()
+            .replace("0.5 * sum(l_quantity)", "0.2 * sum(l_quantity)")
+            .replace("'forest%'", "'a%'"),
         // An integer condition: some other supplier's line in the order.
         "SELECT count(*) AS n FROM lineitem l1 WHERE EXISTS (SELECT 1 FROM (SELECT l_orderkey \
          k, max(l_suppkey) m FROM lineitem GROUP BY l_orderkey) g WHERE g.k = l1.l_orderkey AND \
