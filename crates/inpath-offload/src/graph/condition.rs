@@ -104,19 +104,24 @@ impl Value {
         })
     }
 
+    /// The values it is computed from.
+    fn children(&self) -> Vec<&Value> {
+        match self {
+            Value::Probe(_) | Value::Build(_) | Value::Float(_) => Vec::new(),
+            Value::ToFloat { of, .. } | Value::FromFloat { of, .. } | Value::Rescale { of, .. } => {
+                vec![of]
+            }
+            Value::Add(a, b) | Value::Sub(a, b) | Value::Mul(a, b) | Value::Div(a, b) => {
+                vec![a, b]
+            }
+        }
+    }
+
     /// The probe row's values it reads.
     pub fn sources(&self) -> Vec<&Source> {
         match self {
             Value::Probe(s) => vec![s],
-            Value::Build(_) | Value::Float(_) => Vec::new(),
-            Value::ToFloat { of, .. } | Value::FromFloat { of, .. } | Value::Rescale { of, .. } => {
-                of.sources()
-            }
-            Value::Add(a, b) | Value::Sub(a, b) | Value::Mul(a, b) | Value::Div(a, b) => {
-                let mut s = a.sources();
-                s.extend(b.sources());
-                s
-            }
+            v => v.children().into_iter().flat_map(Value::sources).collect(),
         }
     }
 
@@ -124,15 +129,11 @@ impl Value {
     pub fn build_columns(&self) -> Vec<usize> {
         match self {
             Value::Build(c) => vec![*c],
-            Value::Probe(_) | Value::Float(_) => Vec::new(),
-            Value::ToFloat { of, .. } | Value::FromFloat { of, .. } | Value::Rescale { of, .. } => {
-                of.build_columns()
-            }
-            Value::Add(a, b) | Value::Sub(a, b) | Value::Mul(a, b) | Value::Div(a, b) => {
-                let mut c = a.build_columns();
-                c.extend(b.build_columns());
-                c
-            }
+            v => v
+                .children()
+                .into_iter()
+                .flat_map(Value::build_columns)
+                .collect(),
         }
     }
 
@@ -202,14 +203,7 @@ impl Condition {
             (Num::Float(a), Num::Float(b)) => a.total_cmp(&b),
             _ => return false,
         };
-        match self.op {
-            CmpOp::Eq => ord.is_eq(),
-            CmpOp::Ne => ord.is_ne(),
-            CmpOp::Lt => ord.is_lt(),
-            CmpOp::Le => ord.is_le(),
-            CmpOp::Gt => ord.is_gt(),
-            CmpOp::Ge => ord.is_ge(),
-        }
+        self.op.holds(ord, std::cmp::Ordering::Equal)
     }
 
     /// Whether both sides are of one kind (integers or doubles), and the values well formed.

@@ -441,15 +441,7 @@ impl Having {
             AggFunc::Sum | AggFunc::Min | AggFunc::Max if count == 0 => return false,
             _ => acc,
         };
-        let c = self.value as i128;
-        match self.op {
-            CmpOp::Eq => v == c,
-            CmpOp::Ne => v != c,
-            CmpOp::Lt => v < c,
-            CmpOp::Le => v <= c,
-            CmpOp::Gt => v > c,
-            CmpOp::Ge => v >= c,
-        }
+        self.op.holds(v, self.value as i128)
     }
 }
 

@@ -24,7 +24,7 @@ use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::{ExecutionPlan, Partitioning};
 use inpath_offload::graph::{
-    AggFunc, CmpOp, GroupKey, Having, Join, JoinKind, JoinMethod, MaskSource, Op, Operator, Output,
+    AggFunc, GroupKey, Having, Join, JoinKind, JoinMethod, MaskSource, Op, Operator, Output,
     Program, Residual, Selector, Source, TableTask, TaskGraph, Value,
 };
 use inpath_table::format::LogicalType;
@@ -626,17 +626,7 @@ fn having_tests(
         tests.extend(having_tests(b.right(), f, task, keys)?);
         return Some(tests);
     }
-    let op = |o: &SqlOp| {
-        Some(match o {
-            SqlOp::Eq => CmpOp::Eq,
-            SqlOp::NotEq => CmpOp::Ne,
-            SqlOp::Lt => CmpOp::Lt,
-            SqlOp::LtEq => CmpOp::Le,
-            SqlOp::Gt => CmpOp::Gt,
-            SqlOp::GtEq => CmpOp::Ge,
-            _ => return None,
-        })
-    };
+    let op = crate::scan::cmp_op;
     let (column, literal, op) = match (
         b.left().downcast_ref::<PColumn>(),
         b.right().downcast_ref::<Literal>(),

@@ -12,7 +12,7 @@ use datafusion::physical_expr::expressions::{
     BinaryExpr as PBinary, CastExpr, Column as PColumn, Literal,
 };
 use datafusion::physical_expr::PhysicalExpr;
-use inpath_offload::graph::{CmpOp, Condition, Value};
+use inpath_offload::graph::{Condition, Value};
 use inpath_table::format::LogicalType;
 use std::sync::Arc;
 
@@ -155,15 +155,7 @@ pub(super) fn condition_of(
     leaf: &dyn Fn(usize) -> Option<(Value, Kind)>,
 ) -> Option<Condition> {
     let b = expr.downcast_ref::<PBinary>()?;
-    let op = match b.op() {
-        SqlOp::Eq => CmpOp::Eq,
-        SqlOp::NotEq => CmpOp::Ne,
-        SqlOp::Lt => CmpOp::Lt,
-        SqlOp::LtEq => CmpOp::Le,
-        SqlOp::Gt => CmpOp::Gt,
-        SqlOp::GtEq => CmpOp::Ge,
-        _ => return None,
-    };
+    let op = crate::scan::cmp_op(b.op())?;
     let (left, lk) = value_of(b.left(), leaf)?;
     let (right, rk) = value_of(b.right(), leaf)?;
     let same = match (lk, rk) {

@@ -583,29 +583,13 @@ fn having_on_joined_groups_runs_on_the_device_as_the_host_filters() {
             .to_string(),
     ];
     for sql in &statements {
-        let mut want = rows_text(&off.sql(sql).unwrap().batches);
-        want.sort();
-        assert!(!want.is_empty(), "{sql}");
-        for (memory, lanes) in [(None, 1), (None, 3), (Some(4 << 20), 2)] {
-            let on = offloaded(dir.path(), memory, lanes);
-            let explain = on.explain_offload(sql).unwrap();
-            assert_eq!(explain.class, "full", "{sql}: {:?}", explain.decisions);
-            let having = explain
-                .graphs
+        let having = |graphs: &[TaskGraph]| {
+            graphs
                 .iter()
                 .flat_map(|g| &g.tasks)
-                .any(|t| !t.having.is_empty());
-            assert!(having, "{sql}: {}", explain.plan);
-            let mut got = rows_text(&on.sql(sql).unwrap().batches);
-            got.sort();
-            same_rows(
-                &got,
-                &want,
-                &format!("{sql}, memory {memory:?}, lanes {lanes}"),
-            );
-            let s = on.device_stats().unwrap();
-            assert_eq!(s.graphs_refused, 0, "{sql}: {s:?}");
-        }
+                .any(|t| !t.having.is_empty())
+        };
+        offloaded_as_the_host(dir.path(), &off, sql, &having, 0);
     }
     let on = offloaded(dir.path(), None, 2);
     for sql in [
@@ -656,36 +640,49 @@ fn a_correlated_aggregate_compared_with_rows_runs_on_the_device() {
             .to_string(),
     ];
     for sql in &statements {
-        let mut want = rows_text(&off.sql(sql).unwrap().batches);
-        want.sort();
-        for (memory, lanes) in [(None, 1), (None, 3), (Some(4 << 20), 2)] {
-            let on = offloaded(dir.path(), memory, lanes);
-            let explain = on.explain_offload(sql).unwrap();
-            assert_eq!(explain.class, "full", "{sql}: {:?}", explain.decisions);
-            let condition = explain
-                .graphs
-                .iter()
-                .flat_map(|g| &g.tasks)
-                .flat_map(|t| &t.joins)
-                .any(|j| j.condition.is_some());
-            assert!(condition, "{sql}: {}", explain.plan);
+        let condition = |graphs: &[TaskGraph]| {
+            let tasks = || graphs.iter().flat_map(|g| &g.tasks);
             // Q17's groups are only those of the parts it selects: the groups task first
             // semi-joins a copy of the part build (not where the key is lineitem's own).
-            let reduced = explain.graphs.iter().flat_map(|g| &g.tasks).any(|t| {
+            let reduced = tasks().any(|t| {
                 matches!(t.operator, Operator::AggregateGroupBy { .. })
                     && t.joins.iter().any(|j| j.kind == JoinKind::Semi)
             });
-            assert_eq!(reduced, !sql.contains("EXISTS"), "{sql}");
-            let mut got = rows_text(&on.sql(sql).unwrap().batches);
-            got.sort();
-            same_rows(
-                &got,
-                &want,
-                &format!("{sql}, memory {memory:?}, lanes {lanes}"),
-            );
-            let s = on.device_stats().unwrap();
-            let refused = u64::from(sql.contains("avg(l_extendedprice)"));
-            assert_eq!(s.graphs_refused, refused, "{sql}: {s:?}");
-        }
+            tasks()
+                .flat_map(|t| &t.joins)
+                .any(|j| j.condition.is_some())
+                && reduced != sql.contains("EXISTS")
+        };
+        let refused = u64::from(sql.contains("avg(l_extendedprice)"));
+        offloaded_as_the_host(dir.path(), &off, sql, &condition, refused);
+    }
+}
+
+/// `sql` with offload under several lanes and budgets: planned `full`, its graphs passing
+/// `check`, the host's rows (in any order), and `refused` graphs declined at run time.
+fn offloaded_as_the_host(
+    dir: &Path,
+    off: &SqlSession,
+    sql: &str,
+    check: &dyn Fn(&[TaskGraph]) -> bool,
+    refused: u64,
+) {
+    let mut want = rows_text(&off.sql(sql).unwrap().batches);
+    want.sort();
+    assert!(!want.is_empty(), "{sql}");
+    for (memory, lanes) in [(None, 1), (None, 3), (Some(4 << 20), 2)] {
+        let on = offloaded(dir, memory, lanes);
+        let explain = on.explain_offload(sql).unwrap();
+        assert_eq!(explain.class, "full", "{sql}: {:?}", explain.decisions);
+        assert!(check(&explain.graphs), "{sql}: {}", explain.plan);
+        let mut got = rows_text(&on.sql(sql).unwrap().batches);
+        got.sort();
+        same_rows(
+            &got,
+            &want,
+            &format!("{sql}, memory {memory:?}, lanes {lanes}"),
+        );
+        let s = on.device_stats().unwrap();
+        assert_eq!(s.graphs_refused, refused, "{sql}: {s:?}");
     }
 }
