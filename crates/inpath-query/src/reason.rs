@@ -166,6 +166,16 @@ pub enum HostReason {
         /// The type (`Left`, `Full`...).
         join_type: String,
     },
+    /// A left join under an aggregate that is not counts of the right side's rows grouped
+    /// by the left side's unique join key.
+    #[error(
+        "a Left join under an aggregate: {detail} (the device runs counts of the right side's \
+         rows grouped by the left table's unique join key)"
+    )]
+    LeftJoinCounts {
+        /// What does not fit.
+        detail: String,
+    },
     /// A join on no keys or on more than two.
     #[error("a join on {keys} keys")]
     JoinKeyCount {

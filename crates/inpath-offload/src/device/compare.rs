@@ -212,6 +212,14 @@ pub(super) enum LikeMatcher<'p> {
     Prefix(&'p str),
     Suffix(&'p str),
     Contains(&'p str),
+    /// Literal parts between `%`s, found in order (TPC-H Q13's `%special%requests%`): an
+    /// anchored prefix and suffix (empty where the pattern starts or ends with `%`) and the
+    /// parts between, each searched for after the one before.
+    Parts {
+        prefix: &'p str,
+        middle: Vec<memchr::memmem::Finder<'p>>,
+        suffix: &'p str,
+    },
     General(&'p str),
 }
 
@@ -222,7 +230,20 @@ impl<'p> LikeMatcher<'p> {
         }
         let inner = pattern.trim_matches('%');
         if inner.contains('%') {
-            return LikeMatcher::General(pattern);
+            if pattern.contains('\\') {
+                return LikeMatcher::General(pattern);
+            }
+            let parts: Vec<&str> = pattern.split('%').collect();
+            let last = parts.len() - 1;
+            return LikeMatcher::Parts {
+                prefix: parts[0],
+                middle: parts[1..last]
+                    .iter()
+                    .filter(|p| !p.is_empty())
+                    .map(|p| memchr::memmem::Finder::new(p.as_bytes()))
+                    .collect(),
+                suffix: parts[last],
+            };
         }
         match (pattern.starts_with('%'), pattern.ends_with('%')) {
             (false, false) => LikeMatcher::Exact(inner),
@@ -238,6 +259,28 @@ impl<'p> LikeMatcher<'p> {
             LikeMatcher::Prefix(v) => s.starts_with(v),
             LikeMatcher::Suffix(v) => s.ends_with(v),
             LikeMatcher::Contains(v) => s.contains(v),
+            LikeMatcher::Parts {
+                prefix,
+                ref middle,
+                suffix,
+            } => {
+                let b = s.as_bytes();
+                let Some(end) = b.len().checked_sub(suffix.len()) else {
+                    return false;
+                };
+                let mut at = prefix.len();
+                if at > end || !b.starts_with(prefix.as_bytes()) || !b.ends_with(suffix.as_bytes())
+                {
+                    return false;
+                }
+                for f in middle {
+                    match f.find(&b[at..end]) {
+                        Some(i) => at += i + f.needle().len(),
+                        None => return false,
+                    }
+                }
+                true
+            }
             LikeMatcher::General(p) => like(s, p),
         }
     }

@@ -512,6 +512,17 @@ impl<'a> Lane<'a> {
                                 .collect();
                             (take, Vec::new())
                         }
+                        // Every probe row, with its key's build row or none (u32::MAX): the
+                        // build's keys are its group keys, one row each.
+                        (None, None) if join.kind == JoinKind::Left => {
+                            let (pairs, rows) =
+                                plan.builds[j].probe(&keys, packs.as_deref(), JoinKind::Inner);
+                            let mut build = vec![u32::MAX; keys.len()];
+                            for (&i, &b) in pairs.iter().zip(&rows) {
+                                build[i as usize] = b;
+                            }
+                            ((0..keys.len() as u32).collect(), build)
+                        }
                         (None, None) => plan.builds[j].probe(&keys, packs.as_deref(), join.kind),
                         (Some(r), _) => {
                             let v = values(&r.probe, &matched)?;

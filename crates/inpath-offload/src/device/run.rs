@@ -30,8 +30,10 @@ impl LocalDevice {
     ) -> Result<Built> {
         let (keys, method) = (&join.build_keys, join.method);
         // A residual condition reads the build rows' values: no presence bitmap then.
-        let presence_only = join.kind != crate::graph::JoinKind::Inner
-            && join.residual.is_none()
+        let presence_only = matches!(
+            join.kind,
+            crate::graph::JoinKind::Semi | crate::graph::JoinKind::Anti
+        ) && join.residual.is_none()
             && join.condition.is_none();
         let builds = join_builds(task, built)?;
         let held: u64 = built.iter().flatten().map(|b| b.bytes()).sum();
@@ -257,7 +259,10 @@ impl LocalDevice {
             Vec::new(),
             &join.build_keys,
             join.method,
-            join.kind != crate::graph::JoinKind::Inner && join.condition.is_none(),
+            matches!(
+                join.kind,
+                crate::graph::JoinKind::Semi | crate::graph::JoinKind::Anti
+            ) && join.condition.is_none(),
             budget,
         )?;
         Counters::add(&self.counters.rows_kept, b.len() as u64);

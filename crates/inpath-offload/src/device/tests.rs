@@ -143,6 +143,42 @@ fn years_of_days_equal_arrows_date_part() {
     }
 }
 
+/// Patterns of `%` and literal parts read once (`LikeMatcher::Parts`) match as the general
+/// matcher does, over every string of up to 6 letters of {a, b} and random patterns.
+#[test]
+fn like_parts_match_as_the_general_matcher() {
+    let strings: Vec<String> = (0..=6u32)
+        .flat_map(|n| {
+            (0..1u32 << n).map(move |bits| {
+                (0..n)
+                    .map(|i| if bits >> i & 1 == 1 { 'b' } else { 'a' })
+                    .collect()
+            })
+        })
+        .collect();
+    let mut seed = 7u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for _ in 0..400 {
+        let len = 2 + next() % 6;
+        let pattern: String = (0..len)
+            .map(|_| match next() % 3 {
+                0 => '%',
+                1 => 'a',
+                _ => 'b',
+            })
+            .collect();
+        let m = LikeMatcher::new(&pattern);
+        for s in &strings {
+            assert_eq!(m.matches(s), like(s, &pattern), "{s:?} LIKE {pattern:?}");
+        }
+    }
+}
+
 #[test]
 fn like_matches_sql_patterns() {
     for (text, pattern, want) in [
@@ -167,6 +203,14 @@ fn like_matches_sql_patterns() {
         ("crème brûlée", "cr_me%", true),
         ("crème brûlée", "%br_l%", true),
         ("crème", "cr_e", false),
+        ("requests special", "%special%requests%", false),
+        ("abab", "ab%ab", true),
+        ("ab", "ab%ab", false),
+        ("aba", "ab%ba", false),
+        ("xspecialyrequestsz", "x%special%requests%z", true),
+        ("xspecialyrequests", "x%special%requests%z", false),
+        ("aXbXc", "a%b%c", true),
+        ("acb", "a%b%c", false),
     ] {
         assert_eq!(like(text, pattern), want, "{text:?} LIKE {pattern:?}");
         let m = LikeMatcher::new(pattern);

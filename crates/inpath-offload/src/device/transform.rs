@@ -5,7 +5,7 @@ use super::exact::{checked_op, no_overflow};
 use super::lane::{Lane, Registers};
 use super::prepare::Rows;
 use crate::arch;
-use crate::graph::{GroupKey, Op};
+use crate::graph::{GroupKey, JoinKind, Op};
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_array::{Array, ArrayRef};
@@ -75,7 +75,12 @@ impl<'a> Lane<'a> {
                     None,
                 ),
                 Op::Fetch { join, column } => {
-                    let values = self.plan.builds[join].ints(column)?.gather(matched[join]);
+                    let ints = self.plan.builds[join].ints(column)?;
+                    let values = match self.plan.task.joins[join].kind {
+                        // A left join's row without a match reads 0.
+                        JoinKind::Left => ints.gather_or_zero(matched[join]),
+                        _ => ints.gather(matched[join]),
+                    };
                     let bound = arch::max_abs::run(&values);
                     (Cow::Owned(values), bound, None)
                 }

@@ -141,6 +141,20 @@ impl TaskGraph {
                         }
                     }
                 }
+                if join.kind == JoinKind::Left {
+                    let keys = match &build.operator {
+                        Operator::AggregateGroupBy { keys, .. } => keys.len(),
+                        _ => 0,
+                    };
+                    let all_keys = keys > 0 && join.build_keys == (0..keys).collect::<Vec<_>>();
+                    if !all_keys || join.residual.is_some() || join.condition.is_some() {
+                        return Err(bad(format!(
+                            "task {t}, join {j}: a left join only with an AGGREGATE_GROUPBY \
+                             build on all its group keys, in order, without a residual or a \
+                             condition"
+                        )));
+                    }
+                }
                 if let Some(c) = &join.condition {
                     let grouped_build = matches!(build.operator, Operator::AggregateGroupBy { .. });
                     let columns_ok = [&c.left, &c.right]
@@ -180,6 +194,12 @@ impl TaskGraph {
                 let join = task.joins.get(k)?;
                 (join.kind == JoinKind::Inner).then(|| self.tasks[join.build].row_width())
             };
+            // A left join's build columns are read through `Fetch` alone (0 without a match).
+            let fetch_columns = |k: usize| -> Option<usize> {
+                let join = task.joins.get(k)?;
+                matches!(join.kind, JoinKind::Inner | JoinKind::Left)
+                    .then(|| self.tasks[join.build].row_width())
+            };
             let source_ok = |s: &Source| match *s {
                 Source::Column(_) => true,
                 Source::Flag(f) => f < task.flags.len(),
@@ -195,7 +215,7 @@ impl TaskGraph {
                     }
                 }
                 if let Op::Fetch { join, column } = *op {
-                    if !source_ok(&Source::Build { join, column }) {
+                    if fetch_columns(join).is_none_or(|n| column >= n) {
                         return Err(bad(format!(
                             "task {t} fetches column {column} of join {join}, which is not an \
                              inner join of {joins} with that column"
@@ -566,6 +586,12 @@ pub enum JoinKind {
     Semi,
     /// Probe rows without a match.
     Anti,
+    /// Every probe row once (version 9): with the build row of its key where there is one,
+    /// and reading 0 from every build column where there is none. Only over a build that
+    /// aggregates, on all its group keys (one row a key), and read only through the
+    /// transformer's `Fetch`: TPC-H Q13's orders counted by customer, a customer without
+    /// orders counting 0.
+    Left,
 }
 
 /// How a join matches keys. `Auto` lets the device choose from the data, as AQUOMAN does:

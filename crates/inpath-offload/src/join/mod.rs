@@ -86,6 +86,15 @@ impl Ints {
         }
     }
 
+    /// The values at `rows`, 0 where a row is `u32::MAX` (a left join's row without a match).
+    pub(crate) fn gather_or_zero(&self, rows: &[u32]) -> Vec<i64> {
+        let at = |r: u32, v: &dyn Fn(usize) -> i64| if r == u32::MAX { 0 } else { v(r as usize) };
+        match self {
+            Ints::Narrow(v) => rows.iter().map(|&r| at(r, &|i| v[i] as i64)).collect(),
+            Ints::Wide(v) => rows.iter().map(|&r| at(r, &|i| v[i])).collect(),
+        }
+    }
+
     pub(crate) fn to_vec(&self) -> Vec<i64> {
         match self {
             Ints::Narrow(v) => v.iter().map(|&x| x as i64).collect(),

@@ -14,7 +14,8 @@
 //! - [`joins`]: every join kind equals a nested-loop reference; a build that outgrows the
 //!   budget is declined.
 //! - [`condition`]: a semi or anti join's condition on a build's groups computes each value as
-//!   Arrow's kernels do and keeps the reference's rows.
+//!   Arrow's kernels do and keeps the reference's rows; a left join with groups reads 0 where
+//!   a key has none.
 //! - [`having`]: a HAVING on a build's groups keeps the passing groups; over pages in key
 //!   order the lanes hold only those.
 //! - [`order`]: SORT and TOPK over rows and groups keep every tie of the last row sent.

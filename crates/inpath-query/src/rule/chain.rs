@@ -266,6 +266,24 @@ pub(super) fn chain_for(
         return Ok(chain);
     }
     if let Some(agg) = node.downcast_ref::<AggregateExec>() {
+        // Counts over a left join: a Single aggregate over it, or a Final one over its
+        // Partial half.
+        let over_join = match agg.mode() {
+            AggregateMode::Single | AggregateMode::SinglePartitioned => Some(agg),
+            AggregateMode::Final | AggregateMode::FinalPartitioned => {
+                under_pass_throughs(agg.input())
+                    .downcast_ref::<AggregateExec>()
+                    .filter(|p| *p.mode() == AggregateMode::Partial)
+            }
+            _ => None,
+        };
+        if let Some(a) = over_join {
+            if let Some(j) = under_pass_throughs(a.input()).downcast_ref::<HashJoinExec>() {
+                if matches!(j.join_type(), JoinType::Left | JoinType::Right) {
+                    return left_counts_chain(a, j);
+                }
+            }
+        }
         return groups_chain(agg, None);
     }
     Err(HostReason::UnsupportedOperator {
@@ -508,6 +526,167 @@ fn semi_below(tasks: &[TableTask], join: &Join) -> Option<(usize, Vec<Source>)> 
     }
     let t = target?;
     (join.build < t).then_some((t, keys))
+}
+
+/// The rows of `count(x), ... GROUP BY k` over `l LEFT JOIN r ON k = rk` where `k` is the
+/// left table's unique key and every `x` a column of `r` without nulls (TPC-H Q13's orders
+/// counted by customer): one row per left row, its key and its counts. On the device, `r`'s
+/// rows are counted by `rk` (a build that aggregates), and `l` streams through a left join
+/// with those groups, reading 0 where a key has none: the SQL's count of no value.
+pub(super) fn left_counts_chain(
+    agg: &AggregateExec,
+    j: &HashJoinExec,
+) -> Result<Chain, HostReason> {
+    let refuse = |detail: &str| HostReason::LeftJoinCounts {
+        detail: detail.to_string(),
+    };
+    if j.null_aware || j.filter().is_some() || j.on().len() != 1 {
+        return Err(refuse("a condition beyond one pair of keys"));
+    }
+    // DataFusion may swap the sides (a right join with the preserved table on the right).
+    let kept_left = *j.join_type() == JoinType::Left;
+    let (first, second) = (
+        chain_for(j.left(), Orient::Planner)?,
+        chain_for(j.right(), Orient::Planner)?,
+    );
+    let (left, right) = if kept_left {
+        (first, second)
+    } else {
+        (second, first)
+    };
+    if left.tasks.len() != 1 || left.grouped || !left.filters.is_empty() {
+        return Err(refuse("the preserved side is not one table's rows"));
+    }
+    if right.grouped || !right.filters.is_empty() {
+        return Err(refuse("the counted side's rows carry filters above joins"));
+    }
+    let column = |e: &Arc<dyn PhysicalExpr>| e.downcast_ref::<PColumn>().map(|c| c.index());
+    let (Some(a), Some(b)) = (column(&j.on()[0].0), column(&j.on()[0].1)) else {
+        return Err(refuse("a computed join key"));
+    };
+    let (lk, rk) = if kept_left { (a, b) } else { (b, a) };
+    let (lcol, rcol) = (left.columns[lk].clone(), right.columns[rk].clone());
+    join_keys(&lcol, &rcol)?;
+    if join_key(&rcol)? != 0 {
+        return Err(refuse("decimal join keys"));
+    }
+    let Source::Column(lc) = lcol.src else {
+        return Err(refuse("a left key from another table"));
+    };
+    let Source::Column(rc) = rcol.src else {
+        return Err(refuse("a right key from another table"));
+    };
+    if !unique_key(&lcol.reader, lcol.column) {
+        return Err(refuse("the left key is not unique"));
+    }
+    // The join's output columns: its left input's then its right input's, through its
+    // projection; `true` marks the preserved side's.
+    let kept: Vec<(bool, Col)> = left.columns.iter().map(|c| (true, c.clone())).collect();
+    let counted: Vec<(bool, Col)> = right.columns.iter().map(|c| (false, c.clone())).collect();
+    let mut joined = match kept_left {
+        true => [kept, counted].concat(),
+        false => [counted, kept].concat(),
+    };
+    if let Some(p) = &j.projection {
+        joined = p
+            .iter()
+            .map(|&i| joined.get(i).cloned())
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| HostReason::inconsistent("a join projection beyond its columns"))?;
+    }
+    let at = |e: &Arc<dyn PhysicalExpr>| column(e).and_then(|i| joined.get(i));
+    // Grouped by the left key alone: one group per left row.
+    let group = agg.group_expr();
+    let [(key, _)] = group.expr() else {
+        return Err(refuse("not grouped by the left key alone"));
+    };
+    match at(key) {
+        Some((true, c)) if c.src == lcol.src => {}
+        _ => return Err(refuse("not grouped by the left key alone")),
+    }
+    if group.has_grouping_set() || agg.filter_expr().iter().any(Option::is_some) {
+        return Err(refuse("grouping sets or aggregate filters"));
+    }
+    // Every aggregate a count of a right column without nulls: the matching rows.
+    for a in agg.aggr_expr() {
+        let args = a.expressions();
+        let counted = match args.as_slice() {
+            [arg] => at(arg)
+                .filter(|(left, c)| !left && !c.reader.schema().field(c.column).is_nullable()),
+            _ => None,
+        };
+        if a.fun().name() != "count" || a.is_distinct() || counted.is_none() {
+            return Err(refuse(&format!(
+                "{} is not a count of a right column without nulls",
+                a.name()
+            )));
+        }
+    }
+    let counts = agg.aggr_expr().len();
+    // The right side's last task counts its rows by its key.
+    let mut tasks = right.tasks;
+    let g = tasks.len() - 1;
+    let key_type = rcol
+        .reader
+        .schema()
+        .field(rcol.column)
+        .data_type()
+        .to_string();
+    {
+        let t = &mut tasks[g];
+        t.transformer = Program {
+            ops: vec![Op::Load { column: rc }],
+        };
+        t.operator = Operator::AggregateGroupBy {
+            keys: vec![GroupKey::Register(0)],
+            aggs: (0..counts)
+                .map(|_| inpath_offload::graph::Agg {
+                    func: AggFunc::CountAll,
+                    arg: None,
+                    scale: 0,
+                })
+                .collect(),
+        };
+        t.keep = Vec::new();
+        let mut fields = vec![("key".to_string(), key_type)];
+        fields.extend((0..counts).map(|i| (format!("count{i}"), "Int64".to_string())));
+        t.output = Output { fields };
+    }
+    let mut probe = left
+        .tasks
+        .into_iter()
+        .next()
+        .ok_or(HostReason::GroupsEmptyGraph)?;
+    probe.joins.push(Join {
+        build: g,
+        probe_keys: vec![Source::Column(lc)],
+        build_keys: vec![0],
+        kind: JoinKind::Left,
+        method: JoinMethod::Auto,
+        residual: None,
+        condition: None,
+    });
+    let join = probe.joins.len() - 1;
+    tasks.push(probe);
+    // The aggregate's rows: the left key, then each count (0 without a match), typed as the
+    // right key (an integer without nulls, scale 0) for the compiler.
+    let mut columns = vec![lcol.clone()];
+    columns.extend((0..counts).map(|i| Col {
+        src: Source::Build {
+            join,
+            column: 1 + i,
+        },
+        equals: None,
+        ..rcol.clone()
+    }));
+    Ok(Chain {
+        tasks,
+        columns,
+        filters: Vec::new(),
+        rows: left.rows,
+        grouped: false,
+        groups: Vec::new(),
+    })
 }
 
 /// Groups that a semi or anti join (the last task's last join) can meet, and no others: when

@@ -12,7 +12,7 @@ use datafusion::physical_expr::expressions::{
 };
 use datafusion::physical_expr::{PhysicalExpr, ScalarFunctionExpr};
 use inpath_offload::graph::{
-    Agg, AggFunc, CmpOp, Comparator, GroupKey, Op, Program, Source, TableTask, Test,
+    Agg, AggFunc, CmpOp, Comparator, GroupKey, JoinKind, Op, Program, Source, TableTask, Test,
 };
 use inpath_table::format::LogicalType;
 use inpath_table::reader::TableReader;
@@ -428,11 +428,16 @@ impl Compiler<'_> {
         if let Some(col) = expr.downcast_ref::<PColumn>() {
             if let Some(c) = self.row_column(level, col.index()) {
                 // A column of build rows (or one an inner join made equal to one) groups by
-                // the matched build row: dense, and any type.
+                // the matched build row: dense, and any type. A left join's column groups by
+                // its value (a row without a match has no build row).
+                let left = |join: usize| {
+                    let joins = self.tasks.last().map(|t| t.joins.as_slice()).unwrap_or(&[]);
+                    joins.get(join).is_some_and(|j| j.kind == JoinKind::Left)
+                };
                 if let Some(Source::Build { join, column }) = c
                     .equals
                     .or(Some(c.src))
-                    .filter(|s| matches!(s, Source::Build { .. }))
+                    .filter(|s| matches!(s, Source::Build { join, .. } if !left(*join)))
                 {
                     return Ok(GroupKey::Build { join, column });
                 }

@@ -686,3 +686,49 @@ fn offloaded_as_the_host(
         assert_eq!(s.graphs_refused, refused, "{sql}: {s:?}");
     }
 }
+
+/// Counts of a left join's right rows grouped by the left table's unique key (TPC-H Q13's
+/// orders per customer, a customer without orders counting 0), grouped again, run on the
+/// device: the right rows counted by key, the left table streaming through a left join with
+/// those groups. A count of every row (`count(*)` counts a customer without orders as 1) or a
+/// sum leaves the join to the host.
+#[test]
+fn counts_over_a_left_join_run_on_the_device_as_the_host_counts() {
+    let (dir, off) = sf001_plain();
+    let statements = [
+        query(13).unwrap().to_string(),
+        "SELECT c_count, count(*) AS n FROM (SELECT p_partkey, count(ps_suppkey) AS c_count, \
+         count(ps_availqty) AS c2 FROM part LEFT OUTER JOIN partsupp ON p_partkey = ps_partkey \
+         AND ps_availqty > 9000 GROUP BY p_partkey) t GROUP BY c_count"
+            .to_string(),
+        "SELECT sum(c_count), count(*) FROM (SELECT c_custkey, count(o_orderkey) AS c_count FROM \
+         customer LEFT JOIN orders ON c_custkey = o_custkey AND o_orderstatus = 'F' WHERE \
+         c_acctbal > 0 GROUP BY c_custkey) t"
+            .to_string(),
+    ];
+    for sql in &statements {
+        let left = |graphs: &[TaskGraph]| {
+            graphs
+                .iter()
+                .flat_map(|g| &g.tasks)
+                .flat_map(|t| &t.joins)
+                .any(|j| j.kind == JoinKind::Left)
+        };
+        offloaded_as_the_host(dir.path(), &off, sql, &left, 0);
+    }
+    let on = offloaded(dir.path(), None, 2);
+    for sql in [
+        "SELECT c_count, count(*) FROM (SELECT c_custkey, count(*) AS c_count FROM customer LEFT \
+         JOIN orders ON c_custkey = o_custkey GROUP BY c_custkey) t GROUP BY c_count",
+        "SELECT c_count, count(*) FROM (SELECT c_custkey, sum(o_totalprice) AS c_count FROM \
+         customer LEFT JOIN orders ON c_custkey = o_custkey GROUP BY c_custkey) t GROUP BY c_count",
+    ] {
+        let explain = on.explain_offload(sql).unwrap();
+        assert_ne!(explain.class, "full", "{sql}: {}", explain.plan);
+        let mut want = rows_text(&off.sql(sql).unwrap().batches);
+        let mut got = rows_text(&on.sql(sql).unwrap().batches);
+        want.sort();
+        got.sort();
+        assert_eq!(got, want, "{sql}");
+    }
+}

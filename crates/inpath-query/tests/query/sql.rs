@@ -67,9 +67,9 @@ fn all_22_tpch_queries_equal_duckdb_at_sf_0_1_on_ctr_pages() {
         0.1,
         "SF 0.1, AES-256-CTR pages, 2 threads, offload",
     );
-    // Every graph the planner made ran once (Q1, Q6, Q15's view twice, Q17, Q18 and Q20's
-    // lineitem aggregates; the join graphs of Q2, Q3, Q4, Q5, Q9, Q10, Q11 twice, Q16, Q21),
-    // with every join method.
+    // Every graph the planner made ran once (Q1, Q6, Q15's view twice; the join graphs of
+    // Q2, Q3, Q4, Q5, Q9, Q10, Q11 twice, Q13, Q16, Q17, Q18, Q20, Q21), with every join
+    // method.
     let s = offload.device_stats().unwrap();
     let planned: usize = (1..=22)
         .map(|n| {
@@ -79,8 +79,10 @@ fn all_22_tpch_queries_equal_duckdb_at_sf_0_1_on_ctr_pages() {
         .sum();
     assert!(planned >= 16, "{planned}");
     // Every planned graph ran on the device at its default memory (builds keep their
-    // integers in 32 bits: Q7's lineitem rows fit).
-    assert_eq!(s.graphs_refused, 0, "{s:?}");
+    // integers in 32 bits: Q7's lineitem rows fit), but Q13's: counting orders by customer,
+    // a lane keeps room for a page of new groups (65,536 rows), more than its share of SF
+    // 0.1's 4 MiB; it declines before sending anything and the host answers.
+    assert_eq!(s.graphs_refused, 1, "{s:?}");
     assert_eq!(s.graphs, planned as u64, "{s:?}");
     assert!(
         s.joins_positional > 0 && s.joins_merge > 0 && s.joins_sort_merge > 0,
