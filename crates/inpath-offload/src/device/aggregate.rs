@@ -90,6 +90,9 @@ impl<'a> Lane<'a> {
         // Per key: the selected rows' key values, and the dictionary size where it is one.
         let mut columns: Vec<Vec<i64>> = Vec::with_capacity(keys.len());
         let mut sizes: Vec<Option<usize>> = Vec::with_capacity(keys.len());
+        // What a dense slot subtracts from each key's value (a register key's least value).
+        let mut offsets: Vec<i64> = vec![0; keys.len()];
+        let mut by_range = false;
         for (k, key) in keys.iter().enumerate() {
             match key {
                 Identity::Dictionary(column) => {
@@ -119,7 +122,13 @@ impl<'a> Lane<'a> {
                 }
                 Identity::Register(r) => {
                     columns.push(registers[*r].to_vec());
-                    sizes.push(None);
+                    // Not for a table cleared after every page (a HAVING over disjoint pages):
+                    // resetting every slot each time would cost more than it saves.
+                    let range =
+                        self.plan.register_ranges[k].filter(|_| self.plan.complete_key.is_none());
+                    sizes.push(range.map(|(_, size)| size));
+                    offsets[k] = range.map_or(0, |(least, _)| least);
+                    by_range |= range.is_some();
                 }
                 // Build rows are numbered densely: a key the dense table can take.
                 Identity::BuildRow(j) => {
@@ -129,8 +138,12 @@ impl<'a> Lane<'a> {
             }
         }
         let mut ids = Vec::with_capacity(n);
-        // A dense table takes at most a quarter of the lane's budget.
-        let budget_quarter = (self.budget / 4) as usize;
+        // A dense table takes at most a quarter of the lane's budget; one keyed by a register's
+        // range (which may hold far fewer groups than slots) at most a sixteenth.
+        let budget_quarter = match by_range {
+            true => (self.budget / 16) as usize,
+            false => (self.budget / 4) as usize,
+        };
         let dense_strides = sizes
             .iter()
             .try_fold((Vec::new(), 1usize), |(mut st, p), s| {
@@ -194,7 +207,12 @@ impl<'a> Lane<'a> {
             Some((strides, mut slots)) => {
                 // Each row's slot; once every slot a block touches has its group (all but the
                 // first blocks), the ids are one gather.
-                let at: Vec<i64> = match columns.len() {
+                let base: i64 = offsets
+                    .iter()
+                    .zip(&strides)
+                    .map(|(o, s)| o * *s as i64)
+                    .sum();
+                let mut at: Vec<i64> = match columns.len() {
                     1 => columns[0].clone(),
                     2 => arch::dense_slots::run(&columns[0], &columns[1], strides[1] as i64),
                     _ => (0..n)
@@ -207,6 +225,15 @@ impl<'a> Lane<'a> {
                         })
                         .collect(),
                 };
+                if base != 0 {
+                    at.iter_mut().for_each(|a| *a -= base);
+                    // Values come from pages the zone maps bound; one outside would be damage.
+                    if at.iter().any(|&a| a < 0 || a as usize >= slots.len()) {
+                        return Err(Error::Offload {
+                            detail: "a group key outside its column's zone maps".into(),
+                        });
+                    }
+                }
                 let mut found = arch::slot_ids(&at, &slots);
                 if !found.contains(&u32::MAX) {
                     if let Some(mask) = &block_mask {

@@ -1,7 +1,7 @@
 //! A task prepared for the lanes: columns resolved against the tables, what is kept and
 //! emitted, the pages that survive the zone maps.
 
-use super::groups::Groups;
+use super::groups::{Groups, DENSE_SLOTS};
 use crate::graph::{
     Agg, AggFunc, CmpOp, Comparator, GroupKey, Op, Operator, Source, TableTask, Test,
 };
@@ -32,6 +32,9 @@ pub(super) struct Prepared {
     /// What the group table keys on: group keys naming the same thing (two columns of one
     /// join's build row) share one identity.
     pub(super) identities: Vec<Identity>,
+    /// Per identity that is a register loading a column: the column's least value and how
+    /// many values its zone maps allow, when a dense table can hold them.
+    pub(super) register_ranges: Vec<Option<(i64, usize)>>,
     /// Per group key: its identity.
     pub(super) key_identity: Vec<usize>,
     /// A build task: how each kept column is kept.
@@ -267,10 +270,37 @@ impl Prepared {
                 }
             }
         }
+        // A register key loaded from a column whose values span at most DENSE_SLOTS (by its
+        // zone maps) is a dense table's key, as dictionary codes are: its value less the
+        // column's least.
+        let register_ranges = identities
+            .iter()
+            .map(|id| {
+                let Identity::Register(r) = *id else {
+                    return None;
+                };
+                let Some(&Op::Load { column }) = task.transformer.ops.get(r) else {
+                    return None;
+                };
+                let (mut lo, mut hi) = (i128::MAX, i128::MIN);
+                for page in 0..reader.page_count() {
+                    let z = reader.zone_map(column, page).ok()?;
+                    let (Some(Scalar::Int(a)), Some(Scalar::Int(b)), 0) =
+                        (&z.min, &z.max, z.null_count)
+                    else {
+                        return None;
+                    };
+                    (lo, hi) = (lo.min(*a), hi.max(*b));
+                }
+                let size = usize::try_from(hi.checked_sub(lo)?.checked_add(1)?).ok()?;
+                (size <= DENSE_SLOTS).then_some((i64::try_from(lo).ok()?, size))
+            })
+            .collect();
         Ok(Prepared {
             reader,
             task,
             schema,
+            register_ranges,
             selector_columns,
             packed_columns,
             packed_kept,
