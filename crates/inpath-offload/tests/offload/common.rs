@@ -318,3 +318,34 @@ fn the_references_helpers_agree_with_known_answers() {
     assert_eq!(year_of(11_016), 2000);
     assert_eq!(year_of(-25_508), 1900);
 }
+
+/// A task over `table` that counts its rows by register 0 (`op`), after a join of `kind` on
+/// its column 0 with task 0's first column: the probe side of the join tests' two-task graphs.
+pub fn counted_by(table: &str, op: Op, kind: inpath_offload::graph::JoinKind) -> TableTask {
+    use inpath_offload::graph::GroupKey;
+    let mut probe = task(
+        table,
+        vec![op],
+        Operator::AggregateGroupBy {
+            keys: vec![GroupKey::Register(0)],
+            aggs: vec![agg(AggFunc::CountAll, None)],
+        },
+        vec![("k", "Int64"), ("n", "Int64")],
+    );
+    probe.joins.push(join_first(kind));
+    probe
+}
+
+/// A join of `kind` of a task's column 0 with task 0's first column.
+pub fn join_first(kind: inpath_offload::graph::JoinKind) -> inpath_offload::graph::Join {
+    use inpath_offload::graph::{Join, JoinMethod, Source};
+    Join {
+        build: 0,
+        probe_keys: vec![Source::Column(0)],
+        build_keys: vec![0],
+        kind,
+        method: JoinMethod::Auto,
+        residual: None,
+        condition: None,
+    }
+}

@@ -10,8 +10,7 @@ use arrow_array::types::{Decimal128Type, Float64Type};
 use arrow_array::{Array, ArrayRef, Decimal128Array, Float64Array, Int64Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
 use inpath_offload::graph::{
-    AggFunc, CmpOp, Condition, GroupKey, Join, JoinKind, JoinMethod, Num, Op, Operator, Source,
-    Value,
+    AggFunc, CmpOp, Condition, GroupKey, Join, JoinKind, Num, Op, Operator, Source, Value,
 };
 use inpath_offload::TaskGraph;
 use rand::rngs::StdRng;
@@ -213,12 +212,6 @@ fn q17_graph(kind: JoinKind) -> TaskGraph {
         }),
     );
     probe.joins.push(Join {
-        build: 0,
-        probe_keys: vec![Source::Column(0)],
-        build_keys: vec![0],
-        kind,
-        method: JoinMethod::Auto,
-        residual: None,
         condition: Some(Condition {
             op: CmpOp::Lt,
             left: Value::Rescale {
@@ -231,6 +224,7 @@ fn q17_graph(kind: JoinKind) -> TaskGraph {
                 precision: 30,
             },
         }),
+        ..join_first(kind)
     });
     TaskGraph {
         version: inpath_offload::GRAPH_VERSION,
@@ -324,24 +318,7 @@ fn q13_graph() -> TaskGraph {
         },
         vec![("k", "Int64"), ("n", "Int64")],
     );
-    let mut probe = task(
-        "p",
-        vec![Op::Fetch { join: 0, column: 1 }],
-        Operator::AggregateGroupBy {
-            keys: vec![GroupKey::Register(0)],
-            aggs: vec![agg(AggFunc::CountAll, None)],
-        },
-        vec![("count", "Int64"), ("rows", "Int64")],
-    );
-    probe.joins.push(Join {
-        build: 0,
-        probe_keys: vec![Source::Column(0)],
-        build_keys: vec![0],
-        kind: JoinKind::Left,
-        method: JoinMethod::Auto,
-        residual: None,
-        condition: None,
-    });
+    let probe = counted_by("p", Op::Fetch { join: 0, column: 1 }, JoinKind::Left);
     TaskGraph {
         version: inpath_offload::GRAPH_VERSION,
         tasks: vec![groups, probe],

@@ -7,9 +7,7 @@
 use crate::common::*;
 use arrow_array::{ArrayRef, Int64Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
-use inpath_offload::graph::{
-    AggFunc, CmpOp, GroupKey, Having, Join, JoinKind, JoinMethod, Op, Operator, Source,
-};
+use inpath_offload::graph::{AggFunc, CmpOp, GroupKey, Having, JoinKind, Op, Operator};
 use inpath_offload::TaskGraph;
 use inpath_table::Error;
 use rand::rngs::StdRng;
@@ -43,24 +41,7 @@ fn graph(table: &str, having: Vec<Having>) -> TaskGraph {
         vec![("k", "Int64"), ("s", "Decimal128(38, 0)"), ("n", "Int64")],
     );
     groups.having = having;
-    let mut probe = task(
-        "p",
-        vec![Op::Load { column: 0 }],
-        Operator::AggregateGroupBy {
-            keys: vec![GroupKey::Register(0)],
-            aggs: vec![agg(AggFunc::CountAll, None)],
-        },
-        vec![("k", "Int64"), ("n", "Int64")],
-    );
-    probe.joins.push(Join {
-        build: 0,
-        probe_keys: vec![Source::Column(0)],
-        build_keys: vec![0],
-        kind: JoinKind::Semi,
-        method: JoinMethod::Auto,
-        residual: None,
-        condition: None,
-    });
+    let probe = counted_by("p", Op::Load { column: 0 }, JoinKind::Semi);
     TaskGraph {
         version: inpath_offload::GRAPH_VERSION,
         tasks: vec![groups, probe],
