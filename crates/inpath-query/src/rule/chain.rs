@@ -2,13 +2,14 @@
 //! Table Task graph.
 
 use super::compile::Compiler;
-use super::condition::{column_kind, condition_of, output_kind, value_of, GroupColumn, Kind};
+use super::condition::{column_kind, condition_of, output_kind, value_of};
 use super::exec::DeviceExec;
 use super::plan::passed_through;
 use super::plan::under_pass_throughs;
 use super::plan::Chain;
 use super::plan::Col;
 use super::plan::Orient;
+use super::plan::{GroupColumn, Kind};
 use crate::reason::HostReason;
 use crate::scan::ColumnScanExec;
 use datafusion::arrow::datatypes::{DataType, SchemaRef};

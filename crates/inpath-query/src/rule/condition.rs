@@ -4,7 +4,7 @@
 //! Float64)`), and a semi or anti join's condition comparing them with the probe rows'
 //! columns ([`Condition`]).
 
-use super::plan::Col;
+use super::plan::{Col, Kind};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::Operator as SqlOp;
@@ -15,26 +15,6 @@ use datafusion::physical_expr::PhysicalExpr;
 use inpath_offload::graph::{Condition, Value};
 use inpath_table::format::LogicalType;
 use std::sync::Arc;
-
-/// What a value is: an integer with `scale` decimal digits of at most `precision` digits in
-/// all, or a double.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Kind {
-    Int { scale: i8, precision: u8 },
-    Float,
-}
-
-/// A column of an aggregate's groups kept for a join: the value the host computes for it from
-/// a group (from the build row's output columns), its kind (none for strings), and whether it
-/// is a column of the aggregated rows (a key, a min or max), which a join may key on or keep.
-#[derive(Clone, Debug)]
-pub(super) struct GroupColumn {
-    pub(super) value: Value,
-    pub(super) kind: Option<Kind>,
-    pub(super) row: bool,
-    /// The aggregate or expression, for reasons.
-    pub(super) name: String,
-}
 
 /// The kind of a table column's values as the device reads them (integers, dates and
 /// decimals as scaled integers), or none (strings, doubles, booleans).

@@ -15,7 +15,7 @@ use datafusion::physical_plan::coop::CooperativeExec;
 use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::ExecutionPlan;
-use inpath_offload::graph::{Source, TableTask};
+use inpath_offload::graph::{Source, TableTask, Value};
 use inpath_table::reader::TableReader;
 use std::sync::Arc;
 
@@ -57,7 +57,7 @@ pub(super) struct Chain {
     pub(super) grouped: bool,
     /// A grouped chain's columns as the values the host computes from a group (one per
     /// column; empty otherwise).
-    pub(super) groups: Vec<super::condition::GroupColumn>,
+    pub(super) groups: Vec<GroupColumn>,
 }
 
 /// The input of a node that passes its input's rows on unchanged, only moved between
@@ -143,4 +143,24 @@ pub(super) fn fresh_name<'a>(name: &str, taken: impl Iterator<Item = &'a str> + 
         n += 1;
     }
     candidate
+}
+
+/// What a value is: an integer with `scale` decimal digits of at most `precision` digits in
+/// all, or a double.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Kind {
+    Int { scale: i8, precision: u8 },
+    Float,
+}
+
+/// A column of an aggregate's groups kept for a join: the value the host computes for it from
+/// a group (from the build row's output columns), its kind (none for strings), and whether it
+/// is a column of the aggregated rows (a key, a min or max), which a join may key on or keep.
+#[derive(Clone, Debug)]
+pub(super) struct GroupColumn {
+    pub(super) value: Value,
+    pub(super) kind: Option<Kind>,
+    pub(super) row: bool,
+    /// The aggregate or expression, for reasons.
+    pub(super) name: String,
 }
