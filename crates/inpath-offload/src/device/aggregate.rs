@@ -227,12 +227,6 @@ impl<'a> Lane<'a> {
                 };
                 if base != 0 {
                     at.iter_mut().for_each(|a| *a -= base);
-                    // Values come from pages the zone maps bound; one outside would be damage.
-                    if at.iter().any(|&a| a < 0 || a as usize >= slots.len()) {
-                        return Err(Error::Offload {
-                            detail: "a group key outside its column's zone maps".into(),
-                        });
-                    }
                 }
                 let mut found = arch::slot_ids(&at, &slots);
                 if !found.contains(&u32::MAX) {
@@ -248,7 +242,15 @@ impl<'a> Lane<'a> {
                         continue;
                     }
                     let at = at[r] as usize;
-                    let mut g = slots[at];
+                    // A register key's values come from pages its zone maps bound (the
+                    // kernel above gives a slot outside the table no group): one outside
+                    // would be damage.
+                    let Some(&found) = slots.get(at) else {
+                        return Err(Error::Offload {
+                            detail: "a group key outside its column's zone maps".into(),
+                        });
+                    };
+                    let mut g = found;
                     if g == u32::MAX {
                         for (k, c) in key.iter_mut().zip(&columns) {
                             *k = c[r];

@@ -284,13 +284,8 @@ impl Prepared {
                 };
                 let (mut lo, mut hi) = (i128::MAX, i128::MIN);
                 for page in 0..reader.page_count() {
-                    let z = reader.zone_map(column, page).ok()?;
-                    let (Some(Scalar::Int(a)), Some(Scalar::Int(b)), 0) =
-                        (&z.min, &z.max, z.null_count)
-                    else {
-                        return None;
-                    };
-                    (lo, hi) = (lo.min(*a), hi.max(*b));
+                    let (a, b) = page_range(&reader, column, page)?;
+                    (lo, hi) = (lo.min(a), hi.max(b));
                 }
                 let size = usize::try_from(hi.checked_sub(lo)?.checked_add(1)?).ok()?;
                 (size <= DENSE_SLOTS).then_some((i64::try_from(lo).ok()?, size))
@@ -371,11 +366,7 @@ impl Prepared {
     /// A page's smallest and largest value of an integer column without nulls, from its zone
     /// map.
     pub(super) fn page_range(&self, column: usize, page: usize) -> Option<(i128, i128)> {
-        let z = self.reader.zone_map(column, page).ok()?;
-        match (&z.min, &z.max) {
-            (Some(Scalar::Int(lo)), Some(Scalar::Int(hi))) if z.null_count == 0 => Some((*lo, *hi)),
-            _ => None,
-        }
+        page_range(&self.reader, column, page)
     }
 
     /// Whether group `i` of `g` passes the task's HAVING (every group does without one).
@@ -452,5 +443,14 @@ impl Rows<'_> {
             Rows::Range(start, n) => values[start..start + n].iter().map(|&v| f(v)).collect(),
             Rows::Pick(rows) => rows.iter().map(|&r| f(values[r as usize])).collect(),
         }
+    }
+}
+
+/// A page's smallest and largest value of an integer column without nulls, from its zone map.
+fn page_range(reader: &TableReader, column: usize, page: usize) -> Option<(i128, i128)> {
+    let z = reader.zone_map(column, page).ok()?;
+    match (&z.min, &z.max) {
+        (Some(Scalar::Int(lo)), Some(Scalar::Int(hi))) if z.null_count == 0 => Some((*lo, *hi)),
+        _ => None,
     }
 }
