@@ -263,6 +263,26 @@ pub enum HostReason {
         /// The column.
         column: String,
     },
+    /// A string prefix of more characters than a register packs.
+    #[error("a prefix of {chars} characters (1 to 7 pack into a register)")]
+    PrefixLength {
+        /// The characters asked for.
+        chars: i64,
+    },
+    /// A comparison with a value known only when the query runs, by an operator other than
+    /// `<`, `<=`, `>`, `>=`, or of a type other than an integer or decimal.
+    #[error("{condition}: compared with a subquery's value by {op} or as {data_type}")]
+    SubqueryComparison {
+        /// The condition.
+        condition: String,
+        /// The operator.
+        op: String,
+        /// The value's type.
+        data_type: String,
+    },
+    /// A plan built on a device plan whose comparator is bound when the query runs.
+    #[error("the device's rows compare with a subquery's value, bound when the query runs")]
+    BoundAtStart,
     /// An expression of a type the transformer does not compute.
     #[error("{expr} is {data_type}")]
     ExpressionType {

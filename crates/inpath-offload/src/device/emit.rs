@@ -4,12 +4,12 @@ use super::finish::first_rows;
 use super::groups::{merge_by_values, merge_groups, Groups, MulHasher};
 use super::prepare::{Emit, Identity, KeepAs, Prepared};
 use super::stats::Counters;
-use crate::graph::{AggFunc, GroupKey, Order, SortKey, Source};
+use crate::graph::{unpack_prefix, AggFunc, GroupKey, Op, Order, SortKey, Source};
 use crate::join::{read_places, Ints, Kept};
 use arrow_array::types::Int32Type;
 use arrow_array::{
     Array, ArrayRef, BooleanArray, Date32Array, Decimal128Array, DictionaryArray, Float64Array,
-    Int32Array, Int64Array, RecordBatch, UInt64Array,
+    Int32Array, Int64Array, RecordBatch, StringArray, UInt64Array,
 };
 use arrow_row::{Row, RowConverter, SortField};
 use arrow_schema::{DataType, Field};
@@ -200,6 +200,29 @@ impl Prepared {
                     )));
                 }
                 taken
+            }
+            // A string's packed prefix, unpacked.
+            (&GroupKey::Register(r), DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View) => {
+                if !matches!(self.task.transformer.ops.get(r), Some(Op::Prefix { .. })) {
+                    return Err(bad(format!(
+                        "group key {} is {ty} but register {r} is not a string's prefix",
+                        field.name()
+                    )));
+                }
+                let strings = values
+                    .iter()
+                    .map(|&v| {
+                        unpack_prefix(v).ok_or_else(|| {
+                            bad(format!(
+                                "group key {}: {v} is not a packed prefix",
+                                field.name()
+                            ))
+                        })
+                    })
+                    .collect::<Result<Vec<String>>>()?;
+                let utf8: ArrayRef = Arc::new(StringArray::from(strings));
+                arrow_cast::cast(&utf8, ty)
+                    .map_err(|e| bad(format!("group key {}: {e}", field.name())))?
             }
             (GroupKey::Register(_), _) => {
                 int_array(values.iter().map(|&v| Some(v as i128)), ty, field.name())?

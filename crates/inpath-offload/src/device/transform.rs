@@ -5,7 +5,7 @@ use super::exact::{checked_op, no_overflow};
 use super::lane::{Lane, Registers};
 use super::prepare::Rows;
 use crate::arch;
-use crate::graph::{GroupKey, JoinKind, Op};
+use crate::graph::{pack_prefix, GroupKey, JoinKind, Op, MAX_PREFIX_BYTES};
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_array::{Array, ArrayRef};
@@ -68,6 +68,18 @@ impl<'a> Lane<'a> {
                     };
                     let bound = arch::max_abs::run(&values);
                     (values, bound, None)
+                }
+                Op::Prefix { column, chars } => {
+                    // An integer column is held packed, not as an array.
+                    let array = arrays.get(&column).ok_or_else(|| Error::Offload {
+                        detail: format!(
+                            "{}: a prefix of an integer column; strings only",
+                            column_name(column)
+                        ),
+                    })?;
+                    let values = prefixes(array, rows, chars, &|| column_name(column))?;
+                    let bound = arch::max_abs::run(&values);
+                    (Cow::Owned(values), bound, None)
                 }
                 Op::Flag { flag } => (
                     Cow::Owned(flag_values(&self.flag_words[flag], rows)),
@@ -222,6 +234,58 @@ impl<'a> Lane<'a> {
             values: regs,
             bounds,
         })
+    }
+}
+
+/// A string column's prefixes of `chars` characters at `rows`, packed ([`pack_prefix`]).
+/// The device declines a prefix it cannot pack; a null is an error, as for loads.
+fn prefixes(
+    array: &ArrayRef,
+    rows: &Rows,
+    chars: u32,
+    what: &dyn Fn() -> String,
+) -> Result<Vec<i64>> {
+    if array.null_count() > 0 {
+        return Err(Error::Offload {
+            detail: format!(
+                "{} holds nulls; the transformer takes only non-null columns",
+                what()
+            ),
+        });
+    }
+    let pack = |s: &str| {
+        pack_prefix(s, chars).ok_or_else(|| Error::DeviceDeclined {
+            detail: format!(
+                "{}: the first {chars} characters of {s:?} take more than {MAX_PREFIX_BYTES} bytes",
+                what()
+            ),
+        })
+    };
+    let at = rows.indices();
+    match array.data_type() {
+        DataType::Utf8 => at
+            .iter()
+            .map(|&i| pack(array.as_string::<i32>().value(i as usize)))
+            .collect(),
+        DataType::LargeUtf8 => at
+            .iter()
+            .map(|&i| pack(array.as_string::<i64>().value(i as usize)))
+            .collect(),
+        DataType::Utf8View => at
+            .iter()
+            .map(|&i| pack(array.as_string_view().value(i as usize)))
+            .collect(),
+        // A dictionary's strings packed once each, read by code.
+        DataType::Dictionary(..) => {
+            let d = array.as_any_dictionary();
+            let values = d.values();
+            let packed = prefixes(values, &Rows::Range(0, values.len()), chars, what)?;
+            let codes = d.normalized_keys();
+            Ok(at.iter().map(|&i| packed[codes[i as usize]]).collect())
+        }
+        other => Err(Error::Offload {
+            detail: format!("{}: a prefix of a {other} column; strings only", what()),
+        }),
     }
 }
 

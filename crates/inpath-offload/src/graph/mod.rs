@@ -26,9 +26,9 @@ pub use condition::{Condition, Num, Value};
 /// (`count_groups` with `order`: the counts' rows ordered by any of their columns, strings
 /// included); version 8 groups sent whole (`TableTask::whole_groups`: merged across the
 /// lanes, in one batch); version 9 a HAVING on a build's groups (`TableTask::having`) and a semi or anti
-/// join's condition over them (`Join::condition`). Older
-/// graphs read unchanged.
-pub const GRAPH_VERSION: u32 = 9;
+/// join's condition over them (`Join::condition`); version 10 a string column's prefix as a
+/// register (`Op::Prefix`, a group key emitted as a string). Older graphs read unchanged.
+pub const GRAPH_VERSION: u32 = 10;
 
 /// A Table Task graph.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -744,9 +744,19 @@ pub struct Program {
 }
 
 impl Program {
-    /// Checks that every operand names an earlier register.
+    /// Checks that every operand names an earlier register, and each prefix's length.
     pub fn check(&self) -> Result<()> {
         for (i, op) in self.ops.iter().enumerate() {
+            if let Op::Prefix { chars, .. } = *op {
+                if !(1..=MAX_PREFIX_BYTES as u32).contains(&chars) {
+                    return Err(Error::Offload {
+                        detail: format!(
+                            "transformer instruction {i} takes a prefix of {chars} characters; \
+                             1 to {MAX_PREFIX_BYTES} are valid"
+                        ),
+                    });
+                }
+            }
             for r in op.operands() {
                 if r >= i {
                     return Err(Error::Offload {
@@ -765,7 +775,12 @@ impl Program {
     pub fn arithmetic(&self) -> usize {
         self.ops
             .iter()
-            .filter(|o| !matches!(o, Op::Load { .. } | Op::Fetch { .. } | Op::Const { .. }))
+            .filter(|o| {
+                !matches!(
+                    o,
+                    Op::Load { .. } | Op::Prefix { .. } | Op::Fetch { .. } | Op::Const { .. }
+                )
+            })
             .count()
     }
 
@@ -775,7 +790,7 @@ impl Program {
             .ops
             .iter()
             .filter_map(|o| match o {
-                Op::Load { column } => Some(*column),
+                Op::Load { column } | Op::Prefix { column, .. } => Some(*column),
                 _ => None,
             })
             .collect();
@@ -783,6 +798,38 @@ impl Program {
         c.dedup();
         c
     }
+}
+
+/// The most bytes a packed prefix ([`Op::Prefix`]) holds.
+pub const MAX_PREFIX_BYTES: usize = 7;
+
+/// The first `chars` characters of `s` as one integer, or `None` when they take more than
+/// [`MAX_PREFIX_BYTES`] bytes. The bytes fill the integer from its top byte down, the lowest
+/// byte holds their count, and the top bit is flipped: two prefixes compare as integers as
+/// their strings compare byte by byte (a shorter one first where one begins the other).
+pub fn pack_prefix(s: &str, chars: u32) -> Option<i64> {
+    let end = s
+        .char_indices()
+        .nth(chars as usize)
+        .map_or(s.len(), |(at, _)| at);
+    let bytes = &s.as_bytes()[..end];
+    if bytes.len() > MAX_PREFIX_BYTES {
+        return None;
+    }
+    let mut word = [0u8; 8];
+    word[..bytes.len()].copy_from_slice(bytes);
+    word[7] = bytes.len() as u8;
+    Some((u64::from_be_bytes(word) ^ (1 << 63)) as i64)
+}
+
+/// The string [`pack_prefix`] packed into `v` (`None` for a value it cannot have made).
+pub fn unpack_prefix(v: i64) -> Option<String> {
+    let word = ((v as u64) ^ (1 << 63)).to_be_bytes();
+    let len = word[7] as usize;
+    if len > MAX_PREFIX_BYTES || word[len..7].iter().any(|&b| b != 0) {
+        return None;
+    }
+    String::from_utf8(word[..len].to_vec()).ok()
 }
 
 /// One transformer instruction.
@@ -829,6 +876,16 @@ pub enum Op {
         /// The power of ten.
         pow: u32,
     },
+    /// The first `chars` characters of a string column, packed into an integer whose order is
+    /// the strings' byte order ([`pack_prefix`]): a group key the host receives as the string
+    /// (SQL's `substring(s FROM 1 FOR chars)`). A prefix longer than 7 bytes (characters
+    /// beyond ASCII) makes the device decline, and the host runs the plan.
+    Prefix {
+        /// The table column (a string column without nulls).
+        column: usize,
+        /// Characters, 1 to 7.
+        chars: u32,
+    },
     /// `if cond then a else b`, branch-free (an addition to the thesis's ISA, for CASE):
     /// `cond` is the comparator `register op value`.
     Select {
@@ -849,7 +906,11 @@ impl Op {
     /// The registers the instruction reads.
     pub fn operands(&self) -> Vec<usize> {
         match *self {
-            Op::Load { .. } | Op::Fetch { .. } | Op::Flag { .. } | Op::Const { .. } => vec![],
+            Op::Load { .. }
+            | Op::Prefix { .. }
+            | Op::Fetch { .. }
+            | Op::Flag { .. }
+            | Op::Const { .. } => vec![],
             Op::Add(a, b) | Op::Sub(a, b) | Op::Mul(a, b) => vec![a, b],
             Op::Scale { src, .. } | Op::Year { src } => vec![src],
             Op::Select {

@@ -23,6 +23,8 @@
 //!   its graph and the device goes on.
 //! - [`graphs`]: hand-built graphs: the Row Selector against direct evaluation, bad graphs and
 //!   budgets, the transformer's exactness, packed pages at the edges of 64 bits.
+//! - [`prefix`]: a string's prefix as a group key gives the reference's groups, in the
+//!   strings' byte order; one beyond 7 bytes is declined.
 //! - [`pipe`]: a device served over a pipe answers as the local one, declines and cancels
 //!   alike; a pipe that is not a device is refused.
 //!
@@ -42,5 +44,6 @@ mod joins;
 mod lanes;
 mod order;
 mod pipe;
+mod prefix;
 mod selector;
 mod transformer;

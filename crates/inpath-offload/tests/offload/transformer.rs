@@ -174,6 +174,7 @@ pub fn evaluate(
                 false => regs[otherwise],
             },
             Op::Fetch { .. } => unreachable!("no joins here"),
+            Op::Prefix { .. } => unreachable!("no strings in the random programs"),
         };
         if i64::try_from(v).is_err() {
             return Err(k);

@@ -1,6 +1,7 @@
 //! Chains: a plan's scans, projections, filters and hash joins walked into the device's
 //! Table Task graph.
 
+use super::bound::{subquery_comparison, Bound, Comparison};
 use super::compile::Compiler;
 use super::condition::{column_kind, condition_of, output_kind, value_of};
 use super::exec::DeviceExec;
@@ -16,7 +17,7 @@ use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::JoinType;
 use datafusion::logical_expr::Operator as SqlOp;
 use datafusion::physical_expr::expressions::{BinaryExpr as PBinary, Column as PColumn, Literal};
-use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::{split_conjunction, PhysicalExpr};
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::coop::CooperativeExec;
 use datafusion::physical_plan::filter::FilterExec;
@@ -34,12 +35,15 @@ use std::collections::HashMap;
 use std::str::FromStr;
 use std::sync::Arc;
 
+/// A graph and the comparators of it bound when it runs.
+pub(super) type Bounded = (TaskGraph, Vec<Bound>);
+
 /// The Table Task graph for a Partial aggregate over projections over a scan or a tree of
-/// joins of scans, or why not.
+/// joins of scans, with the comparators bound when it runs, or why not.
 pub(super) fn aggregate_graph(
     agg: &AggregateExec,
     orient: Orient,
-) -> (Option<String>, Result<TaskGraph, HostReason>) {
+) -> (Option<String>, Result<Bounded, HostReason>) {
     // Walk down to the rows, keeping the projections on the way.
     let mut layers: Vec<(Vec<Arc<dyn PhysicalExpr>>, SchemaRef)> = Vec::new();
     let mut node: Arc<dyn ExecutionPlan> = agg.input().clone();
@@ -327,6 +331,9 @@ pub(super) fn groups_chain(
     let Some(task) = d.graph.tasks.last() else {
         return Err(HostReason::GroupsEmptyGraph);
     };
+    if !d.bounds.is_empty() {
+        return Err(HostReason::BoundAtStart);
+    }
     if !matches!(task.operator, Operator::AggregateGroupBy { .. })
         || task.order.is_some()
         || task.count_groups.is_some()
@@ -1199,7 +1206,7 @@ pub(super) fn build_graph(
     agg: &AggregateExec,
     layers: &[(Vec<Arc<dyn PhysicalExpr>>, SchemaRef)],
     rows: Chain,
-) -> Result<TaskGraph, HostReason> {
+) -> Result<Bounded, HostReason> {
     let group = agg.group_expr();
     if group.has_grouping_set() {
         return Err(HostReason::GroupingSets);
@@ -1252,7 +1259,11 @@ pub(super) fn build_graph(
     } else {
         Operator::AggregateGroupBy { keys, aggs }
     };
-    // Each filter compiled against its own schema and columns, into the same program.
+    // Each filter compiled against its own schema and columns, into the same program. A
+    // comparison with a subquery's value is a Select whose constant is bound when the plan
+    // runs ([`Bound`]).
+    let task = c.tasks.len() - 1;
+    let mut bounds: Vec<Bound> = Vec::new();
     let mut filter: Option<usize> = None;
     for (expr, schema, cols) in &filters {
         let mut f = Compiler {
@@ -1265,7 +1276,40 @@ pub(super) fn build_graph(
             memo: HashMap::new(),
             loads: std::mem::take(&mut c.loads),
         };
-        let r = f.predicate(expr, 0);
+        let r = split_conjunction(expr)
+            .into_iter()
+            .try_fold(None, |acc, e| {
+                let r = match subquery_comparison(e, schema) {
+                    None => f.predicate(e, 0)?,
+                    Some(c) => {
+                        let Comparison { rows, op, value } = c?;
+                        let test = f.expr(&rows, 0)?;
+                        let scale = f.scales[test];
+                        let one = f.push(Op::Const { value: 1 }, 0);
+                        let zero = f.push(Op::Const { value: 0 }, 0);
+                        let select = Op::Select {
+                            test,
+                            op,
+                            value: 0,
+                            then: one,
+                            otherwise: zero,
+                        };
+                        let op = f.push(select, 0);
+                        bounds.push(Bound {
+                            task,
+                            op,
+                            value,
+                            scale,
+                        });
+                        op
+                    }
+                };
+                Ok(Some(match acc {
+                    None => r,
+                    Some(acc) => f.push(Op::Mul(acc, r), 0),
+                }))
+            });
+        let r = r.and_then(|r| r.ok_or_else(|| HostReason::inconsistent("an empty filter")));
         c.program = f.program;
         c.scales = f.scales;
         c.loads = f.loads;
@@ -1287,8 +1331,9 @@ pub(super) fn build_graph(
     pipeline.filter = filter;
     pipeline.operator = operator;
     pipeline.output = Output { fields };
-    Ok(TaskGraph {
+    let graph = TaskGraph {
         version: inpath_offload::GRAPH_VERSION,
         tasks,
-    })
+    };
+    Ok((graph, bounds))
 }

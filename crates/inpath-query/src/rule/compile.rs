@@ -13,6 +13,7 @@ use datafusion::physical_expr::expressions::{
 use datafusion::physical_expr::{PhysicalExpr, ScalarFunctionExpr};
 use inpath_offload::graph::{
     Agg, AggFunc, CmpOp, Comparator, GroupKey, JoinKind, Op, Program, Source, TableTask, Test,
+    MAX_PREFIX_BYTES,
 };
 use inpath_table::format::LogicalType;
 use inpath_table::reader::TableReader;
@@ -151,6 +152,9 @@ impl Compiler<'_> {
         if let Some(col) = expr.downcast_ref::<PColumn>() {
             return self.column(level, col.index());
         }
+        if let Some(r) = self.prefix(expr, level)? {
+            return Ok(r);
+        }
         let want = self.df_scale(expr, level)?;
         if let Some(lit) = expr.downcast_ref::<Literal>() {
             let (v, s) = scaled_literal(lit.value()).ok_or_else(|| HostReason::Literal {
@@ -238,6 +242,76 @@ impl Compiler<'_> {
         Err(HostReason::Expression {
             expr: expr.to_string(),
         })
+    }
+
+    /// `substr(s, 1, n)` (SQL's `substring(s FROM 1 FOR n)`) of a string column of the task's
+    /// table, without nulls, for `n` of 1 to 7: the prefix packed into a register
+    /// ([`Op::Prefix`]). `None` when `expr` is not such a call.
+    fn prefix(
+        &mut self,
+        expr: &Arc<dyn PhysicalExpr>,
+        level: usize,
+    ) -> Result<Option<usize>, HostReason> {
+        let Some(f) = expr.downcast_ref::<ScalarFunctionExpr>() else {
+            return Ok(None);
+        };
+        let ("substr", [text, start, count]) = (f.name(), f.args()) else {
+            return Ok(None);
+        };
+        let int = |e: &Arc<dyn PhysicalExpr>| match e.downcast_ref::<Literal>()?.value() {
+            ScalarValue::Int64(Some(v)) => Some(*v),
+            _ => None,
+        };
+        let (Some(1), Some(n)) = (int(start), int(count)) else {
+            return Err(HostReason::Expression {
+                expr: expr.to_string(),
+            });
+        };
+        let chars = u32::try_from(n)
+            .ok()
+            .filter(|n| (1..=MAX_PREFIX_BYTES as u32).contains(n))
+            .ok_or(HostReason::PrefixLength { chars: n })?;
+        // A cast between string types (a dictionary's strings as Utf8) keeps the strings.
+        let mut text = text;
+        while let Some(c) = text.downcast_ref::<CastExpr>().filter(|c| {
+            matches!(
+                c.cast_type(),
+                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+            )
+        }) {
+            text = c.expr();
+        }
+        let col = text
+            .downcast_ref::<PColumn>()
+            .and_then(|c| self.row_column(level, c.index()))
+            .cloned()
+            .ok_or_else(|| HostReason::Expression {
+                expr: expr.to_string(),
+            })?;
+        let field = col.reader.schema().field(col.column).clone();
+        let Source::Column(column) = col.src else {
+            return Err(HostReason::Expression {
+                expr: expr.to_string(),
+            });
+        };
+        let string =
+            |t: &DataType| matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View);
+        let text = match field.data_type() {
+            DataType::Dictionary(_, v) => string(v),
+            t => string(t),
+        };
+        if !text {
+            return Err(HostReason::ColumnType {
+                column: field.name().clone(),
+                data_type: field.data_type().to_string(),
+            });
+        }
+        if field.is_nullable() {
+            return Err(HostReason::NullableColumn {
+                column: field.name().clone(),
+            });
+        }
+        Ok(Some(self.push(Op::Prefix { column, chars }, 0)))
     }
 
     /// A condition as a register that is 1 where it holds and 0 where not: ANDs as products,

@@ -1,5 +1,6 @@
 //! The execution node that runs a Table Task graph on the device ([`DeviceExec`]).
 
+use super::bound::{bind, Bound};
 use super::plan::under_pass_throughs;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
@@ -46,6 +47,9 @@ pub struct DeviceExec {
     /// The graph this one was made from by moving a join below its aggregate (unsorted): its
     /// groups' values are among that graph's.
     pub(super) origin: Option<TaskGraph>,
+    /// Comparators of `graph` filled from subqueries' values when the plan runs: `graph`
+    /// holds placeholders until then. A device with any has a host plan and no alternate.
+    pub(super) bounds: Vec<Bound>,
 }
 
 impl DeviceExec {
@@ -64,6 +68,7 @@ impl DeviceExec {
             schema,
             host,
             origin: None,
+            bounds: Vec::new(),
         }
     }
 
@@ -100,6 +105,7 @@ impl DeviceExec {
     ) -> DeviceExec {
         let mut exec = DeviceExec::new(self.device.clone(), graph, alternate, schema, host);
         exec.origin = self.origin.clone();
+        exec.bounds = self.bounds.clone();
         exec
     }
 
@@ -293,6 +299,9 @@ impl DisplayAs for DeviceExec {
         if task.whole_groups {
             write!(f, ", groups whole")?;
         }
+        if !self.bounds.is_empty() {
+            write!(f, ", {} comparators bound to subqueries", self.bounds.len())?;
+        }
         if let Some(alt) = self.alternate.as_ref().and_then(|g| g.tasks.last()) {
             let joined: Vec<String> = alt
                 .joins
@@ -369,8 +378,29 @@ impl ExecutionPlan for DeviceExec {
             },
             Err(e) => Err(e),
         };
+        // Comparators bound to subqueries' values, now that they have run; a value the
+        // device cannot compare with exactly (NULL, beyond 64 bits) leaves the plan to the
+        // host.
+        let bound = match (self.bounds.is_empty(), &self.host) {
+            (true, _) => None,
+            (false, Some(host)) => match bind(&self.graph, &self.bounds)? {
+                Some(g) => Some(g),
+                None => {
+                    return Ok(Box::pin(RecordBatchStreamAdapter::new(
+                        self.schema.clone(),
+                        all_partitions(host.clone(), context)?,
+                    )))
+                }
+            },
+            (false, None) => {
+                return Err(DataFusionError::Internal(
+                    "a device with bound comparators and no host plan".into(),
+                ))
+            }
+        };
+        let graph = bound.as_ref().unwrap_or(&self.graph);
         let fallback = self.host.is_some() || self.alternate.is_some();
-        let first = match (start(&self.graph, fallback), &self.alternate) {
+        let first = match (start(graph, fallback), &self.alternate) {
             (Err(e), Some(alternate)) if declined(&e) => start(alternate, self.host.is_some()),
             (first, _) => first,
         };

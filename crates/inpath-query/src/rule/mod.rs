@@ -35,6 +35,7 @@ use rewrite::whole_groups;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+mod bound;
 mod chain;
 mod compile;
 mod condition;
@@ -103,10 +104,15 @@ impl OffloadRule {
     /// none when the device cannot run it.
     fn device_for(&self, partial: &Arc<AggregateExec>) -> (Decision, Option<DeviceExec>) {
         let (table, result) = aggregate_graph(partial, Orient::Planner);
+        let (result, bounds) = match result {
+            Ok((graph, bounds)) => (Ok(graph), bounds),
+            Err(e) => (Err(e), Vec::new()),
+        };
         // Joins with the larger tables streaming: the graph run when the device cannot
-        // hold the first one's builds.
+        // hold the first one's builds (none with comparators bound at the start: the host
+        // plan is the fallback then).
         let alternate = match aggregate_graph(partial, Orient::LargestProbes).1 {
-            Ok(g) if result.as_ref().is_ok_and(|first| *first != g) => Some(g),
+            Ok((g, b)) if b.is_empty() && result.as_ref().is_ok_and(|first| *first != g) => Some(g),
             _ => None,
         };
         let limits_hit = match &result {
@@ -130,13 +136,14 @@ impl OffloadRule {
                 let alternate =
                     alternate.filter(|g| graph_exceeds(g, &self.limits).iter().all(|h| !h.1));
                 let host: Arc<dyn ExecutionPlan> = partial.clone();
-                let exec = DeviceExec::new(
+                let mut exec = DeviceExec::new(
                     self.device.clone(),
                     graph,
                     alternate,
                     partial.schema(),
                     Some(host),
                 );
+                exec.bounds = bounds;
                 let decision = Decision {
                     what: "aggregate",
                     table,

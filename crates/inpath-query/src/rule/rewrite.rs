@@ -85,7 +85,9 @@ pub(super) fn aggregate_value(
     let a = x.checked_sub(f.group_expr().expr().len())?;
     f.aggr_expr().get(a)?;
     let below = under_pass_throughs(f.input());
-    let d = below.downcast_ref::<DeviceExec>()?;
+    let d = below
+        .downcast_ref::<DeviceExec>()
+        .filter(|d| d.bounds.is_empty())?;
     Some((unsorted(d.origin.as_ref().unwrap_or(&d.graph)), a))
 }
 
@@ -236,13 +238,16 @@ pub(super) fn counted_groups(agg: &AggregateExec) -> Option<DeviceExec> {
         graph.check().is_ok().then_some(graph)
     };
     let graph = counted(&d.graph)?;
-    Some(DeviceExec::new(
+    let mut exec = DeviceExec::new(
         d.device.clone(),
         graph,
         d.alternate.as_ref().and_then(counted),
         agg.schema(),
         Some(Arc::new(agg.clone())),
-    ))
+    );
+    // The same transformer: the same comparators to bind.
+    exec.bounds = d.bounds.clone();
+    Some(exec)
 }
 
 /// The Final aggregate `node` of a count the device finished: grouped by the leading

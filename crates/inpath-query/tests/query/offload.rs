@@ -732,3 +732,96 @@ fn counts_over_a_left_join_run_on_the_device_as_the_host_counts() {
         assert_eq!(got, want, "{sql}");
     }
 }
+
+/// A string's prefix as a group key (TPC-H Q22's `substring(c_phone FROM 1 FOR 2)`), on plain
+/// and dictionary-coded strings, grouped, sorted and cut; and filters comparing a column with
+/// an uncorrelated subquery's value (Q22's `c_acctbal > (select avg(c_acctbal) ...)`), the
+/// value on either side, bound when the plan runs. All run on the device as the host computes
+/// them. A subquery whose value is NULL leaves the plan to the host at run time, with the
+/// host's answer; `=`, and a value that is a double, leave it to the host when planned.
+#[test]
+fn prefixes_and_subquery_comparisons_run_on_the_device_as_the_host_computes() {
+    let (dir, off) = sf001_plain();
+    let ops = |graphs: &[TaskGraph], f: &dyn Fn(&Op) -> bool| {
+        graphs
+            .iter()
+            .flat_map(|g| &g.tasks)
+            .flat_map(|t| &t.transformer.ops)
+            .any(f)
+    };
+    let prefix = |g: &[TaskGraph]| ops(g, &|o| matches!(o, Op::Prefix { .. }));
+    let select = |g: &[TaskGraph]| ops(g, &|o| matches!(o, Op::Select { .. }));
+    let q22 = query(22).unwrap().to_string();
+    type Check<'a> = &'a dyn Fn(&[TaskGraph]) -> bool;
+    let statements: [(&str, Check); 8] = [
+        (&q22, &|g| prefix(g) && select(g)),
+        (
+            "SELECT substring(c_phone FROM 1 FOR 1) AS k, count(*), sum(c_acctbal) FROM customer \
+             GROUP BY k",
+            &prefix,
+        ),
+        (
+            "SELECT substring(p_type FROM 1 FOR 7) AS k, count(*), min(p_retailprice) FROM part \
+             GROUP BY k ORDER BY k DESC LIMIT 3",
+            &prefix,
+        ),
+        (
+            "SELECT count(*), sum(l_quantity) FROM lineitem WHERE l_extendedprice >= (SELECT \
+             avg(l_extendedprice) FROM lineitem)",
+            &select,
+        ),
+        (
+            "SELECT l_returnflag, count(*) FROM lineitem WHERE (SELECT avg(l_discount) FROM \
+             lineitem) > l_discount AND l_quantity <= (SELECT max(l_quantity) / 2 FROM lineitem) \
+             GROUP BY l_returnflag",
+            &select,
+        ),
+        (
+            "SELECT count(*) FROM orders WHERE o_totalprice < (SELECT min(o_totalprice) * 2 FROM \
+             orders)",
+            &select,
+        ),
+        (
+            "SELECT l_shipmode, count(*) FROM lineitem WHERE l_linenumber > (SELECT \
+             min(l_linenumber) + 3 FROM lineitem) GROUP BY l_shipmode",
+            &select,
+        ),
+        // NULL: no customer has that balance; the host runs the plan.
+        (
+            "SELECT count(*), sum(c_acctbal) FROM customer WHERE c_acctbal > (SELECT \
+             avg(c_acctbal) FROM customer WHERE c_acctbal > 100000)",
+            &select,
+        ),
+    ];
+    for (sql, check) in statements {
+        offloaded_as_the_host(dir.path(), &off, sql, check, 0);
+    }
+    let on = offloaded(dir.path(), None, 2);
+    for sql in [
+        "SELECT count(*) FROM lineitem WHERE l_quantity = (SELECT max(l_quantity) FROM lineitem)",
+        "SELECT count(*) FROM lineitem WHERE l_linenumber > (SELECT avg(l_linenumber) FROM \
+         lineitem)",
+    ] {
+        let explain = on.explain_offload(sql).unwrap();
+        let text = format!("{:?}", explain.decisions);
+        assert!(text.contains("subquery"), "{sql}: {text}");
+        let want = rows_text(&off.sql(sql).unwrap().batches);
+        assert_eq!(rows_text(&on.sql(sql).unwrap().batches), want, "{sql}");
+    }
+}
+
+/// A prefix of a number cast to a string stays with the host (the device packs strings only).
+#[test]
+fn a_prefix_of_a_number_stays_with_the_host() {
+    let (dir, off) = sf001_plain();
+    let on = offloaded(dir.path(), None, 2);
+    let sql = "SELECT substring(CAST(c_custkey AS VARCHAR) FROM 1 FOR 2) AS k, count(*) FROM \
+               customer GROUP BY k";
+    let explain = on.explain_offload(sql).unwrap();
+    assert_ne!(explain.class, "full", "{}", explain.plan);
+    let mut want = rows_text(&off.sql(sql).unwrap().batches);
+    let mut got = rows_text(&on.sql(sql).unwrap().batches);
+    want.sort();
+    got.sort();
+    assert_eq!(got, want);
+}
