@@ -271,7 +271,10 @@ pub enum HostReason {
     },
     /// A comparison with a value known only when the query runs, by an operator other than
     /// `<`, `<=`, `>`, `>=`, or of a type other than an integer or decimal.
-    #[error("{condition}: compared with a subquery's value by {op} or as {data_type}")]
+    #[error(
+        "a comparison by {op} with a subquery's value of type {data_type} (the device binds <, \
+         <=, > and >= with integers and decimals)"
+    )]
     SubqueryComparison {
         /// The condition.
         condition: String,
