@@ -11,7 +11,7 @@ use super::prepare::{KeepAs, Origin, Prepared, Rows};
 use super::stats::Counters;
 use crate::arch;
 use crate::graph::{AggFunc, Comparator, GroupKey, JoinKind, Operator, Source, Test};
-use crate::join::{encode_residual, pack_keys, residual_first, Ints};
+use crate::join::{encode_residual, pack_keys, residual_first, residual_several, Ints};
 use arrow_array::types::Int32Type;
 use arrow_array::{Array, ArrayRef, DictionaryArray, RecordBatch};
 use inpath_table::error::{Error, Result};
@@ -741,53 +741,70 @@ impl<'a> Lane<'a> {
         };
         let keys: Vec<usize> = (0..columns.len()).filter(|&k| k != v).collect();
         let values = &columns[v].1;
+        let n = values.len();
         let kept = &self.kept_ints;
-        // Whether row `i`'s keys equal those of row `at` of this block, or (`None`) of the
-        // lane's last kept row.
-        let same = |i: usize, at: Option<usize>| {
-            keys.iter().all(|&k| {
-                let col = &columns[k].1;
-                match at {
-                    Some(j) => col[j] == col[i],
-                    None => kept[columns[k].0].last() == Some(col[i]),
-                }
-            })
-        };
-        let mut out: Vec<(usize, Vec<i64>)> =
-            columns.iter().map(|(c, _)| (*c, Vec::new())).collect();
-        // The run in progress: where its keys are, its kept value as it started and now.
-        let mut run: Option<(Option<usize>, i64, i64)> =
-            kept[value].last().map(|enc| (None, enc, enc));
-        let mut grown_kept: Option<i64> = None;
-        let mut close = |run: Option<(Option<usize>, i64, i64)>,
-                         out: &mut Vec<(usize, Vec<i64>)>| match run {
-            Some((Some(j), _, enc)) => {
-                for (k, (_, col)) in out.iter_mut().enumerate() {
-                    col.push(if k == v { enc } else { columns[k].1[j] });
-                }
-            }
-            Some((None, was, enc)) if was != enc => grown_kept = Some(enc),
-            _ => {}
-        };
-        for (i, &x) in values.iter().enumerate() {
-            match &mut run {
-                Some((at, _, enc)) if same(i, *at) => {
-                    if residual_first(*enc) != x {
-                        *enc |= 1;
-                    }
-                }
-                _ => {
-                    close(run.take(), &mut out);
-                    let enc = encode_residual(x).ok_or_else(|| Error::DeviceDeclined {
-                        detail: format!(
-                            "a residual join value {x} beyond what the device keeps (+-2^62)"
-                        ),
-                    })?;
-                    run = Some((Some(i), enc, enc));
-                }
+        // Where runs start: row 0 unless its keys are the lane's last kept row's (that run goes
+        // on), and every row whose keys differ from the row before (one pass per key column
+        // over neighbouring pairs, which the compiler vectorises).
+        let mut starts = vec![false; n];
+        if n > 0 {
+            starts[0] = kept[value].last().is_none()
+                || !keys
+                    .iter()
+                    .all(|&k| kept[columns[k].0].last() == Some(columns[k].1[0]));
+        }
+        for &k in &keys {
+            let col = &columns[k].1;
+            for (s, pair) in starts[1..].iter_mut().zip(col.windows(2)) {
+                *s |= pair[0] != pair[1];
             }
         }
-        close(run, &mut out);
+        // One branch-free pass: each run's first row, and whether any value of it differs from
+        // the one before it in the run (then not every value is the first). Slot 0 of
+        // `several` is the lane's last kept run, continued by the rows before the first start;
+        // slot r + 1 is run r. (`first_at[runs]` is written on every row and kept only where a
+        // run starts.)
+        let mut first_at = vec![0u32; n + 1];
+        let mut several = vec![false; n + 1];
+        let mut runs = 0usize;
+        let kept_first = kept[value].last().map(residual_first);
+        for i in 0..n {
+            let start = starts[i];
+            first_at[runs] = i as u32;
+            runs += usize::from(start);
+            let before = match i {
+                0 => kept_first.unwrap_or(values[0]),
+                _ => values[i - 1],
+            };
+            several[runs] |= !start & (values[i] != before);
+        }
+        // The lane's last kept run, grown by another value.
+        let mut grown_kept: Option<i64> = None;
+        if let Some(enc) = kept[value].last() {
+            if several[0] && !residual_several(enc) {
+                grown_kept = Some(enc | 1);
+            }
+        }
+        let firsts = &first_at[..runs];
+        let mut out: Vec<(usize, Vec<i64>)> = Vec::with_capacity(columns.len());
+        for (k, (c, col)) in columns.iter().enumerate() {
+            let picked: Vec<i64> = if k == v {
+                firsts
+                    .iter()
+                    .zip(&several[1..=runs])
+                    .map(|(&at, &more)| {
+                        encode_residual(col[at as usize]).map(|enc| enc | i64::from(more))
+                    })
+                    .collect::<Option<Vec<i64>>>()
+                    .ok_or_else(|| Error::DeviceDeclined {
+                        detail: "a residual join value beyond what the device keeps (+-2^62)"
+                            .to_string(),
+                    })?
+            } else {
+                firsts.iter().map(|&at| col[at as usize]).collect()
+            };
+            out.push((*c, picked));
+        }
         if let Some(enc) = grown_kept {
             let before = self.kept_ints[value].bytes();
             self.kept_ints[value].set_last(enc);
