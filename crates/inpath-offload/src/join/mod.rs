@@ -228,6 +228,9 @@ enum Index {
         /// it is rejected with one load instead of a search (a few parts against every
         /// lineitem).
         present: Option<(i64, Vec<u64>)>,
+        /// Every [`FENCE`]-th key: a far key is searched here first (a table small enough to
+        /// stay in cache), then among the [`FENCE`] keys between two fences.
+        fences: Vec<i64>,
     },
 }
 
@@ -331,6 +334,7 @@ impl Built {
                     Some(index) => index,
                     None => Index::Sorted {
                         present: presence(&keys),
+                        fences: fences(&keys),
                         keys: SortedKeys::Kept(key_columns[0]),
                         rows: None,
                     },
@@ -405,6 +409,7 @@ impl Built {
                 keys,
                 rows,
                 present,
+                fences,
             } => {
                 let own = match keys {
                     SortedKeys::Own(k) => k.bytes(),
@@ -412,6 +417,7 @@ impl Built {
                 };
                 own + rows.as_ref().map_or(0, |r| r.len() * 4)
                     + present.as_ref().map_or(0, |(_, b)| b.len() * 8)
+                    + fences.len() * 8
             }
         };
         kept_bytes(&self.columns, &self.places) + index as u64
@@ -476,10 +482,12 @@ impl Built {
                 keys: sorted,
                 rows,
                 present,
+                fences,
             } => {
                 let probe = SortedProbe {
                     rows: rows.as_deref(),
                     present: present.as_ref(),
+                    fences,
                     packs,
                     kind,
                 };
@@ -560,6 +568,7 @@ pub(crate) fn pack_keys(mut parts: Vec<Vec<i64>>) -> (Vec<i64>, Option<Vec<bool>
 struct SortedProbe<'a> {
     rows: Option<&'a [u32]>,
     present: Option<&'a (i64, Vec<u64>)>,
+    fences: &'a [i64],
     packs: Option<&'a [bool]>,
     kind: JoinKind,
 }
@@ -589,11 +598,14 @@ impl SortedProbe<'_> {
                     continue;
                 }
             }
-            if k < prev {
-                pos = 0;
+            // Near keys ascending: gallop from the cursor; a key below the last or far beyond
+            // it: through the fences.
+            pos = match k < prev {
+                true => None,
+                false => gallop(sorted, pos, k),
             }
+            .unwrap_or_else(|| fenced(sorted, self.fences, k));
             prev = k;
-            pos = gallop(sorted, pos, k);
             let mut end = pos;
             while end < sorted.len() && sorted[end].into() == k {
                 end += 1;
@@ -618,20 +630,49 @@ impl SortedProbe<'_> {
 }
 
 /// The first position at or after `from` whose key is not below `k` (`sorted` ascending):
-/// doubling steps, then a binary search within the last step.
-fn gallop<T: Copy + Into<i64>>(sorted: &[T], from: usize, k: i64) -> usize {
+/// doubling steps, then a binary search within the last step. `None` when it is further than
+/// [`GALLOP_STEPS`] doublings (then [`fenced`] finds it in fewer cache misses).
+fn gallop<T: Copy + Into<i64>>(sorted: &[T], from: usize, k: i64) -> Option<usize> {
     let n = sorted.len();
     if from >= n || sorted[from].into() >= k {
-        return from;
+        return Some(from);
     }
     let mut step = 1;
     let mut lo = from;
     while lo + step < n && sorted[lo + step].into() < k {
         lo += step;
+        if step == GALLOP_STEPS {
+            return None;
+        }
         step *= 2;
     }
     let hi = (lo + step + 1).min(n);
-    lo + sorted[lo..hi].partition_point(|&x| x.into() < k)
+    Some(lo + sorted[lo..hi].partition_point(|&x| x.into() < k))
+}
+
+/// The longest doubling step [`gallop`] takes.
+const GALLOP_STEPS: usize = 64;
+
+/// Keys between two fences of a sorted index.
+const FENCE: usize = 16;
+
+/// Every [`FENCE`]-th key of `sorted`.
+fn fences(sorted: &[i64]) -> Vec<i64> {
+    sorted.iter().step_by(FENCE).copied().collect()
+}
+
+/// The first position whose key is not below `k` (`sorted` ascending, `fences` its every
+/// [`FENCE`]-th key): a binary search of the fences, then of the keys after the last fence
+/// below `k`.
+fn fenced<T: Copy + Into<i64>>(sorted: &[T], fences: &[i64], k: i64) -> usize {
+    match fences.partition_point(|&f| f < k) {
+        0 => 0,
+        f => {
+            let lo = (f - 1) * FENCE;
+            let hi = (f * FENCE).min(sorted.len());
+            lo + sorted[lo..hi].partition_point(|&x| x.into() < k)
+        }
+    }
 }
 
 /// A presence bitmap when the keys' range is at most 64 bits per key (8 bytes, what keeping
@@ -686,6 +727,7 @@ fn sorted(keys: Vec<i64>) -> Index {
     let present = presence(&keys);
     if keys.windows(2).all(|w| w[0] <= w[1]) {
         return Index::Sorted {
+            fences: fences(&keys),
             keys: SortedKeys::Own(keys.into()),
             rows: None,
             present,
@@ -693,6 +735,7 @@ fn sorted(keys: Vec<i64>) -> Index {
     }
     let (keys, rows) = radix_sort_pairs(&keys);
     Index::Sorted {
+        fences: fences(&keys),
         keys: SortedKeys::Own(keys.into()),
         rows: Some(rows),
         present,

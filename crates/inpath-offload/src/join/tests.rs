@@ -1,6 +1,8 @@
 //! The join's indexes (bitmap, positional, sorted) and radix sort against plain references.
 
 use super::*;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 
 /// A small deterministic generator (xorshift), so the properties run on fixed inputs.
 fn values(seed: u64, n: usize, modulo: i64) -> Vec<i64> {
@@ -299,8 +301,9 @@ fn sorted_keys_are_not_copied_and_positional_slots_stay_within_their_share() {
     };
     let merged = build(&quarter, 2 << 20);
     assert_eq!(merged.method(), "merge");
-    // The kept keys (4 bytes each) and a presence bitmap over their range.
-    assert_eq!(merged.bytes(), 40_000 * 4 + 160_000 / 8);
+    // The kept keys (4 bytes each), a presence bitmap over their range, and every 16th key
+    // (8 bytes each).
+    assert_eq!(merged.bytes(), 40_000 * 4 + 160_000 / 8 + 40_000 / 16 * 8);
     assert!(merged.unique_keys());
     let (take, rows) = merged.probe(&[8, 9, 159_996], None, JoinKind::Inner);
     assert_eq!((take, rows), (vec![0, 2], vec![2, 39_999]));
@@ -308,4 +311,26 @@ fn sorted_keys_are_not_copied_and_positional_slots_stay_within_their_share() {
     assert_eq!(build(&quarter, 4 << 20).method(), "merge");
     assert_eq!(build(&quarter, 8 << 20).method(), "positional");
     assert_eq!(build(&dense, 1 << 20).method(), "positional");
+}
+
+/// A search through the fences finds, for every key, the position a binary search of the
+/// whole finds: sorted keys with duplicates and gaps, of every length around the fence width,
+/// for keys below, among, between and beyond them; galloping agrees where it answers.
+#[test]
+fn fenced_and_galloping_searches_find_the_first_key_not_below() {
+    let mut r = StdRng::seed_from_u64(9);
+    for n in [0usize, 1, 2, 15, 16, 17, 31, 32, 33, 100, 1000, 5000] {
+        let mut keys: Vec<i64> = (0..n).map(|_| r.gen_range(-50..2000)).collect();
+        keys.sort_unstable();
+        let f = fences(&keys);
+        for k in -60..2010 {
+            let want = keys.partition_point(|&x| x < k);
+            assert_eq!(fenced(&keys, &f, k), want, "n {n}, k {k}");
+            for from in [0, want / 2, want] {
+                if let Some(at) = gallop(&keys, from, k) {
+                    assert_eq!(at, want, "n {n}, k {k}, from {from}");
+                }
+            }
+        }
+    }
 }
