@@ -743,21 +743,9 @@ impl<'a> Lane<'a> {
         let values = &columns[v].1;
         let n = values.len();
         let kept = &self.kept_ints;
-        // Where runs start: row 0 unless its keys are the lane's last kept row's (that run goes
-        // on), and every row whose keys differ from the row before (one pass per key column
-        // over neighbouring pairs, which the compiler vectorises).
-        let mut starts = vec![false; n];
-        if n > 0 {
-            starts[0] = kept[value].last().is_none()
-                || !keys
-                    .iter()
-                    .all(|&k| kept[columns[k].0].last() == Some(columns[k].1[0]));
-        }
-        for &k in &keys {
-            let col = &columns[k].1;
-            for (s, pair) in starts[1..].iter_mut().zip(col.windows(2)) {
-                *s |= pair[0] != pair[1];
-            }
+        let mut starts = run_starts(&columns, &keys, kept);
+        if let Some(first) = starts.first_mut() {
+            *first |= kept[value].last().is_none();
         }
         // One branch-free pass: each run's first row, and whether any value of it differs from
         // the one before it in the run (then not every value is the first). Slot 0 of
@@ -858,24 +846,11 @@ impl<'a> Lane<'a> {
         } else if plan.distinct && plan.origins.is_empty() && !columns.is_empty() {
             // Rows equal to the row before them (the last kept, across blocks) are dropped.
             let n = columns[0].1.len();
-            let same_as = |i: usize, j: usize| columns.iter().all(|(_, v)| v[i] == v[j]);
-            let same_as_kept = |i: usize| {
-                columns
-                    .iter()
-                    .all(|(c, v)| self.kept_ints[*c].last() == Some(v[i]))
-            };
-            let keep: Vec<usize> = (0..n)
-                .filter(|&i| {
-                    if i == 0 {
-                        !same_as_kept(0)
-                    } else {
-                        !same_as(i, i - 1)
-                    }
-                })
-                .collect();
+            let all: Vec<usize> = (0..columns.len()).collect();
+            let keep = positions(&run_starts(&columns, &all, &self.kept_ints));
             if keep.len() < n {
                 for (_, v) in &mut columns {
-                    *v = keep.iter().map(|&i| v[i]).collect();
+                    *v = keep.iter().map(|&i| v[i as usize]).collect();
                 }
             }
         }
@@ -943,4 +918,37 @@ impl LanePages {
 pub(super) struct Registers<'a> {
     pub(super) values: Vec<Cow<'a, [i64]>>,
     pub(super) bounds: Vec<u64>,
+}
+
+/// Where runs of rows equal in the `keys` of `columns` (kept column, values) start: row 0
+/// unless it equals the lane's last kept row (`kept`, by kept column) in every key, and every
+/// row that differs from the row before in some key. One pass per key over neighbouring pairs,
+/// which the compiler vectorises.
+fn run_starts(columns: &[(usize, Vec<i64>)], keys: &[usize], kept: &[Ints]) -> Vec<bool> {
+    let n = columns.first().map_or(0, |(_, v)| v.len());
+    let mut starts = vec![false; n];
+    if n > 0 {
+        starts[0] = !keys
+            .iter()
+            .all(|&k| kept[columns[k].0].last() == Some(columns[k].1[0]));
+    }
+    for &k in keys {
+        for (s, pair) in starts[1..].iter_mut().zip(columns[k].1.windows(2)) {
+            *s |= pair[0] != pair[1];
+        }
+    }
+    starts
+}
+
+/// The places where `flags` holds, ascending: written on every place and kept by advancing,
+/// so no place costs a branch.
+fn positions(flags: &[bool]) -> Vec<u32> {
+    let mut out = vec![0u32; flags.len()];
+    let mut m = 0;
+    for (i, &f) in flags.iter().enumerate() {
+        out[m] = i as u32;
+        m += usize::from(f);
+    }
+    out.truncate(m);
+    out
 }
