@@ -336,7 +336,26 @@ pub(super) fn columns_words(a: &ArrayRef, b: &ArrayRef, op: CmpOp, what: &str) -
             a.as_primitive::<T>().values(),
             b.as_primitive::<T>().values(),
         );
-        pack_bits(x.len(), |i| op.holds(x[i], y[i]))
+        // One loop per operator, 64 pairs to a word: no operator chosen per row.
+        fn pairs<V: Copy>(x: &[V], y: &[V], holds: impl Fn(V, V) -> bool) -> Vec<u64> {
+            x.chunks(64)
+                .zip(y.chunks(64))
+                .map(|(xs, ys)| {
+                    xs.iter()
+                        .zip(ys)
+                        .enumerate()
+                        .fold(0u64, |w, (j, (&a, &b))| w | (u64::from(holds(a, b)) << j))
+                })
+                .collect()
+        }
+        match op {
+            CmpOp::Eq => pairs(x, y, |a, b| a == b),
+            CmpOp::Ne => pairs(x, y, |a, b| a != b),
+            CmpOp::Lt => pairs(x, y, |a, b| a < b),
+            CmpOp::Le => pairs(x, y, |a, b| a <= b),
+            CmpOp::Gt => pairs(x, y, |a, b| a > b),
+            CmpOp::Ge => pairs(x, y, |a, b| a >= b),
+        }
     }
     // A decimal page read narrow (Int64) against one that is not: both as 128-bit integers.
     let wide = |x: &ArrayRef| -> Option<ArrayRef> {
