@@ -212,8 +212,9 @@ impl<'a> Lane<'a> {
                     .zip(&strides)
                     .map(|(o, s)| o * *s as i64)
                     .sum();
+                // (One key: its values less the base, in the one pass that copies them.)
                 let mut at: Vec<i64> = match columns.len() {
-                    1 => columns[0].clone(),
+                    1 => columns[0].iter().map(|&v| v - base).collect(),
                     2 => arch::dense_slots::run(&columns[0], &columns[1], strides[1] as i64),
                     _ => (0..n)
                         .map(|r| {
@@ -225,7 +226,7 @@ impl<'a> Lane<'a> {
                         })
                         .collect(),
                 };
-                if base != 0 {
+                if base != 0 && columns.len() > 1 {
                     at.iter_mut().for_each(|a| *a -= base);
                 }
                 let mut found = arch::slot_ids(&at, &slots);

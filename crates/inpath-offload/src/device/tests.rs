@@ -10,6 +10,8 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, Int64Type};
 use arrow_array::{Array, ArrayRef, Date32Array, Int64Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use std::sync::atomic::AtomicUsize;
 
 /// A run is read in its order; lanes sharing a queue read every page exactly once between
@@ -156,17 +158,11 @@ fn like_parts_match_as_the_general_matcher() {
             })
         })
         .collect();
-    let mut seed = 7u64;
-    let mut next = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
+    let mut r = StdRng::seed_from_u64(7);
     for _ in 0..400 {
-        let len = 2 + next() % 6;
+        let len = r.gen_range(2..8);
         let pattern: String = (0..len)
-            .map(|_| match next() % 3 {
+            .map(|_| match r.gen_range(0..3) {
                 0 => '%',
                 1 => 'a',
                 _ => 'b',
