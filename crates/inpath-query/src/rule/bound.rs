@@ -59,13 +59,10 @@ pub(crate) fn subquery_comparison(
     } else {
         return None;
     };
-    let data_type = value
-        .data_type(&Schema::empty())
-        .map(|t| t.to_string())
-        .unwrap_or_default();
+    let data_type = value.data_type(&Schema::empty()).ok();
     let numeric = matches!(
-        value.data_type(&Schema::empty()),
-        Ok(DataType::Decimal128(..) | DataType::Int64 | DataType::Int32)
+        data_type,
+        Some(DataType::Decimal128(..) | DataType::Int64 | DataType::Int32)
     );
     let cmp = cmp_op(&op).filter(|c| !matches!(c, CmpOp::Eq | CmpOp::Ne));
     Some(match (cmp, numeric) {
@@ -77,7 +74,7 @@ pub(crate) fn subquery_comparison(
         _ => Err(HostReason::SubqueryComparison {
             condition: e.to_string(),
             op: op.to_string(),
-            data_type,
+            data_type: data_type.map(|t| t.to_string()).unwrap_or_default(),
         }),
     })
 }

@@ -271,41 +271,14 @@ impl Compiler<'_> {
             .ok()
             .filter(|n| (1..=MAX_PREFIX_BYTES as u32).contains(n))
             .ok_or(HostReason::PrefixLength { chars: n })?;
-        // A cast between string types (a dictionary's strings as Utf8) keeps the strings.
-        let mut text = text;
-        while let Some(c) = text.downcast_ref::<CastExpr>().filter(|c| {
-            matches!(
-                c.cast_type(),
-                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
-            )
-        }) {
-            text = c.expr();
-        }
-        let col = text
-            .downcast_ref::<PColumn>()
-            .and_then(|c| self.row_column(level, c.index()))
-            .cloned()
-            .ok_or_else(|| HostReason::Expression {
-                expr: expr.to_string(),
-            })?;
-        let field = col.reader.schema().field(col.column).clone();
+        let not_a_column = || HostReason::Expression {
+            expr: expr.to_string(),
+        };
+        let col = self.text_column(text, level).ok_or_else(not_a_column)?;
         let Source::Column(column) = col.src else {
-            return Err(HostReason::Expression {
-                expr: expr.to_string(),
-            });
+            return Err(not_a_column());
         };
-        let string =
-            |t: &DataType| matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View);
-        let text = match field.data_type() {
-            DataType::Dictionary(_, v) => string(v),
-            t => string(t),
-        };
-        if !text {
-            return Err(HostReason::ColumnType {
-                column: field.name().clone(),
-                data_type: field.data_type().to_string(),
-            });
-        }
+        let field = col.reader.schema().field(col.column).clone();
         if field.is_nullable() {
             return Err(HostReason::NullableColumn {
                 column: field.name().clone(),
@@ -404,6 +377,23 @@ impl Compiler<'_> {
         Ok((r, op, v))
     }
 
+    /// The string column of the rows `e` names at `level`, under any casts (a dictionary's
+    /// strings as Utf8); `None` when `e` is not a column or the column holds no strings.
+    fn text_column(&self, e: &Arc<dyn PhysicalExpr>, level: usize) -> Option<Col> {
+        let mut e = e.clone();
+        while let Some(c) = e.downcast_ref::<CastExpr>() {
+            e = c.expr().clone();
+        }
+        let c = e.downcast_ref::<PColumn>()?;
+        let col = self.row_column(level, c.index())?.clone();
+        let text = match col.reader.schema().field(col.column).data_type() {
+            DataType::Dictionary(_, v) => matches!(**v, DataType::Utf8 | DataType::Utf8View),
+            DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8 => true,
+            _ => false,
+        };
+        text.then_some(col)
+    }
+
     /// A string test on one column: `col = 'a'`, `col <> 'a'`, ORs of `=` on one column,
     /// `col [NOT] LIKE 'p'`.
     pub(super) fn string_test(
@@ -411,21 +401,7 @@ impl Compiler<'_> {
         e: &Arc<dyn PhysicalExpr>,
         level: usize,
     ) -> Option<(Col, Test)> {
-        let column = |e: &Arc<dyn PhysicalExpr>| -> Option<Col> {
-            let mut e = e.clone();
-            while let Some(c) = e.downcast_ref::<CastExpr>() {
-                e = c.expr().clone();
-            }
-            let c = e.downcast_ref::<PColumn>()?;
-            let col = self.row_column(level, c.index())?.clone();
-            let ty = col.reader.schema().field(col.column).data_type().clone();
-            let text = match ty {
-                DataType::Dictionary(_, v) => matches!(*v, DataType::Utf8 | DataType::Utf8View),
-                DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8 => true,
-                _ => false,
-            };
-            text.then_some(col)
-        };
+        let column = |e: &Arc<dyn PhysicalExpr>| self.text_column(e, level);
         let text = |e: &Arc<dyn PhysicalExpr>| -> Option<String> {
             let lit = e.downcast_ref::<Literal>()?;
             scalar_text(lit.value())

@@ -583,12 +583,7 @@ fn having_on_joined_groups_runs_on_the_device_as_the_host_filters() {
             .to_string(),
     ];
     for sql in &statements {
-        let having = |graphs: &[TaskGraph]| {
-            graphs
-                .iter()
-                .flat_map(|g| &g.tasks)
-                .any(|t| !t.having.is_empty())
-        };
+        let having = |graphs: &[TaskGraph]| tasks(graphs).any(|t| !t.having.is_empty());
         offloaded_as_the_host(dir.path(), &off, sql, &having, 0);
     }
     let on = offloaded(dir.path(), None, 2);
@@ -641,14 +636,13 @@ fn a_correlated_aggregate_compared_with_rows_runs_on_the_device() {
     ];
     for sql in &statements {
         let condition = |graphs: &[TaskGraph]| {
-            let tasks = || graphs.iter().flat_map(|g| &g.tasks);
             // Q17's groups are only those of the parts it selects: the groups task first
             // semi-joins a copy of the part build (not where the key is lineitem's own).
-            let reduced = tasks().any(|t| {
+            let reduced = tasks(graphs).any(|t| {
                 matches!(t.operator, Operator::AggregateGroupBy { .. })
                     && t.joins.iter().any(|j| j.kind == JoinKind::Semi)
             });
-            tasks()
+            tasks(graphs)
                 .flat_map(|t| &t.joins)
                 .any(|j| j.condition.is_some())
                 && reduced != sql.contains("EXISTS")
@@ -708,9 +702,7 @@ fn counts_over_a_left_join_run_on_the_device_as_the_host_counts() {
     ];
     for sql in &statements {
         let left = |graphs: &[TaskGraph]| {
-            graphs
-                .iter()
-                .flat_map(|g| &g.tasks)
+            tasks(graphs)
                 .flat_map(|t| &t.joins)
                 .any(|j| j.kind == JoinKind::Left)
         };
@@ -725,6 +717,11 @@ fn counts_over_a_left_join_run_on_the_device_as_the_host_counts() {
     ] {
         not_full_as_the_host(&off, &on, sql);
     }
+}
+
+/// Every task of `graphs`.
+fn tasks(graphs: &[TaskGraph]) -> impl Iterator<Item = &TableTask> {
+    graphs.iter().flat_map(|g| &g.tasks)
 }
 
 /// `sql` planned not `full` on `on` (why, in its decisions), with the rows of `off` in any
@@ -750,11 +747,7 @@ fn not_full_as_the_host(off: &SqlSession, on: &SqlSession, sql: &str) -> String 
 fn prefixes_and_subquery_comparisons_run_on_the_device_as_the_host_computes() {
     let (dir, off) = sf001_plain();
     let ops = |graphs: &[TaskGraph], f: &dyn Fn(&Op) -> bool| {
-        graphs
-            .iter()
-            .flat_map(|g| &g.tasks)
-            .flat_map(|t| &t.transformer.ops)
-            .any(f)
+        tasks(graphs).flat_map(|t| &t.transformer.ops).any(f)
     };
     let prefix = |g: &[TaskGraph]| ops(g, &|o| matches!(o, Op::Prefix { .. }));
     let select = |g: &[TaskGraph]| ops(g, &|o| matches!(o, Op::Select { .. }));
