@@ -817,3 +817,27 @@ fn a_prefix_of_a_number_stays_with_the_host() {
     let why = not_full_as_the_host(&off, &on, sql);
     assert!(why.contains("c_custkey"), "{why}");
 }
+
+/// Two declines, each with its reason and the host's rows: a prefix of 8 characters (a
+/// register packs at most 7), and the groups of an aggregate whose rows compare with a
+/// subquery's value, joined on (their comparator is bound only in their own device plan, so a
+/// join cannot read them from the device).
+#[test]
+fn long_prefixes_and_bound_groups_under_a_join_stay_with_the_host() {
+    let (dir, off) = sf001_plain();
+    let on = offloaded(dir.path(), None, 2);
+    let why = not_full_as_the_host(
+        &off,
+        &on,
+        "SELECT substring(c_phone FROM 1 FOR 8) AS k, count(*) FROM customer GROUP BY k",
+    );
+    assert!(why.contains("PrefixLength"), "{why}");
+    let why = not_full_as_the_host(
+        &off,
+        &on,
+        "SELECT p_brand, count(*) FROM part WHERE p_partkey IN (SELECT l_partkey FROM lineitem \
+         WHERE l_quantity > (SELECT avg(l_quantity) FROM lineitem) GROUP BY l_partkey HAVING \
+         sum(l_quantity) > 100) GROUP BY p_brand",
+    );
+    assert!(why.contains("BoundAtStart"), "{why}");
+}
