@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/venv.sh
-.venv/bin/pip install --quiet -r bench/requirements.txt
+.venv/bin/pip install --quiet -r bench/requirements.txt -c scripts/constraints.txt
 # The build tools of ISA-L, so the benchmarks build inpath-seal's `isal` feature (see common.py),
 # ripgrep, the peer of bench/store.py, and memcached with libmemcached's memcslap (bench/cache.py).
 missing=()

@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-.venv/bin/pip install --quiet --disable-pip-version-check -r scripts/requirements-test.txt
+.venv/bin/pip install --quiet --disable-pip-version-check -r scripts/requirements-test.txt -c scripts/constraints.txt
