@@ -334,3 +334,47 @@ fn fenced_and_galloping_searches_find_the_first_key_not_below() {
         }
     }
 }
+
+/// A presence bitmap is kept as the data grows, within a sixteenth of the memory a build has
+/// left: 2,000 keys spread over 2 M (TPC-H Q17's parts at SF 10) are past the fixed bound of
+/// 1 Mi bits beyond 64 a key, and get a bitmap of 256 KB once 4 MiB are left (for keys that
+/// arrived sorted, an eighth of the budget: 32 MiB); a semi join's keys become a bitmap index
+/// of their own. Probes answer the same with and without it.
+#[test]
+fn presence_bitmaps_grow_with_the_memory_left() {
+    let keys: Vec<i64> = (0..2_000).map(|i| i * 1_000 + 7).collect();
+    let build = |budget: u64, presence_only: bool| {
+        Built::within(
+            vec![Kept::Int(keys.clone().into())],
+            Vec::new(),
+            &[0],
+            JoinMethod::Auto,
+            presence_only,
+            budget,
+        )
+        .unwrap()
+    };
+    let has_presence = |b: &Built| {
+        matches!(
+            &b.index,
+            Index::Sorted {
+                present: Some(_),
+                ..
+            }
+        )
+    };
+    let (small, large) = (build(1 << 20, false), build(32 << 20, false));
+    assert!(!has_presence(&small));
+    assert!(has_presence(&large));
+    assert_eq!(small.method(), "merge");
+    assert_eq!(build(1 << 20, true).method(), "merge");
+    assert_eq!(build(32 << 20, true).method(), "bitmap");
+    let probe: Vec<i64> = (0..3_000_000).step_by(333).collect();
+    for kind in [JoinKind::Inner, JoinKind::Semi, JoinKind::Anti] {
+        let want = small.probe(&probe, None, kind);
+        assert_eq!(large.probe(&probe, None, kind), want, "{kind:?}");
+        if kind != JoinKind::Inner {
+            assert_eq!(build(32 << 20, true).probe(&probe, None, kind).0, want.0);
+        }
+    }
+}
