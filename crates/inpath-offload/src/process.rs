@@ -158,7 +158,7 @@ pub fn serve(
                 let (device, out, graphs) = (device.clone(), output.clone(), running.clone());
                 let fail = move |out: &Mutex<Box<dyn Write + Send>>, e: Error| {
                     let failure = match e {
-                        Error::DeviceDeclined { detail } => Failure {
+                        Error::DeviceDeclined { detail, .. } => Failure {
                             declined: true,
                             detail,
                         },
@@ -411,7 +411,10 @@ fn read_replies(mut stdout: impl Read, routes: &Mutex<Routes>) {
                     Ok(Failure {
                         declined: true,
                         detail,
-                    }) => Error::DeviceDeclined { detail },
+                    }) => Error::DeviceDeclined {
+                        detail,
+                        memory: false,
+                    },
                     Ok(Failure { detail, .. }) => Error::Offload { detail },
                     Err(e) => pipe_error("an error that does not decode", e),
                 };

@@ -234,6 +234,10 @@ pub enum Error {
     DeviceDeclined {
         /// Why.
         detail: String,
+        /// Whether rows held for joins or groups outgrew the device's memory (a graph the
+        /// device can run in key-range passes instead), rather than something no pass
+        /// changes (a page larger than a lane's share, a key beyond 32 bits).
+        memory: bool,
     },
 
     /// A directory holds no column tables.

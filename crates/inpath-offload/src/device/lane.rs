@@ -170,6 +170,7 @@ impl<'a> Lane<'a> {
                     // Counted groups, and groups a later task joins, must all be on the
                     // device: nothing has been sent, so the host can still run the plan.
                     return Err(Error::DeviceDeclined {
+                        memory: true,
                         detail: format!(
                             "the {} groups {} outgrow the lane's {} KiB",
                             self.groups.len,
@@ -562,6 +563,7 @@ impl<'a> Lane<'a> {
             if held + reg_bytes + groups_room > self.budget {
                 // Before the lane has sent anything: the host can still run the query.
                 return Err(Error::DeviceDeclined {
+                    memory: false,
                     detail: format!(
                         "the device's memory budget ({} KiB per lane) cannot hold one page of \
                          table {table} and its groups ({} KiB: columns {} KiB, registers {} KiB, \
@@ -785,6 +787,7 @@ impl<'a> Lane<'a> {
                     })
                     .collect::<Option<Vec<i64>>>()
                     .ok_or_else(|| Error::DeviceDeclined {
+                        memory: false,
                         detail: "a residual join value beyond what the device keeps (+-2^62)"
                             .to_string(),
                     })?
@@ -863,6 +866,7 @@ impl<'a> Lane<'a> {
         self.counters.hold(bytes);
         if self.kept_bytes > self.budget {
             return Err(Error::DeviceDeclined {
+                memory: true,
                 detail: format!(
                     "the rows table {} keeps for a join outgrow a lane's {} KiB of device memory",
                     plan.task.table,

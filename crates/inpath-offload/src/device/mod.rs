@@ -9,20 +9,24 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 mod aggregate;
+mod combine;
 mod compare;
 mod emit;
 mod exact;
 mod finish;
 mod groups;
 mod lane;
+mod passes;
 mod prepare;
 mod run;
+mod spill;
 mod stats;
 mod stream;
 #[cfg(test)]
 mod tests;
 mod transform;
 
+pub use spill::SpillTo;
 use stats::Counters;
 pub use stats::DeviceStats;
 pub use stream::{output_schema, DeviceStream};
@@ -49,7 +53,8 @@ pub trait Device: Send + Sync + std::fmt::Debug {
 }
 
 /// The device built into inpath: lanes on threads of their own, a memory budget, counters.
-#[derive(Debug)]
+/// A clone is the same device (its counters and what it remembers are shared).
+#[derive(Clone, Debug)]
 pub struct LocalDevice {
     tables: HashMap<String, Arc<TableReader>>,
     lanes: usize,
@@ -58,6 +63,12 @@ pub struct LocalDevice {
     /// Graphs this device declined for memory (as JSON): declined again at once, before any
     /// build runs, so a repeated query pays for the attempt only once.
     declined: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    /// Graphs that ran in key-range passes (as JSON), with the number of passes that fit:
+    /// run in that many at once the next time, without trying them whole.
+    passes_known: Arc<std::sync::Mutex<HashMap<String, usize>>>,
+    /// Where groups merged across passes go when they outgrow the memory (none: the system's
+    /// temporary directory), and the sealing tier of what is written there.
+    spill: Arc<SpillTo>,
 }
 
 impl LocalDevice {
@@ -99,6 +110,8 @@ impl LocalDevice {
             memory_budget,
             counters: Arc::new(Counters::default()),
             declined: Default::default(),
+            passes_known: Default::default(),
+            spill: Default::default(),
         })
     }
 

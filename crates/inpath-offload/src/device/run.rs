@@ -48,6 +48,7 @@ impl LocalDevice {
             if !plan.origins.is_empty() || !plan.keep_as.iter().all(|k| matches!(k, KeepAs::Int(_)))
             {
                 return Err(Error::DeviceDeclined {
+                    memory: false,
                     detail: format!(
                         "a residual join condition on columns of {} not kept by value",
                         task.table
@@ -101,6 +102,7 @@ impl LocalDevice {
         Counters::add(&self.counters.rows_kept, b.len() as u64);
         if b.bytes() > budget {
             return Err(Error::DeviceDeclined {
+                memory: true,
                 detail: format!(
                     "the {} rows table {} keeps for a join take {} KiB; the device has {} KiB \
                      left of {} KiB ({} KiB kept for the last task's pages)",
@@ -172,7 +174,10 @@ impl LocalDevice {
         join: &crate::graph::Join,
         reserve: u64,
     ) -> Result<Built> {
-        let declined = |detail: String| Error::DeviceDeclined { detail };
+        let declined = |detail: String| Error::DeviceDeclined {
+            detail,
+            memory: false,
+        };
         if join.residual.is_some() {
             return Err(declined(format!(
                 "a residual condition on the groups of {}",
@@ -267,13 +272,16 @@ impl LocalDevice {
         )?;
         Counters::add(&self.counters.rows_kept, b.len() as u64);
         if b.bytes() > budget {
-            return Err(declined(format!(
-                "the {} groups of {} kept for a join take {} KiB; the device has {} KiB left",
-                b.len(),
-                task.table,
-                b.bytes().div_ceil(1024),
-                budget >> 10
-            )));
+            return Err(Error::DeviceDeclined {
+                memory: true,
+                detail: format!(
+                    "the {} groups of {} kept for a join take {} KiB; the device has {} KiB left",
+                    b.len(),
+                    task.table,
+                    b.bytes().div_ceil(1024),
+                    budget >> 10
+                ),
+            });
         }
         Ok(b)
     }
@@ -356,33 +364,20 @@ pub(super) fn join_builds(
         .collect()
 }
 
-impl Device for LocalDevice {
-    fn submit(&self, graph: &TaskGraph) -> Result<DeviceStream> {
-        graph.check()?;
-        if graph.version > crate::GRAPH_VERSION {
-            return Err(Error::Offload {
-                detail: format!("graph version {} is newer than this build", graph.version),
-            });
-        }
-        if graph.tasks.iter().any(|t| t.mask != MaskSource::All) {
-            return Err(Error::Offload {
-                detail: "a mask from another task: this device joins rows instead".into(),
-            });
-        }
-        Counters::add(&self.counters.graphs, 1);
-        let text = graph.to_json();
-        let lock = |d: &std::sync::Mutex<std::collections::HashSet<String>>| {
-            d.lock().map(|g| g.contains(&text)).unwrap_or(false)
-        };
-        if lock(&self.declined) {
-            Counters::add(&self.counters.graphs_refused, 1);
-            return Err(Error::DeviceDeclined {
-                detail: "this graph outgrew the device's memory before".into(),
-            });
-        }
+impl LocalDevice {
+    /// Runs `graph` as it is: its builds, then its last task's lanes. A graph whose held rows
+    /// outgrow the memory declines (`memory: true`); with `remember_as`, that graph (as its
+    /// JSON) is counted as refused and declined at once from then on, before any build runs.
+    pub(super) fn start(
+        &self,
+        graph: &TaskGraph,
+        remember_as: Option<&Arc<String>>,
+    ) -> Result<DeviceStream> {
+        let shared_text = remember_as.cloned();
         let remember = || {
-            if let Ok(mut d) = self.declined.lock() {
-                d.insert(text.clone());
+            if let (Some(text), Ok(mut d)) = (remember_as, self.declined.lock()) {
+                Counters::add(&self.counters.graphs_refused, 1);
+                d.insert(text.as_ref().clone());
             }
         };
         // Build tasks first, each on all lanes; their rows stay on the device, held against
@@ -434,7 +429,6 @@ impl Device for LocalDevice {
                 Err(e) => {
                     self.counters.release(held);
                     if matches!(e, Error::DeviceDeclined { .. }) {
-                        Counters::add(&self.counters.graphs_refused, 1);
                         remember();
                     }
                     return Err(e);
@@ -479,7 +473,6 @@ impl Device for LocalDevice {
 
         let lanes = self.lanes.min(pages.len()).max(1);
         let lane_budget = self.memory_budget.saturating_sub(held) / self.lanes as u64;
-        let shared_text = Arc::new(text.clone());
         let (tx, rx) = sync_channel(2 * lanes);
         let stream = DeviceStream::new(rx, None);
         let cancel = stream.cancel.clone();
@@ -565,7 +558,7 @@ impl Device for LocalDevice {
                         }
                         lane.release();
                         if let Err(e) = result {
-                            if matches!(e, Error::DeviceDeclined { .. }) {
+                            if let (Error::DeviceDeclined { .. }, Some(text)) = (&e, &text) {
                                 Counters::add(&counters.graphs_refused, 1);
                                 if let Ok(mut d) = declined.lock() {
                                     d.insert(text.as_ref().clone());
@@ -582,6 +575,43 @@ impl Device for LocalDevice {
                 })?;
         }
         Ok(stream)
+    }
+}
+
+impl Device for LocalDevice {
+    fn submit(&self, graph: &TaskGraph) -> Result<DeviceStream> {
+        graph.check()?;
+        if graph.version > crate::GRAPH_VERSION {
+            return Err(Error::Offload {
+                detail: format!("graph version {} is newer than this build", graph.version),
+            });
+        }
+        if graph.tasks.iter().any(|t| t.mask != MaskSource::All) {
+            return Err(Error::Offload {
+                detail: "a mask from another task: this device joins rows instead".into(),
+            });
+        }
+        Counters::add(&self.counters.graphs, 1);
+        let text = Arc::new(graph.to_json());
+        let declined = self
+            .declined
+            .lock()
+            .map(|g| g.contains(text.as_ref()))
+            .unwrap_or(false);
+        if declined {
+            Counters::add(&self.counters.graphs_refused, 1);
+            return Err(Error::DeviceDeclined {
+                detail: "this graph outgrew the device's memory before".into(),
+                memory: true,
+            });
+        }
+        // A graph the device can split into key-range passes runs through a driver that
+        // tries it whole first (or goes straight to the passes that worked before); any other
+        // runs as it is, and is remembered when it declines.
+        match self.partitioning(graph) {
+            Some(parting) => Ok(self.passes(graph.clone(), parting, text)),
+            None => self.start(graph, Some(&text)),
+        }
     }
 
     fn stats(&self) -> DeviceStats {
@@ -604,6 +634,9 @@ impl Device for LocalDevice {
             graphs_refused: get(&c.graphs_refused),
             groups_cut: get(&c.groups_cut),
             process_peak_rss: 0,
+            graphs_partitioned: get(&c.graphs_partitioned),
+            passes: get(&c.passes),
+            spill_bytes: get(&c.spill_bytes),
         }
     }
 
@@ -628,6 +661,9 @@ impl Device for LocalDevice {
             &c.joins_sort_merge,
             &c.graphs_refused,
             &c.groups_cut,
+            &c.graphs_partitioned,
+            &c.passes,
+            &c.spill_bytes,
         ] {
             a.store(0, Ordering::Relaxed);
         }

@@ -43,6 +43,18 @@ pub struct DeviceStats {
     /// whose memory is the host's.
     #[serde(default)]
     pub process_peak_rss: u64,
+    /// Graphs whose held rows outgrew the memory and that ran in key-range passes instead
+    /// of going to the host.
+    #[serde(default)]
+    pub graphs_partitioned: u64,
+    /// Key-range passes run (each a restricted copy of its graph; a pass that outgrew the
+    /// memory is split in two and counted again).
+    #[serde(default)]
+    pub passes: u64,
+    /// Bytes the device wrote to its spill directory (groups merged across passes that
+    /// outgrew its memory).
+    #[serde(default)]
+    pub spill_bytes: u64,
 }
 
 #[derive(Debug, Default)]
@@ -63,6 +75,9 @@ pub(super) struct Counters {
     pub(super) joins_sort_merge: AtomicU64,
     pub(super) graphs_refused: AtomicU64,
     pub(super) groups_cut: AtomicU64,
+    pub(super) graphs_partitioned: AtomicU64,
+    pub(super) passes: AtomicU64,
+    pub(super) spill_bytes: AtomicU64,
 }
 
 impl Counters {

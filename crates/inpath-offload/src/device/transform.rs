@@ -255,6 +255,7 @@ fn prefixes(
     }
     let pack = |s: &str| {
         pack_prefix(s, chars).ok_or_else(|| Error::DeviceDeclined {
+            memory: false,
             detail: format!(
                 "{}: the first {chars} characters of {s:?} take more than {MAX_PREFIX_BYTES} bytes",
                 what()

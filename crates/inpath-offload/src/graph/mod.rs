@@ -15,6 +15,8 @@ mod tests;
 
 mod condition;
 pub use condition::{Condition, Num, Value};
+pub(crate) mod partition;
+pub use partition::Partitioning;
 
 /// The graph format this build writes and the newest it reads.
 /// Version 2 added joins (`Join`, `Op::Fetch`, `GroupKey::Build`) and the build tasks'

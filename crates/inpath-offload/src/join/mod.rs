@@ -309,6 +309,7 @@ impl Built {
         let (keys, packs) = pack_keys(parts);
         if packs.is_some_and(|p| p.iter().any(|ok| !ok)) {
             return Err(Error::DeviceDeclined {
+                memory: false,
                 detail: "two-column join keys beyond 32 bits each".into(),
             });
         }

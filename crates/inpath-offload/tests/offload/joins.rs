@@ -329,11 +329,13 @@ fn every_join_kind_equals_a_nested_loop_reference() {
     );
 }
 
-/// 40,000 build rows kept (four columns) outgrow 512 KiB: the device declines, counts the
-/// refusal, and declines the same graph again at once; with 64 MiB it answers as the
-/// reference does.
+/// 40,000 build rows kept (four columns) outgrow 512 KiB: the device runs the graph in
+/// key-range passes instead (the build restricted to each range of the probe's key) and
+/// answers as the reference does, holding nothing afterwards; the second time it goes
+/// straight to the passes. Where every row has one key, no range can be split off: the device
+/// declines, counts the refusal, and declines the same graph again at once.
 #[test]
-fn a_build_that_outgrows_the_budget_is_declined_not_answered() {
+fn a_build_that_outgrows_the_budget_runs_in_passes_or_is_declined() {
     let dir = tempfile::tempdir().unwrap();
     let mut r = StdRng::seed_from_u64(53);
     let big = kws(
@@ -341,26 +343,57 @@ fn a_build_that_outgrows_the_budget_is_declined_not_answered() {
         &mut r,
     );
     let probe = kws((0..3000).map(|_| r.gen_range(0..35_000)).collect(), &mut r);
+    let one = kws(vec![7; 40_000], &mut r);
+    let probe_one = kws(vec![7; 3000], &mut r);
     let b = write_table(dir.path(), "big", &big, 1000);
     let p = write_table(dir.path(), "p", &probe, 100);
+    let o = write_table(dir.path(), "one", &one, 1000);
+    let po = write_table(dir.path(), "p1", &probe_one, 100);
     let j = join(JoinKind::Inner, false, false, JoinMethod::Auto);
     let (probe_task, funcs, _) = probe_task(j.clone(), Shape::Aggregate, None);
     let graph = TaskGraph {
         version: inpath_offload::GRAPH_VERSION,
-        tasks: vec![build_task("big", None), probe_task],
+        tasks: vec![build_task("big", None), probe_task.clone()],
     };
+    let want = reference(&big, &probe, &j, Shape::Aggregate, None, None, &funcs);
     for lanes in [1, 2] {
         let small = device(&[("big", &b), ("p", &p)], lanes, 512 << 10);
         for attempt in 1..=2 {
-            let e = run(&small, &graph).expect_err("declined");
-            assert!(matches!(e, Error::DeviceDeclined { .. }), "{e}");
+            let got = merge_groups(&rows(&run(&small, &graph).unwrap()), 0, &funcs);
+            assert_eq!(got, want, "{lanes} lanes, attempt {attempt}");
+            let s = small.stats();
+            assert_eq!(
+                (s.graphs_partitioned, s.graphs_refused),
+                (attempt, 0),
+                "{s:?}"
+            );
+            assert!(s.passes >= 2 * attempt, "{s:?}");
+            assert!(s.peak_memory <= 512 << 10, "{s:?}");
+        }
+        assert!(idle(&small), "the passes hold nothing once done");
+    }
+    let ample = device(&[("big", &b), ("p", &p)], 2, 64 << 20);
+    let got = merge_groups(&rows(&run(&ample, &graph).unwrap()), 0, &funcs);
+    assert_eq!(got, want);
+    assert_eq!(
+        (ample.stats().graphs_partitioned, ample.stats().passes),
+        (0, 0)
+    );
+    assert!(ample.stats().rows_kept >= 40_000);
+
+    let mut single = graph.clone();
+    single.tasks[0].table = "one".into();
+    single.tasks[1].table = "p1".into();
+    for lanes in [1, 2] {
+        let small = device(&[("one", &o), ("p1", &po)], lanes, 512 << 10);
+        for attempt in 1..=2 {
+            let e = run(&small, &single).expect_err("declined");
+            assert!(
+                matches!(e, Error::DeviceDeclined { memory: true, .. }),
+                "{e}"
+            );
             assert_eq!(small.stats().graphs_refused, attempt, "{e}");
         }
         assert!(idle(&small), "the declined graph holds nothing");
     }
-    let ample = device(&[("big", &b), ("p", &p)], 2, 64 << 20);
-    let got = merge_groups(&rows(&run(&ample, &graph).unwrap()), 0, &funcs);
-    let want = reference(&big, &probe, &j, Shape::Aggregate, None, None, &funcs);
-    assert_eq!(got, want);
-    assert!(ample.stats().rows_kept >= 40_000);
 }

@@ -150,7 +150,9 @@ fn a_prefix_beyond_seven_bytes_is_declined_and_bad_lengths_refused() {
     // Six characters of up to two bytes each: the strings with three or more two-byte
     // letters among their first six pass 7 bytes.
     match run(&device, &prefix_graph(0, 6)) {
-        Err(Error::DeviceDeclined { detail }) => assert!(detail.contains("7 bytes"), "{detail}"),
+        Err(Error::DeviceDeclined { detail, .. }) => {
+            assert!(detail.contains("7 bytes"), "{detail}")
+        }
         other => panic!("declined, not {other:?}"),
     }
     for chars in [0, 8] {

@@ -1,0 +1,527 @@
+//! Graphs run in key-range passes when the rows they hold outgrow the device's memory (see
+//! [`crate::graph::partition`]): a driver thread tries the graph whole, and on a memory
+//! decline runs it again as restricted copies, one key range at a time, splitting a range in
+//! two whenever its pass declines too. The passes' rows are combined into what the whole
+//! graph would have sent: partial groups and unordered rows as they come, groups the device
+//! must finish (ordered, counted or sent whole) merged by their values across the passes
+//! first, in spill files when they outgrow a share of the memory.
+
+use super::combine::merge_by_keys;
+use super::finish::{count_groups, ordered_rows};
+use super::spill::SpillFiles;
+use super::stats::Counters;
+use super::stream::{output_schema, DeviceStream};
+use super::LocalDevice;
+use crate::graph::partition::{boundaries, split};
+use crate::graph::{Agg, CountGroups, Operator, Order, Partitioning, TaskGraph};
+use arrow_array::RecordBatch;
+use arrow_row::{RowConverter, SortField};
+use arrow_schema::SchemaRef;
+use inpath_table::error::{Error, Result};
+use inpath_table::format::LogicalType;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::Arc;
+
+use super::spill::SpillTo;
+
+/// The most passes one graph may be split into.
+const MAX_PASSES: usize = 4096;
+/// Buckets of the spill files that groups merged across passes go to.
+const SPILL_BUCKETS: usize = 16;
+
+/// Whether `e` is a decline for memory that passes may avoid.
+fn for_memory(e: &Error) -> bool {
+    matches!(e, Error::DeviceDeclined { memory: true, .. })
+}
+
+/// What becomes of the passes' rows.
+enum Combine {
+    /// Sent as they come: partial groups the host's Final aggregate merges, or rows.
+    Stream,
+    /// Rows collected from every pass, then ordered and cut by the last task's order.
+    Rows(Order),
+    /// Groups collected from every pass, merged by their values, then counted and ordered:
+    /// what the device sends as the SQL's whole groups.
+    Groups {
+        keys: usize,
+        aggs: Vec<Agg>,
+        count: Option<CountGroups>,
+        order: Option<Order>,
+    },
+}
+
+/// How `graph`'s passes combine, and the graph each pass runs (its last task's order,
+/// counting and whole groups left to the combining).
+fn combine_for(graph: &TaskGraph) -> (Combine, TaskGraph) {
+    let mut pass = graph.clone();
+    let Some(task) = pass.tasks.last_mut() else {
+        return (Combine::Stream, pass);
+    };
+    let combine = match &task.operator {
+        Operator::Nop => match &task.order {
+            Some(order) => Combine::Rows(order.clone()),
+            None => Combine::Stream,
+        },
+        Operator::Aggregate { .. } => Combine::Stream,
+        Operator::AggregateGroupBy { keys, aggs } => {
+            if task.order.is_none() && task.count_groups.is_none() && !task.whole_groups {
+                Combine::Stream
+            } else {
+                let c = Combine::Groups {
+                    keys: keys.len(),
+                    aggs: aggs.clone(),
+                    count: task.count_groups,
+                    order: task.order.take(),
+                };
+                task.count_groups = None;
+                task.whole_groups = false;
+                c
+            }
+        }
+    };
+    (combine, pass)
+}
+
+/// Which values of a column compare as the same key: integers of any width, dates, or
+/// decimals of one scale.
+fn key_kind(t: LogicalType) -> Option<(u8, i8)> {
+    match t {
+        LogicalType::Int32 | LogicalType::Int64 => Some((0, 0)),
+        LogicalType::Date32 => Some((1, 0)),
+        LogicalType::Decimal128 { scale, .. } => Some((2, scale)),
+        _ => None,
+    }
+}
+
+impl LocalDevice {
+    /// Where this device spills, and how it seals what it writes there (the tables' tier):
+    /// the session sets it from `--spill-dir` and the tables it opened.
+    pub fn with_spill(mut self, to: SpillTo) -> LocalDevice {
+        self.spill = Arc::new(to);
+        self
+    }
+
+    /// The way to split `graph` into passes that restricts the most rows of build tables,
+    /// if any does: every restricted column must hold the same kind of value as the key.
+    pub(super) fn partitioning(&self, graph: &TaskGraph) -> Option<Partitioning> {
+        let kind = |t: usize, c: usize| -> Option<(u8, i8)> {
+            let reader = self.tables.get(&graph.tasks.get(t)?.table)?;
+            key_kind(reader.manifest().columns.get(c)?.logical)
+        };
+        let last = graph.tasks.len().checked_sub(1)?;
+        Partitioning::candidates(graph)
+            .into_iter()
+            .filter_map(|mut p| {
+                let want = kind(last, p.key)?;
+                let mut rows = 0u64;
+                for (t, r) in p.restrict.iter_mut().enumerate().take(last) {
+                    match *r {
+                        Some(c) if kind(t, c) == Some(want) => {
+                            rows += self.tables.get(&graph.tasks[t].table)?.row_count();
+                        }
+                        _ => *r = None,
+                    }
+                }
+                (rows > 0).then_some((rows, p))
+            })
+            .max_by_key(|(rows, p)| (*rows, std::cmp::Reverse(p.key)))
+            .map(|(_, p)| p)
+    }
+
+    /// `graph` run by a driver thread: whole first (unless it ran in passes before), then in
+    /// key-range passes if its held rows outgrow the memory. The stream's rows are the whole
+    /// graph's either way.
+    pub(super) fn passes(
+        &self,
+        graph: TaskGraph,
+        parting: Partitioning,
+        text: Arc<String>,
+    ) -> DeviceStream {
+        let (tx, rx) = sync_channel(2 * self.lanes);
+        let stream = DeviceStream::new(rx, None);
+        let cancel = stream.cancel.clone();
+        let device = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("inpath-device-passes".into())
+            .spawn({
+                let tx = tx.clone();
+                move || {
+                    super::run::failing_loudly(&tx.clone(), "the device's passes", move || {
+                        device.drive(&graph, &parting, &text, &tx, &cancel)
+                    })
+                }
+            });
+        if let Err(e) = spawned {
+            let _ = tx.send(Err(Error::Offload {
+                detail: format!("cannot start the device's passes: {e}"),
+            }));
+        }
+        stream
+    }
+
+    fn drive(
+        &self,
+        graph: &TaskGraph,
+        parting: &Partitioning,
+        text: &Arc<String>,
+        tx: &SyncSender<Result<RecordBatch>>,
+        cancel: &AtomicBool,
+    ) {
+        let known = self
+            .passes_known
+            .lock()
+            .ok()
+            .and_then(|k| k.get(text.as_ref()).copied());
+        if known.is_none() {
+            match self.start(graph, None) {
+                Err(e) if for_memory(&e) => {}
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    return;
+                }
+                Ok(mut whole) => match whole.next() {
+                    Some(Err(e)) if for_memory(&e) => drop(whole),
+                    first => {
+                        for item in first.into_iter().chain(whole) {
+                            if tx.send(item).is_err() {
+                                return;
+                            }
+                        }
+                        return;
+                    }
+                },
+            }
+        }
+        Counters::add(&self.counters.graphs_partitioned, 1);
+        let mut sent = false;
+        match self.run_passes(graph, parting, known.unwrap_or(2), tx, cancel, &mut sent) {
+            Ok(Some(n)) => {
+                if let Ok(mut k) = self.passes_known.lock() {
+                    k.insert(text.as_ref().clone(), n);
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                // Once rows went out, the host can no longer run the plan instead.
+                let e = match e {
+                    Error::DeviceDeclined { detail, .. } if sent => Error::Offload {
+                        detail: format!("a pass declined after earlier passes sent rows: {detail}"),
+                    },
+                    e => e,
+                };
+                if matches!(e, Error::DeviceDeclined { .. }) {
+                    Counters::add(&self.counters.graphs_refused, 1);
+                    if let Ok(mut d) = self.declined.lock() {
+                        d.insert(text.as_ref().clone());
+                    }
+                }
+                let _ = tx.send(Err(e));
+            }
+        }
+    }
+
+    /// Runs the passes, starting from `n` of them; the passes run (`None`: the consumer went
+    /// away). `sent` is set once a row has gone out.
+    fn run_passes(
+        &self,
+        graph: &TaskGraph,
+        parting: &Partitioning,
+        n: usize,
+        tx: &SyncSender<Result<RecordBatch>>,
+        cancel: &AtomicBool,
+        sent: &mut bool,
+    ) -> Result<Option<usize>> {
+        let last = graph.tasks.len() - 1;
+        let (combine, pass_graph) = combine_for(graph);
+        let reader = self.reader(&graph.tasks[last].table)?;
+        let mut zones = Vec::with_capacity(reader.page_count());
+        for page in 0..reader.page_count() {
+            let z = reader.zone_map(parting.key, page)?;
+            if let (
+                Some(inpath_table::format::Scalar::Int(lo)),
+                Some(inpath_table::format::Scalar::Int(hi)),
+            ) = (&z.min, &z.max)
+            {
+                zones.push((*lo, *hi));
+            }
+        }
+        let cuts = boundaries(&zones, n.max(2));
+        let mut ranges: Vec<(Option<i128>, Option<i128>)> = Vec::with_capacity(cuts.len() + 1);
+        let mut lo = None;
+        for &c in &cuts {
+            ranges.push((lo, Some(c)));
+            lo = Some(c);
+        }
+        ranges.push((lo, None));
+        ranges.reverse();
+        let schema = output_schema(&graph.tasks[last])?;
+        let mut collected = Collected::new(self, &combine, schema.clone());
+        let mut done = 0usize;
+        'ranges: while let Some((lo, hi)) = ranges.pop() {
+            if cancel.load(Ordering::Relaxed) {
+                return Ok(None);
+            }
+            let mut split_range = || -> Result<()> {
+                if done + ranges.len() + 2 > MAX_PASSES {
+                    return Err(Error::DeviceDeclined {
+                        memory: true,
+                        detail: format!("more than {MAX_PASSES} key-range passes would be needed"),
+                    });
+                }
+                let Some(m) = split(&zones, lo, hi) else {
+                    return Err(Error::DeviceDeclined {
+                        memory: true,
+                        detail: format!(
+                            "the rows of one value of {}'s column {} outgrow the device's memory",
+                            graph.tasks[last].table, parting.key
+                        ),
+                    });
+                };
+                ranges.push((Some(m), hi));
+                ranges.push((lo, Some(m)));
+                Ok(())
+            };
+            Counters::add(&self.counters.passes, 1);
+            let pass = parting.restricted(&pass_graph, lo, hi);
+            let stream = match self.start(&pass, None) {
+                Ok(s) => s,
+                Err(e) if for_memory(&e) => {
+                    split_range()?;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let mut first = true;
+            for item in stream {
+                if cancel.load(Ordering::Relaxed) {
+                    return Ok(None);
+                }
+                match item {
+                    Err(e) if first && for_memory(&e) => {
+                        collected.drop_pass();
+                        split_range()?;
+                        continue 'ranges;
+                    }
+                    Err(e) => return Err(e),
+                    Ok(batch) => {
+                        first = false;
+                        match &combine {
+                            Combine::Stream => {
+                                if tx.send(Ok(batch)).is_err() {
+                                    return Ok(None);
+                                }
+                                *sent = true;
+                            }
+                            _ => collected.push(batch)?,
+                        }
+                    }
+                }
+            }
+            collected.end_pass()?;
+            done += 1;
+        }
+        if let Some(batch) = collected.finish(&combine, self.lanes)? {
+            if batch.num_rows() > 0 || !matches!(combine, Combine::Groups { .. }) {
+                Counters::add(
+                    &self.counters.bytes_sent,
+                    batch.get_array_memory_size() as u64,
+                );
+                if tx.send(Ok(batch)).is_err() {
+                    return Ok(None);
+                }
+                *sent = true;
+            }
+        }
+        Ok(Some(done))
+    }
+}
+
+/// The passes' rows held for combining: in memory up to a quarter of the device's memory,
+/// then in spill files, split into buckets by a hash of the keys that decide a row's group.
+struct Collected<'a> {
+    device: &'a LocalDevice,
+    schema: SchemaRef,
+    /// The leading columns a row's bucket is chosen by.
+    hash_keys: usize,
+    batches: Vec<RecordBatch>,
+    /// Of `batches`, those of the pass running now (dropped if it declines).
+    this_pass: usize,
+    held: u64,
+    limit: u64,
+    spill: Option<SpillFiles>,
+}
+
+impl<'a> Collected<'a> {
+    fn new(device: &'a LocalDevice, combine: &Combine, schema: SchemaRef) -> Collected<'a> {
+        let hash_keys = match combine {
+            Combine::Groups { count: Some(c), .. } => c.keys,
+            Combine::Groups { keys, .. } => *keys,
+            _ => 0,
+        };
+        Collected {
+            device,
+            schema,
+            hash_keys,
+            batches: Vec::new(),
+            this_pass: 0,
+            held: 0,
+            limit: device.memory_budget / 4,
+            spill: None,
+        }
+    }
+
+    fn push(&mut self, batch: RecordBatch) -> Result<()> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        let bytes = batch.get_array_memory_size() as u64;
+        self.device.counters.hold(bytes);
+        self.held += bytes;
+        self.batches.push(batch);
+        self.this_pass += 1;
+        // Groups beyond the share go to the spill files, bucketed; so do the ones held, once
+        // the pass is over (a pass that declines drops its own).
+        if self.held > self.limit && self.hash_keys > 0 && self.spill.is_none() {
+            self.spill = Some(SpillFiles::create(&self.device.spill, SPILL_BUCKETS)?);
+        }
+        Ok(())
+    }
+
+    /// The pass running now declined: its batches are dropped.
+    fn drop_pass(&mut self) {
+        let keep = self.batches.len() - self.this_pass;
+        for b in self.batches.drain(keep..) {
+            let bytes = b.get_array_memory_size() as u64;
+            self.device.counters.release(bytes);
+            self.held -= bytes;
+        }
+        self.this_pass = 0;
+    }
+
+    /// The pass ended: its batches stay; with spill files, every held batch goes to them.
+    fn end_pass(&mut self) -> Result<()> {
+        self.this_pass = 0;
+        self.spill_held()
+    }
+
+    /// Writes every held batch to the spill files, bucketed.
+    fn spill_held(&mut self) -> Result<()> {
+        let Some(spill) = self.spill.as_mut() else {
+            return Ok(());
+        };
+        for batch in std::mem::take(&mut self.batches) {
+            for (bucket, part) in buckets(&batch, self.hash_keys, SPILL_BUCKETS)? {
+                spill.write(bucket, &part, &self.device.counters)?;
+            }
+        }
+        self.device.counters.release(self.held);
+        self.held = 0;
+        Ok(())
+    }
+
+    /// What the passes' rows combine into (none: nothing to send).
+    fn finish(mut self, combine: &Combine, lanes: usize) -> Result<Option<RecordBatch>> {
+        let counters = &self.device.counters;
+        let out =
+            match combine {
+                Combine::Stream => None,
+                Combine::Rows(order) => {
+                    let all = arrow_select::concat::concat_batches(&self.schema, &self.batches)
+                        .map_err(|e| Error::Offload {
+                            detail: format!("combining the passes' rows: {e}"),
+                        })?;
+                    Some(ordered_rows(&all, order)?)
+                }
+                Combine::Groups {
+                    keys,
+                    aggs,
+                    count,
+                    order,
+                } => {
+                    self.spill_held()?;
+                    let finish_part = |batches: &[RecordBatch]| -> Result<Option<RecordBatch>> {
+                        if batches.iter().all(|b| b.num_rows() == 0) {
+                            return Ok(None);
+                        }
+                        let merged = merge_by_keys(batches, &self.schema, *keys, aggs)?;
+                        Ok(Some(match count {
+                            Some(c) => count_groups(&merged, c.keys, lanes, counters)?,
+                            None => merged,
+                        }))
+                    };
+                    let mut parts = Vec::new();
+                    match self.spill.as_mut() {
+                        None => parts.extend(finish_part(&self.batches)?),
+                        Some(spill) => {
+                            for bucket in 0..SPILL_BUCKETS {
+                                let batches = spill.read(bucket)?;
+                                if let Some(mut part) = finish_part(&batches)? {
+                                    // Only what can be among the first rows stays.
+                                    if let Some(o) = order.as_ref().filter(|o| o.limit.is_some()) {
+                                        part = ordered_rows(&part, o)?;
+                                    }
+                                    parts.push(part);
+                                }
+                            }
+                        }
+                    }
+                    let Some(first) = parts.first() else {
+                        return Ok(None);
+                    };
+                    let all = arrow_select::concat::concat_batches(&first.schema(), &parts)
+                        .map_err(|e| Error::Offload {
+                            detail: format!("combining the passes' groups: {e}"),
+                        })?;
+                    Some(match order {
+                        Some(o) => ordered_rows(&all, o)?,
+                        None => all,
+                    })
+                }
+            };
+        counters.release(self.held);
+        self.held = 0;
+        Ok(out)
+    }
+}
+
+impl Drop for Collected<'_> {
+    fn drop(&mut self) {
+        self.device.counters.release(self.held);
+    }
+}
+
+/// `batch`'s rows split by a hash of their first `keys` columns into `n` buckets: the
+/// non-empty ones.
+fn buckets(batch: &RecordBatch, keys: usize, n: usize) -> Result<Vec<(usize, RecordBatch)>> {
+    let bad = |e: arrow_schema::ArrowError| Error::Offload {
+        detail: format!("bucketing groups to spill: {e}"),
+    };
+    let columns = &batch.columns()[..keys.min(batch.num_columns())];
+    let converter = RowConverter::new(
+        columns
+            .iter()
+            .map(|c| SortField::new(c.data_type().clone()))
+            .collect(),
+    )
+    .map_err(bad)?;
+    let rows = converter.convert_columns(columns).map_err(bad)?;
+    let mut picks: Vec<Vec<u32>> = vec![Vec::new(); n];
+    for i in 0..batch.num_rows() {
+        let mut h = super::groups::MulHasher::default();
+        std::hash::Hasher::write(&mut h, rows.row(i).data());
+        picks[(std::hash::Hasher::finish(&h) % n as u64) as usize].push(i as u32);
+    }
+    picks
+        .into_iter()
+        .enumerate()
+        .filter(|(_, p)| !p.is_empty())
+        .map(|(b, p)| {
+            let idx = arrow_array::UInt32Array::from(p);
+            Ok((
+                b,
+                arrow_select::take::take_record_batch(batch, &idx).map_err(bad)?,
+            ))
+        })
+        .collect()
+}
