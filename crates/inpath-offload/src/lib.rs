@@ -29,7 +29,10 @@ pub mod graph;
 mod join;
 pub mod process;
 
-pub use device::{Device, DeviceStats, DeviceStream, LocalDevice, SpillTo, DEFAULT_MEMORY_PER_SF};
+pub use device::{
+    Device, DeviceStats, DeviceStream, LocalDevice, SpillTo, DEFAULT_MEMORY_FLOOR,
+    DEFAULT_MEMORY_PER_SF,
+};
 pub use graph::{TableTask, TaskGraph, GRAPH_VERSION};
 pub use process::{serve, ProcessDevice};
 

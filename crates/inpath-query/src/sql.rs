@@ -81,10 +81,13 @@ pub struct SqlSession {
 /// How a session offloads work to a device (see [`crate::rule`] and `inpath-offload`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct OffloadOptions {
-    /// Device memory in bytes; `None`: 40 MiB per TPC-H SF 1 worth of rows (8.66 M rows over
-    /// all tables), at least 128 bytes per row of a page and 1 MiB more per lane (one decoded
-    /// page and its registers).
+    /// Device memory in bytes; `None`: 16 MiB per TPC-H SF 1 worth of rows (8.66 M rows over
+    /// all tables: AQUOMAN's 16 GB per TB), at least 40 MiB, and at least 128 bytes per row
+    /// of a page and 1 MiB more per lane (one decoded page and its registers).
     pub memory: Option<u64>,
+    /// Where the device spills what outgrows its memory (none: the system's temporary
+    /// directory); sealed as the tables are.
+    pub spill_dir: Option<std::path::PathBuf>,
     /// Device lanes; `None`: the session's threads.
     pub lanes: Option<usize>,
     /// Hardware limits the tasks must fit ([`Limits::LIFTED`] by default).
@@ -102,6 +105,7 @@ impl Default for OffloadOptions {
             lanes: None,
             limits: Limits::LIFTED,
             device_command: None,
+            spill_dir: None,
         }
     }
 }
@@ -256,6 +260,7 @@ impl SqlSession {
                 let lanes = o.lanes.unwrap_or(threads);
                 let memory = o.memory.unwrap_or_else(|| {
                     let per_sf = inpath_offload::DEFAULT_MEMORY_PER_SF as f64;
+                    let floor_sf = inpath_offload::DEFAULT_MEMORY_FLOOR;
                     // Each lane holds a decoded page of the task's columns (16 bytes per
                     // decimal) and its registers: 128 bytes a row and 1 MiB more.
                     let page_rows = opened
@@ -264,7 +269,9 @@ impl SqlSession {
                         .max()
                         .unwrap_or(0);
                     let floor = (lanes as u64).saturating_mul(page_rows * 128 + (1 << 20));
-                    (((rows as f64 / SF1_ROWS as f64) * per_sf) as u64).max(floor)
+                    (((rows as f64 / SF1_ROWS as f64) * per_sf) as u64)
+                        .max(floor)
+                        .max(floor_sf)
                 });
                 let device: Arc<dyn Device> = match o.device_command {
                     None => {
@@ -272,7 +279,10 @@ impl SqlSession {
                             .iter()
                             .map(|(name, t)| (name.clone(), t.reader.clone()))
                             .collect();
-                        Arc::new(LocalDevice::new(readers, lanes, memory)?)
+                        Arc::new(
+                            LocalDevice::new(readers, lanes, memory)?
+                                .with_spill_dir(o.spill_dir.clone()),
+                        )
                     }
                     Some(argv) => {
                         let (program, args) = argv.split_first().ok_or_else(|| {
@@ -282,6 +292,9 @@ impl SqlSession {
                         command.args(args);
                         command.arg("--lanes").arg(lanes.to_string());
                         command.arg("--memory").arg(memory.to_string());
+                        if let Some(dir) = &o.spill_dir {
+                            command.arg("--spill-dir").arg(dir);
+                        }
                         Arc::new(ProcessDevice::spawn(command)?)
                     }
                 };

@@ -50,11 +50,18 @@ struct OffloadArgs {
     /// its partial results.
     #[arg(long)]
     offload: bool,
-    /// The device's memory (such as 40MiB; default 40 MiB per TPC-H SF 1 of rows, at least
-    /// 128 bytes per row of a page and 1 MiB per lane). A group-by that outgrows it hands
-    /// partial groups to the host early; joins whose build rows outgrow it run on the host.
+    /// The device's memory (such as 160MiB; default 16 MiB per TPC-H SF 1 of rows, AQUOMAN's
+    /// 16 GB per TB, at least 40 MiB, and at least 128 bytes per row of a page and 1 MiB per
+    /// lane). A group-by that outgrows it hands partial groups to the host early; joins and
+    /// groups the device must hold that outgrow it run in key-range passes.
     #[arg(long, value_parser = crate::common::parse_size, requires = "offload")]
     device_memory: Option<u64>,
+    /// Where the device spills groups merged across key-range passes that outgrow a quarter
+    /// of its memory (default: the system's temporary directory). Spill files are sealed as
+    /// the tables are (AES-256-GCM under a key of the query's own when they are encrypted)
+    /// and removed when the query ends.
+    #[arg(long, requires = "offload", value_parser = spill_dir)]
+    spill_dir: Option<PathBuf>,
     /// Device lanes (default: --threads).
     #[arg(long, requires = "offload")]
     device_lanes: Option<usize>,
@@ -80,7 +87,7 @@ impl OffloadArgs {
         if !self.offload {
             return Ok(None);
         }
-        let device_command = if self.device == "process" {
+        let mut device_command = if self.device == "process" {
             let exe = std::env::current_exe()
                 .context("cannot find this program to start the device process")?;
             let mut argv: Vec<std::ffi::OsString> = vec![
@@ -99,8 +106,12 @@ impl OffloadArgs {
         } else {
             None
         };
+        if let (Some(dir), Some(argv)) = (&self.spill_dir, &mut device_command) {
+            argv.extend(["--spill-dir".into(), dir.into()]);
+        }
         Ok(Some(inpath_query::sql::OffloadOptions {
             memory: self.device_memory,
+            spill_dir: self.spill_dir.clone(),
             lanes: self.device_lanes,
             limits: if self.fidelity == "thesis" {
                 inpath_query::rule::Limits::THESIS
@@ -125,6 +136,20 @@ struct ServeDeviceArgs {
     /// Device memory, such as 40MiB.
     #[arg(long, value_parser = crate::common::parse_size, default_value = "40MiB")]
     memory: u64,
+    /// Where the device spills (see `query sql --spill-dir`).
+    #[arg(long, value_parser = spill_dir)]
+    spill_dir: Option<PathBuf>,
+}
+
+/// A spill directory: one that exists and is a directory (the device writes a directory of
+/// its own inside it per query).
+fn spill_dir(text: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(text);
+    match std::fs::metadata(&path) {
+        Ok(m) if m.is_dir() => Ok(path),
+        Ok(_) => Err(format!("{text} is not a directory")),
+        Err(e) => Err(format!("{text}: {e} (the spill directory must exist)")),
+    }
 }
 
 fn serve_device(args: ServeDeviceArgs) -> anyhow::Result<()> {
@@ -136,7 +161,8 @@ fn serve_device(args: ServeDeviceArgs) -> anyhow::Result<()> {
     }
     let ring = args.keys.ring()?;
     let device = inpath_offload::LocalDevice::open(&args.dir, &ring, args.lanes, args.memory)
-        .map_err(|e| key_hint(&args.keys, e))?;
+        .map_err(|e| key_hint(&args.keys, e))?
+        .with_spill_dir(args.spill_dir);
     inpath_offload::serve(device, std::io::stdin().lock(), std::io::stdout())?;
     Ok(())
 }

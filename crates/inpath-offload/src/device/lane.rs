@@ -65,6 +65,9 @@ pub(super) struct Lane<'a> {
     /// A build's averages, per aggregate: whether every value was whole at its scale, and
     /// the largest magnitude bound of a block's values (see `LocalDevice::build_groups`).
     pub(super) avg_exact: Vec<(bool, u64)>,
+    /// The lane's share of the device's whole memory (its `budget` is its share of what is
+    /// left after earlier builds): what an overflow is measured against.
+    pub(super) whole_share: u64,
 }
 
 impl<'a> Lane<'a> {
@@ -92,6 +95,7 @@ impl<'a> Lane<'a> {
             block_mask: None,
             finished: Groups::new(plan.identities.len(), plan.aggs().len()),
             avg_exact: vec![(true, 0); plan.aggs().len()],
+            whole_share: budget,
         }
     }
 
@@ -142,11 +146,33 @@ impl<'a> Lane<'a> {
         self.held = now;
     }
 
+    /// Reads `pages`, sending what the task emits through `emit` (false: stop). A lane whose
+    /// held rows outgrow its share notes how many times its share the task would need (from
+    /// the part of its pages read so far), for the device to choose how many key-range passes
+    /// to run instead.
     pub(super) fn run(
         &mut self,
         pages: &LanePages,
         cancel: &AtomicBool,
         emit: &mut dyn FnMut(RecordBatch) -> bool,
+    ) -> Result<()> {
+        let mut done = 0usize;
+        let result = self.run_pages(pages, cancel, emit, &mut done);
+        if let Err(Error::DeviceDeclined { memory: true, .. }) = &result {
+            let read = pages.fraction_read(done).max(1e-3);
+            let need = (self.kept_bytes + self.held) as f64 / read;
+            self.counters
+                .note_overflow(need / self.whole_share.max(1) as f64);
+        }
+        result
+    }
+
+    fn run_pages(
+        &mut self,
+        pages: &LanePages,
+        cancel: &AtomicBool,
+        emit: &mut dyn FnMut(RecordBatch) -> bool,
+        done: &mut usize,
     ) -> Result<()> {
         let rows_per_page = self.plan.reader.rows_per_page();
         let mut last_page = 0u64;
@@ -193,6 +219,7 @@ impl<'a> Lane<'a> {
                 }
             }
             last_page = last_page.max(self.page(page)?);
+            *done += 1;
             if let Some((id, column)) = self.plan.complete_key {
                 self.finish_page_groups(id, column, page);
             }
@@ -903,6 +930,18 @@ pub(super) enum LanePages {
 }
 
 impl LanePages {
+    /// The part of the pages read (of a run: by this lane, `done` of them; of a shared
+    /// queue: by every lane).
+    pub(super) fn fraction_read(&self, done: usize) -> f64 {
+        match self {
+            LanePages::Run(run) => done as f64 / run.len().max(1) as f64,
+            LanePages::Shared(queue) => {
+                let taken = queue.1.load(Ordering::Relaxed).min(queue.0.len());
+                taken as f64 / queue.0.len().max(1) as f64
+            }
+        }
+    }
+
     /// The next page to read, none when all are taken; `taken` counts a run's pages so far.
     pub(super) fn next(&self, taken: &mut usize) -> Option<usize> {
         match self {

@@ -12,7 +12,7 @@ use super::spill::SpillFiles;
 use super::stats::Counters;
 use super::stream::{output_schema, DeviceStream};
 use super::LocalDevice;
-use crate::graph::partition::{boundaries, split};
+use crate::graph::partition::split;
 use crate::graph::{Agg, CountGroups, Operator, Order, Partitioning, TaskGraph};
 use arrow_array::RecordBatch;
 use arrow_row::{RowConverter, SortField};
@@ -29,6 +29,12 @@ use super::spill::SpillTo;
 const MAX_PASSES: usize = 4096;
 /// Buckets of the spill files that groups merged across passes go to.
 const SPILL_BUCKETS: usize = 16;
+
+/// Passes for a graph that needed `ratio` times its memory: a quarter more than that, at
+/// least 2 (a ratio of 0 is unknown), at most 64 at a time.
+fn passes_for(ratio: f64) -> usize {
+    ((ratio * 1.25).ceil() as usize).clamp(2, 64)
+}
 
 /// Whether `e` is a decline for memory that passes may avoid.
 fn for_memory(e: &Error) -> bool {
@@ -95,10 +101,14 @@ fn key_kind(t: LogicalType) -> Option<(u8, i8)> {
 }
 
 impl LocalDevice {
-    /// Where this device spills, and how it seals what it writes there (the tables' tier):
-    /// the session sets it from `--spill-dir` and the tables it opened.
-    pub fn with_spill(mut self, to: SpillTo) -> LocalDevice {
-        self.spill = Arc::new(to);
+    /// Spills (groups merged across key-range passes that outgrow a quarter of the memory)
+    /// under `dir` (none: the system's temporary directory), sealed as its most protected
+    /// table is ([`SpillTo::for_tables`]).
+    pub fn with_spill_dir(mut self, dir: Option<std::path::PathBuf>) -> LocalDevice {
+        self.spill = Arc::new(SpillTo::for_tables(
+            dir,
+            self.tables.values().map(|t| t.as_ref()),
+        ));
         self
     }
 
@@ -173,15 +183,22 @@ impl LocalDevice {
             .lock()
             .ok()
             .and_then(|k| k.get(text.as_ref()).copied());
+        let mut first_passes = known.unwrap_or(2);
         if known.is_none() {
+            self.counters.take_overflow();
             match self.start(graph, None) {
-                Err(e) if for_memory(&e) => {}
+                Err(e) if for_memory(&e) => {
+                    first_passes = passes_for(self.counters.take_overflow());
+                }
                 Err(e) => {
                     let _ = tx.send(Err(e));
                     return;
                 }
                 Ok(mut whole) => match whole.next() {
-                    Some(Err(e)) if for_memory(&e) => drop(whole),
+                    Some(Err(e)) if for_memory(&e) => {
+                        drop(whole);
+                        first_passes = passes_for(self.counters.take_overflow());
+                    }
                     first => {
                         for item in first.into_iter().chain(whole) {
                             if tx.send(item).is_err() {
@@ -195,7 +212,7 @@ impl LocalDevice {
         }
         Counters::add(&self.counters.graphs_partitioned, 1);
         let mut sent = false;
-        match self.run_passes(graph, parting, known.unwrap_or(2), tx, cancel, &mut sent) {
+        match self.run_passes(graph, parting, first_passes, tx, cancel, &mut sent) {
             Ok(Some(n)) => {
                 if let Ok(mut k) = self.passes_known.lock() {
                     k.insert(text.as_ref().clone(), n);
@@ -246,7 +263,7 @@ impl LocalDevice {
                 zones.push((*lo, *hi));
             }
         }
-        let cuts = boundaries(&zones, n.max(2));
+        let cuts = split(&zones, None, None, n);
         let mut ranges: Vec<(Option<i128>, Option<i128>)> = Vec::with_capacity(cuts.len() + 1);
         let mut lo = None;
         for &c in &cuts {
@@ -262,14 +279,16 @@ impl LocalDevice {
             if cancel.load(Ordering::Relaxed) {
                 return Ok(None);
             }
-            let mut split_range = || -> Result<()> {
-                if done + ranges.len() + 2 > MAX_PASSES {
+            // A pass that declined: its range in as many parts as it needed its memory.
+            let mut split_range = |counters: &Counters| -> Result<()> {
+                let cuts = split(&zones, lo, hi, passes_for(counters.take_overflow()));
+                if done + ranges.len() + cuts.len() + 1 > MAX_PASSES {
                     return Err(Error::DeviceDeclined {
                         memory: true,
                         detail: format!("more than {MAX_PASSES} key-range passes would be needed"),
                     });
                 }
-                let Some(m) = split(&zones, lo, hi) else {
+                if cuts.is_empty() {
                     return Err(Error::DeviceDeclined {
                         memory: true,
                         detail: format!(
@@ -277,17 +296,22 @@ impl LocalDevice {
                             graph.tasks[last].table, parting.key
                         ),
                     });
-                };
-                ranges.push((Some(m), hi));
-                ranges.push((lo, Some(m)));
+                }
+                let mut upper = hi;
+                for &c in cuts.iter().rev() {
+                    ranges.push((Some(c), upper));
+                    upper = Some(c);
+                }
+                ranges.push((lo, upper));
                 Ok(())
             };
+            self.counters.take_overflow();
             Counters::add(&self.counters.passes, 1);
             let pass = parting.restricted(&pass_graph, lo, hi);
             let stream = match self.start(&pass, None) {
                 Ok(s) => s,
                 Err(e) if for_memory(&e) => {
-                    split_range()?;
+                    split_range(&self.counters)?;
                     continue;
                 }
                 Err(e) => return Err(e),
@@ -300,7 +324,7 @@ impl LocalDevice {
                 match item {
                     Err(e) if first && for_memory(&e) => {
                         collected.drop_pass();
-                        split_range()?;
+                        split_range(&self.counters)?;
                         continue 'ranges;
                     }
                     Err(e) => return Err(e),

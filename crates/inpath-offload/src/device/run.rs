@@ -101,6 +101,8 @@ impl LocalDevice {
         let b = Built::within(columns, places, keys, method, presence_only, budget)?;
         Counters::add(&self.counters.rows_kept, b.len() as u64);
         if b.bytes() > budget {
+            self.counters
+                .note_overflow(b.bytes() as f64 / self.memory_budget.max(1) as f64);
             return Err(Error::DeviceDeclined {
                 memory: true,
                 detail: format!(
@@ -142,6 +144,7 @@ impl LocalDevice {
                     scope.spawn(move || {
                         let cpu = inpath_core::thread_cpu_seconds();
                         let mut lane = Lane::new(plan, counters, lane_budget);
+                        lane.whole_share = self.memory_budget / lanes as u64;
                         let result = lane.run(&LanePages::Run(run.to_vec()), never, &mut |_| true);
                         let held = take(&mut lane);
                         lane.release();
@@ -272,6 +275,8 @@ impl LocalDevice {
         )?;
         Counters::add(&self.counters.rows_kept, b.len() as u64);
         if b.bytes() > budget {
+            self.counters
+                .note_overflow(b.bytes() as f64 / self.memory_budget.max(1) as f64);
             return Err(Error::DeviceDeclined {
                 memory: true,
                 detail: format!(
@@ -473,6 +478,7 @@ impl LocalDevice {
 
         let lanes = self.lanes.min(pages.len()).max(1);
         let lane_budget = self.memory_budget.saturating_sub(held) / self.lanes as u64;
+        let whole_share = self.memory_budget / self.lanes as u64;
         let (tx, rx) = sync_channel(2 * lanes);
         let stream = DeviceStream::new(rx, None);
         let cancel = stream.cancel.clone();
@@ -531,6 +537,7 @@ impl LocalDevice {
                     failing_loudly(&tx.clone(), "a device lane", move || {
                         let cpu = inpath_core::thread_cpu_seconds();
                         let mut lane = Lane::new(&plan.plan, &counters, lane_budget);
+                        lane.whole_share = whole_share;
                         let result = lane.run(&run, &cancel, &mut |batch| {
                             Counters::add(
                                 &counters.bytes_sent,

@@ -33,6 +33,29 @@ impl Default for SpillTo {
     }
 }
 
+impl SpillTo {
+    /// Spills under `dir` sealed as the most protected of `tables` is: its codec, and
+    /// AES-256-GCM (under a key of the query's own) when any table is encrypted.
+    pub fn for_tables<'a>(
+        dir: Option<PathBuf>,
+        tables: impl IntoIterator<Item = &'a inpath_table::TableReader>,
+    ) -> SpillTo {
+        let mut seal = SpillTo::default().seal;
+        for t in tables {
+            let tier = &t.manifest().tier;
+            if tier.cipher != "none" {
+                seal.cipher = Cipher::Gcm;
+            }
+            if let (Compression::None, Ok(c)) =
+                (seal.compression, Compression::parse(&tier.compression))
+            {
+                seal.compression = c;
+            }
+        }
+        SpillTo { dir, seal }
+    }
+}
+
 /// The key id spill records carry (a key of the query's own, not one of the key file's).
 const SPILL_KEY_ID: u32 = 0x5350_494c;
 

@@ -78,6 +78,9 @@ pub(super) struct Counters {
     pub(super) graphs_partitioned: AtomicU64,
     pub(super) passes: AtomicU64,
     pub(super) spill_bytes: AtomicU64,
+    /// How many times its memory the last graph to outgrow it would have needed, in
+    /// thousandths (the largest a lane or build noted since the driver last looked).
+    pub(super) overflow_milli: AtomicU64,
 }
 
 impl Counters {
@@ -92,5 +95,16 @@ impl Counters {
 
     pub(super) fn release(&self, bytes: u64) {
         self.memory.fetch_sub(bytes, Ordering::Relaxed);
+    }
+
+    /// Notes that a graph would need `ratio` times the memory it had.
+    pub(super) fn note_overflow(&self, ratio: f64) {
+        let milli = (ratio * 1000.0).clamp(0.0, u64::MAX as f64 / 2.0) as u64;
+        self.overflow_milli.fetch_max(milli, Ordering::Relaxed);
+    }
+
+    /// The largest ratio noted since the last call (0 if none), and starts again.
+    pub(super) fn take_overflow(&self) -> f64 {
+        self.overflow_milli.swap(0, Ordering::Relaxed) as f64 / 1000.0
     }
 }

@@ -189,29 +189,22 @@ fn reach(edges: &HashMap<Node, Vec<Node>>, from: Node) -> HashSet<Node> {
     seen
 }
 
-/// The split points of `n` passes over a key whose pages hold the ranges `zones` (each page's
-/// least and greatest value): `n - 1` increasing values, each a page's least value, so that
-/// the passes hold about as many pages each (a table clustered by the key splits at page
-/// boundaries). Fewer when the pages do not allow `n`.
-pub(crate) fn boundaries(zones: &[(i128, i128)], n: usize) -> Vec<i128> {
-    let Some(least) = zones.iter().map(|z| z.0).min() else {
+/// Values that split `lo <= key < hi` (open where `None`) into up to `parts` non-empty
+/// ranges, increasing: least values of the pages starting inside it, spread as evenly as the
+/// pages allow, or else the middle of the values the pages allow there; none when the range
+/// holds a single value.
+pub(crate) fn split(
+    zones: &[(i128, i128)],
+    lo: Option<i128>,
+    hi: Option<i128>,
+    parts: usize,
+) -> Vec<i128> {
+    let (Some(least), Some(most)) = (
+        zones.iter().map(|z| z.0).min(),
+        zones.iter().map(|z| z.1).max(),
+    ) else {
         return Vec::new();
     };
-    let mut mins: Vec<i128> = zones.iter().map(|z| z.0).filter(|&m| m > least).collect();
-    mins.sort_unstable();
-    let mut cuts: Vec<i128> = (1..n)
-        .filter_map(|i| mins.get(i * mins.len() / n).copied())
-        .collect();
-    cuts.dedup();
-    cuts
-}
-
-/// A value that splits `lo <= key < hi` (open where `None`) into two non-empty ranges: the
-/// median least value of the pages starting inside it, or else the middle of the values the
-/// pages allow there; none when the range holds a single value.
-pub(crate) fn split(zones: &[(i128, i128)], lo: Option<i128>, hi: Option<i128>) -> Option<i128> {
-    let least = zones.iter().map(|z| z.0).min()?;
-    let most = zones.iter().map(|z| z.1).max()?;
     let a = lo.unwrap_or(least).max(least);
     let b = hi
         .unwrap_or(most.saturating_add(1))
@@ -223,8 +216,16 @@ pub(crate) fn split(zones: &[(i128, i128)], lo: Option<i128>, hi: Option<i128>) 
         .collect();
     inside.sort_unstable();
     inside.dedup();
-    if let Some(&m) = inside.get(inside.len() / 2) {
-        return Some(m);
+    if inside.is_empty() {
+        return match b - a >= 2 {
+            true => vec![a + (b - a) / 2],
+            false => Vec::new(),
+        };
     }
-    (b - a >= 2).then(|| a + (b - a) / 2)
+    let parts = parts.max(2);
+    let mut cuts: Vec<i128> = (1..parts)
+        .map(|i| inside[(i * inside.len() / parts).min(inside.len() - 1)])
+        .collect();
+    cuts.dedup();
+    cuts
 }
