@@ -139,6 +139,9 @@ pub struct OffloadExplain {
     pub decisions: Vec<Decision>,
     /// Scans left on the host.
     pub host_scans: usize,
+    /// Per graph: how the device would split it into key-range passes should the rows it
+    /// holds outgrow the memory (none: it would decline, and the host run the plan).
+    pub passes: Vec<Option<inpath_offload::PassesPlan>>,
 }
 
 impl std::fmt::Debug for SqlSession {
@@ -367,12 +370,17 @@ impl SqlSession {
         let text = datafusion::physical_plan::displayable(plan.as_ref())
             .indent(true)
             .to_string();
+        let passes = graphs
+            .iter()
+            .map(|g| rule.device().passes_plan(g))
+            .collect();
         Ok(OffloadExplain {
             plan: text,
             class,
             graphs,
             decisions,
             host_scans,
+            passes,
         })
     }
 

@@ -494,7 +494,16 @@ fn device_line(s: &inpath_offload::DeviceStats) -> String {
         bytes(s.peak_memory),
         thousands(s.groups_spilled),
         thousands(s.groups_cut)
-    ) + &if s.process_peak_rss > 0 {
+    ) + &if s.graphs_partitioned > 0 {
+        format!(
+            "; {} graphs in {} key-range passes, {} spilled",
+            s.graphs_partitioned,
+            s.passes,
+            bytes(s.spill_bytes)
+        )
+    } else {
+        String::new()
+    } + &if s.process_peak_rss > 0 {
         format!("; device process peak RSS {}", bytes(s.process_peak_rss))
     } else {
         String::new()
@@ -565,6 +574,26 @@ fn explain(args: ExplainArgs) -> anyhow::Result<()> {
         if e.host_scans > 0 {
             notes.push(format!("{} scans on the host", e.host_scans));
         }
+        for p in e.passes.iter().flatten() {
+            let restricting = match p.restricts.is_empty() {
+                true => String::new(),
+                false => format!(", restricting {}", p.restricts.join(", ")),
+            };
+            notes.push(match p.passes_at_most {
+                1 => format!(
+                    "builds hold at most {} of {}; beyond it, key-range passes over {}{restricting}",
+                    bytes(p.held_at_most),
+                    bytes(p.memory),
+                    p.key
+                ),
+                n => format!(
+                    "builds may hold up to {} of {} (zone maps; filters keep fewer): if they outgrow it, up to {n} key-range passes over {}{restricting}",
+                    bytes(p.held_at_most),
+                    bytes(p.memory),
+                    p.key
+                ),
+            });
+        }
         text.push_str(&format!(
             "{name:<7} {:<8} {:>5}  {}\n",
             e.class,
@@ -582,6 +611,7 @@ fn explain(args: ExplainArgs) -> anyhow::Result<()> {
             "class": e.class,
             "graphs": e.graphs,
             "host_scans": e.host_scans,
+            "passes": e.passes,
             "decisions": e.decisions.iter().map(|d| serde_json::json!({
                 "what": d.what,
                 "table": d.table,
