@@ -254,6 +254,7 @@ impl LocalDevice {
                     first_passes = passes_for(whole);
                 }
                 Err(e) => {
+                    self.refused(&e, text);
                     let _ = tx.send(Err(e));
                     return;
                 }
@@ -264,6 +265,9 @@ impl LocalDevice {
                         first_passes = passes_for(whole);
                     }
                     first => {
+                        if let Some(Err(e)) = &first {
+                            self.refused(e, text);
+                        }
                         // Dropping the graph's stream (once the consumer cancels or goes)
                         // stops its lanes.
                         for item in first.into_iter().chain(stream) {
@@ -293,13 +297,19 @@ impl LocalDevice {
                     },
                     e => e,
                 };
-                if matches!(e, Error::DeviceDeclined { .. }) {
-                    Counters::add(&self.counters.graphs_refused, 1);
-                    if let Ok(mut d) = self.declined.lock() {
-                        d.insert(text.as_ref().clone());
-                    }
-                }
+                self.refused(&e, text);
                 let _ = tx.send(Err(e));
+            }
+        }
+    }
+
+    /// A decline of the graph `text` is counted as a refusal and remembered: the same graph
+    /// is declined at once from then on.
+    fn refused(&self, e: &Error, text: &Arc<String>) {
+        if matches!(e, Error::DeviceDeclined { .. }) {
+            Counters::add(&self.counters.graphs_refused, 1);
+            if let Ok(mut d) = self.declined.lock() {
+                d.insert(text.as_ref().clone());
             }
         }
     }

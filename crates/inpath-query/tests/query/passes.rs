@@ -94,3 +94,48 @@ fn groups_merged_across_passes_spill_and_equal_the_hosts() {
     assert!(s.spill_bytes > 0, "no spill: {s:?}");
     assert_eq!(std::fs::read_dir(spill.path()).unwrap().count(), 0);
 }
+
+/// The host alone under a memory limit: with sort-merge joins (what it plans when a table is
+/// larger than a quarter of the limit) all 22 answers equal DuckDB's, with the spill directory
+/// empty once the session is gone; under 1 MiB a query stops with DataFusion's error naming the operators
+/// that hold the memory, never beyond the limit; a limit below 1 MiB is refused, naming it.
+#[test]
+fn the_host_alone_answers_within_a_memory_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let spill = tempfile::tempdir().unwrap();
+    gen(dir.path(), 0.01, plain(), 4096);
+    let open = |limit: u64, sort_merge: Option<bool>| {
+        let host = inpath_query::sql::HostOptions {
+            memory_limit: Some(limit),
+            spill_dir: Some(spill.path().to_path_buf()),
+            sort_merge,
+        };
+        SqlSession::open_host(dir.path(), &KeyRing::new(), 2, None, &host)
+    };
+    // A table beyond a quarter of the limit: sort-merge joins.
+    let plan = open(8 << 20, None)
+        .unwrap()
+        .explain(query(21).unwrap())
+        .unwrap();
+    assert!(plan.contains("SortMergeJoin"), "{plan}");
+    let session = open(64 << 20, Some(true)).unwrap();
+    assert!(session
+        .explain(query(21).unwrap())
+        .unwrap()
+        .contains("SortMergeJoin"));
+    all_22(&session, 0.01, "host, sort-merge joins");
+    // DataFusion's directory in it lives as long as the session.
+    drop(session);
+    assert_eq!(std::fs::read_dir(spill.path()).unwrap().count(), 0);
+    let e = open(1 << 20, None)
+        .unwrap()
+        .sql(query(21).unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("Resources exhausted") && e.contains("consumed"),
+        "{e}"
+    );
+    let e = open(1000, None).err().unwrap().to_string();
+    assert!(e.contains("1000") && e.contains("at least 1 MiB"), "{e}");
+}
