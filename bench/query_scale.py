@@ -6,13 +6,15 @@ with offload at each scale factor, warm and cold, on the same machine in one run
 
 Per scale factor, in this order (each part is saved to bench/out/query-scale.json as soon as it
 is done; `--resume` skips the parts already there, so a long sweep can run in pieces):
-1. DuckDB: tpchgen-cli's Parquet loaded into DuckDB's own database file; the answers pinned
-   from it (crates/inpath-query/tpch/pin_answers.py --duckdb); the 22 queries warm (one
+1. DuckDB: tpchgen-cli's Parquet loaded into DuckDB's own database file, table by table in
+   parts of about SF 5 (each part made, loaded and deleted before the next, so the disk never
+   holds all the Parquet files beside the database); the answers pinned from it
+   (crates/inpath-query/tpch/pin_answers.py --duckdb); the 22 queries warm (one
    process: a warm-up run, then --runs timed runs, medians) and cold (each query in a fresh
    process after `echo 3 > /proc/sys/vm/drop_caches`: its time, the bytes it read from storage
    (the child's rusage ru_inblock, 512-byte blocks) and its peak anonymous memory (RssAnon,
-   sampled every 2 ms)). With --lean the Parquet files go once loaded and the database once
-   measured, so that the largest scale factors fit the disk one engine at a time.
+   sampled every 2 ms)). With --lean the database goes once measured, so that the largest
+   scale factors fit the disk one engine at a time.
 2. `inpath query gen`: seconds, bytes written, and the process's peak RssAnon.
 3. inpath with offload (`--offload`, the default device memory: 16 MiB per SF, at least 40 MiB)
    and 4. without it: warm (`inpath query tpch --runs`, medians, every answer checked against
@@ -45,10 +47,37 @@ def can_drop_caches():
     return os.geteuid() == 0 and os.access("/proc/sys/vm/drop_caches", os.W_OK)
 
 
-def drop_caches():
+def drop_caches(program_files=()):
+    """Drops the page cache, then reads the engine's own program files back in (the
+    executable, its libraries): a cold run then reads only its data from storage, as a server
+    whose program is loaded would."""
     os.sync()
     with open("/proc/sys/vm/drop_caches", "w") as f:
         f.write("3\n")
+    for path in program_files:
+        with open(path, "rb") as f:
+            while f.read(1 << 24):
+                pass
+
+
+def program_files(engine):
+    """The files an engine's process maps to run: inpath's binary; for DuckDB, the Python
+    interpreter, its library and DuckDB's extension modules."""
+    if engine == "inpath":
+        return [inpath_bin()]
+    import sysconfig
+    files = [os.path.realpath(sys.executable)]
+    libdir = sysconfig.get_config_var("LIBDIR") or ""
+    ldlib = sysconfig.get_config_var("LDLIBRARY") or ""
+    if ldlib and os.path.exists(os.path.join(libdir, ldlib)):
+        files.append(os.path.join(libdir, ldlib))
+    duck = common.need("duckdb")
+    root = os.path.dirname(duck.__file__)
+    for base in {root, os.path.dirname(root)}:
+        for name in os.listdir(base):
+            if name.startswith(("_duckdb", "duckdb")) and name.endswith(".so"):
+                files.append(os.path.join(base, name))
+    return files
 
 
 def measured(cmd, env=None):
@@ -107,7 +136,7 @@ DUCK_WARM = r"""
 import duckdb, json, statistics, sys, time
 db, threads, runs, qdir = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 con = duckdb.connect(db, read_only=True)
-con.execute(f"SET threads = {threads}")
+con.execute(f"SET threads = {threads}"); con.execute("SET enable_progress_bar = false")
 out = {}
 for n in range(1, 23):
     text = open(f"{qdir}/q{n:02}.sql").read()
@@ -124,7 +153,7 @@ DUCK_ONE = r"""
 import duckdb, json, sys, time
 db, threads, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 con = duckdb.connect(db, read_only=True)
-con.execute(f"SET threads = {threads}")
+con.execute(f"SET threads = {threads}"); con.execute("SET enable_progress_bar = false")
 text = open(path).read()
 t = time.perf_counter(); rows = con.execute(text).fetchall(); wall = time.perf_counter() - t
 print(json.dumps({"seconds": wall, "rows": len(rows)}))
@@ -140,30 +169,47 @@ def duckdb_part(sf, base, args, entry):
     answers = os.path.join(base, "answers")
     qdir = os.path.join(common.ROOT, "crates/inpath-query/tpch/queries")
     if not os.path.exists(db):
-        if not os.path.exists(os.path.join(parquet, "lineitem.parquet")):
-            shutil.rmtree(parquet, ignore_errors=True)
-            t = time.perf_counter()
-            subprocess.run([gen, "parquet", "-s", str(sf), f"--output-dir={parquet}"], check=True,
-                           stdout=subprocess.DEVNULL)
-            entry["parquet_gen_s"] = time.perf_counter() - t
-        entry["parquet_bytes"] = sum(os.path.getsize(os.path.join(parquet, f)) for f in os.listdir(parquet))
+        # Each table in parts of about SF 5 (tpchgen-cli --parts/--part: the same rows, in
+        # order), each part loaded and deleted before the next is made: the disk holds the
+        # database and one part, never all the Parquet files beside it (SF 100's are ~37 GB).
         duckdb = common.need("duckdb")
-        t = time.perf_counter()
+        parts = max(1, round(sf / 5))
+        gen_s = load_s = pq_bytes = 0.0
+        if os.path.exists(db + ".tmp"):
+            os.remove(db + ".tmp")
         con = duckdb.connect(db + ".tmp")
         con.execute(f"SET threads = {max(args.thread_list)}")
+        con.execute("SET enable_progress_bar = false")
         for table in TABLES:
-            con.execute(f"CREATE TABLE {table} AS SELECT * FROM read_parquet('{parquet}/{table}.parquet')")
+            n = parts if table not in ("nation", "region") else 1
+            for k in range(1, n + 1):
+                shutil.rmtree(parquet, ignore_errors=True)
+                t = time.perf_counter()
+                cmd = [gen, "parquet", "-s", str(sf), f"--tables={table}", f"--output-dir={parquet}"]
+                if n > 1:
+                    cmd += [f"--parts={n}", f"--part={k}"]
+                subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+                gen_s += time.perf_counter() - t
+                files = [os.path.join(dp, f) for dp, _, fs in os.walk(parquet) for f in fs
+                         if f.endswith(".parquet")]
+                pq_bytes += sum(os.path.getsize(f) for f in files)
+                t = time.perf_counter()
+                source = ", ".join(f"'{f}'" for f in sorted(files))
+                if k == 1:
+                    con.execute(f"CREATE TABLE {table} AS SELECT * FROM read_parquet([{source}])")
+                else:
+                    con.execute(f"INSERT INTO {table} SELECT * FROM read_parquet([{source}])")
+                load_s += time.perf_counter() - t
+        shutil.rmtree(parquet, ignore_errors=True)
         con.execute("CHECKPOINT")
         con.close()
         os.replace(db + ".tmp", db)
-        entry["duckdb_load_s"] = time.perf_counter() - t
+        entry.update({"parquet_gen_s": gen_s, "duckdb_load_s": load_s, "parquet_bytes": pq_bytes})
     entry["duckdb_bytes"] = os.path.getsize(db)
     if not os.path.exists(os.path.join(answers, "q22.csv")):
         subprocess.run([py, os.path.join(common.ROOT, "crates/inpath-query/tpch/pin_answers.py"),
                         "--sf", str(sf), "--out", answers, "--duckdb", db], check=True,
                        stdout=subprocess.DEVNULL)
-    if args.lean:
-        shutil.rmtree(parquet, ignore_errors=True)
     threads = args.thread_list[-1]
     out, wall, anon, read, rc, err = measured([py, "-c", DUCK_WARM, db, str(threads), str(args.runs), qdir])
     if rc != 0:
@@ -173,20 +219,21 @@ def duckdb_part(sf, base, args, entry):
     entry["warm_anon_peak"] = anon
     print(f"SF {sf}: DuckDB warm total {sum(warm.values()):.2f} s, peak RssAnon {anon / 2**20:.0f} MiB", flush=True)
     entry["cold"] = cold_runs(lambda n: [py, "-c", DUCK_ONE, db, str(threads), os.path.join(qdir, f"q{n:02}.sql")],
-                              lambda out: json.loads(out)["seconds"], f"SF {sf} DuckDB")
+                              lambda out: json.loads(out)["seconds"], f"SF {sf} DuckDB",
+                              program_files("duckdb"))
     if args.lean:
         os.remove(db)
 
 
-def cold_runs(command, seconds_of, what):
-    """Each query in a fresh process after the page cache is dropped: its seconds, bytes read
-    from storage and peak RssAnon."""
+def cold_runs(command, seconds_of, what, programs):
+    """Each query in a fresh process after the page cache is dropped (and the engine's
+    `programs` read back in): its seconds, bytes read from storage and peak RssAnon."""
     if not can_drop_caches():
         print(f"{what}: cold runs skipped: dropping the page cache needs root", flush=True)
         return None
     cold = {}
     for n in range(1, 23):
-        drop_caches()
+        drop_caches(programs)
         out, wall, anon, read, rc, err = measured(command(n))
         if rc != 0:
             sys.exit(f"query.py --scale: {what} Q{n} failed cold: {err}")
@@ -251,7 +298,7 @@ def inpath_part(sf, base, args, entry, offload):
     entry["cold"] = cold_runs(
         lambda n: [inpath_bin(), "query", "tpch", plain, "--json", "--threads", str(threads), "--runs", "1",
                    "--queries", str(n), "--answers", answers, *extra],
-        inpath_seconds, f"SF {sf} {name}")
+        inpath_seconds, f"SF {sf} {name}", program_files("inpath"))
 
 
 def sweep(args):

@@ -564,3 +564,52 @@ fn an_interrupted_gen_leaves_no_table_that_looks_complete() {
         .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+/// A full disk (a file-size limit of 0, SIGXFSZ ignored so a write fails with EFBIG) during
+/// generation stops it with an error naming the file, leaving no table and no staging
+/// directory; during the device's spilling it fails the query with an error naming the spill
+/// file, and the spill directory is left empty.
+#[test]
+fn a_full_disk_while_generating_or_spilling_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let limited = |args: &str| {
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(format!("trap '' XFSZ; ulimit -f 0; exec \"$0\" {args}"))
+            .arg(env!("CARGO_BIN_EXE_inpath"))
+            .current_dir(d)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{args}: succeeded");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = limited("query gen --sf 0.01 t");
+    assert!(err.contains("t/") || err.contains("lineitem"), "{err}");
+    let left: Vec<_> = std::fs::read_dir(d.join("t"))
+        .map(|r| r.count())
+        .into_iter()
+        .collect();
+    assert!(left.iter().all(|&n| n == 0), "gen left {left:?} entries");
+    ok(&inpath(
+        &[
+            "query",
+            "gen",
+            "--sf",
+            "0.01",
+            "tables",
+            "--rows-per-page",
+            "1024",
+            "--json",
+        ],
+        d,
+    ));
+    std::fs::create_dir(d.join("spill")).unwrap();
+    let err = limited(
+        "query sql tables --offload --device-memory 1MiB --spill-dir spill \
+         'SELECT l_orderkey, count(DISTINCT l_partkey) FROM lineitem GROUP BY l_orderkey'",
+    );
+    assert!(err.contains("bucket-") && err.contains("spill"), "{err}");
+    assert_eq!(std::fs::read_dir(d.join("spill")).unwrap().count(), 0);
+}
