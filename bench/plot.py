@@ -500,8 +500,8 @@ def scale_chart(run, run_label):
 
     def total(e, part, kind):
         d = (e.get(part) or {}).get(kind)
-        if not d or len(d) < 22:
-            return None
+        if not d or len(d) < 22 or any(isinstance(v, dict) and "seconds" not in v for v in d.values()):
+            return None  # not run, or a query failed at this scale: no point
         return sum(v["seconds"] if isinstance(v, dict) else v for v in d.values())
 
     def peak(e, part):

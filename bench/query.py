@@ -338,6 +338,9 @@ def main():
                         help="with --scale: keep the parts bench/out/query-scale.json already has")
     parser.add_argument("--parts", default="duckdb,gen,on,off",
                         help="with --scale: which parts to run (duckdb, gen, on, off)")
+    parser.add_argument("--modes", default="warm,cold",
+                        help="with --scale: warm, cold or both (default); where the tables are "
+                             "larger than the memory, warm runs read them from storage anyway")
     parser.add_argument("--memory-limit", help="with --scale: inpath's --memory-limit without offload")
     parser.add_argument("--spill-dir", help="with --scale: inpath's --spill-dir")
     parser.add_argument("--baseline", metavar="BIN",

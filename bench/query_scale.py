@@ -155,7 +155,16 @@ db, threads, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 con = duckdb.connect(db, read_only=True)
 con.execute(f"SET threads = {threads}"); con.execute("SET enable_progress_bar = false")
 text = open(path).read()
-t = time.perf_counter(); rows = con.execute(text).fetchall(); wall = time.perf_counter() - t
+t = time.perf_counter(); cur = con.execute(text); rows = cur.fetchall(); wall = time.perf_counter() - t
+if len(sys.argv) > 4:  # pin the answer as pin_answers.py writes it (after the clock stopped)
+    import csv
+    sys.path.insert(0, sys.argv[5])
+    from pin_answers import canonical
+    with open(sys.argv[4], "w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow([d[0] for d in cur.description])
+        for row in rows:
+            w.writerow([canonical(v) for v in row])
 print(json.dumps({"seconds": wall, "rows": len(rows)}))
 """
 
@@ -206,21 +215,37 @@ def duckdb_part(sf, base, args, entry):
         os.replace(db + ".tmp", db)
         entry.update({"parquet_gen_s": gen_s, "duckdb_load_s": load_s, "parquet_bytes": pq_bytes})
     entry["duckdb_bytes"] = os.path.getsize(db)
-    if not os.path.exists(os.path.join(answers, "q22.csv")):
+    tpch_dir = os.path.join(common.ROOT, "crates/inpath-query/tpch")
+    # Cold runs pin the answers as they go (each query's rows, written after its clock stops),
+    # which spares a whole pass over the largest scale factors; otherwise pin_answers.py runs.
+    pin_cold = "cold" in args.modes and can_drop_caches() and not os.path.exists(
+        os.path.join(answers, "q22.csv"))
+    if pin_cold:
+        os.makedirs(answers, exist_ok=True)
+    elif not os.path.exists(os.path.join(answers, "q22.csv")):
         subprocess.run([py, os.path.join(common.ROOT, "crates/inpath-query/tpch/pin_answers.py"),
                         "--sf", str(sf), "--out", answers, "--duckdb", db], check=True,
                        stdout=subprocess.DEVNULL)
     threads = args.thread_list[-1]
-    out, wall, anon, read, rc, err = measured([py, "-c", DUCK_WARM, db, str(threads), str(args.runs), qdir])
-    if rc != 0:
-        sys.exit(f"query.py --scale: DuckDB's warm run failed at SF {sf}: {err}")
-    warm = {int(k): v for k, v in json.loads(out).items()}
-    entry["warm"] = warm
-    entry["warm_anon_peak"] = anon
-    print(f"SF {sf}: DuckDB warm total {sum(warm.values()):.2f} s, peak RssAnon {anon / 2**20:.0f} MiB", flush=True)
-    entry["cold"] = cold_runs(lambda n: [py, "-c", DUCK_ONE, db, str(threads), os.path.join(qdir, f"q{n:02}.sql")],
-                              lambda out: json.loads(out)["seconds"], f"SF {sf} DuckDB",
-                              program_files("duckdb"))
+    if "warm" in args.modes:
+        out, wall, anon, read, rc, err = measured([py, "-c", DUCK_WARM, db, str(threads), str(args.runs), qdir])
+        if rc != 0:
+            sys.exit(f"query.py --scale: DuckDB's warm run failed at SF {sf}: {err}")
+        warm = {int(k): v for k, v in json.loads(out).items()}
+        entry["warm"] = warm
+        entry["warm_anon_peak"] = anon
+        print(f"SF {sf}: DuckDB warm total {sum(warm.values()):.2f} s, peak RssAnon {anon / 2**20:.0f} MiB",
+              flush=True)
+    if "cold" in args.modes:
+        pin = (lambda n: [os.path.join(answers, f"q{n:02}.csv"), tpch_dir]) if pin_cold else (lambda n: [])
+        entry["cold"] = cold_runs(lambda n: [py, "-c", DUCK_ONE, db, str(threads), os.path.join(qdir, f"q{n:02}.sql"),
+                                             *pin(n)],
+                                  lambda out: json.loads(out)["seconds"], f"SF {sf} DuckDB",
+                                  program_files("duckdb"))
+        if pin_cold:
+            with open(os.path.join(answers, "meta.json"), "w") as f:
+                json.dump({"scale_factor": f"{sf:g}", "oracle": "duckdb (bench/query_scale.py's cold runs)",
+                           "database": os.path.basename(db)}, f, indent=2)
     if args.lean:
         os.remove(db)
 
@@ -236,7 +261,12 @@ def cold_runs(command, seconds_of, what, programs):
         drop_caches(programs)
         out, wall, anon, read, rc, err = measured(command(n))
         if rc != 0:
-            sys.exit(f"query.py --scale: {what} Q{n} failed cold: {err}")
+            # Recorded, not fatal: a query that fails at a scale (an engine out of memory) is a
+            # result of the sweep; the others still run. The totals leave the scale out.
+            cold[n] = {"error": err.strip().splitlines()[-1] if err.strip() else f"exit {rc}",
+                       "read_bytes": read, "anon_peak": anon, "wall": wall}
+            print(f"{what} cold Q{n}: FAILED after {wall:.1f} s: {cold[n]['error']}", flush=True)
+            continue
         cold[n] = {"seconds": seconds_of(out), "read_bytes": read, "anon_peak": anon, "wall": wall}
         print(f"{what} cold Q{n}: {cold[n]['seconds']:.3f} s, read {read / 1e9:.2f} GB, "
               f"RssAnon {anon / 2**20:.0f} MiB", flush=True)
@@ -278,6 +308,17 @@ def inpath_part(sf, base, args, entry, offload):
     name = "inpath offload" if offload else "inpath"
     cmd = [inpath_bin(), "query", "tpch", plain, "--json", "--threads", str(threads),
            "--runs", str(args.runs + 1), "--answers", answers, *extra]
+    if "warm" in args.modes:
+        inpath_warm(sf, cmd, name, entry)
+    if "cold" in args.modes:
+        entry["cold"] = cold_runs(
+            lambda n: [inpath_bin(), "query", "tpch", plain, "--json", "--threads", str(threads), "--runs", "1",
+                       "--queries", str(n), "--answers", answers, *extra],
+            inpath_seconds, f"SF {sf} {name}", program_files("inpath"))
+
+
+def inpath_warm(sf, cmd, name, entry):
+    """inpath's warm runs: one process, a warm-up run and --runs timed ones per query."""
     out, wall, anon, read, rc, err = measured(cmd)
     if rc != 0:
         sys.exit(f"query.py --scale: {name} at SF {sf} failed: {err}")
@@ -295,10 +336,6 @@ def inpath_part(sf, base, args, entry, offload):
     entry["device"] = device
     print(f"SF {sf}: {name} warm total {sum(warm.values()):.2f} s, process peak RssAnon "
           f"{anon / 2**20:.0f} MiB", flush=True)
-    entry["cold"] = cold_runs(
-        lambda n: [inpath_bin(), "query", "tpch", plain, "--json", "--threads", str(threads), "--runs", "1",
-                   "--queries", str(n), "--answers", answers, *extra],
-        inpath_seconds, f"SF {sf} {name}", program_files("inpath"))
 
 
 def sweep(args):
@@ -341,8 +378,8 @@ def summary(results):
     for key, e in sorted(results.get("scale_factors", {}).items(), key=lambda kv: float(kv[0])):
         def total(part, kind):
             d = e.get(part, {}).get(kind)
-            if not d:
-                return None
+            if not d or any(isinstance(v, dict) and "seconds" not in v for v in d.values()):
+                return None  # not run, or a query failed: no total
             return sum(v["seconds"] if isinstance(v, dict) else v for v in d.values())
 
         def peak(part):
@@ -362,3 +399,63 @@ def summary(results):
               f"{f(dc)} {f(fc)} {f(oc)} {f(oc / dc if oc and dc else None, w=7)} | "
               f"{f(read('duckdb'), 1e9)} {f(read('on'), 1e9)} | "
               f"{f(peak('duckdb'), 2**30)} {f(peak('off'), 2**30)} {f(peak('on'), 2**30)}")
+
+
+def markdown(results):
+    """docs/PERFORMANCE.md's tables: one per scale factor, a row per query and the totals."""
+    lines = []
+    for key, e in sorted(results.get("scale_factors", {}).items(), key=lambda kv: float(kv[0])):
+        def sec(part, kind, n):
+            d = (e.get(part) or {}).get(kind) or {}
+            v = d.get(str(n), d.get(n))
+            if v is None:
+                return None
+            if isinstance(v, dict):
+                return v.get("seconds", "failed")
+            return v
+
+        def cell(v):
+            return "–" if v is None else (v if isinstance(v, str) else f"{v:.3f}")
+
+        def cold_field(part, n, field):
+            d = (e.get(part) or {}).get("cold") or {}
+            v = d.get(str(n), d.get(n))
+            return v.get(field) if v else None
+
+        lines.append(f"**SF {key}**" + (f" (tables: DuckDB {e['duckdb']['duckdb_bytes'] / 1e9:.1f} GB, "
+                                        f"inpath {e['gen']['gen_bytes'] / 1e9:.1f} GB)"
+                                        if e.get("duckdb", {}).get("duckdb_bytes") and e.get("gen") else ""))
+        lines.append("")
+        lines.append("| query | DuckDB warm | no offload warm | offload warm | DuckDB cold | no offload cold "
+                     "| offload cold | read GB DuckDB / offload | peak RssAnon MiB DuckDB / no offload / offload |")
+        lines.append("|---|---|---|---|---|---|---|---|---|")
+        tot = {}
+        for n in range(1, 23):
+            row = [sec(p, k, n) for k in ("warm", "cold") for p in ("duckdb", "off", "on")]
+            for i, v in enumerate(row):
+                if isinstance(v, (int, float)) and tot.get(i, 0) is not None:
+                    tot[i] = tot.get(i, 0) + v
+                else:
+                    tot[i] = None
+            rd = [cold_field(p, n, "read_bytes") for p in ("duckdb", "on")]
+            an = [cold_field(p, n, "anon_peak") for p in ("duckdb", "off", "on")]
+            lines.append(f"| Q{n} | " + " | ".join(cell(v) for v in row) + " | "
+                         + " / ".join("–" if v is None else f"{v / 1e9:.2f}" for v in rd) + " | "
+                         + " / ".join("–" if v is None else f"{v / 2**20:.0f}" for v in an) + " |")
+        reads = [sum(cold_field(p, n, "read_bytes") or 0 for n in range(1, 23)) for p in ("duckdb", "on")]
+        peaks = [max((cold_field(p, n, "anon_peak") or 0 for n in range(1, 23)), default=0)
+                 for p in ("duckdb", "off", "on")]
+        lines.append("| **total** | " + " | ".join(f"**{cell(tot.get(i))}**" for i in range(6)) + " | "
+                     + " / ".join(f"{v / 1e9:.1f}" if v else "–" for v in reads) + " | "
+                     + " / ".join(f"{v / 2**20:.0f}" if v else "–" for v in peaks) + " (max) |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    # python3 bench/query_scale.py [RUN.json]: PERFORMANCE.md's tables from a sweep's file.
+    path = sys.argv[1] if len(sys.argv) > 1 else RESULTS
+    data = load(path)
+    if "rows" in data:  # a run file: {"engine", "setup", "rows": [results]}
+        data = data["rows"][0]
+    print(markdown(data))
