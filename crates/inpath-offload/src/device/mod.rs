@@ -43,6 +43,12 @@ pub const DEFAULT_MEMORY_FLOOR: u64 = 40 << 20;
 pub trait Device: Send + Sync + std::fmt::Debug {
     /// Starts a graph; its last task's rows come back through the stream.
     fn submit(&self, graph: &TaskGraph) -> Result<DeviceStream>;
+    /// Starts a graph only as a whole: where its rows would outgrow the memory it declines
+    /// rather than running in key-range passes (a caller with a cheaper alternate graph tries
+    /// that next). A device without passes runs it as [`Device::submit`] does.
+    fn submit_whole(&self, graph: &TaskGraph) -> Result<DeviceStream> {
+        self.submit(graph)
+    }
     /// What the device did since it was made or last reset.
     fn stats(&self) -> DeviceStats;
     /// Sets the counts to zero.
@@ -92,6 +98,10 @@ pub struct LocalDevice {
     /// Graphs that ran in key-range passes (as JSON), with the number of passes that fit:
     /// run in that many at once the next time, without trying them whole.
     passes_known: Arc<std::sync::Mutex<HashMap<String, usize>>>,
+    /// Graphs (by their JSON) whose whole attempt, made alone ([`Device::submit_whole`]),
+    /// declined for memory: the passes to start with and how many times its memory the whole
+    /// graph needed, so that running it in passes later skips the whole attempt.
+    whole_declined: Arc<std::sync::Mutex<HashMap<String, (usize, f64)>>>,
     /// Where groups merged across passes go when they outgrow the memory (none: the system's
     /// temporary directory), and the sealing tier of what is written there.
     spill: Arc<SpillTo>,
@@ -137,6 +147,7 @@ impl LocalDevice {
             counters: Arc::new(Counters::default()),
             declined: Default::default(),
             passes_known: Default::default(),
+            whole_declined: Default::default(),
             spill: Default::default(),
         })
     }

@@ -202,11 +202,16 @@ impl LocalDevice {
     /// `graph` run by a driver thread: whole first (unless it ran in passes before), then in
     /// key-range passes if its held rows outgrow the memory. The stream's rows are the whole
     /// graph's either way.
+    ///
+    /// With `whole_only` (the name its whole attempt is remembered by), only the whole attempt
+    /// runs: a decline for memory is sent on, with what the passes would start from noted for
+    /// a later run of the same graph in passes.
     pub(super) fn passes(
         &self,
         graph: TaskGraph,
         parting: Partitioning,
         text: Arc<String>,
+        whole_only: Option<Arc<String>>,
     ) -> DeviceStream {
         let (tx, rx) = sync_channel(2 * self.lanes);
         let stream = DeviceStream::new(rx, None);
@@ -218,7 +223,7 @@ impl LocalDevice {
                 let tx = tx.clone();
                 move || {
                     super::run::failing_loudly(&tx.clone(), "the device's passes", move || {
-                        device.drive(&graph, &parting, &text, &tx, &cancel)
+                        device.drive(&graph, &parting, &text, whole_only.as_ref(), &tx, &cancel)
                     })
                 }
             });
@@ -235,6 +240,7 @@ impl LocalDevice {
         graph: &TaskGraph,
         parting: &Partitioning,
         text: &Arc<String>,
+        whole_only: Option<&Arc<String>>,
         tx: &SyncSender<Result<RecordBatch>>,
         cancel: &AtomicBool,
     ) {
@@ -243,12 +249,32 @@ impl LocalDevice {
             .lock()
             .ok()
             .and_then(|k| k.get(text.as_ref()).copied());
-        let mut first_passes = known.unwrap_or(2);
+        let noted = match whole_only {
+            Some(_) => None,
+            None => self
+                .whole_declined
+                .lock()
+                .ok()
+                .and_then(|k| k.get(text.as_ref()).copied()),
+        };
+        let mut first_passes = known.or(noted.map(|n| n.0)).unwrap_or(2);
         // How many times its memory the whole graph needed (0: unknown).
-        let mut whole = 0.0;
-        if known.is_none() {
+        let mut whole = noted.map_or(0.0, |n| n.1);
+        // Declined whole for memory, alone: noted, and the decline goes to the caller.
+        let declined_whole = |e: Error, whole: f64| {
+            let name = whole_only.expect("only alone");
+            if let Ok(mut k) = self.whole_declined.lock() {
+                k.insert(text.as_ref().clone(), (passes_for(whole), whole));
+            }
+            self.refused(&e, name);
+            let _ = tx.send(Err(e));
+        };
+        if known.is_none() && noted.is_none() {
             self.counters.take_overflow();
             match self.start(graph, None) {
+                Err(e) if for_memory(&e) && whole_only.is_some() => {
+                    return declined_whole(e, self.counters.take_overflow());
+                }
                 Err(e) if for_memory(&e) => {
                     whole = self.counters.take_overflow();
                     first_passes = passes_for(whole);
@@ -259,6 +285,10 @@ impl LocalDevice {
                     return;
                 }
                 Ok(mut stream) => match stream.next() {
+                    Some(Err(e)) if for_memory(&e) && whole_only.is_some() => {
+                        drop(stream);
+                        return declined_whole(e, self.counters.take_overflow());
+                    }
                     Some(Err(e)) if for_memory(&e) => {
                         drop(stream);
                         whole = self.counters.take_overflow();

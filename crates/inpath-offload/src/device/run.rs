@@ -585,8 +585,10 @@ impl LocalDevice {
     }
 }
 
-impl Device for LocalDevice {
-    fn submit(&self, graph: &TaskGraph) -> Result<DeviceStream> {
+impl LocalDevice {
+    /// The checks every submitted graph passes, then whether it declined before under the
+    /// name `text` (counted as refused again).
+    fn admit(&self, graph: &TaskGraph, text: &str) -> Result<()> {
         graph.check()?;
         if graph.version > crate::GRAPH_VERSION {
             return Err(Error::Offload {
@@ -599,11 +601,10 @@ impl Device for LocalDevice {
             });
         }
         Counters::add(&self.counters.graphs, 1);
-        let text = Arc::new(graph.to_json());
         let declined = self
             .declined
             .lock()
-            .map(|g| g.contains(text.as_ref()))
+            .map(|g| g.contains(text))
             .unwrap_or(false);
         if declined {
             Counters::add(&self.counters.graphs_refused, 1);
@@ -612,11 +613,32 @@ impl Device for LocalDevice {
                 memory: true,
             });
         }
+        Ok(())
+    }
+}
+
+impl Device for LocalDevice {
+    fn submit(&self, graph: &TaskGraph) -> Result<DeviceStream> {
+        let text = Arc::new(graph.to_json());
+        self.admit(graph, &text)?;
         // A graph the device can split into key-range passes runs through a driver that
         // tries it whole first (or goes straight to the passes that worked before); any other
         // runs as it is, and is remembered when it declines.
         match self.partitioning(graph) {
-            Some(parting) => Ok(self.passes(graph.clone(), parting, text)),
+            Some(parting) => Ok(self.passes(graph.clone(), parting, text, None)),
+            None => self.start(graph, Some(&text)),
+        }
+    }
+
+    fn submit_whole(&self, graph: &TaskGraph) -> Result<DeviceStream> {
+        // Remembered apart from the graph's own name: declining whole says nothing of passes.
+        let own = Arc::new(graph.to_json());
+        let text = Arc::new(format!("whole {own}"));
+        self.admit(graph, &text)?;
+        match self.partitioning(graph) {
+            // Its whole attempt through the passes' driver, which notes what the passes would
+            // start from when it declines, so that a later run in passes skips it.
+            Some(parting) => Ok(self.passes(graph.clone(), parting, own, Some(text))),
             None => self.start(graph, Some(&text)),
         }
     }

