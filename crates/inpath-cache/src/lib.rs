@@ -29,7 +29,8 @@
 //! 5. `proto`: the memcached text protocol (`proto::text`), meta commands (`proto::meta`) and
 //!    binary protocol (`proto::binary`), which share only the `proto::types` leaf.
 //! 6. [`live`]: `stats` as JSON and metrics over HTTP.
-//! 7. [`server`]: the accept loop, workers, periodic flushes and checkpoints.
+//! 7. `udp`: memcached's UDP frames around the same protocol steps (`-U`).
+//! 8. [`server`]: the accept loop, workers, UDP, periodic flushes and checkpoints.
 //!
 //! There are no process-wide settings: a server passes its [`Settings`] to the store it opens
 //! ([`Store::open_with`]), and the protocol reads them from there.
@@ -49,6 +50,7 @@ mod recover;
 pub mod server;
 pub mod store;
 mod types;
+mod udp;
 
 pub use error::{CacheError, Result};
 pub use server::{Server, ServerConfig};

@@ -38,6 +38,14 @@ pub struct ServerConfig {
     pub verbosity: u8,
     /// Text, binary, or either by a connection's first byte (memcached's `-B`).
     pub protocol: Protocol,
+    /// Serve memcached's UDP protocol on this port of the listen address (memcached's `-U`;
+    /// 0: off, memcached's default).
+    pub udp_port: u16,
+    /// Requests one connection runs in one go before the others get a turn (memcached's `-R`;
+    /// 0: its default, 20).
+    pub reqs_per_event: u32,
+    /// Refuse `stats cachedump` (memcached's `-X`).
+    pub dump_disabled: bool,
 }
 
 impl ServerConfig {
@@ -56,6 +64,9 @@ impl ServerConfig {
             idle_timeout: None,
             protocol: Protocol::Auto,
             verbosity: 0,
+            udp_port: 0,
+            reqs_per_event: 0,
+            dump_disabled: false,
         }
     }
 }
@@ -100,12 +111,34 @@ impl Server {
         };
         // The server's settings travel with its store (`stats`, `stats settings`): two servers
         // in one process each report their own.
+        // UDP on the same address as TCP (memcached's `-U`), bound before anything starts.
+        let udp = match cfg.udp_port {
+            0 => None,
+            port => {
+                let at = std::net::SocketAddr::new(addr.ip(), port);
+                let sock = std::net::UdpSocket::bind(at).map_err(|e| CacheError::Listen {
+                    addr: format!("udp {at}"),
+                    source: e,
+                })?;
+                sock.set_nonblocking(true)?;
+                Some(sock)
+            }
+        };
         let settings = Settings {
             threads: cfg.threads,
             max_conns: cfg.max_conns,
             shutdown_command: cfg.shutdown_command,
             idle_timeout_secs: cfg.idle_timeout.map_or(0, |d| d.as_secs()),
             verbosity: cfg.verbosity,
+            tcp_port: addr.port(),
+            udp_port: udp
+                .as_ref()
+                .and_then(|u| u.local_addr().ok())
+                .map_or(0, |a| a.port()),
+            backlog: cfg.backlog,
+            protocol: cfg.protocol,
+            reqs_per_event: cfg.reqs_per_event,
+            dump_disabled: cfg.dump_disabled,
         };
         let store = Store::open_with(cfg.store.clone(), settings)?;
         if cfg.store.verbose {
@@ -164,6 +197,32 @@ impl Server {
             .enable_all()
             .build()?;
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        if let Some(sock) = udp {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let st = store.clone();
+            let mut stop = stop_rx.clone();
+            let handle = std::thread::Builder::new()
+                .name("inpath-cache-udp".into())
+                .spawn(move || {
+                    rt.block_on(async move {
+                        let sock = match tokio::net::UdpSocket::from_std(sock) {
+                            Ok(s) => s,
+                            Err(e) => {
+                                eprintln!("inpath cache: udp: {e}");
+                                return;
+                            }
+                        };
+                        tokio::select! {
+                            () = crate::udp::serve(&sock, &st, protocol) => {}
+                            _ = stop.changed() => {}
+                        }
+                    });
+                    rt.shutdown_timeout(Duration::from_secs(2));
+                })?;
+            workers.push(handle);
+        }
         let st = store.clone();
         let thread = std::thread::Builder::new()
             .name("inpath-cache-main".into())
@@ -379,9 +438,11 @@ async fn connection(
         Protocol::Binary => Some(true),
         Protocol::Auto => None,
     };
+    let per_event = store.settings().reqs_per_event();
     loop {
         // Answer every whole request in the buffer, then write the replies in one go.
         let mut close = false;
+        let mut served = 0u32;
         loop {
             if swallow > 0 {
                 let n = swallow.min(buf.len() - start);
@@ -411,7 +472,24 @@ async fn connection(
             }
             match step {
                 Step::NeedMore => break,
-                Step::Done(n) => start += n,
+                Step::Done(n) => {
+                    start += n;
+                    served += 1;
+                    if served >= per_event && start < buf.len() {
+                        // memcached's -R: after that many requests in one go, the replies go
+                        // out and the other connections of this thread get a turn.
+                        served = 0;
+                        counters.conn_yields.fetch_add(1, Relaxed);
+                        if !out.is_empty() {
+                            if sock.write_all(&out).await.is_err() {
+                                return;
+                            }
+                            counters.bytes_written.fetch_add(out.len() as u64, Relaxed);
+                            out.clear();
+                        }
+                        tokio::task::yield_now().await;
+                    }
+                }
                 Step::Swallow(n, s) => {
                     start += n;
                     swallow = s;

@@ -98,7 +98,8 @@ pub struct ServeArgs {
     /// Append the log (standard error) to this file (`logfile` in a memcached config file).
     #[arg(long, value_name = "FILE")]
     logfile: Option<PathBuf>,
-    /// UDP port (memcached -U): only 0, UDP off, memcached's default; inpath serves TCP.
+    /// UDP port (memcached -U): memcached's UDP protocol on the listen address; 0 (the
+    /// default) is off.
     #[arg(short = 'U', long = "udp-port", value_name = "PORT")]
     udp_port: Option<u16>,
     /// Run in the background (memcached -d): standard input and output closed, the log to
@@ -138,8 +139,8 @@ pub struct ServeArgs {
     /// Print the license and exit (memcached -i).
     #[arg(short = 'i', long = "license")]
     license: bool,
-    /// memcached -f, -n, -L, -R, -X, -W: taken and without effect (no slab allocator, no large
-    /// pages, no per-event request cap, no cachedump or watch to disable).
+    /// memcached -f, -n, -L, -W: taken and without effect (no slab allocator, no large pages,
+    /// no watch to disable); -R (requests per event) and -X (no cachedump) as memcached.
     #[arg(short = 'f', long = "slab-growth-factor", hide = true)]
     slab_growth_factor: Option<f64>,
     #[arg(short = 'n', long = "slab-min-size", hide = true)]
@@ -231,7 +232,7 @@ fn flash_seal(path: &std::path::Path, compress: &str) -> Result<inpath_cache::st
     )))
 }
 
-fn serve_config(a: &ServeArgs) -> Result<ServerConfig> {
+fn serve_config(a: &ServeArgs, ext: &ExtStore) -> Result<ServerConfig> {
     let listen = match (&a.listen, &a.listen_addr, a.port) {
         (Some(l), None, None) => l.clone(),
         (Some(_), _, _) => bail!("give --listen HOST:PORT, or -l/-p, not both"),
@@ -249,7 +250,21 @@ fn serve_config(a: &ServeArgs) -> Result<ServerConfig> {
         Some(mb) => mb.checked_mul(1 << 20).context("-m is too large")?,
         None => parse_size(&a.memory).map_err(anyhow::Error::msg)?,
     };
-    let mut store = match a.flash.clone() {
+    let (flash, flash_size) = match (&a.flash, &ext.path) {
+        (Some(_), Some((path, _))) => bail!(
+            "give the flash file once: --flash {} or -o ext_path={}:SIZE, not both",
+            a.flash
+                .as_ref()
+                .map_or(String::new(), |p| p.display().to_string()),
+            path.display()
+        ),
+        (_, Some((path, size))) => (Some(path.clone()), *size),
+        (f, None) => (
+            f.clone(),
+            parse_size(&a.flash_size).map_err(anyhow::Error::msg)?,
+        ),
+    };
+    let mut store = match flash {
         Some(flash) => StoreConfig::new(flash),
         None => StoreConfig::dram_only(),
     };
@@ -257,7 +272,7 @@ fn serve_config(a: &ServeArgs) -> Result<ServerConfig> {
     store.evictions = !a.disable_evictions;
     store.cas = !a.disable_cas;
     store.memory = memory;
-    store.flash_size = parse_size(&a.flash_size).map_err(anyhow::Error::msg)?;
+    store.flash_size = flash_size;
     store.item_max = parse_size(&a.item_size).map_err(anyhow::Error::msg)? as usize;
     store.avg_item_size = parse_size(&a.avg_item_size).map_err(anyhow::Error::msg)? as usize;
     store.verbose = a.verbose > 0;
@@ -280,6 +295,15 @@ fn serve_config(a: &ServeArgs) -> Result<ServerConfig> {
         }
     }
     cfg.protocol = protocol(a)?;
+    cfg.udp_port = a.udp_port.unwrap_or(0);
+    cfg.reqs_per_event = match a.max_reqs_per_event {
+        Some(n) => u32::try_from(n)
+            .ok()
+            .filter(|&n| n > 0)
+            .with_context(|| format!("-R {n}: requests per event must be 1 to {}", u32::MAX))?,
+        None => 0,
+    };
+    cfg.dump_disabled = a.disable_dumping;
     Ok(cfg)
 }
 
@@ -313,8 +337,10 @@ fn serve(a: &ServeArgs) -> Result<()> {
         println!("inpath is licensed under the Apache License, Version 2.0");
         return Ok(());
     }
-    let no_effect = memcached_options(a)?;
-    let cfg = serve_config(a)?;
+    let mut no_effect = memcached_options(a)?;
+    let ext = extstore(a)?;
+    no_effect.extend(ext.no_effect.iter().cloned());
+    let cfg = serve_config(a, &ext)?;
     process_setup(a, &cfg.listen)?;
     if a.verbose > 0 && !no_effect.is_empty() {
         eprintln!(
@@ -934,17 +960,203 @@ fn idle_timeout(option: &str) -> Result<Option<Duration>> {
     Ok((secs > 0).then(|| Duration::from_secs(secs)))
 }
 
+/// What memcached's extstore options (`-o ext_*`, memcached 1.6.18's storage.c) ask of inpath:
+/// the flash file and its size from `ext_path`, and the tuning options, each checked as memcached
+/// checks it and taken without effect (inpath's log has no pages, write buffers of its own size,
+/// compaction or recache rate; noted with -v).
+#[derive(Default)]
+struct ExtStore {
+    /// `ext_path=FILE:SIZE`: the flash file and its size in bytes.
+    path: Option<(PathBuf, u64)>,
+    /// The tuning options given, as `-o name=value`.
+    no_effect: Vec<String>,
+}
+
+/// memcached's `ext_*` tuning options that take a whole number, with what they mean there.
+const EXT_WHOLE: [(&str, &str); 11] = [
+    ("ext_page_size", "megabytes per storage page"),
+    ("ext_wbuf_size", "megabytes per page write buffer"),
+    ("ext_threads", "IO threads"),
+    ("ext_io_depth", "reads queued per IO thread"),
+    ("ext_item_size", "bytes an item needs to go to flash"),
+    ("ext_item_age", "seconds idle before an item goes to flash"),
+    ("ext_low_ttl", "seconds under which a TTL counts as low"),
+    ("ext_recache_rate", "reads between recaches of a flash item"),
+    (
+        "ext_compact_under",
+        "free pages under which compaction starts",
+    ),
+    (
+        "ext_drop_under",
+        "free pages under which cold items are dropped",
+    ),
+    (
+        "ext_max_sleep",
+        "microseconds the background threads sleep at most",
+    ),
+];
+
+/// Reads the `-o ext_*` options: one `ext_path` is the flash tier; several are refused by name
+/// (inpath's log is one file), as is the same file twice; the tuning options are checked and
+/// listed.
+fn extstore(a: &ServeArgs) -> Result<ExtStore> {
+    let mut ext = ExtStore::default();
+    let mut paths: Vec<(PathBuf, u64)> = Vec::new();
+    for option in a.extended.iter().flat_map(|o| o.split(',')) {
+        let option = option.trim();
+        let (name, value) = match option.split_once('=') {
+            Some((n, v)) => (n, Some(v)),
+            None => (option, None),
+        };
+        if !(name.starts_with("ext_") || name == "slab_automove_freeratio") {
+            continue;
+        }
+        let whole = EXT_WHOLE.iter().find(|(n, _)| *n == name);
+        match name {
+            "ext_path" => {
+                let v = value.filter(|v| !v.is_empty()).with_context(|| {
+                    "-o ext_path needs FILE:SIZE, as memcached (ext_path=/var/lib/memcached/extstore:64G)"
+                })?;
+                paths.push(ext_path(v)?);
+            }
+            "ext_page_size" if !paths.is_empty() => {
+                bail!("-o ext_page_size must come before any ext_path (as memcached requires)")
+            }
+            _ if whole.is_some() => {
+                let meaning = whole.map_or("", |w| w.1);
+                value.and_then(|v| v.parse::<u32>().ok()).with_context(|| {
+                    format!(
+                        "-o {option}: {name} takes a whole number from 0 to {} ({meaning})",
+                        u32::MAX
+                    )
+                })?;
+                ext.no_effect.push(format!("-o {option}"));
+            }
+            "ext_max_frag" | "slab_automove_freeratio" => {
+                value
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .filter(|f| f.is_finite() && *f >= 0.0)
+                    .with_context(|| format!("-o {option}: {name} takes a fraction such as 0.8"))?;
+                ext.no_effect.push(format!("-o {option}"));
+            }
+            "ext_drop_unread" => {
+                if value.is_some() {
+                    bail!("-o {option}: ext_drop_unread takes no value");
+                }
+                ext.no_effect.push(format!("-o {option}"));
+            }
+            _ => bail!(
+                "-o {name}: not an extstore option of memcached 1.6.18 (ext_path, {}, \
+                 ext_max_frag, ext_drop_unread)",
+                EXT_WHOLE.map(|w| w.0).join(", ")
+            ),
+        }
+    }
+    for (i, (p, _)) in paths.iter().enumerate() {
+        for (q, _) in &paths[..i] {
+            if same_file(p, q) {
+                bail!(
+                    "-o ext_path names the file {} twice ({} and {}): give each file once",
+                    p.display(),
+                    q.display(),
+                    p.display()
+                );
+            }
+        }
+    }
+    if paths.len() > 1 {
+        bail!(
+            "-o ext_path is given {} times ({}): memcached spreads its pages over several \
+             files, inpath keeps its flash log in one file; give one ext_path with the sizes \
+             added, on the fastest device (or run one inpath per device)",
+            paths.len(),
+            paths
+                .iter()
+                .map(|(p, s)| format!("{}:{}M", p.display(), s >> 20))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    ext.path = paths.pop();
+    Ok(ext)
+}
+
+/// `FILE:SIZE[:default]` of `-o ext_path`: SIZE is a whole number and a unit `m`, `g`, `t` or
+/// `p` (either case), as memcached reads it; a bucket other than `default` is refused, as
+/// memcached 1.6.18 refuses it. The file's directory must exist.
+fn ext_path(v: &str) -> Result<(PathBuf, u64)> {
+    let mut parts = v.split(':');
+    let file = parts.next().filter(|f| !f.is_empty());
+    let (Some(file), Some(size)) = (file, parts.next()) else {
+        bail!("-o ext_path={v}: give FILE:SIZE, as memcached (ext_path=/var/lib/memcached/extstore:64G)");
+    };
+    if let Some(bucket) = parts.next() {
+        if bucket != "default" {
+            bail!("-o ext_path={v}: bucket {bucket:?}: only the default bucket is supported (as memcached 1.6.18)");
+        }
+    }
+    let bad = || {
+        anyhow::anyhow!(
+            "-o ext_path={v}: size {size:?} is not a whole number with a unit m, g, t or p \
+             (megabytes to petabytes, as memcached: 64m, 10G)"
+        )
+    };
+    let (digits, unit) = size.split_at(size.len().saturating_sub(1));
+    let shift = match unit.to_ascii_lowercase().as_str() {
+        "m" => 20,
+        "g" => 30,
+        "t" => 40,
+        "p" => 50,
+        _ => return Err(bad()),
+    };
+    let n: u64 = digits.parse().map_err(|_| bad())?;
+    let bytes = n
+        .checked_mul(1 << shift)
+        .filter(|&b| b > 0)
+        .ok_or_else(|| {
+            anyhow::anyhow!("-o ext_path={v}: size must be more than 0 and under 16 EiB")
+        })?;
+    let path = PathBuf::from(file);
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if !dir.is_dir() {
+        bail!(
+            "-o ext_path={v}: the directory {} does not exist (create it first; the file is created)",
+            dir.display()
+        );
+    }
+    Ok((path, bytes))
+}
+
+/// Whether two paths name one file: the same inode where both exist, else the same
+/// canonical directory and name.
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
+        return x.dev() == y.dev() && x.ino() == y.ino();
+    }
+    let canon = |p: &std::path::Path| {
+        let dir = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => std::path::Path::new("."),
+        };
+        std::fs::canonicalize(dir)
+            .ok()
+            .map(|d| d.join(p.file_name().unwrap_or_default()))
+    };
+    canon(a).is_some() && canon(a) == canon(b)
+}
+
 /// memcached options: checks those taken with a value rule, refuses by name those inpath does
 /// not have (saying why), and returns the ones that have no effect here (noted with -v).
 fn memcached_options(a: &ServeArgs) -> Result<Vec<String>> {
     let refuse = |opt: &str, why: &str| -> Result<()> {
         bail!("memcached option {opt} is not supported by inpath cache serve: {why}")
     };
-    if let Some(port) = a.udp_port.filter(|&p| p != 0) {
-        refuse(
-            &format!("-U {port}"),
-            "inpath serves TCP only; give -U 0 (UDP off, memcached's default) or leave it out",
-        )?;
+    if a.max_reqs_per_event == Some(0) {
+        bail!("-R 0: the number of requests per event must be greater than 0");
     }
     if a.unix_socket.is_some() || a.unix_mask.is_some() {
         refuse("-s/-a", "no UNIX socket; listen on TCP with -l and -p")?;
@@ -983,8 +1195,6 @@ fn memcached_options(a: &ServeArgs) -> Result<Vec<String>> {
         (a.slab_growth_factor.is_some(), "-f"),
         (a.slab_min_size.is_some(), "-n"),
         (a.largepages, "-L"),
-        (a.max_reqs_per_event.is_some(), "-R"),
-        (a.disable_dumping, "-X"),
         (a.disable_watch, "-W"),
     ] {
         if given {
@@ -1015,7 +1225,6 @@ fn memcached_options(a: &ServeArgs) -> Result<Vec<String>> {
             | "slab_chunk_max"
             | "slab_reassign"
             | "slab_automove"
-            | "slab_automove_freeratio"
             | "watcher_logbuf_size"
             | "worker_logbuf_size"
             | "read_buf_mem_limit"
@@ -1027,10 +1236,8 @@ fn memcached_options(a: &ServeArgs) -> Result<Vec<String>> {
             // Taken: its value is read (and checked) by `serve_config`.
             "idle_timeout" => {}
             "track_sizes" => refuse("-o track_sizes", "no size histogram is kept (stats sizes)")?,
-            b if b.starts_with("ext_") => refuse(
-                &format!("-o {name}"),
-                "extstore's options do not apply: inpath's flash tier is --flash and --flash-size",
-            )?,
+            // extstore's: read (and checked) by `extstore`.
+            b if b.starts_with("ext_") || b == "slab_automove_freeratio" => {}
             b if b.starts_with("ssl_") => refuse(&format!("-o {name}"), "no TLS")?,
             _ => bail!(
                 "-o {name}: not a memcached extended option inpath knows (docs/cache.md, \
