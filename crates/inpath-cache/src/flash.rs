@@ -1,7 +1,7 @@
 //! The flash file: aligned buffers, O_DIRECT with a buffered fallback, the chunk header and the
 //! checksummed log record (format in docs/FORMATS.md, "cache flash log").
 
-pub use crate::aligned::{round_up, AlignedBuf, ALIGN};
+pub use crate::aligned::{one_malloc_arena, release_free_memory, round_up, AlignedBuf, ALIGN};
 use crate::error::{CacheError, Result};
 use crate::types::{FlashFaults, SealHook};
 use std::fs::{File, OpenOptions};

@@ -20,7 +20,7 @@
 //! Each module imports only modules of the layers below it; no two files import each other.
 //!
 //! 1. Leaves: `error` ([`CacheError`]), `types` (configuration, [`Settings`], [`Geometry`], the
-//!    store's request and result types, the seal hook, the recovery report, [`VERSION`]),
+
 //!    [`conns`] (the open connections, for `stats conns`) and `aligned` (the O_DIRECT buffer:
 //!    the only module allowed `unsafe` code).
 //! 2. [`flash`] (the file, chunk headers, checksummed records) and [`index`] (the DRAM index).

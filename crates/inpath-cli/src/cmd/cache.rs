@@ -79,9 +79,10 @@ pub struct ServeArgs {
     /// Largest value (memcached -I), e.g. 1m, 512k; at most 2 MiB - 1.
     #[arg(short = 'I', long = "max-item-size", default_value = "1m")]
     item_size: String,
-    /// Expected average item size: the index gets flash-size / this many entries.
-    #[arg(long, default_value = "1KiB")]
-    avg_item_size: String,
+    /// Expected average item size: the index gets flash-size / this many entries [default:
+    /// 1KiB, or larger where that index would take more than half of the memory].
+    #[arg(long)]
+    avg_item_size: Option<String>,
     /// How often the open log chunk is written to the flash file (loss bound on a crash).
     #[arg(long, default_value_t = 200)]
     sync_ms: u64,
@@ -274,7 +275,10 @@ fn serve_config(a: &ServeArgs, ext: &ExtStore) -> Result<ServerConfig> {
     store.memory = memory;
     store.flash_size = flash_size;
     store.item_max = parse_size(&a.item_size).map_err(anyhow::Error::msg)? as usize;
-    store.avg_item_size = parse_size(&a.avg_item_size).map_err(anyhow::Error::msg)? as usize;
+    store.avg_item_size = match &a.avg_item_size {
+        Some(size) => parse_size(size).map_err(anyhow::Error::msg)? as usize,
+        None => default_avg_item_size(memory, store.flash_path.is_some().then_some(flash_size)),
+    };
     store.verbose = a.verbose > 0;
     if let Some(path) = &a.seal_key {
         store.seal = Some(flash_seal(path, &a.seal_compress)?);
@@ -305,6 +309,27 @@ fn serve_config(a: &ServeArgs, ext: &ExtStore) -> Result<ServerConfig> {
     };
     cfg.dump_disabled = a.disable_dumping;
     Ok(cfg)
+}
+
+/// The average item size the index is sized for when none is given: 1 KiB, doubled while the
+/// index for the flash file (12.8 bytes an entry) would take more than half of `memory`, so an
+/// extstore command line with a large file and a small `-m` still starts (with fewer entries;
+/// `--avg-item-size` chooses).
+fn default_avg_item_size(memory: u64, flash_size: Option<u64>) -> usize {
+    let mut avg = 1024u64;
+    if let Some(flash) = flash_size {
+        let index = |avg: u64| (flash / avg).div_ceil(5) * 64;
+        while index(avg) > memory / 2 && avg < 1 << 20 {
+            avg *= 2;
+        }
+        if avg > 1024 {
+            eprintln!(
+                "inpath cache: the index is sized for items of {avg} bytes on average so that \
+                 it takes at most half of the memory (--avg-item-size to choose)"
+            );
+        }
+    }
+    avg as usize
 }
 
 /// memcached's `-B`: ascii, binary, or auto (the default).
@@ -425,9 +450,14 @@ pub struct BenchArgs {
     /// Requests to send first, not measured (fills the cache the look-aside way).
     #[arg(long, default_value_t = 0)]
     warmup: u64,
-    /// Value bytes.
+    /// Value bytes (with --value-dist fixed).
     #[arg(long, default_value_t = 1024)]
     value_size: usize,
+    /// Value sizes: `fixed` (--value-size each) or `etc`: Facebook's ETC pool (Atikoglu et
+    /// al., SIGMETRICS 2012: generalized Pareto, scale 214.476, shape 0.348238) held to 100 B
+    /// to 4 KiB, fixed per key (mean 341 B, median 168 B, 90th percentile 756 B).
+    #[arg(long, default_value = "fixed", value_parser = ["fixed", "etc"])]
+    value_dist: String,
     /// Share of gets (the rest are sets).
     #[arg(long, default_value_t = 0.95)]
     get_ratio: f64,
@@ -455,7 +485,10 @@ pub struct BenchArgs {
 }
 
 /// Sets keys 0..n once each in a random order, pipelined.
-fn prefill(a: &BenchArgs) -> Result<()> {
+/// Returns the key and value bytes sent and the seconds it took.
+fn prefill(a: &BenchArgs) -> Result<(u64, f64)> {
+    let t0 = Instant::now();
+    let mut sent = 0u64;
     let mut order: Vec<u64> = (0..a.keys).collect();
     let mut rng = SplitMix(a.seed ^ 0x5EED);
     for i in (1..order.len()).rev() {
@@ -465,10 +498,11 @@ fn prefill(a: &BenchArgs) -> Result<()> {
     let mut c = Client::connect(&a.server)?;
     let mut batch = Vec::with_capacity(1 << 20);
     for k in order {
-        let v = make_value(k, 0, a.value_size);
-        batch.extend_from_slice(
-            format!("set {}{k} 0 0 {} noreply\r\n", a.key_prefix, v.len()).as_bytes(),
-        );
+        let v = make_value(k, 0, value_len(a, k));
+        let line = format!("set {}{k} 0 0 {} noreply\r\n", a.key_prefix, v.len());
+        sent += (line.len() - "set  0 0  noreply\r\n".len() - v.len().to_string().len() + v.len())
+            as u64;
+        batch.extend_from_slice(line.as_bytes());
         batch.extend_from_slice(&v);
         batch.extend_from_slice(b"\r\n");
         if batch.len() > 256 * 1024 {
@@ -485,7 +519,7 @@ fn prefill(a: &BenchArgs) -> Result<()> {
     if c.read_line()? != b"MN" {
         bail!("prefill: unexpected reply");
     }
-    Ok(())
+    Ok((sent, t0.elapsed().as_secs_f64()))
 }
 
 /// Zipf sampler over 1..=n by inverse CDF on a precomputed table (n up to a few million).
@@ -509,6 +543,18 @@ impl Zipf {
     fn sample(&self, u: f64) -> u64 {
         self.cdf.partition_point(|&c| c < u) as u64
     }
+}
+
+/// The value size of key `k`: `--value-size`, or under `--value-dist etc` a draw from the
+/// ETC distribution fixed by the key (generalized Pareto quantile, held to 100..=4096 bytes).
+fn value_len(a: &BenchArgs, k: u64) -> usize {
+    if a.value_dist != "etc" {
+        return a.value_size;
+    }
+    let u = SplitMix(k ^ 0x5A5A_0E7C_0000_0001).unit_below_one();
+    let (scale, shape) = (214.476_f64, 0.348_238_f64);
+    let x = scale / shape * ((1.0 - u).powf(-shape) - 1.0);
+    (x as usize).clamp(100, 4096)
 }
 
 /// A value that checks itself: its first 8 bytes are a hash of the key and the rest.
@@ -622,7 +668,12 @@ fn bench(a: &BenchArgs) -> Result<()> {
     if !(0.0..=1.0).contains(&a.get_ratio) || a.keys == 0 || a.conns == 0 {
         bail!("--get-ratio must be in 0..1, --keys and --conns at least 1");
     }
-    let zipf = std::sync::Arc::new(Zipf::new(a.keys, a.zipf));
+    // The sampler's table (8 bytes a key) only when requests are sent.
+    let zipf = std::sync::Arc::new(if a.ops + a.warmup > 0 {
+        Zipf::new(a.keys, a.zipf)
+    } else {
+        Zipf { cdf: vec![1.0] }
+    });
     let run = |ops: u64, measure: bool| -> Result<(Tally, f64)> {
         let per = ops / a.conns as u64;
         let t0 = Instant::now();
@@ -651,13 +702,13 @@ fn bench(a: &BenchArgs) -> Result<()> {
                                     None => {
                                         if let Some(us) = a.backend_delay_us {
                                             std::thread::sleep(Duration::from_micros(us));
-                                            cl.set(&key, &make_value(k, 0, a.value_size))?;
+                                            cl.set(&key, &make_value(k, 0, value_len(a, k)))?;
                                         }
                                     }
                                 }
                             } else {
                                 t.sets += 1;
-                                cl.set(&key, &make_value(k, rng.next(), a.value_size))?;
+                                cl.set(&key, &make_value(k, rng.next(), value_len(a, k)))?;
                             }
                             if measure {
                                 t.lat_ns.push(start.elapsed().as_nanos() as u64);
@@ -686,9 +737,7 @@ fn bench(a: &BenchArgs) -> Result<()> {
         }
         Ok((all, secs))
     };
-    if a.prefill {
-        prefill(a)?;
-    }
+    let filled = if a.prefill { Some(prefill(a)?) } else { None };
     if a.warmup > 0 {
         run(a.warmup, false)?;
     }
@@ -730,12 +779,16 @@ fn bench(a: &BenchArgs) -> Result<()> {
         "wrong_values": t.wrong,
         "p50_us": pct(0.5),
         "p99_us": pct(0.99),
+        "p999_us": pct(0.999),
         "server_cpu_seconds": cpu,
         "server_cpu_us_per_1000_ops": if ops > 0.0 { cpu * 1e6 / ops * 1000.0 } else { 0.0 },
         "flash_reads": delta("flash_reads"),
         "flash_hits": delta("flash_hits"),
         "keys": a.keys,
         "value_size": a.value_size,
+        "value_dist": a.value_dist,
+        "prefill_bytes": filled.map(|f| f.0),
+        "prefill_seconds": filled.map(|f| f.1),
         "zipf": a.zipf,
         "conns": a.conns,
         "backend_delay_us": a.backend_delay_us,
