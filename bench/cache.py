@@ -520,18 +520,18 @@ def scale_bench(port, pid, n, ops, zipf, conns, get_ratio, seed):
     return r
 
 
-def scale_start(who, port, mib, flash, flash_gib, threads):
+def scale_start(who, port, mib, flash, flash_gib, threads, log=None):
     if who == "inpath":
         # memcached's extstore command line, unchanged but for the binary.
         args = [inpath_bin(), "cache", "serve", "-p", str(port), "-l", "127.0.0.1", "-U", "0", "-m", str(mib),
                 "-t", str(threads), "-c", "4096", "-o", f"ext_path={flash}:{flash_gib}G,ext_item_size=64",
-                "--avg-item-size", "384"]
+                "--avg-item-size", "384", "-v"]
     else:
         args = ["memcached", "-p", str(port), "-l", "127.0.0.1", "-U", "0", "-m", str(mib), "-t", str(threads),
                 "-c", "4096", "-o", f"ext_path={flash}:{flash_gib}G,ext_item_size=64"]
         if os.geteuid() == 0:
             args += ["-u", "root"]
-    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log or subprocess.DEVNULL)
     return p
 
 
@@ -541,7 +541,8 @@ def scale_piece(args, mib, who, out_dir, tmp):
     flash = os.path.join(tmp, f"{who}.flash")
     port = free_port()
     r = {"server": who, "memory_mib": mib, "items_set": n, "flash_gib": args.scale_flash_gib}
-    p = scale_start(who, port, mib, flash, args.scale_flash_gib, args.threads)
+    log = open(os.path.join(out_dir, f"{mib}-{who}.log"), "a")
+    p = scale_start(who, port, mib, flash, args.scale_flash_gib, args.threads, log)
     try:
         wait_serving(port, "none")
         pid = p.pid
@@ -585,7 +586,7 @@ def scale_piece(args, mib, who, out_dir, tmp):
         r["stop_seconds"] = time.perf_counter() - t0
         for how in ("restart", "kill9"):
             t0 = time.perf_counter()
-            p = scale_start(who, port, mib, flash, args.scale_flash_gib, args.threads)
+            p = scale_start(who, port, mib, flash, args.scale_flash_gib, args.threads, log)
             r[f"{how}_seconds"] = wait_serving(port, probe_key) + 0 * t0
             st = stats(port)
             r[f"{how}_items"] = int(st["curr_items"])
@@ -612,6 +613,7 @@ def scale_piece(args, mib, who, out_dir, tmp):
     finally:
         p.kill()
         p.wait()
+        log.close()
         try:
             os.remove(flash)
             os.remove(flash + ".ckpt")

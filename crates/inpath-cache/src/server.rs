@@ -198,12 +198,14 @@ impl Server {
             .enable_all()
             .build()?;
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        // Ends the UDP thread when the accept loop ends, however it ends (a signal, the
+        // shutdown command, `stop`): its sender is dropped there.
+        let (udp_end_tx, udp_end_rx) = tokio::sync::oneshot::channel::<()>();
         if let Some(sock) = udp {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
             let st = store.clone();
-            let mut stop = stop_rx.clone();
             let handle = std::thread::Builder::new()
                 .name("inpath-cache-udp".into())
                 .spawn(move || {
@@ -217,7 +219,7 @@ impl Server {
                         };
                         tokio::select! {
                             () = crate::udp::serve(&sock, &st, protocol) => {}
-                            _ = stop.changed() => {}
+                            _ = udp_end_rx => {}
                         }
                     });
                     rt.shutdown_timeout(Duration::from_secs(2));
@@ -236,6 +238,7 @@ impl Server {
                     Ok(l) => runtime.block_on(serve(l, st.clone(), cfg, stop_rx, senders)),
                     Err(e) => eprintln!("inpath cache: {e}"),
                 }
+                drop(udp_end_tx);
                 runtime.shutdown_timeout(Duration::from_secs(2));
                 for w in workers {
                     let _ = w.join();
@@ -392,12 +395,20 @@ async fn serve(
                 if trim_at % TRIM_EVERY_TICKS == 0 {
                     // Values evicted from DRAM leave free room scattered over the heap: give
                     // its whole pages back (tests/cache/memory.rs bounds the process's memory).
+                    let t = std::time::Instant::now();
                     crate::flash::release_free_memory();
+                    if verbose && t.elapsed() > Duration::from_millis(20) {
+                        eprintln!("inpath cache: returning free memory took {:?}", t.elapsed());
+                    }
                 }
             }
             _ = ckpt_tick.tick() => {
                 let st = store.clone();
+                let t = std::time::Instant::now();
                 let r = tokio::task::spawn_blocking(move || st.checkpoint()).await;
+                if verbose {
+                    eprintln!("inpath cache: checkpoint written in {:?}", t.elapsed());
+                }
                 if let Ok(Err(e)) = r {
                     eprintln!("inpath cache: checkpoint failed: {e}");
                 }

@@ -9,7 +9,7 @@
 use crate::error::{CacheError, Result};
 use crate::flash::{self, open_record, AlignedBuf, FlashFile, ALIGN, CHUNK_HEADER};
 use crate::index::{Entry, Index, KeyHash, Loc, Pos, BUCKET_BYTES, VLEN_MAX};
-use crate::recover::{self, Snapshot};
+use crate::recover;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -30,6 +30,8 @@ pub use crate::types::{
 const DRAM_ITEM_OVERHEAD: usize = std::mem::size_of::<DramItem>() + 24;
 /// Sealed chunks queued for the writer thread at most (backpressure beyond).
 const WRITE_QUEUE: usize = 2;
+/// Buckets a checkpoint copies under the store lock at a time (1 MiB).
+const CHECKPOINT_PIECE: usize = 16 << 10;
 /// Random DRAM items sampled per eviction (sampled LRU).
 const LRU_SAMPLES: usize = 5;
 
@@ -1952,7 +1954,11 @@ impl Store {
             // DRAM only: nothing survives a restart, nothing to write.
             return Ok(());
         };
-        let snap = {
+        let ckpt_err = |e: std::io::Error| CacheError::Checkpoint {
+            path: ckpt_path.display().to_string(),
+            source: e,
+        };
+        let (head, tail, cas, clock, geo, nbuckets) = {
             let mut g = lock(&self.inner);
             // DRAM items whose record was reclaimed get a fresh one, so the checkpoint can
             // point every entry at flash.
@@ -1965,34 +1971,50 @@ impl Store {
                 }
             }
             g.flush_open();
-            let mut buckets = g.index.buckets.clone();
-            for b in buckets.iter_mut() {
-                for e in b.e.iter_mut() {
-                    if let (false, Loc::Dram(slot)) = (e.is_empty(), e.loc(g.head)) {
-                        match g.dram.get(slot as usize) {
-                            Some(it) if it.backing >= g.tail => {
-                                e.set_loc(Loc::Flash(it.backing));
-                                e.set_value_len(it.backing_len as usize);
+            (g.head, g.tail, g.cas, g.clock, g.geo, g.index.buckets.len())
+        };
+        // The index goes out a piece at a time, each copied under the lock (a pause of
+        // microseconds, not one of the whole index) and written outside it; no second copy of
+        // the index is ever held. A piece copied later may show entries newer than `head`:
+        // replay from `head` applies those records again, in order, so recovery ends in the
+        // same state. Their records are on the file before the checkpoint is (the log is
+        // flushed and synced after the last piece).
+        let mut w = recover::CheckpointWriter::create(
+            ckpt_path,
+            geo,
+            nbuckets as u64,
+            head,
+            tail,
+            cas,
+            clock,
+        )
+        .map_err(ckpt_err)?;
+        let mut piece: Vec<crate::index::Bucket> = Vec::with_capacity(CHECKPOINT_PIECE);
+        for start in (0..nbuckets).step_by(CHECKPOINT_PIECE) {
+            {
+                let g = lock(&self.inner);
+                piece.clear();
+                let end = (start + CHECKPOINT_PIECE).min(nbuckets);
+                piece.extend_from_slice(&g.index.buckets[start..end]);
+                for b in piece.iter_mut() {
+                    for e in b.e.iter_mut() {
+                        if let (false, Loc::Dram(slot)) = (e.is_empty(), e.loc(g.head)) {
+                            match g.dram.get(slot as usize) {
+                                Some(it) if it.backing >= g.tail => {
+                                    e.set_loc(Loc::Flash(it.backing));
+                                    e.set_value_len(it.backing_len as usize);
+                                }
+                                _ => *e = Entry::default(),
                             }
-                            _ => *e = Entry::default(),
                         }
                     }
                 }
             }
-            Snapshot {
-                buckets,
-                head: g.head,
-                tail: g.tail,
-                cas: g.cas,
-                clock: g.clock,
-                geo: g.geo,
-            }
-        };
+            w.buckets(&piece).map_err(ckpt_err)?;
+        }
+        lock(&self.inner).flush_open();
         self.sync_log()?;
-        recover::write_checkpoint(ckpt_path, &snap).map_err(|e| CacheError::Checkpoint {
-            path: ckpt_path.display().to_string(),
-            source: e,
-        })?;
+        w.commit().map_err(ckpt_err)?;
         self.counters.checkpoints.fetch_add(1, Relaxed);
         Ok(())
     }

@@ -653,6 +653,12 @@ fn memcached_extstore_command_lines_start_the_flash_tier() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
     let ext = format!("ext_path={d}/extstore:64m,ext_page_size=8,ext_wbuf_size=2,ext_threads=1");
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
     let mut cmd = inpath();
     cmd.args([
         "cache",
@@ -662,7 +668,7 @@ fn memcached_extstore_command_lines_start_the_flash_tier() {
         "-p",
         "0",
         "-U",
-        "0",
+        &udp,
         "-m",
         "64",
         "-v",
@@ -693,7 +699,26 @@ fn memcached_extstore_command_lines_start_the_flash_tier() {
     );
     let meta = std::fs::metadata(dir.path().join("extstore")).unwrap();
     assert_eq!(meta.len(), 64 << 20);
-    kill_server(&mut child);
+    // UDP answers, and SIGTERM still stops the server (its UDP thread too) with status 0.
+    let u = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    u.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    u.send_to(
+        b"\x00\x07\x00\x00\x00\x01\x00\x00get k\r\n",
+        format!("127.0.0.1:{udp}"),
+    )
+    .unwrap();
+    let mut buf = [0u8; 1500];
+    let n = u.recv(&mut buf).expect("a UDP reply");
+    assert_eq!(
+        &buf[..n],
+        b"\x00\x07\x00\x00\x00\x01\x00\x00VALUE k 0 1\r\nv\r\nEND\r\n"
+    );
+    assert!(Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    assert!(wait_exit(&mut child).success());
     // The same from a config file (Debian's format), with UDP on.
     let conf = dir.path().join("memcached.conf");
     std::fs::write(
