@@ -1283,7 +1283,9 @@ fn memcached_options(a: &ServeArgs) -> Result<Vec<String>> {
             | "read_buf_mem_limit"
             | "hashexpand"
             | "modern"
-            | "inline_ascii_response" => {
+            | "inline_ascii_response"
+            | "relaxed_privileges"
+            | "drop_privileges" => {
                 no_effect.push(format!("-o {option}"));
             }
             // Taken: its value is read (and checked) by `serve_config`.
