@@ -20,9 +20,9 @@
 //! Each module imports only modules of the layers below it; no two files import each other.
 //!
 //! 1. Leaves: `error` ([`CacheError`]), `types` (configuration, [`Settings`], [`Geometry`], the
-
-//!    [`conns`] (the open connections, for `stats conns`) and `aligned` (the O_DIRECT buffer:
-//!    the only module allowed `unsafe` code).
+//!    store's request and result types, the seal hook, the recovery report, [`VERSION`]),
+//!    [`conns`] (the open connections, for `stats conns`) and `aligned` (the O_DIRECT buffer
+//!    and the allocator's settings: the only module allowed `unsafe` code).
 //! 2. [`flash`] (the file, chunk headers, checksummed records) and [`index`] (the DRAM index).
 //! 3. `recover`: checkpoint writing and loading, log replay into a fresh index.
 //! 4. [`store`]: DRAM values, the log writer, eviction and reclaim, checkpoints, `stats`.
@@ -37,7 +37,8 @@
 
 #![deny(unsafe_code)]
 
-// The aligned O_DIRECT buffer needs raw allocation; every other module is safe code.
+// The aligned O_DIRECT buffer needs raw allocation, the allocator's settings a C call; every
+// other module is safe code.
 #[allow(unsafe_code)]
 mod aligned;
 pub mod conns;

@@ -32,6 +32,8 @@ pub const HEADER: usize = 8;
 pub const MAX_DATAGRAM: usize = 1400;
 /// Reply bytes per datagram.
 pub const PAYLOAD: usize = MAX_DATAGRAM - HEADER;
+/// Most reply bytes one request datagram gets (65535 datagrams).
+const MAX_REPLY: usize = u16::MAX as usize * PAYLOAD;
 /// Largest datagram read (memcached's read buffer).
 const READ_BUFFER: usize = 65536;
 
@@ -81,7 +83,9 @@ pub async fn answer(
     };
     let mut out = Vec::new();
     let mut start = 0usize;
-    while start < input.len() {
+    // A reply is at most 65535 datagrams: what a datagram's requests ask beyond that (a 64 KiB
+    // multiget of large values) is not produced, so memory stays bounded.
+    while start < input.len() && out.len() < MAX_REPLY {
         let step = if binary {
             proto::binary::step(store, &input[start..], &mut out).await
         } else {

@@ -169,8 +169,9 @@ fn at_scale() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(200_000);
-    let dir = tempfile::tempdir_in(std::env::var("INPATH_CACHE_FAULT_DIR").unwrap_or("/tmp".into()))
-        .unwrap();
+    let dir =
+        tempfile::tempdir_in(std::env::var("INPATH_CACHE_FAULT_DIR").unwrap_or("/tmp".into()))
+            .unwrap();
     let faults = Arc::new(FlashFaults::default());
     let mut cfg = config(dir.path(), (n as u64 * 1280) >> 20);
     cfg.store.memory = 256 << 20;
@@ -180,7 +181,10 @@ fn at_scale() {
     let t = Instant::now();
     fill(&mut c, n, 1);
     let held = c.stat("curr_items");
-    eprintln!("at scale: {n} items set in {:.0?}, {held} held", t.elapsed());
+    eprintln!(
+        "at scale: {n} items set in {:.0?}, {held} held",
+        t.elapsed()
+    );
     let sample = |c: &mut Conn, v: u64, from: usize, to: usize| -> (usize, usize) {
         let (mut hits, mut gets) = (0, 0);
         for k in (from..to).step_by(((to - from) / 20_000).max(1)) {
