@@ -392,7 +392,7 @@ async fn serve(
             _ = sync_tick.tick() => {
                 store.flush_log();
                 trim_at += 1;
-                if trim_at % TRIM_EVERY_TICKS == 0 {
+                if trim_at.is_multiple_of(TRIM_EVERY_TICKS) {
                     // Values evicted from DRAM leave free room scattered over the heap: give
                     // its whole pages back (tests/cache/memory.rs bounds the process's memory).
                     let t = std::time::Instant::now();

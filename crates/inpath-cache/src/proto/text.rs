@@ -395,11 +395,17 @@ async fn command(
             if toks.len() < 2 || toks.len() > 3 {
                 out.extend_from_slice(b"ERROR\r\n");
             } else {
-                // memcached takes the number's leading digits (none: 0).
-                let digits = toks[1].iter().take_while(|b| b.is_ascii_digit()).count();
-                store.set_verbosity(parse_u64(&toks[1][..digits]).unwrap_or(0));
+                // memcached 1.6.18 takes a whole number only (`verbosity 1x`: an error; its
+                // t/strtol-testing.t), and noreply hides the error too.
+                let reply: &[u8] = match parse_u64(toks[1]) {
+                    Some(level) => {
+                        store.set_verbosity(level);
+                        b"OK\r\n"
+                    }
+                    None => BAD_FORMAT,
+                };
                 if !noreply {
-                    out.extend_from_slice(b"OK\r\n");
+                    out.extend_from_slice(reply);
                 }
             }
             Step::Done(consumed)

@@ -418,7 +418,7 @@ fn udp_replies_equal_memcached() {
     };
     let _ = is_root;
     let mport = free_udp_port();
-    let (_mc, _) = spawn_memcached(&bin, &["-U", &mport.to_string()], |s| Some(s));
+    let (_mc, _) = spawn_memcached(&bin, &["-U", &mport.to_string()], Some);
     let mut cfg = dram(16 << 20);
     cfg.udp_port = free_udp_port();
     let server = Server::start(cfg).unwrap();

@@ -165,6 +165,7 @@ fn a_vanished_flash_file_is_survived() {
 #[test]
 #[ignore = "sized by INPATH_CACHE_FAULT_ITEMS; run by hand"]
 fn at_scale() {
+    static SAMPLES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n: usize = std::env::var("INPATH_CACHE_FAULT_ITEMS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -185,9 +186,12 @@ fn at_scale() {
         "at scale: {n} items set in {:.0?}, {held} held",
         t.elapsed()
     );
+    // Each sample reads other keys (an offset into the stride): a key read before is in DRAM.
     let sample = |c: &mut Conn, v: u64, from: usize, to: usize| -> (usize, usize) {
         let (mut hits, mut gets) = (0, 0);
-        for k in (from..to).step_by(((to - from) / 20_000).max(1)) {
+        let stride = ((to - from) / 20_000).max(1);
+        let offset = SAMPLES.fetch_add(1, Relaxed) % stride;
+        for k in (from + offset..to).step_by(stride) {
             let key = format!("key{k}");
             gets += 1;
             if let Some(got) = c.get(&key) {

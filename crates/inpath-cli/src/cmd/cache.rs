@@ -1278,6 +1278,8 @@ fn memcached_options(a: &ServeArgs) -> Result<Vec<String>> {
             | "slab_chunk_max"
             | "slab_reassign"
             | "slab_automove"
+            | "slab_automove_ratio"
+            | "slab_automove_window"
             | "watcher_logbuf_size"
             | "worker_logbuf_size"
             | "read_buf_mem_limit"
