@@ -39,9 +39,10 @@ from xml.sax.saxutils import escape
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNS = os.path.join(ROOT, "bench", "runs")
 SCHEMA = 1
-CHARTS = ("throughput", "hll", "tpch", "cache-scale")
-# Drawn unless --charts names others; cache-scale only when asked (its run is a long one).
-DEFAULT_CHARTS = ("throughput", "hll", "tpch")
+CHARTS = ("throughput", "hll", "tpch", "scale", "cache-scale")
+# Drawn unless --charts names others; scale only from a run directory with a sweep, cache-scale
+# only when asked (its run is a long one).
+DEFAULT_CHARTS = ("throughput", "hll", "tpch", "scale")
 
 # The headline rows of each engine's file: (measurement pattern, peer pattern or None); the
 # first row matching both, with a peer figure, is drawn (AES rows of the best kernel come first
@@ -488,6 +489,106 @@ def tpch_chart(run, run_label, threads=None):
     return svg(width, height, title, subtitle([(path, obj)], run_label, extra), body)
 
 
+def scale_chart(run, run_label):
+    """docs/img/tpch-scale.svg from query-scale.json (bench/query.py --scale): the 22-query
+    total against the scale factor for DuckDB and inpath without and with offload, warm (solid)
+    and cold (dashed), and beside it each one's peak anonymous memory (RssAnon)."""
+    if "query-scale" not in run:
+        raise RunError(f"{run_label}: no query-scale.json (bench/query.py --scale)")
+    path, obj = run["query-scale"]
+    rows = obj.get("rows") or []
+    results = rows[0] if rows and isinstance(rows[0], dict) else {}
+    sfs = results.get("scale_factors") or {}
+    if not sfs:
+        raise RunError(f"{path}: no scale factors")
+    engines = [("DuckDB", "duckdb", DUCKDB_COLOUR), ("inpath, no offload", "off", PEER_COLOUR),
+               ("inpath, offload", "on", OFFLOAD_COLOUR)]
+
+    def total(e, part, kind):
+        d = (e.get(part) or {}).get(kind)
+        if not d or len(d) < 22:
+            return None
+        return sum(v["seconds"] if isinstance(v, dict) else v for v in d.values())
+
+    def peak(e, part):
+        p = e.get(part) or {}
+        cold = p.get("cold")
+        values = [v["anon_peak"] for v in cold.values()] if cold else []
+        values.append(p.get("warm_anon_peak") or 0)
+        return max(values) if any(values) else None
+
+    points = sorted((float(k), e) for k, e in sfs.items())
+    xs = [sf for sf, _ in points]
+    series = []
+    for label, part, colour in engines:
+        for kind, dash in (("warm", None), ("cold", "5,4")):
+            pts = [(sf, total(e, part, kind)) for sf, e in points]
+            pts = [(x, y) for x, y in pts if y]
+            if pts:
+                series.append((f"{label}, {kind}", colour, dash, pts))
+    mem = []
+    for label, part, colour in engines:
+        pts = [(sf, peak(e, part)) for sf, e in points]
+        pts = [(x, y / 2**30) for x, y in pts if y]
+        if pts:
+            mem.append((label, colour, None, pts))
+    if not series:
+        raise RunError(f"{path}: no scale factor has all 22 queries of any engine")
+    width, height = 980, 470
+    panels = [(70, 540, series, "22-query total, seconds (log)", "s"),
+              (640, 960, mem, "peak anonymous memory, GiB (log)", "GiB")]
+    body = []
+    for x0, x1, ser, ylabel, unit in panels:
+        y0, y1 = 110, 420
+        ys = [y for _, _, _, pts in ser for _, y in pts]
+        lo = 10 ** math.floor(math.log10(min(ys)))
+        hi = 10 ** math.ceil(math.log10(max(ys)))
+        xlo = 10 ** math.floor(math.log10(min(xs)))
+        xhi = 10 ** math.ceil(math.log10(max(xs)))
+        if xhi == xlo:
+            xhi = xlo * 10
+
+        def X(v, xlo=xlo, xhi=xhi, x0=x0, x1=x1):
+            return x0 + (math.log10(v) - math.log10(xlo)) / (math.log10(xhi) - math.log10(xlo)) * (x1 - x0)
+
+        def Y(v, lo=lo, hi=hi, y0=y0, y1=y1):
+            return y1 - (math.log10(v) - math.log10(lo)) / (math.log10(hi) - math.log10(lo)) * (y1 - y0)
+
+        body.append(f'<rect x="{x0}" y="{y0}" width="{x1 - x0}" height="{y1 - y0}" fill="#fafafa" stroke="#bbb"/>')
+        d = round(math.log10(lo))
+        while 10**d <= hi * 1.0001:
+            for m in (1, 2, 5):
+                v = m * 10**d
+                if lo <= v <= hi:
+                    body.append(f'<line x1="{x0}" y1="{f1(Y(v))}" x2="{x1}" y2="{f1(Y(v))}" '
+                                f'stroke="{"#d0d0d0" if m == 1 else "#eeeeee"}"/>')
+                    body.append(text(x0 - 6, Y(v) + 4, f"{v:g}", size=10, anchor="end", fill="#444"))
+            d += 1
+        for sf in xs:
+            body.append(f'<line x1="{f1(X(sf))}" y1="{y0}" x2="{f1(X(sf))}" y2="{y1}" stroke="#eeeeee"/>')
+            body.append(text(X(sf), y1 + 15, f"SF {sf:g}", size=10, anchor="middle", fill="#333"))
+        body.append(text(x0 - 48, (y0 + y1) / 2, ylabel, size=11, anchor="middle",
+                         extra=f' transform="rotate(-90 {x0 - 48} {f1((y0 + y1) / 2)})"'))
+        for label, colour, dash, pts in ser:
+            path_d = " ".join(f"{'M' if i == 0 else 'L'}{f1(X(x))},{f1(Y(y))}" for i, (x, y) in enumerate(pts))
+            dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
+            body.append(f'<path d="{path_d}" fill="none" stroke="{colour}" stroke-width="2"{dash_attr}>'
+                        f'<title>{label}</title></path>')
+            for x, y in pts:
+                body.append(f'<circle cx="{f1(X(x))}" cy="{f1(Y(y))}" r="3" fill="{colour}">'
+                            f'<title>{label}, SF {x:g}: {y:.3g} {unit}</title></circle>')
+    lx = 70
+    for label, colour, dash, _ in series:
+        dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
+        body.append(f'<line x1="{lx}" y1="70" x2="{lx + 22}" y2="70" stroke="{colour}" stroke-width="2"{dash_attr}/>')
+        body.append(text(lx + 26, 74, label, size=10))
+        lx += 30 + 6 * len(label)
+    threads = (obj.get("setup") or {}).get("threads")
+    extra = f"{threads} thread(s); cold: page cache dropped before each query, each in a fresh process"
+    title = "TPC-H from SF 1 up: DuckDB against inpath without and with offload"
+    return svg(width, height, title, subtitle([(path, obj)], run_label, extra), body)
+
+
 # --- main ---------------------------------------------------------------------------------
 
 
@@ -585,6 +686,12 @@ def main(argv=None):
             out["hll-error.svg"] = hll_chart(run, run_label)
         if "tpch" in charts:
             out["tpch.svg"] = tpch_chart(run, run_label, args.threads)
+        if "scale" in charts:
+            # Drawn from a run directory that has a sweep; named alone (--charts scale), required.
+            if "query-scale" in run or args.charts == "scale":
+                out["tpch-scale.svg"] = scale_chart(run, run_label)
+            else:
+                note(f"tpch-scale.svg not drawn: {run_label} has no query-scale.json")
         if "cache-scale" in charts:
             out["cache-scale.svg"] = cache_scale_chart(run, run_label)
     except RunError as e:

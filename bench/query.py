@@ -1,6 +1,8 @@
 """query benchmark: the 22 TPC-H queries on inpath column tables against DuckDB and DataFusion.
 
     bash bench/setup.sh && .venv/bin/python bench/query.py [--sf 1] [--runs 3] [--threads 1,2]
+    .venv/bin/python bench/query.py --scale 1,3,10,30,100 --threads 2 --runs 1 --lean   (the sweep:
+    bench/query_scale.py)
 
 Data: TPC-H at --sf from `tpchgen-cli` as Parquet (the peers' input), and the same generator
 through `inpath query gen` as column tables, plain and sealed (LZ4 heaps + AES-256-GCM pages).
@@ -325,10 +327,30 @@ def main():
     parser.add_argument("--memory-only", action="store_true",
                         help="only the host's memory with and without offload (RssAnon and VmHWM "
                              "per query); needs no peer, generates the tables if missing")
+    parser.add_argument("--scale", metavar="SF,SF,...",
+                        help="the scale sweep (bench/query_scale.py): DuckDB, inpath without and with "
+                             "offload at each scale factor, warm and cold; saves bench/out/query-scale.json")
+    parser.add_argument("--lean", action="store_true",
+                        help="with --scale: delete each engine's data once measured (Parquet once loaded, "
+                             "DuckDB's file, the column tables), so large scale factors fit the disk")
+    parser.add_argument("--data", help="with --scale: where the data goes (default bench/out/query-scale)")
+    parser.add_argument("--resume", action="store_true",
+                        help="with --scale: keep the parts bench/out/query-scale.json already has")
+    parser.add_argument("--parts", default="duckdb,gen,on,off",
+                        help="with --scale: which parts to run (duckdb, gen, on, off)")
+    parser.add_argument("--memory-limit", help="with --scale: inpath's --memory-limit without offload")
+    parser.add_argument("--spill-dir", help="with --scale: inpath's --spill-dir")
     parser.add_argument("--baseline", metavar="BIN",
                         help="only this build against another inpath binary (before/after a change), "
                              "with and without offload; needs no peer, generates the tables if missing")
     args = parser.parse_args()
+    if args.scale:
+        import query_scale
+        if not args.no_build:
+            common.build_cli()
+        args.thread_list = [int(t) for t in args.threads.split(",")]
+        query_scale.summary(query_scale.sweep(args))
+        return
     if args.baseline:
         if not os.access(args.baseline, os.X_OK):
             sys.exit(f"query.py: --baseline {args.baseline}: not an executable file")

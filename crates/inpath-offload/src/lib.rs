@@ -30,7 +30,7 @@ mod join;
 pub mod process;
 
 pub use device::{
-    Device, DeviceStats, DeviceStream, LocalDevice, SpillTo, DEFAULT_MEMORY_FLOOR,
+    Device, DeviceStats, DeviceStream, LocalDevice, PassesPlan, SpillTo, DEFAULT_MEMORY_FLOOR,
     DEFAULT_MEMORY_PER_SF,
 };
 pub use graph::{TableTask, TaskGraph, GRAPH_VERSION};

@@ -110,6 +110,38 @@ impl Default for OffloadOptions {
     }
 }
 
+/// How the host engine (DataFusion) may use memory and disk.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HostOptions {
+    /// The most memory the host's operators (hash tables, sorts, buffered rows) hold, in
+    /// bytes; beyond it sorts and group-bys spill, and without offload, when a table is larger
+    /// than a quarter of it, joins are sort-merge joins (which spill) instead of hash joins
+    /// (whose build side cannot). `None`: half of the machine's memory.
+    pub memory_limit: Option<u64>,
+    /// Where the host spills (none: the system's temporary directory).
+    pub spill_dir: Option<std::path::PathBuf>,
+    /// Sort-merge joins (`Some(true)`) or hash joins (`Some(false)`) without offload; `None`:
+    /// sort-merge when a table is larger than a quarter of the memory limit.
+    pub sort_merge: Option<bool>,
+}
+
+impl HostOptions {
+    /// The memory limit in effect: the one given, else half of the machine's memory (8 GiB
+    /// where it cannot be read).
+    pub fn limit(&self) -> u64 {
+        self.memory_limit.unwrap_or_else(|| {
+            std::fs::read_to_string("/proc/meminfo")
+                .ok()
+                .and_then(|m| {
+                    m.lines()
+                        .find_map(|l| l.strip_prefix("MemTotal:"))
+                        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                })
+                .map_or(8 << 30, |kib| kib * 1024 / 2)
+        })
+    }
+}
+
 /// Opens every table under `dir` (see [`inpath_table::table_dirs`]), each under its
 /// directory's name.
 fn open_tables(
@@ -122,9 +154,6 @@ fn open_tables(
         .map(|(name, reader)| (name, ColumnTable::new(reader, counters.clone())))
         .collect())
 }
-
-/// Rows of all eight TPC-H tables at SF 1.
-const SF1_ROWS: u64 = 8_661_245;
 
 /// What offload did to one statement's plan.
 #[derive(Clone, Debug)]
@@ -139,6 +168,9 @@ pub struct OffloadExplain {
     pub decisions: Vec<Decision>,
     /// Scans left on the host.
     pub host_scans: usize,
+    /// Per graph: how the device would split it into key-range passes should the rows it
+    /// holds outgrow the memory (none: it would decline, and the host run the plan).
+    pub passes: Vec<Option<inpath_offload::PassesPlan>>,
 }
 
 impl std::fmt::Debug for SqlSession {
@@ -166,20 +198,72 @@ impl QueryResult {
 }
 
 impl SqlSession {
-    fn new_context(threads: usize, rule: Option<Arc<OffloadRule>>) -> Result<SessionContext> {
+    /// A context with `threads` partitions, the offload `rule` if any, and the host's memory
+    /// bounded as `host` says; `sort_merge`: equi-joins as sort-merge joins, which spill.
+    fn new_context(
+        threads: usize,
+        rule: Option<Arc<OffloadRule>>,
+        host: &HostOptions,
+        sort_merge: bool,
+    ) -> Result<SessionContext> {
         if threads == 0 || threads > 1024 {
             return Err(Error::parameter("threads", threads, "1 to 1024"));
         }
-        let config = SessionConfig::new()
+        let mut config = SessionConfig::new()
             .with_target_partitions(threads)
             .with_information_schema(true);
-        let mut ctx = SessionContext::new_with_config(config);
-        if let Some(rule) = rule {
-            let state = SessionStateBuilder::new_from_existing(ctx.state())
-                .with_physical_optimizer_rule(rule)
-                .build();
-            ctx = SessionContext::new_with_state(state);
+        let limit = host.limit();
+        // What a sort keeps back to merge its spilled runs: DataFusion's 10 MiB, or a
+        // sixteenth of a smaller limit.
+        let reserve = usize::try_from(limit / 16).unwrap_or(usize::MAX);
+        let e = &mut config.options_mut().execution;
+        e.sort_spill_reservation_bytes = e.sort_spill_reservation_bytes.min(reserve);
+        if sort_merge {
+            // Equi-joins by sort-merge joins, which spill; a hash join only for a build side
+            // of at most a sixteenth of the memory (collected whole, about 32 bytes a row).
+            let o = &mut config.options_mut().optimizer;
+            o.prefer_hash_join = false;
+            o.hash_join_single_partition_threshold =
+                usize::try_from(limit / 16).unwrap_or(usize::MAX);
+            o.hash_join_single_partition_threshold_rows =
+                usize::try_from(limit / 16 / 32).unwrap_or(usize::MAX);
         }
+        if limit < (1 << 20) {
+            return Err(Error::parameter(
+                "host memory limit",
+                limit,
+                "at least 1 MiB (1048576 bytes)",
+            ));
+        }
+        let mut disk = datafusion::execution::disk_manager::DiskManagerBuilder::default();
+        if let Some(dir) = &host.spill_dir {
+            disk = disk.with_mode(
+                datafusion::execution::disk_manager::DiskManagerMode::Directories(
+                    vec![dir.clone()],
+                ),
+            );
+        }
+        let runtime = datafusion::execution::runtime_env::RuntimeEnvBuilder::new()
+            // The largest consumers are named when the pool runs out.
+            .with_memory_pool(Arc::new(
+                datafusion::execution::memory_pool::TrackConsumersPool::new(
+                    datafusion::execution::memory_pool::FairSpillPool::new(
+                        usize::try_from(limit).unwrap_or(usize::MAX),
+                    ),
+                    std::num::NonZeroUsize::new(5).expect("5 is not zero"),
+                ),
+            ))
+            .with_disk_manager_builder(disk)
+            .build_arc()
+            .map_err(sql_error)?;
+        let mut state = SessionStateBuilder::new()
+            .with_config(config)
+            .with_runtime_env(runtime)
+            .with_default_features();
+        if let Some(rule) = rule {
+            state = state.with_physical_optimizer_rule(rule);
+        }
+        let mut ctx = SessionContext::new_with_state(state.build());
         ctx.register_function_rewrite(Arc::new(AvgDecimalAsDouble))
             .map_err(sql_error)?;
         Ok(ctx)
@@ -198,7 +282,7 @@ impl SqlSession {
     /// the same settings as [`open`](Self::open): DataFusion-on-Parquet, the benchmark's peer.
     /// Its [`stats`](Self::stats) stay zero.
     pub fn open_parquet(dir: &Path, threads: usize) -> Result<SqlSession> {
-        let ctx = SqlSession::new_context(threads, None)?;
+        let ctx = SqlSession::new_context(threads, None, &HostOptions::default(), false)?;
         let runtime = SqlSession::runtime(threads, dir)?;
         let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
             .map_err(|e| Error::io(dir, e))?
@@ -250,6 +334,17 @@ impl SqlSession {
         threads: usize,
         offload: Option<OffloadOptions>,
     ) -> Result<SqlSession> {
+        SqlSession::open_host(dir, keys, threads, offload, &HostOptions::default())
+    }
+
+    /// As [`open_with`](Self::open_with), the host's memory and spilling as `host` says.
+    pub fn open_host(
+        dir: &Path,
+        keys: &KeyRing,
+        threads: usize,
+        offload: Option<OffloadOptions>,
+        host: &HostOptions,
+    ) -> Result<SqlSession> {
         let counters = Arc::new(ScanCounters::default());
         let opened = open_tables(dir, keys, &counters)?;
         let tables = opened.iter().map(|(name, _)| name.clone()).collect();
@@ -269,7 +364,7 @@ impl SqlSession {
                         .max()
                         .unwrap_or(0);
                     let floor = (lanes as u64).saturating_mul(page_rows * 128 + (1 << 20));
-                    (((rows as f64 / SF1_ROWS as f64) * per_sf) as u64)
+                    (((rows as f64 / inpath_table::tpch::SF1_ROWS as f64) * per_sf) as u64)
                         .max(floor)
                         .max(floor_sf)
                 });
@@ -301,7 +396,15 @@ impl SqlSession {
                 Some(Arc::new(OffloadRule::new(device, o.limits)))
             }
         };
-        let ctx = SqlSession::new_context(threads, rule.clone())?;
+        // Without offload, a table larger than a quarter of the host's memory makes joins
+        // sort-merge joins (a hash join's build side cannot spill).
+        let largest = opened
+            .iter()
+            .map(|(_, t)| t.reader().bytes())
+            .max()
+            .unwrap_or(0);
+        let sort_merge = rule.is_none() && host.sort_merge.unwrap_or(largest > host.limit() / 4);
+        let ctx = SqlSession::new_context(threads, rule.clone(), host, sort_merge)?;
         for (name, table) in opened {
             ctx.register_table(
                 datafusion::common::TableReference::bare(name),
@@ -367,12 +470,17 @@ impl SqlSession {
         let text = datafusion::physical_plan::displayable(plan.as_ref())
             .indent(true)
             .to_string();
+        let passes = graphs
+            .iter()
+            .map(|g| rule.device().passes_plan(g))
+            .collect();
         Ok(OffloadExplain {
             plan: text,
             class,
             graphs,
             decisions,
             host_scans,
+            passes,
         })
     }
 

@@ -51,6 +51,11 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sf", default="0.01", help="TPC-H scale factor (default 0.01)")
     parser.add_argument("--out", type=pathlib.Path, help="answers directory (default answers/sf<SF>)")
+    parser.add_argument("--duckdb", type=pathlib.Path,
+                        help="a DuckDB database file already holding the eight tables at this scale "
+                             "(from tpchgen-cli's Parquet): the answers are computed from it, nothing "
+                             "is generated (large scale factors, where the Parquet files and the "
+                             "database cannot both stay on the disk)")
     args = parser.parse_args()
     try:
         import duckdb
@@ -63,11 +68,17 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     version = subprocess.run([gen, "--version"], capture_output=True, text=True, check=True).stdout.strip()
     with tempfile.TemporaryDirectory(prefix="tpch-") as tmp:
-        subprocess.run([gen, "parquet", "-s", args.sf, f"--output-dir={tmp}"], check=True)
-        con = duckdb.connect()
+        if args.duckdb:
+            if not args.duckdb.exists():
+                sys.exit(f"pin_answers: {args.duckdb}: no such DuckDB database")
+            con = duckdb.connect(str(args.duckdb), read_only=True)
+        else:
+            subprocess.run([gen, "parquet", "-s", args.sf, f"--output-dir={tmp}"], check=True)
+            con = duckdb.connect()
+            for table in TABLES:
+                con.execute(f"create view {table} as select * from read_parquet('{tmp}/{table}.parquet')")
         rows = {}
         for table in TABLES:
-            con.execute(f"create view {table} as select * from read_parquet('{tmp}/{table}.parquet')")
             rows[table] = con.execute(f"select count(*) from {table}").fetchone()[0]
         answers = {}
         for q in range(1, 23):

@@ -240,6 +240,16 @@ pub enum Error {
         memory: bool,
     },
 
+    /// Writing a table was stopped (an interrupt): the partly written table was removed;
+    /// tables finished before it stay.
+    #[error(
+        "interrupted while writing table {table}: it was removed, tables finished before it stay"
+    )]
+    Interrupted {
+        /// The table being written.
+        table: String,
+    },
+
     /// A directory holds no column tables.
     #[error("{path}: no column tables here (a table is a directory holding a `manifest`)")]
     NoTables {

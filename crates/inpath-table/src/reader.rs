@@ -232,6 +232,16 @@ impl TableReader {
         self.schema.clone()
     }
 
+    /// Bytes of the table's page records (every column's file, as sealed).
+    pub fn bytes(&self) -> u64 {
+        self.manifest
+            .columns
+            .iter()
+            .flat_map(|c| c.pages.iter())
+            .map(|p| p.len)
+            .sum()
+    }
+
     /// Rows in the table.
     pub fn row_count(&self) -> u64 {
         self.manifest.row_count

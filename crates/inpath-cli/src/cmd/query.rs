@@ -56,12 +56,18 @@ struct OffloadArgs {
     /// groups the device must hold that outgrow it run in key-range passes.
     #[arg(long, value_parser = crate::common::parse_size, requires = "offload")]
     device_memory: Option<u64>,
-    /// Where the device spills groups merged across key-range passes that outgrow a quarter
-    /// of its memory (default: the system's temporary directory). Spill files are sealed as
-    /// the tables are (AES-256-GCM under a key of the query's own when they are encrypted)
-    /// and removed when the query ends.
-    #[arg(long, requires = "offload", value_parser = spill_dir)]
+    /// Where the host's sorts, group-bys and joins spill beyond --memory-limit, and the device
+    /// its groups merged across key-range passes beyond a quarter of its memory (default: the
+    /// system's temporary directory). The device's spill files are sealed as the tables are
+    /// (AES-256-GCM under a key of the query's own when they are encrypted); all are removed
+    /// when the query ends.
+    #[arg(long, value_parser = spill_dir)]
     spill_dir: Option<PathBuf>,
+    /// The most memory the host's operators hold (such as 4GiB; default: half of the
+    /// machine's memory): beyond it they spill, and without --offload, when a table is larger
+    /// than a quarter of it, joins are sort-merge joins, which spill, instead of hash joins.
+    #[arg(long, value_parser = crate::common::parse_size)]
+    memory_limit: Option<u64>,
     /// Device lanes (default: --threads).
     #[arg(long, requires = "offload")]
     device_lanes: Option<usize>,
@@ -79,6 +85,14 @@ struct OffloadArgs {
 }
 
 impl OffloadArgs {
+    fn host(&self) -> inpath_query::sql::HostOptions {
+        inpath_query::sql::HostOptions {
+            memory_limit: self.memory_limit,
+            spill_dir: self.spill_dir.clone(),
+            sort_merge: None,
+        }
+    }
+
     fn options(
         &self,
         dir: &Path,
@@ -477,8 +491,14 @@ fn open_session(
     offload: &OffloadArgs,
 ) -> anyhow::Result<inpath_query::SqlSession> {
     let ring = keys.ring()?;
-    inpath_query::SqlSession::open_with(dir, &ring, threads, offload.options(dir, keys)?)
-        .map_err(|e| key_hint(keys, e))
+    inpath_query::SqlSession::open_host(
+        dir,
+        &ring,
+        threads,
+        offload.options(dir, keys)?,
+        &offload.host(),
+    )
+    .map_err(|e| key_hint(keys, e))
 }
 
 fn device_line(s: &inpath_offload::DeviceStats) -> String {
@@ -494,7 +514,16 @@ fn device_line(s: &inpath_offload::DeviceStats) -> String {
         bytes(s.peak_memory),
         thousands(s.groups_spilled),
         thousands(s.groups_cut)
-    ) + &if s.process_peak_rss > 0 {
+    ) + &if s.graphs_partitioned > 0 {
+        format!(
+            "; {} graphs in {} key-range passes, {} spilled",
+            s.graphs_partitioned,
+            s.passes,
+            bytes(s.spill_bytes)
+        )
+    } else {
+        String::new()
+    } + &if s.process_peak_rss > 0 {
         format!("; device process peak RSS {}", bytes(s.process_peak_rss))
     } else {
         String::new()
@@ -565,6 +594,26 @@ fn explain(args: ExplainArgs) -> anyhow::Result<()> {
         if e.host_scans > 0 {
             notes.push(format!("{} scans on the host", e.host_scans));
         }
+        for p in e.passes.iter().flatten() {
+            let restricting = match p.restricts.is_empty() {
+                true => String::new(),
+                false => format!(", restricting {}", p.restricts.join(", ")),
+            };
+            notes.push(match p.passes_at_most {
+                1 => format!(
+                    "builds hold at most {} of {}; beyond it, key-range passes over {}{restricting}",
+                    bytes(p.held_at_most),
+                    bytes(p.memory),
+                    p.key
+                ),
+                n => format!(
+                    "builds may hold up to {} of {} (zone maps; filters keep fewer): if they outgrow it, up to {n} key-range passes over {}{restricting}",
+                    bytes(p.held_at_most),
+                    bytes(p.memory),
+                    p.key
+                ),
+            });
+        }
         text.push_str(&format!(
             "{name:<7} {:<8} {:>5}  {}\n",
             e.class,
@@ -582,6 +631,7 @@ fn explain(args: ExplainArgs) -> anyhow::Result<()> {
             "class": e.class,
             "graphs": e.graphs,
             "host_scans": e.host_scans,
+            "passes": e.passes,
             "decisions": e.decisions.iter().map(|d| serde_json::json!({
                 "what": d.what,
                 "table": d.table,
@@ -979,40 +1029,124 @@ fn parse_tier(text: &str) -> anyhow::Result<(SealConfig, u32)> {
 }
 
 fn gen(args: GenArgs) -> anyhow::Result<()> {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
     if !(args.sf.is_finite() && args.sf > 0.0) {
         bail!("--sf {} is out of range: a scale factor above 0", args.sf);
     }
+    // The size first: a scale factor the disk (or the generator) cannot hold is refused before
+    // anything is written, naming what it would take.
+    let need = inpath_table::tpch::estimated_bytes(args.sf);
+    let need_text = bytes(need.min(u64::MAX as f64) as u64);
+    if args.sf > 100_000.0 {
+        bail!(
+            "--sf {} would write about {need_text} of tables; the generator takes scale factors \
+             above 0 up to 100000 (about {})",
+            args.sf,
+            bytes(inpath_table::tpch::estimated_bytes(100_000.0) as u64)
+        );
+    }
+    if let Some((fs, free)) = free_space(&args.dir) {
+        if need > free as f64 {
+            bail!(
+                "TPC-H SF {} needs about {need_text} in {} (475 MiB of plain pages per SF; a \
+                 codec writes less), and {} has {} free",
+                args.sf,
+                args.dir.display(),
+                fs.display(),
+                bytes(free)
+            );
+        }
+    }
+    let rows_written = Arc::new(AtomicU64::new(0));
+    let cancel = Arc::new(AtomicBool::new(false));
+    watch_interrupts(cancel.clone());
     let (write, seal) = args.write.options(args.force, args.threads.or(1))?;
     let options = GenOptions {
         write,
         threads: args.threads.or(1),
+        rows_written: Some(rows_written.clone()),
+        cancel: Some(cancel.clone()),
         ..GenOptions::default()
     };
     let talk = !args.quiet && !args.json.on && std::io::stderr().is_terminal();
     if talk {
         eprintln!(
-            "generating TPC-H SF {} into {} ({} pages)...",
+            "generating TPC-H SF {} into {} ({} pages, about {need_text})...",
             args.sf,
             args.dir.display(),
             seal_name(seal)
         );
     }
+    // Rows written against the rows expected, with the time left, on a terminal.
+    let bar = talk.then(|| {
+        let bar = indicatif::ProgressBar::new(inpath_table::tpch::estimated_rows(args.sf));
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{msg:9} [{bar:30}] {human_pos}/{human_len} rows {per_sec} eta {eta}",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
+        );
+        bar.set_draw_target(indicatif::ProgressDrawTarget::stderr_with_hz(4));
+        bar
+    });
     let start = Instant::now();
     let mut summaries = Vec::new();
     std::fs::create_dir_all(&args.dir)
         .with_context(|| format!("cannot create {}", args.dir.display()))?;
     for table in inpath_table::TPCH_TABLES {
         let t = Instant::now();
-        let s = inpath_table::tpch::generate_table(table, args.sf, &args.dir, &options)?;
-        if talk {
-            eprintln!(
+        if let Some(bar) = &bar {
+            bar.set_message(table);
+        }
+        let done = AtomicBool::new(false);
+        let result = std::thread::scope(|scope| {
+            if let Some(bar) = &bar {
+                scope.spawn(|| {
+                    while !done.load(Ordering::Relaxed) {
+                        bar.set_position(rows_written.load(Ordering::Relaxed));
+                        std::thread::sleep(std::time::Duration::from_millis(200));
+                    }
+                });
+            }
+            let r = inpath_table::tpch::generate_table(table, args.sf, &args.dir, &options);
+            done.store(true, Ordering::Relaxed);
+            r
+        });
+        let s = match result {
+            Ok(s) => s,
+            Err(e @ inpath_table::Error::Interrupted { .. }) => {
+                if let Some(bar) = &bar {
+                    bar.finish_and_clear();
+                }
+                let kept: Vec<&str> = summaries
+                    .iter()
+                    .map(|(s, _): &(inpath_table::TableSummary, f64)| s.table.as_str())
+                    .collect();
+                eprintln!(
+                    "error: {e}{}",
+                    match kept.is_empty() {
+                        true => String::new(),
+                        false => format!(" ({})", kept.join(", ")),
+                    }
+                );
+                std::process::exit(130);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if let Some(bar) = &bar {
+            bar.println(format!(
                 "  {table:<9} {:>12} rows {:>10}  {:.2} s",
                 thousands(s.rows),
                 bytes(s.bytes),
                 t.elapsed().as_secs_f64()
-            );
+            ));
         }
         summaries.push((s, t.elapsed().as_secs_f64()));
+    }
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
     }
     let secs = start.elapsed().as_secs_f64();
     if args.quiet {
@@ -1064,6 +1198,52 @@ fn gen(args: GenArgs) -> anyhow::Result<()> {
         secs
     ));
     print_out(&text)
+}
+
+/// The filesystem holding `path` (its nearest existing ancestor) and its bytes free for an
+/// unprivileged writer; none where it cannot be read.
+fn free_space(path: &Path) -> Option<(PathBuf, u64)> {
+    let mut at = if path.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        path.to_path_buf()
+    };
+    while !at.exists() {
+        at = match at.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+    }
+    let s = nix::sys::statvfs::statvfs(&at).ok()?;
+    Some((at, s.blocks_available() as u64 * s.fragment_size() as u64))
+}
+
+/// Sets `cancel` on SIGINT or SIGTERM (a thread of its own waits for them).
+fn watch_interrupts(cancel: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    let _ = std::thread::Builder::new()
+        .name("inpath-signals".into())
+        .spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_io()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async {
+                use tokio::signal::unix::{signal, SignalKind};
+                let (Ok(mut int), Ok(mut term)) = (
+                    signal(SignalKind::interrupt()),
+                    signal(SignalKind::terminate()),
+                ) else {
+                    return;
+                };
+                tokio::select! {
+                    _ = int.recv() => {}
+                    _ = term.recv() => {}
+                }
+                cancel.store(true, std::sync::atomic::Ordering::Relaxed);
+            });
+        });
 }
 
 fn seal_name(seal: SealConfig) -> String {

@@ -483,3 +483,133 @@ fn offload_from_the_command_line_explains_runs_and_falls_back_on_small_budgets()
     ));
     assert!(e.contains("--offload"), "{e}");
 }
+
+/// Generation checks the size first: a scale factor beyond the generator's range or the disk's
+/// free space is refused at once, naming what it would take and what is free, and writes
+/// nothing; a spill directory that does not exist is refused naming it.
+#[test]
+fn gen_refuses_what_cannot_fit_before_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let huge = fails(&inpath(&["query", "gen", "--sf", "1e9", "t"], d));
+    assert!(
+        huge.contains("--sf 1000000000 would write about") && huge.contains("PiB"),
+        "{huge}"
+    );
+    // 50,000 (about 23 TiB) fits the generator's range, and no test machine's disk.
+    let disk = fails(&inpath(&["query", "gen", "--sf", "50000", "t"], d));
+    assert!(
+        disk.contains("TPC-H SF 50000 needs about") && disk.contains("free"),
+        "{disk}"
+    );
+    assert!(!d.join("t").exists(), "nothing is written");
+    let spill = fails(&inpath(
+        &[
+            "query",
+            "sql",
+            "t",
+            "select 1",
+            "--offload",
+            "--spill-dir",
+            "no/such/dir",
+        ],
+        d,
+    ));
+    assert!(spill.contains("no/such/dir"), "{spill}");
+}
+
+/// An interrupted generation (SIGINT while lineitem is written) exits with status 130, names
+/// the table it abandoned, and leaves no table and no staging directory behind.
+#[test]
+fn an_interrupted_gen_leaves_no_table_that_looks_complete() {
+    let dir = tempfile::tempdir().unwrap();
+    let child = crate::common::command()
+        .args(["query", "gen", "--sf", "1", "t", "--threads", "1"])
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Until the staging directory of lineitem appears (bounded), then the interrupt.
+    let t = dir.path().join("t");
+    for _ in 0..500 {
+        let staging = std::fs::read_dir(&t)
+            .map(|r| {
+                r.flatten()
+                    .any(|e| e.file_name().to_string_lossy().contains("inpath-tmp"))
+            })
+            .unwrap_or(false);
+        if staging {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(
+        err.contains("interrupted while writing table lineitem"),
+        "{err}"
+    );
+    let left: Vec<String> = std::fs::read_dir(&t)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// A full disk (a file-size limit of 0, SIGXFSZ ignored so a write fails with EFBIG) during
+/// generation stops it with an error naming the file, leaving no table and no staging
+/// directory; during the device's spilling it fails the query with an error naming the spill
+/// file, and the spill directory is left empty.
+#[test]
+fn a_full_disk_while_generating_or_spilling_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let limited = |args: &str| {
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(format!("trap '' XFSZ; ulimit -f 0; exec \"$0\" {args}"))
+            .arg(env!("CARGO_BIN_EXE_inpath"))
+            .current_dir(d)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{args}: succeeded");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = limited("query gen --sf 0.01 t");
+    assert!(err.contains("t/") || err.contains("lineitem"), "{err}");
+    let left: Vec<_> = std::fs::read_dir(d.join("t"))
+        .map(|r| r.count())
+        .into_iter()
+        .collect();
+    assert!(left.iter().all(|&n| n == 0), "gen left {left:?} entries");
+    ok(&inpath(
+        &[
+            "query",
+            "gen",
+            "--sf",
+            "0.01",
+            "tables",
+            "--rows-per-page",
+            "1024",
+            "--json",
+        ],
+        d,
+    ));
+    std::fs::create_dir(d.join("spill")).unwrap();
+    let err = limited(
+        "query sql tables --offload --device-memory 1MiB --spill-dir spill \
+         'SELECT l_orderkey, count(DISTINCT l_partkey) FROM lineitem GROUP BY l_orderkey'",
+    );
+    assert!(err.contains("bucket-") && err.contains("spill"), "{err}");
+    assert_eq!(std::fs::read_dir(d.join("spill")).unwrap().count(), 0);
+}

@@ -125,6 +125,41 @@ impl<'a> Lane<'a> {
         self.not_reducing = self.groups.len as f64 > NOT_REDUCING * self.rows_grouped as f64;
     }
 
+    /// A build's kept rows grow with its pages: once a twentieth of its run is read (and at
+    /// least 4 pages), a lane whose kept rows at that rate would end past one and a half times
+    /// its share declines then, not when its share is full, so a graph that will run in
+    /// key-range passes wastes a twentieth of its builds' work, not the part that fits. (Kept
+    /// rows only: groups grow slower than the pages that add to them.)
+    fn check_projection(&self, pages: &LanePages, done: usize) -> Result<()> {
+        let LanePages::Run(run) = pages else {
+            return Ok(());
+        };
+        if self.plan.task.operator != Operator::Nop
+            || self.plan.task.keep.is_empty()
+            || self.plan.task.order.is_some()
+            || done < 4
+            || done * 20 < run.len()
+            || done == run.len()
+        {
+            return Ok(());
+        }
+        let projected = self.kept_bytes as f64 * run.len() as f64 / done as f64;
+        if projected > 1.5 * self.budget as f64 {
+            return Err(Error::DeviceDeclined {
+                memory: true,
+                detail: format!(
+                    "the rows table {} keeps for a join would reach {:.0} KiB at the rate of its \
+                     first {done} pages of {}, past a lane's {} KiB of device memory",
+                    self.plan.task.table,
+                    projected / 1024.0,
+                    run.len(),
+                    self.budget >> 10
+                ),
+            });
+        }
+        Ok(())
+    }
+
     /// The most groups a page of `rows` rows can add.
     pub(super) fn new_groups(&self, rows: usize) -> usize {
         self.group_cap.map_or(rows, |c| c.min(rows))
@@ -220,6 +255,7 @@ impl<'a> Lane<'a> {
             }
             last_page = last_page.max(self.page(page)?);
             *done += 1;
+            self.check_projection(pages, *done)?;
             if let Some((id, column)) = self.plan.complete_key {
                 self.finish_page_groups(id, column, page);
             }

@@ -54,6 +54,28 @@ pub trait Device: Send + Sync + std::fmt::Debug {
     fn in_host_process(&self) -> bool {
         true
     }
+    /// How the device would run `graph` if the rows it holds outgrew its memory (none: it
+    /// would decline, and the host would run the plan), for `explain`.
+    fn passes_plan(&self, _graph: &TaskGraph) -> Option<PassesPlan> {
+        None
+    }
+}
+
+/// What [`Device::passes_plan`] tells: the key the passes would split, the columns they would
+/// restrict, and a bound on what the graph's builds hold against the memory.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct PassesPlan {
+    /// `table.column` of the last task whose value ranges the passes split.
+    pub key: String,
+    /// `table.column` of each build task restricted to the same range.
+    pub restricts: Vec<String>,
+    /// An upper bound on the bytes the builds keep (rows their zone maps leave, at 4 bytes a
+    /// kept value and 8 for the index; their filters keep fewer).
+    pub held_at_most: u64,
+    /// The device's memory.
+    pub memory: u64,
+    /// The passes that bound would need (1: it fits).
+    pub passes_at_most: usize,
 }
 
 /// The device built into inpath: lanes on threads of their own, a memory budget, counters.

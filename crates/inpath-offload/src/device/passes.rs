@@ -112,8 +112,10 @@ impl LocalDevice {
         self
     }
 
-    /// The way to split `graph` into passes that restricts the most rows of build tables,
-    /// if any does: every restricted column must hold the same kind of value as the key.
+    /// The way to split `graph` into passes that restricts the most rows of build tables (or,
+    /// over a key the last task groups by, of its own table: each pass then holds its range's
+    /// groups alone), if any does: every restricted column must hold the same kind of value
+    /// as the key.
     pub(super) fn partitioning(&self, graph: &TaskGraph) -> Option<Partitioning> {
         let kind = |t: usize, c: usize| -> Option<(u8, i8)> {
             let reader = self.tables.get(&graph.tasks.get(t)?.table)?;
@@ -124,7 +126,10 @@ impl LocalDevice {
             .into_iter()
             .filter_map(|mut p| {
                 let want = kind(last, p.key)?;
-                let mut rows = 0u64;
+                let mut rows = match p.groups_by_key(graph) {
+                    true => self.tables.get(&graph.tasks[last].table)?.row_count(),
+                    false => 0,
+                };
                 for (t, r) in p.restrict.iter_mut().enumerate().take(last) {
                     match *r {
                         Some(c) if kind(t, c) == Some(want) => {
@@ -137,6 +142,61 @@ impl LocalDevice {
             })
             .max_by_key(|(rows, p)| (*rows, std::cmp::Reverse(p.key)))
             .map(|(_, p)| p)
+    }
+
+    /// What [`Device::passes_plan`](super::Device::passes_plan) tells of `graph`.
+    pub(super) fn plan_passes(&self, graph: &TaskGraph) -> Option<super::PassesPlan> {
+        let parting = self.partitioning(graph)?;
+        let name = |t: usize, c: usize| -> Option<String> {
+            let table = &graph.tasks.get(t)?.table;
+            let reader = self.tables.get(table)?;
+            Some(format!("{table}.{}", reader.schema().field(c).name()))
+        };
+        let last = graph.tasks.len() - 1;
+        let mut held = 0u64;
+        for task in &graph.tasks[..last] {
+            let reader = self.tables.get(&task.table)?;
+            let mut pages = reader.page_count();
+            for product in &task.selector.products {
+                if let [crate::graph::Comparator {
+                    column,
+                    test: crate::graph::Test::Int { op, value },
+                }] = product.as_slice()
+                {
+                    let v = inpath_table::format::Scalar::Int(*value);
+                    let (lo, hi) = match op {
+                        crate::graph::CmpOp::Eq => (Some(&v), Some(&v)),
+                        crate::graph::CmpOp::Lt | crate::graph::CmpOp::Le => (None, Some(&v)),
+                        crate::graph::CmpOp::Gt | crate::graph::CmpOp::Ge => (Some(&v), None),
+                        crate::graph::CmpOp::Ne => continue,
+                    };
+                    pages = pages.min(reader.prune(*column, lo, hi).ok()?.len());
+                }
+            }
+            let rows = (pages as u64 * reader.rows_per_page() as u64).min(reader.row_count());
+            let width = match task.operator {
+                Operator::Nop => task.keep.len() as u64 * 4 + 8,
+                _ => task.output.fields.len() as u64 * 8 + 40,
+            };
+            held += rows * width;
+        }
+        let restricts = parting
+            .restrict
+            .iter()
+            .enumerate()
+            .take(last)
+            .filter_map(|(t, c)| name(t, (*c)?))
+            .collect();
+        Some(super::PassesPlan {
+            key: name(last, parting.key)?,
+            restricts,
+            held_at_most: held,
+            memory: self.memory_budget,
+            passes_at_most: match held > self.memory_budget {
+                true => passes_for(held as f64 / self.memory_budget.max(1) as f64),
+                false => 1,
+            },
+        })
     }
 
     /// `graph` run by a driver thread: whole first (unless it ran in passes before), then in
@@ -184,24 +244,34 @@ impl LocalDevice {
             .ok()
             .and_then(|k| k.get(text.as_ref()).copied());
         let mut first_passes = known.unwrap_or(2);
+        // How many times its memory the whole graph needed (0: unknown).
+        let mut whole = 0.0;
         if known.is_none() {
             self.counters.take_overflow();
             match self.start(graph, None) {
                 Err(e) if for_memory(&e) => {
-                    first_passes = passes_for(self.counters.take_overflow());
+                    whole = self.counters.take_overflow();
+                    first_passes = passes_for(whole);
                 }
                 Err(e) => {
+                    self.refused(&e, text);
                     let _ = tx.send(Err(e));
                     return;
                 }
-                Ok(mut whole) => match whole.next() {
+                Ok(mut stream) => match stream.next() {
                     Some(Err(e)) if for_memory(&e) => {
-                        drop(whole);
-                        first_passes = passes_for(self.counters.take_overflow());
+                        drop(stream);
+                        whole = self.counters.take_overflow();
+                        first_passes = passes_for(whole);
                     }
                     first => {
-                        for item in first.into_iter().chain(whole) {
-                            if tx.send(item).is_err() {
+                        if let Some(Err(e)) = &first {
+                            self.refused(e, text);
+                        }
+                        // Dropping the graph's stream (once the consumer cancels or goes)
+                        // stops its lanes.
+                        for item in first.into_iter().chain(stream) {
+                            if cancel.load(Ordering::Relaxed) || tx.send(item).is_err() {
                                 return;
                             }
                         }
@@ -212,7 +282,7 @@ impl LocalDevice {
         }
         Counters::add(&self.counters.graphs_partitioned, 1);
         let mut sent = false;
-        match self.run_passes(graph, parting, first_passes, tx, cancel, &mut sent) {
+        match self.run_passes(graph, parting, first_passes, whole, tx, cancel, &mut sent) {
             Ok(Some(n)) => {
                 if let Ok(mut k) = self.passes_known.lock() {
                     k.insert(text.as_ref().clone(), n);
@@ -227,24 +297,35 @@ impl LocalDevice {
                     },
                     e => e,
                 };
-                if matches!(e, Error::DeviceDeclined { .. }) {
-                    Counters::add(&self.counters.graphs_refused, 1);
-                    if let Ok(mut d) = self.declined.lock() {
-                        d.insert(text.as_ref().clone());
-                    }
-                }
+                self.refused(&e, text);
                 let _ = tx.send(Err(e));
             }
         }
     }
 
+    /// A decline of the graph `text` is counted as a refusal and remembered: the same graph
+    /// is declined at once from then on.
+    fn refused(&self, e: &Error, text: &Arc<String>) {
+        if matches!(e, Error::DeviceDeclined { .. }) {
+            Counters::add(&self.counters.graphs_refused, 1);
+            if let Ok(mut d) = self.declined.lock() {
+                d.insert(text.as_ref().clone());
+            }
+        }
+    }
+
     /// Runs the passes, starting from `n` of them; the passes run (`None`: the consumer went
-    /// away). `sent` is set once a row has gone out.
+    /// away). `sent` is set once a row has gone out. `whole` is how many times its memory the
+    /// whole graph needed (0: unknown): a pass over at most half the key's pages that still
+    /// needs most of that shows the rows that outgrow the memory are not restricted by the
+    /// key (a build no range reaches), and the device declines rather than split further.
+    #[allow(clippy::too_many_arguments)]
     fn run_passes(
         &self,
         graph: &TaskGraph,
         parting: &Partitioning,
         n: usize,
+        whole: f64,
         tx: &SyncSender<Result<RecordBatch>>,
         cancel: &AtomicBool,
         sent: &mut bool,
@@ -281,7 +362,25 @@ impl LocalDevice {
             }
             // A pass that declined: its range in as many parts as it needed its memory.
             let mut split_range = |counters: &Counters| -> Result<()> {
-                let cuts = split(&zones, lo, hi, passes_for(counters.take_overflow()));
+                let ratio = counters.take_overflow();
+                let share = zones
+                    .iter()
+                    .filter(|z| lo.is_none_or(|l| z.1 >= l) && hi.is_none_or(|h| z.0 < h))
+                    .count() as f64
+                    / zones.len().max(1) as f64;
+                if whole > 0.0 && share <= 0.5 && ratio >= 0.8 * whole {
+                    return Err(Error::DeviceDeclined {
+                        memory: true,
+                        detail: format!(
+                            "a pass over {:.0} % of {}'s key range still needs {ratio:.1} times \
+                             the device's memory (the whole graph {whole:.1}): what outgrows it \
+                             is not restricted by the key",
+                            share * 100.0,
+                            graph.tasks[last].table
+                        ),
+                    });
+                }
+                let cuts = split(&zones, lo, hi, passes_for(ratio));
                 if done + ranges.len() + cuts.len() + 1 > MAX_PASSES {
                     return Err(Error::DeviceDeclined {
                         memory: true,

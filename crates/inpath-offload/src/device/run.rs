@@ -651,6 +651,10 @@ impl Device for LocalDevice {
         self.memory_budget
     }
 
+    fn passes_plan(&self, graph: &TaskGraph) -> Option<super::PassesPlan> {
+        self.plan_passes(graph)
+    }
+
     fn reset_stats(&self) {
         let c = &self.counters;
         for a in [

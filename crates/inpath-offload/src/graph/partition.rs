@@ -44,9 +44,24 @@ enum Node {
 }
 
 impl Partitioning {
+    /// Whether `key` is a group key of `graph`'s last task (a register loading that column):
+    /// passes over its ranges then hold disjoint groups.
+    pub fn groups_by_key(&self, graph: &TaskGraph) -> bool {
+        let Some(task) = graph.tasks.last() else {
+            return false;
+        };
+        match &task.operator {
+            Operator::AggregateGroupBy { keys, .. } => keys.iter().any(|k| {
+                matches!(k, GroupKey::Register(r)
+                    if task.transformer.ops.get(*r) == Some(&Op::Load { column: self.key }))
+            }),
+            _ => false,
+        }
+    }
+
     /// Every way `graph` can be split: one per column of the last task that is a join's probe
-    /// key or a group key its register loads, each with the tasks it restricts (never one
-    /// that restricts no other task). The order is the columns'.
+    /// key or a group key its register loads, each with the tasks it restricts. The order is
+    /// the columns'.
     pub fn candidates(graph: &TaskGraph) -> Vec<Partitioning> {
         let Some(last) = graph.tasks.len().checked_sub(1) else {
             return Vec::new();
@@ -74,7 +89,7 @@ impl Partitioning {
         keys.dedup();
         let edges = edges(graph);
         keys.into_iter()
-            .filter_map(|key| {
+            .map(|key| {
                 let reached = reach(&edges, Node::Col(last, key));
                 let mut restrict: Vec<Option<usize>> = (0..graph.tasks.len())
                     .map(|t| {
@@ -88,10 +103,7 @@ impl Partitioning {
                     })
                     .collect();
                 restrict[last] = Some(key);
-                restrict[..last]
-                    .iter()
-                    .any(Option::is_some)
-                    .then_some(Partitioning { key, restrict })
+                Partitioning { key, restrict }
             })
             .collect()
     }

@@ -100,7 +100,7 @@ pub fn join(kind: JoinKind, two_keys: bool, residual: bool, method: JoinMethod) 
 
 /// What a case asks of the probe side: its aggregates, or groups by the build row's k2.
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Shape {
+pub(crate) enum Shape {
     Aggregate,
     ByBuildK2,
 }
@@ -108,7 +108,11 @@ enum Shape {
 /// The probe task over `p` for `join`: inner joins sum v, the matched w and v * w (and take
 /// w's min and max), semi and anti joins count and sum v; `ByBuildK2` groups an inner join by
 /// the matched row's k2.
-fn probe_task(join: Join, shape: Shape, v_above: Option<i64>) -> (TableTask, Vec<AggFunc>, usize) {
+pub(crate) fn probe_task(
+    join: Join,
+    shape: Shape,
+    v_above: Option<i64>,
+) -> (TableTask, Vec<AggFunc>, usize) {
     let inner = join.kind == JoinKind::Inner;
     let ops = match inner {
         true => vec![
@@ -165,7 +169,7 @@ fn probe_task(join: Join, shape: Shape, v_above: Option<i64>) -> (TableTask, Vec
 /// The reference: the probe rows (v > v_above) against every build row (w > w_above), as the
 /// probe task's rows (group key, then the aggregates' cells).
 #[allow(clippy::too_many_arguments)]
-fn reference(
+pub(crate) fn reference(
     build: &RecordBatch,
     probe: &RecordBatch,
     join: &Join,

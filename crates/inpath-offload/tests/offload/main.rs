@@ -12,7 +12,9 @@
 //! - [`groups`]: group-bys of one and two keys merge into the reference's groups under any
 //!   budget, spilling when it is small.
 //! - [`joins`]: every join kind equals a nested-loop reference; a build that outgrows the
-//!   budget is declined.
+//!   budget runs in key-range passes, or is declined where no range can be split off.
+//! - [`passes`]: graphs in key-range passes answer as whole ones: every join kind, counted
+//!   and ordered groups merged across passes and spilled; a cancelled one leaves no file.
 //! - [`condition`]: a semi or anti join's condition on a build's groups computes each value as
 //!   Arrow's kernels do and keeps the reference's rows; a left join with groups reads 0 where
 //!   a key has none.
@@ -43,6 +45,7 @@ mod having;
 mod joins;
 mod lanes;
 mod order;
+mod passes;
 mod pipe;
 mod prefix;
 mod selector;

@@ -10,6 +10,8 @@
 //! - [`offload`]: the 22 queries with the device on and off, the device's aggregates, joins
 //!   and top-k equal the host's for any lanes and memory budget. (The device's tests that need
 //!   no SQL are inpath-offload's own, `crates/inpath-offload/tests/offload`.)
+//! - [`passes`]: the 22 queries under a device memory far below their joins' and groups':
+//!   key-range passes, groups merged across them and spilled, sealed, nothing left behind.
 //!
 //! Every test writes its tables in its own temporary directory and opens its own sessions, so
 //! the tests can share the process.
@@ -18,4 +20,5 @@ mod common;
 
 mod joins;
 mod offload;
+mod passes;
 mod sql;

@@ -29,8 +29,17 @@ fn sf_001_matches_tpchgen_column_by_column() {
         },
         threads: 3,
         part_rows: 7000,
+        rows_written: Some(Default::default()),
+        ..GenOptions::default()
     };
     let summaries = generate_tpch(0.01, dir.path(), &options).unwrap();
+    // The progress counter saw every row written.
+    let counted = options
+        .rows_written
+        .as_ref()
+        .unwrap()
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(counted, summaries.iter().map(|s| s.rows).sum::<u64>());
     assert_eq!(
         summaries
             .iter()
@@ -72,4 +81,36 @@ fn sf_001_matches_tpchgen_column_by_column() {
     let mut want: Vec<String> = TPCH_TABLES.iter().map(|s| s.to_string()).collect();
     want.sort();
     assert_eq!(names, want);
+}
+
+/// A cancel stops generation before its next batch: the table being written is removed (no
+/// directory, no staging directory), [`inpath_table::Error::Interrupted`] names it, and a
+/// table finished before stays.
+#[test]
+fn a_cancelled_generation_removes_the_table_it_was_writing() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let cancel = Arc::new(AtomicBool::new(false));
+    let options = GenOptions {
+        cancel: Some(cancel.clone()),
+        ..GenOptions::default()
+    };
+    inpath_table::tpch::generate_table("region", 0.01, dir.path(), &options).unwrap();
+    cancel.store(true, Ordering::Relaxed);
+    let e = inpath_table::tpch::generate_table("lineitem", 0.01, dir.path(), &options).unwrap_err();
+    assert!(
+        matches!(&e, inpath_table::Error::Interrupted { table } if table == "lineitem"),
+        "{e}"
+    );
+    let left: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, vec!["region".to_string()]);
+    // The estimates the CLI checks free space and progress against.
+    assert_eq!(inpath_table::tpch::estimated_rows(1.0), 8_660_050);
+    let sf1 = inpath_table::tpch::estimated_bytes(1.0);
+    assert!((490e6..520e6).contains(&sf1), "{sf1}");
 }
