@@ -178,9 +178,21 @@ def main():
     ap.add_argument("--slap-memory-mib", type=int, default=256, help="(4)/(5): every server's memory")
     ap.add_argument("--mget-rounds", type=int, default=2_000, help="(5): get lines per connection")
     ap.add_argument("--only", choices=["memcslap"], help="run only (4) and (5)")
+    ap.add_argument("--scale", action="store_true",
+                    help="instead: the scale run against memcached + extstore (docstring of scale())")
+    ap.add_argument("--scale-items", type=int, default=100_000_000, help="--scale: items set")
+    ap.add_argument("--scale-mib", default="1024,4096", help="--scale: DRAM budgets in MiB")
+    ap.add_argument("--scale-flash-gib", type=int, default=20, help="--scale: flash file of each server")
+    ap.add_argument("--scale-ops", type=int, default=400_000, help="--scale: requests per measured run")
+    ap.add_argument("--scale-piece", default=None,
+                    help="--scale: run one piece, BUDGET_MIB:SERVER (e.g. 1024:inpath); the pieces' "
+                         "files in bench/out/scale/ are joined into one report by --scale-join")
+    ap.add_argument("--scale-join", action="store_true", help="--scale: join the pieces into the report")
     ap.add_argument("--seal-cost", action="store_true",
                     help="instead: run (2) on inpath without and with --seal-key (the cost of sealing)")
     args = ap.parse_args()
+    if args.scale:
+        return scale(args)
     if args.seal_cost:
         return seal_cost(args)
     if not shutil.which("memcached"):
@@ -302,11 +314,11 @@ def main():
 MEMCSLAP_PHASE = re.compile(r"Time to (get|mget|set)\s+(\d+) keys by\s+(\d+) threads:\s+([0-9.]+) seconds")
 
 
-def memcslap(port, test, threads, n, binary=False):
+def memcslap(port, test, threads, n, binary=False, flush=True):
     """One memcslap run; returns (requests in the measured phase, its seconds)."""
     # --flush: each run starts from an empty cache (memcslap's keys are new every run).
     args = ["memcslap", f"--servers=127.0.0.1:{port}", f"--test={test}", f"--concurrency={threads}",
-            f"--execute-number={n}", "--tcp-nodelay", "--flush"]
+            f"--execute-number={n}", "--tcp-nodelay"] + (["--flush"] if flush else [])
     if binary:
         args.append("--binary")
     out = subprocess.run(args, check=True, capture_output=True, text=True, timeout=600).stdout
@@ -451,6 +463,243 @@ def seal_cost(args):
     per = lambda r: float(r["stats"]["flash_bytes_written"]) / max(1.0, float(r["stats"]["total_items"]))  # noqa: E731
     report.note(f"flash bytes written per stored item: plain {per(pl):.0f}, sealed {per(se):.0f} "
                 f"({se['stats']['flash_sealed']}; the benchmark's values are random bytes, so compression gains nothing)")
+    report.save()
+
+
+def rss_anon_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for ln in f:
+            if ln.startswith("RssAnon:"):
+                return int(ln.split()[1])
+    return 0
+
+
+def disk_written(pid):
+    """Bytes the process caused to be written to storage (/proc/PID/io write_bytes: O_DIRECT
+    and page-cache writes alike)."""
+    with open(f"/proc/{pid}/io") as f:
+        return int(next(ln for ln in f if ln.startswith("write_bytes:")).split()[1])
+
+
+def ask(port, line):
+    """One text command; its whole reply up to END (or its one line)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=120)
+    s.sendall(line.encode() + b"\r\n")
+    data = b""
+    while not (data.endswith(b"END\r\n") or (data.endswith(b"\r\n") and not data.startswith(b"STAT")
+                                                and not data.startswith(b"VALUE"))):
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    s.close()
+    return data
+
+
+def wait_serving(port, key, deadline_s=900):
+    """Seconds until `get KEY` answers (the server has recovered and serves)."""
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < deadline_s:
+        try:
+            ask(port, f"get {key}")
+            return time.perf_counter() - t0
+        except OSError:
+            time.sleep(0.02)
+    raise RuntimeError(f"port {port} did not serve within {deadline_s} s")
+
+
+def scale_bench(port, pid, n, ops, zipf, conns, get_ratio, seed):
+    args = [inpath_bin(), "cache", "bench", "--server", f"127.0.0.1:{port}", "--keys", str(n),
+            "--ops", str(ops), "--value-dist", "etc", "--zipf", str(zipf), "--get-ratio", str(get_ratio),
+            "--conns", str(conns), "--seed", str(seed), "--json"]
+    c0 = cpu_seconds(pid)
+    out = subprocess.run(args, check=True, capture_output=True, text=True, timeout=3600)
+    c1 = cpu_seconds(pid)
+    r = json.loads(out.stdout)
+    r["server_cpu_ms_per_1000"] = (c1 - c0) * 1e3 / max(1, r["ops"]) * 1000
+    return r
+
+
+def scale_start(who, port, mib, flash, flash_gib, threads, log=None):
+    if who == "inpath":
+        # memcached's extstore command line, unchanged but for the binary.
+        args = [inpath_bin(), "cache", "serve", "-p", str(port), "-l", "127.0.0.1", "-U", "0", "-m", str(mib),
+                "-t", str(threads), "-c", "4096", "-o", f"ext_path={flash}:{flash_gib}G,ext_item_size=64",
+                "--avg-item-size", "384", "-v"]
+    else:
+        args = ["memcached", "-p", str(port), "-l", "127.0.0.1", "-U", "0", "-m", str(mib), "-t", str(threads),
+                "-c", "4096", "-o", f"ext_path={flash}:{flash_gib}G,ext_item_size=64"]
+        if os.geteuid() == 0:
+            args += ["-u", "root"]
+    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log or subprocess.DEVNULL)
+    return p
+
+
+def scale_piece(args, mib, who, out_dir, tmp):
+    """One server at one DRAM budget: load, measure, restart, kill -9, restart."""
+    n, ops = args.scale_items, args.scale_ops
+    flash = os.path.join(tmp, f"{who}.flash")
+    port = free_port()
+    r = {"server": who, "memory_mib": mib, "items_set": n, "flash_gib": args.scale_flash_gib}
+    log = open(os.path.join(out_dir, f"{mib}-{who}.log"), "a")
+    p = scale_start(who, port, mib, flash, args.scale_flash_gib, args.threads, log)
+    try:
+        wait_serving(port, "none")
+        pid = p.pid
+        w0, c0 = disk_written(pid), cpu_seconds(pid)
+        load = subprocess.run([inpath_bin(), "cache", "bench", "--server", f"127.0.0.1:{port}", "--keys", str(n),
+                               "--ops", "0", "--value-dist", "etc", "--prefill", "--json"],
+                              check=True, capture_output=True, text=True, timeout=7200)
+        load = json.loads(load.stdout)
+        time.sleep(10)  # what the servers still write after the last set
+        r["load_seconds"] = load["prefill_seconds"]
+        r["load_sets_per_s"] = n / load["prefill_seconds"]
+        r["load_server_cpu_ms_per_1000"] = (cpu_seconds(pid) - c0) * 1e3 / n * 1000
+        r["bytes_set"] = load["prefill_bytes"]
+        r["disk_bytes_written"] = disk_written(pid) - w0
+        r["write_amplification"] = r["disk_bytes_written"] / load["prefill_bytes"]
+        st = stats(port)
+        r["stats_after_load"] = st
+        r["items_held"] = int(st["curr_items"])
+        r["rss_anon_kib"] = rss_anon_kib(pid)
+        r["dram_bytes_per_item"] = r["rss_anon_kib"] * 1024 / max(1, r["items_held"])
+        print(f"  {who} {mib} MiB: loaded {n} in {r['load_seconds']:.0f} s, holds {r['items_held']}, "
+              f"anon {r['rss_anon_kib'] >> 10} MiB = {r['dram_bytes_per_item']:.1f} B/item, "
+              f"WA {r['write_amplification']:.2f}", flush=True)
+        runs = {}
+        for name, zipf, conns, ratio in (("get_zipf_c4", 0.99, 4, 1.0), ("get_uniform_c4", 0.0, 4, 1.0),
+                                         ("get_zipf_c64", 0.99, 64, 1.0), ("set_zipf_c4", 0.99, 4, 0.0),
+                                         ("set_zipf_c64", 0.99, 64, 0.0)):
+            runs[name] = scale_bench(port, pid, n, ops, zipf, conns, ratio, seed=len(runs) + 3)
+            x = runs[name]
+            print(f"  {who} {mib} MiB {name}: {x['ops_per_sec']:.0f}/s hit {x['hit_rate']:.4f} "
+                  f"p50/p99/p99.9 {x['p50_us']:.0f}/{x['p99_us']:.0f}/{x['p999_us']:.0f} us, "
+                  f"server CPU {x['server_cpu_ms_per_1000']:.1f} ms/1000", flush=True)
+        r["runs"] = runs
+        r["stats_end"] = stats(port)
+        r["rss_anon_kib_end"] = rss_anon_kib(pid)
+        # Restart after a clean stop, then after kill -9.
+        probe_key = "key:1"
+        t0 = time.perf_counter()
+        p.terminate()
+        p.wait(timeout=900)
+        r["stop_seconds"] = time.perf_counter() - t0
+        for how in ("restart", "kill9"):
+            t0 = time.perf_counter()
+            p = scale_start(who, port, mib, flash, args.scale_flash_gib, args.threads, log)
+            r[f"{how}_seconds"] = wait_serving(port, probe_key) + 0 * t0
+            st = stats(port)
+            r[f"{how}_items"] = int(st["curr_items"])
+            print(f"  {who} {mib} MiB {how}: serving after {r[f'{how}_seconds']:.1f} s, "
+                  f"{r[f'{how}_items']} items", flush=True)
+            if how == "restart":
+                # Some sets after the restart, then kill -9 (what the log flushed must come back).
+                subprocess.run([inpath_bin(), "cache", "bench", "--server", f"127.0.0.1:{port}", "--keys",
+                                str(n), "--ops", "20000", "--value-dist", "etc", "--get-ratio", "0.5", "--json"],
+                               check=True, capture_output=True, timeout=600)
+                time.sleep(1)
+                p.kill()
+                p.wait()
+        # Last, on the server back from kill -9: memcslap (its own keys, no flush).
+        pid = p.pid
+        slap = {}
+        for test in ("get", "set"):
+            for conc in (4, 64):
+                c0 = cpu_seconds(pid)
+                reqs, secs = memcslap(port, test, conc, max(1000, 200_000 // conc), flush=False)
+                slap[f"{test}_c{conc}"] = {"requests": reqs, "seconds": secs, "per_s": reqs / secs,
+                                           "server_cpu_ms_per_1000": (cpu_seconds(pid) - c0) * 1e3 / reqs * 1000}
+        r["memcslap"] = slap
+    finally:
+        p.kill()
+        p.wait()
+        log.close()
+        try:
+            os.remove(flash)
+            os.remove(flash + ".ckpt")
+        except OSError:
+            pass
+    with open(os.path.join(out_dir, f"{mib}-{who}.json"), "w") as f:
+        json.dump(r, f, indent=1)
+    return r
+
+
+def scale(args):
+    """The scale run (issue 56): inpath against memcached 1.6.18 with extstore, both started
+    with the same extstore command line (`-m MIB -o ext_path=FILE:SIZEG,ext_item_size=64`; inpath
+    adds only --avg-item-size), one server at a time on the same disk. Per DRAM budget and server:
+    every key set once (values of Facebook's ETC mix, 100 B to 4 KiB, by `inpath cache bench
+    --prefill`, one pipelined connection); then items held (curr_items), the whole process's
+    anonymous memory per item held (RssAnon), write amplification (/proc/PID/io write_bytes per
+    key and value byte set), gets under Zipf 0.99 and uniform keys at 4 connections and Zipf at
+    64, sets at 4 and 64 (`inpath cache bench`: hit ratio, rate, p50/p99/p99.9, server CPU from
+    /proc/PID/stat), memcslap get and set at 4 and 64 (its own keys: the independent load
+    generator), then the time to serve again after a clean stop and after kill -9.
+    Run it in pieces (each under its own cpulock): --scale-piece 1024:inpath, ... then
+    --scale-join."""
+    out_dir = os.path.join(common.ROOT, "bench", "out", "scale")
+    os.makedirs(out_dir, exist_ok=True)
+    budgets = [int(x) for x in args.scale_mib.split(",")]
+    if not args.scale_join:
+        pieces = ([tuple(args.scale_piece.split(":"))] if args.scale_piece
+                  else [(str(m), w) for m in budgets for w in ("memcached", "inpath")])
+        subprocess.run(["cargo", "build", "--release", "--quiet", "-p", "inpath-cli"], cwd=common.ROOT, check=True)
+        for mib, who in pieces:
+            tmp = tempfile.mkdtemp(prefix="inpath-scale-", dir=args.flash_dir)
+            try:
+                free = shutil.disk_usage(tmp).free
+                if free < (args.scale_flash_gib + 4) << 30:
+                    sys.exit(f"bench: {free >> 30} GiB free in {tmp}: too little for a "
+                             f"{args.scale_flash_gib} GiB flash file")
+                scale_piece(args, int(mib), who, out_dir, tmp)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+        if args.scale_piece:
+            return
+    version = subprocess.run(["memcached", "-V"], capture_output=True, text=True).stdout.strip()
+    report = common.Report("cache", {"peer": version + " with extstore", "threads": args.threads,
+                                     "items": args.scale_items, "flash_gib": args.scale_flash_gib,
+                                     "value_dist": "ETC (generalized Pareto 214.476/0.348238) held to 100..4096 B",
+                                     "command": " ".join(sys.argv)}, run_name="cache-scale")
+    for mib in budgets:
+        got = {}
+        for who in ("inpath", "memcached"):
+            path = os.path.join(out_dir, f"{mib}-{who}.json")
+            if os.path.exists(path):
+                with open(path) as f:
+                    got[who] = json.load(f)
+        if len(got) < 2:
+            report.note(f"{mib} MiB: pieces missing ({sorted(got)})")
+            continue
+        i, m = got["inpath"], got["memcached"]
+        tag = f"[{mib} MiB]"
+        line(report, f"{tag} items held", i["items_held"], m["items_held"], "items", "higher")
+        line(report, f"{tag} DRAM (anon) per item held", i["dram_bytes_per_item"], m["dram_bytes_per_item"],
+             "B", "lower", extra={"rss_anon_kib": [i["rss_anon_kib"], m["rss_anon_kib"]]})
+        line(report, f"{tag} write amplification (disk/set)", i["write_amplification"],
+             m["write_amplification"], "x", "lower")
+        line(report, f"{tag} bulk load sets/s (1 conn)", i["load_sets_per_s"], m["load_sets_per_s"], "sets/s",
+             "higher")
+        for run, label in (("get_zipf_c4", "gets Zipf .99, 4 conns"), ("get_uniform_c4", "gets uniform, 4 conns"),
+                           ("get_zipf_c64", "gets Zipf .99, 64 conns"), ("set_zipf_c4", "sets, 4 conns"),
+                           ("set_zipf_c64", "sets, 64 conns")):
+            a, b = i["runs"][run], m["runs"][run]
+            if run.startswith("get"):
+                line(report, f"{tag} {label}: hit ratio", a["hit_rate"], b["hit_rate"], "", "higher")
+            line(report, f"{tag} {label}: per s", a["ops_per_sec"], b["ops_per_sec"], "/s", "higher")
+            for q in ("p50_us", "p99_us", "p999_us"):
+                line(report, f"{tag} {label}: {q}", a[q], b[q], "us", "lower")
+            line(report, f"{tag} {label}: server CPU per 1000", a["server_cpu_ms_per_1000"],
+                 b["server_cpu_ms_per_1000"], "ms", "lower")
+        for k in ("get_c4", "get_c64", "set_c4", "set_c64"):
+            a, b = i["memcslap"][k], m["memcslap"][k]
+            line(report, f"{tag} memcslap {k}: per s", a["per_s"], b["per_s"], "/s", "higher")
+            line(report, f"{tag} memcslap {k}: server CPU per 1000", a["server_cpu_ms_per_1000"],
+                 b["server_cpu_ms_per_1000"], "ms", "lower")
+        for how in ("restart", "kill9"):
+            report.note(f"{tag} {how}: inpath serves after {i[how + '_seconds']:.1f} s with {i[how + '_items']} "
+                        f"items; memcached after {m[how + '_seconds']:.1f} s with {m[how + '_items']}")
+        report.setup[f"raw_{mib}"] = got
     report.save()
 
 

@@ -16,7 +16,10 @@ holding the JSON files the bench scripts save (bench/common.py: {"engine", "sche
   `bench/sketch.py --accuracy`);
 - tpch.svg: per TPC-H query, seconds for DuckDB on its own file and inpath without and with
   offload (the offload rows of query.json or query-offload.json, from `bench/query.py`), at
-  the largest thread count of the run unless --threads says.
+  the largest thread count of the run unless --threads says;
+- cache-scale.svg (only with --charts cache-scale): per DRAM budget, the items held and the hit
+  ratio under Zipf 0.99 and uniform keys, inpath beside memcached with extstore
+  (cache-scale.json, from `bench/cache.py --scale`).
 
 Every file in RUN_DIR must be a run file: a file that is not JSON, lacks "setup" (with its
 "cpu" and "date") or "rows", or lacks a field a chart needs, stops the script with a message
@@ -36,7 +39,10 @@ from xml.sax.saxutils import escape
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNS = os.path.join(ROOT, "bench", "runs")
 SCHEMA = 1
-CHARTS = ("throughput", "hll", "tpch", "scale")
+CHARTS = ("throughput", "hll", "tpch", "scale", "cache-scale")
+# Drawn unless --charts names others; scale only from a run directory with a sweep, cache-scale
+# only when asked (its run is a long one).
+DEFAULT_CHARTS = ("throughput", "hll", "tpch", "scale")
 
 # The headline rows of each engine's file: (measurement pattern, peer pattern or None); the
 # first row matching both, with a peer figure, is drawn (AES rows of the best kernel come first
@@ -586,6 +592,58 @@ def scale_chart(run, run_label):
 # --- main ---------------------------------------------------------------------------------
 
 
+CACHE_SCALE = [("items held", r"^\[(\d+) MiB\] items held$", 1e6, "M items"),
+               ("hit ratio, Zipf 0.99", r"^\[(\d+) MiB\] gets Zipf \.99, 4 conns: hit ratio$", 0.01, "%"),
+               ("hit ratio, uniform", r"^\[(\d+) MiB\] gets uniform, 4 conns: hit ratio$", 0.01, "%")]
+
+
+def cache_scale_chart(run, run_label):
+    """cache-scale.svg: per DRAM budget, items held and the hit ratio under Zipf 0.99 and
+    uniform keys, inpath beside memcached with extstore (cache-scale.json, `bench/cache.py
+    --scale`)."""
+    if "cache-scale" not in run:
+        raise RunError(f"{run_label}: no cache-scale.json (bench/cache.py --scale)")
+    path, obj = run["cache-scale"]
+    panels = []
+    for title, pattern, scale, unit in CACHE_SCALE:
+        bars = {}
+        for i, row in enumerate(obj["rows"]):
+            m = re.match(pattern, str(row.get("measurement", "")))
+            if not m:
+                continue
+            need(path, i, row, "inpath", is_number, "a number")
+            need(path, i, row, "peer_value", is_number, "a number")
+            bars[int(m.group(1))] = (row["inpath"] / scale, row["peer_value"] / scale)
+        if not bars:
+            raise RunError(f"{path}: no rows for {title!r}")
+        panels.append((title, unit, sorted(bars.items())))
+    width, pw, ph, top = 760, 230, 190, 70
+    body = []
+    for p, (title, unit, bars) in enumerate(panels):
+        x0, y0 = 20 + p * (pw + 20), top
+        vmax = max(max(a, b) for _, (a, b) in bars) or 1.0
+        body.append(text(x0, y0 - 8, f"{title} ({unit})", size=12, weight="bold"))
+        slot = pw / len(bars)
+        for j, (mib, (ours, peer)) in enumerate(bars):
+            bw = slot * 0.32
+            for k, (v, fill, who) in enumerate(((ours, "#1f77b4", "inpath"), (peer, "#ff7f0e", "memcached"))):
+                h = ph * v / vmax
+                x = x0 + j * slot + slot * 0.14 + k * (bw + 4)
+                body.append(rect(x, y0 + ph - h, bw, h, fill, title=f"{who} {mib} MiB: {fmt(v)} {unit}"))
+                body.append(text(x + bw / 2, y0 + ph - h - 3, fmt(v), size=9, anchor="middle"))
+            label = f"{mib // 1024} GiB" if mib % 1024 == 0 else f"{mib} MiB"
+            body.append(text(x0 + j * slot + slot / 2, y0 + ph + 14, label, size=11, anchor="middle"))
+    ly = top + ph + 36
+    body.append(rect(20, ly - 9, 10, 10, "#1f77b4"))
+    body.append(text(34, ly, "inpath cache serve (same extstore command line)", size=11))
+    body.append(rect(330, ly - 9, 10, 10, "#ff7f0e"))
+    body.append(text(344, ly, str(obj["setup"].get("peer", "memcached")), size=11))
+    items = obj["setup"].get("items")
+    extra = f"{items:,} items set" if isinstance(items, int) else None
+    return svg(width, ly + 16, "Cache at scale: items held and hit ratio by DRAM budget",
+               subtitle([(path, obj)], run_label, extra), body)
+
+
 def newest_run():
     if not os.path.isdir(RUNS):
         raise RunError(f"{RUNS}: no run directory (run a benchmark first, or name RUN_DIR)")
@@ -608,7 +666,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", nargs="?", help="a bench/runs/<date>-<cpu> directory (default: the newest)")
     parser.add_argument("-o", "--out", default=os.path.join(ROOT, "docs", "img"), help="where the SVGs go (docs/img)")
-    parser.add_argument("--charts", default=",".join(CHARTS), help="which charts, comma-separated: " + ",".join(CHARTS))
+    parser.add_argument("--charts", default=",".join(DEFAULT_CHARTS),
+                        help="which charts, comma-separated: " + ",".join(CHARTS) + " (default: "
+                        + ",".join(DEFAULT_CHARTS) + ")")
     parser.add_argument("--threads", type=int, help="the thread count of tpch.svg (default: the largest in the run)")
     args = parser.parse_args(argv)
     charts = [c.strip() for c in args.charts.split(",") if c.strip()]
@@ -632,6 +692,8 @@ def main(argv=None):
                 out["tpch-scale.svg"] = scale_chart(run, run_label)
             else:
                 note(f"tpch-scale.svg not drawn: {run_label} has no query-scale.json")
+        if "cache-scale" in charts:
+            out["cache-scale.svg"] = cache_scale_chart(run, run_label)
     except RunError as e:
         sys.exit(f"plot.py: {e}")
     os.makedirs(args.out, exist_ok=True)

@@ -238,3 +238,30 @@ def test_a_chart_without_input_fails(tmp_path):
     empty.mkdir()
     result = plot(empty, "-o", tmp_path / "img")
     assert result.returncode != 0 and "no input" in result.stderr
+
+
+def test_cache_scale_chart_only_when_asked(tmp_path):
+    run = make_run(tmp_path / "run")
+    rows = []
+    for mib, held, zipf, uni in ((1024, (48e6, 4.9e6), (0.99, 0.13), (0.97, 0.10)),
+                                 (4096, (50e6, 19e6), (1.0, 0.5), (1.0, 0.38))):
+        for name, (ours, peer) in ((f"[{mib} MiB] items held", held),
+                                   (f"[{mib} MiB] gets Zipf .99, 4 conns: hit ratio", zipf),
+                                   (f"[{mib} MiB] gets uniform, 4 conns: hit ratio", uni)):
+            rows.append({"measurement": name, "inpath": ours, "peer": "memcached", "peer_value": peer,
+                         "unit": "", "ratio_in_inpath_favour": ours / peer, "extra": {}})
+    write(run, "cache-scale", {"engine": "cache", "schema": 1,
+                               "setup": setup(peer="memcached 1.6.18 with extstore", items=50_000_000),
+                               "rows": rows})
+    result = plot(run, "-o", tmp_path / "img")
+    assert result.returncode == 0, result.stderr
+    assert not (tmp_path / "img" / "cache-scale.svg").exists(), "not a default chart"
+    result = plot(run, "-o", tmp_path / "img", "--charts", "cache-scale")
+    assert result.returncode == 0, result.stderr
+    tree = ET.parse(tmp_path / "img" / "cache-scale.svg")
+    titles = [t.text for t in tree.iter(f"{SVG}title")]
+    assert "inpath 1024 MiB: 48.0 M items" in titles and "memcached 4096 MiB: 19.0 M items" in titles
+    assert "memcached 1024 MiB: 13.0 %" in titles, titles
+    (run / "cache-scale.json").unlink()
+    result = plot(run, "-o", tmp_path / "img", "--charts", "cache-scale")
+    assert result.returncode != 0 and "no cache-scale.json" in result.stderr

@@ -1,7 +1,7 @@
 //! The flash file: aligned buffers, O_DIRECT with a buffered fallback, the chunk header and the
 //! checksummed log record (format in docs/FORMATS.md, "cache flash log").
 
-pub use crate::aligned::{round_up, AlignedBuf, ALIGN};
+pub use crate::aligned::{one_malloc_arena, release_free_memory, round_up, AlignedBuf, ALIGN};
 use crate::error::{CacheError, Result};
 use crate::types::{FlashFaults, SealHook};
 use std::fs::{File, OpenOptions};
@@ -49,6 +49,7 @@ impl FlashFile {
             path: path.display().to_string(),
             source: e,
         };
+        check_room(path, size)?;
         let buffered = OpenOptions::new()
             .read(true)
             .write(true)
@@ -133,6 +134,67 @@ impl FlashFile {
         self.file.set_len(0)?;
         self.file.set_len(size)
     }
+}
+
+/// Refuses a flash file whose directory is missing, or whose size is more than the filesystem
+/// has free (beyond what the file already takes): better at start than `ENOSPC` while serving.
+fn check_room(path: &Path, size: u64) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let meta = std::fs::metadata(dir).map_err(|e| {
+        CacheError::Config(format!(
+            "flash file {}: its directory {} {}",
+            path.display(),
+            dir.display(),
+            if e.kind() == std::io::ErrorKind::NotFound {
+                "does not exist".to_string()
+            } else {
+                format!("cannot be read ({e})")
+            }
+        ))
+    })?;
+    if !meta.is_dir() {
+        return Err(CacheError::Config(format!(
+            "flash file {}: {} is not a directory",
+            path.display(),
+            dir.display()
+        )));
+    }
+    if let Ok(m) = std::fs::metadata(path) {
+        if !m.is_file() {
+            return Err(CacheError::Config(format!(
+                "flash file {}: not a regular file",
+                path.display()
+            )));
+        }
+    }
+    // Blocks the file already holds count as room (a restart on the same file).
+    let held = {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(path).map_or(0, |m| m.blocks() * 512)
+    };
+    if let Some(free) = free_bytes(dir) {
+        if size > free.saturating_add(held) {
+            return Err(CacheError::Config(format!(
+                "flash file {}: size {size} bytes ({} GiB) is more than the {} bytes ({} GiB) \
+                 free on its filesystem; give a size of at most {} bytes",
+                path.display(),
+                size >> 30,
+                free + held,
+                (free + held) >> 30,
+                free + held
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Bytes an unprivileged writer may still allocate on the filesystem of `dir`.
+fn free_bytes(dir: &Path) -> Option<u64> {
+    let st = nix::sys::statvfs::statvfs(dir).ok()?;
+    Some((st.blocks_available() as u64).saturating_mul(st.fragment_size() as u64))
 }
 
 /// Writes a chunk header for chunk number `no` into `buf[..CHUNK_HEADER]`.

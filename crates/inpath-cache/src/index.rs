@@ -230,6 +230,17 @@ impl Index {
             sweep_at: 0,
         }
     }
+    /// [`Index::new`], or `None` when the memory cannot be had (instead of aborting).
+    pub fn try_new(nbuckets: usize) -> Option<Index> {
+        let n = nbuckets.max(1);
+        let mut buckets = Vec::new();
+        buckets.try_reserve_exact(n).ok()?;
+        buckets.resize(n, Bucket::default());
+        Some(Index {
+            buckets,
+            sweep_at: 0,
+        })
+    }
     /// Buckets holding `entries` entries.
     pub fn buckets_for(entries: u64) -> u64 {
         entries.div_ceil(WAYS as u64)

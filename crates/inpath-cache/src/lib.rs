@@ -21,22 +21,24 @@
 //!
 //! 1. Leaves: `error` ([`CacheError`]), `types` (configuration, [`Settings`], [`Geometry`], the
 //!    store's request and result types, the seal hook, the recovery report, [`VERSION`]),
-//!    [`conns`] (the open connections, for `stats conns`) and `aligned` (the O_DIRECT buffer:
-//!    the only module allowed `unsafe` code).
+//!    [`conns`] (the open connections, for `stats conns`) and `aligned` (the O_DIRECT buffer
+//!    and the allocator's settings: the only module allowed `unsafe` code).
 //! 2. [`flash`] (the file, chunk headers, checksummed records) and [`index`] (the DRAM index).
 //! 3. `recover`: checkpoint writing and loading, log replay into a fresh index.
 //! 4. [`store`]: DRAM values, the log writer, eviction and reclaim, checkpoints, `stats`.
 //! 5. `proto`: the memcached text protocol (`proto::text`), meta commands (`proto::meta`) and
 //!    binary protocol (`proto::binary`), which share only the `proto::types` leaf.
 //! 6. [`live`]: `stats` as JSON and metrics over HTTP.
-//! 7. [`server`]: the accept loop, workers, periodic flushes and checkpoints.
+//! 7. `udp`: memcached's UDP frames around the same protocol steps (`-U`).
+//! 8. [`server`]: the accept loop, workers, UDP, periodic flushes and checkpoints.
 //!
 //! There are no process-wide settings: a server passes its [`Settings`] to the store it opens
 //! ([`Store::open_with`]), and the protocol reads them from there.
 
 #![deny(unsafe_code)]
 
-// The aligned O_DIRECT buffer needs raw allocation; every other module is safe code.
+// The aligned O_DIRECT buffer needs raw allocation, the allocator's settings a C call; every
+// other module is safe code.
 #[allow(unsafe_code)]
 mod aligned;
 pub mod conns;
@@ -49,6 +51,7 @@ mod recover;
 pub mod server;
 pub mod store;
 mod types;
+mod udp;
 
 pub use error::{CacheError, Result};
 pub use server::{Server, ServerConfig};

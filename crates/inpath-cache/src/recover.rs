@@ -15,7 +15,8 @@ const END: &[u8; 8] = b"CKPTEND1";
 const VERSION: u32 = 2;
 const HEADER: usize = 64;
 
-/// A consistent copy of the index taken under the store lock.
+/// A copy of the index with its log position, written at once (tests).
+#[cfg(test)]
 pub struct Snapshot {
     pub buckets: Vec<Bucket>,
     pub head: u64,
@@ -25,40 +26,105 @@ pub struct Snapshot {
     pub geo: Geometry,
 }
 
-/// Writes the checkpoint all-or-nothing (`inpath_core::output::write_file`): a crash leaves
+/// Writes the checkpoint all-or-nothing (`inpath_core::output::OutputFile`): a crash leaves
 /// the previous checkpoint in place.
+#[cfg(test)]
 pub fn write_checkpoint(path: &Path, snap: &Snapshot) -> std::io::Result<()> {
-    let mut out = Vec::with_capacity(HEADER + snap.buckets.len() * BUCKET_BYTES + 12);
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&VERSION.to_le_bytes());
-    out.extend_from_slice(&snap.clock.to_le_bytes());
-    for v in [
-        snap.geo.chunk_size,
-        snap.geo.nchunks,
+    let mut w = CheckpointWriter::create(
+        path,
+        snap.geo,
         snap.buckets.len() as u64,
         snap.head,
         snap.tail,
         snap.cas,
-    ] {
-        out.extend_from_slice(&v.to_le_bytes());
-    }
-    for b in &snap.buckets {
-        for e in &b.e {
-            for w in e.w {
-                out.extend_from_slice(&w.to_le_bytes());
-            }
-        }
-        out.resize(out.len() + BUCKET_BYTES - WAYS * ENTRY_BYTES, 0);
-    }
-    let crc = crc32fast::hash(&out);
-    out.extend_from_slice(&crc.to_le_bytes());
-    out.extend_from_slice(END);
-    // The shared safe writer: a temporary file beside it, fsync, rename, directory fsync.
-    inpath_core::output::write_file(path, &out, &[]).map_err(std::io::Error::other)
+        snap.clock,
+    )?;
+    w.buckets(&snap.buckets)?;
+    w.commit()
 }
 
+/// A checkpoint written piece by piece (the header, then buckets in order, then the checksum
+/// and end marker), so the store never holds a second copy of its index: it copies a piece of
+/// buckets under its lock, hands it here, and goes on. Nothing is visible under the name until
+/// [`CheckpointWriter::commit`] (a temporary file beside it, fsync, rename).
+pub struct CheckpointWriter {
+    out: inpath_core::output::OutputFile,
+    crc: crc32fast::Hasher,
+    buf: Vec<u8>,
+    left: u64,
+}
+
+impl CheckpointWriter {
+    /// Starts a checkpoint of `nbuckets` buckets taken at log `head` (replay starts there),
+    /// `tail`, the highest `cas` and the LRU `clock`.
+    pub fn create(
+        path: &Path,
+        geo: Geometry,
+        nbuckets: u64,
+        head: u64,
+        tail: u64,
+        cas: u64,
+        clock: u32,
+    ) -> std::io::Result<CheckpointWriter> {
+        let out =
+            inpath_core::output::OutputFile::create(path, &[]).map_err(std::io::Error::other)?;
+        let mut w = CheckpointWriter {
+            out,
+            crc: crc32fast::Hasher::new(),
+            buf: Vec::with_capacity(HEADER),
+            left: nbuckets,
+        };
+        w.buf.extend_from_slice(MAGIC);
+        w.buf.extend_from_slice(&VERSION.to_le_bytes());
+        w.buf.extend_from_slice(&clock.to_le_bytes());
+        for v in [geo.chunk_size, geo.nchunks, nbuckets, head, tail, cas] {
+            w.buf.extend_from_slice(&v.to_le_bytes());
+        }
+        w.emit()?;
+        Ok(w)
+    }
+
+    fn emit(&mut self) -> std::io::Result<()> {
+        use std::io::Write;
+        self.crc.update(&self.buf);
+        self.out.write_all(&self.buf)?;
+        self.buf.clear();
+        Ok(())
+    }
+
+    /// The next buckets, in index order.
+    pub fn buckets(&mut self, buckets: &[Bucket]) -> std::io::Result<()> {
+        if buckets.len() as u64 > self.left {
+            return Err(std::io::Error::other("more buckets than the header says"));
+        }
+        self.left -= buckets.len() as u64;
+        for b in buckets {
+            for e in &b.e {
+                for w in e.w {
+                    self.buf.extend_from_slice(&w.to_le_bytes());
+                }
+            }
+            self.buf
+                .resize(self.buf.len() + BUCKET_BYTES - WAYS * ENTRY_BYTES, 0);
+        }
+        self.emit()
+    }
+
+    /// Ends the file (checksum and end marker) and puts it in place.
+    pub fn commit(mut self) -> std::io::Result<()> {
+        use std::io::Write;
+        if self.left != 0 {
+            return Err(std::io::Error::other("fewer buckets than the header says"));
+        }
+        let crc = self.crc.clone().finalize();
+        self.out.write_all(&crc.to_le_bytes())?;
+        self.out.write_all(END)?;
+        self.out.commit().map_err(std::io::Error::other)
+    }
+}
+
+/// What a checkpoint says beside its buckets.
 struct Loaded {
-    buckets: Vec<Bucket>,
     head: u64,
     tail: u64,
     cas: u64,
@@ -77,68 +143,129 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(a)
 }
 
-/// Reads and checks a checkpoint: an error when absent, damaged or for another geometry.
-fn load_checkpoint(path: &Path, geo: Geometry) -> Result<Loaded, CheckpointError> {
-    let data = match std::fs::read(path) {
-        Ok(d) => d,
+/// Reads and checks a checkpoint into `index` (of `geo`'s size), a piece at a time (no second
+/// copy of the index in memory): an error when absent, damaged or for another geometry, and
+/// then `index` is left empty.
+fn load_checkpoint(
+    path: &Path,
+    geo: Geometry,
+    index: &mut Index,
+) -> Result<Loaded, CheckpointError> {
+    let r = read_checkpoint(path, geo, index);
+    if r.is_err() {
+        index.clear();
+    }
+    r
+}
+
+fn read_checkpoint(
+    path: &Path,
+    geo: Geometry,
+    index: &mut Index,
+) -> Result<Loaded, CheckpointError> {
+    use std::io::Read;
+    let mut f = match std::fs::File::open(path) {
+        Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(CheckpointError::Missing),
         Err(e) => return Err(CheckpointError::Unreadable(e)),
     };
-    if data.len() < HEADER + 12 || &data[0..8] != MAGIC {
+    let len = f.metadata().map_err(CheckpointError::Unreadable)?.len();
+    let mut head_bytes = [0u8; HEADER];
+    if len < (HEADER + 12) as u64
+        || f.read_exact(&mut head_bytes).is_err()
+        || &head_bytes[0..8] != MAGIC
+    {
         return Err(CheckpointError::NotACheckpoint);
     }
+    let data = &head_bytes;
     if u32::from_le_bytes([data[8], data[9], data[10], data[11]]) != VERSION {
         return Err(CheckpointError::UnknownVersion);
     }
-    let body = data.len() - 12;
-    if &data[body + 4..] != END
-        || u32::from_le_bytes([data[body], data[body + 1], data[body + 2], data[body + 3]])
-            != crc32fast::hash(&data[..body])
-    {
-        return Err(CheckpointError::Damaged);
-    }
     let clock = u32::from_le_bytes([data[12], data[13], data[14], data[15]]);
-    let (chunk_size, nchunks, nbuckets) = (u64_at(&data, 16), u64_at(&data, 24), u64_at(&data, 32));
+    let (chunk_size, nchunks, nbuckets) = (u64_at(data, 16), u64_at(data, 24), u64_at(data, 32));
+    let (head, tail, cas) = (u64_at(data, 40), u64_at(data, 48), u64_at(data, 56));
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(data);
+    const PIECE: usize = 16 << 10;
+    let mut buf = vec![0u8; PIECE * BUCKET_BYTES];
     if chunk_size != geo.chunk_size || nchunks != geo.nchunks || nbuckets != geo.nbuckets {
+        // Other sizes wipe the flash file: only when the whole checkpoint is intact (a damaged
+        // header is a damaged checkpoint, and the log is replayed).
+        let mut left = len - (HEADER + 12) as u64;
+        while left > 0 {
+            let n = (buf.len() as u64).min(left) as usize;
+            f.read_exact(&mut buf[..n])
+                .map_err(|_| CheckpointError::Damaged)?;
+            crc.update(&buf[..n]);
+            left -= n as u64;
+        }
+        let mut foot = [0u8; 12];
+        f.read_exact(&mut foot)
+            .map_err(|_| CheckpointError::Damaged)?;
+        if &foot[4..] != END
+            || u32::from_le_bytes([foot[0], foot[1], foot[2], foot[3]]) != crc.finalize()
+        {
+            return Err(CheckpointError::Damaged);
+        }
         return Err(CheckpointError::GeometryChanged);
     }
-    if Some(body)
-        != (nbuckets as usize)
-            .checked_mul(BUCKET_BYTES)
-            .map(|b| b + HEADER)
+    if Some(len)
+        != nbuckets
+            .checked_mul(BUCKET_BYTES as u64)
+            .map(|b| b + (HEADER + 12) as u64)
     {
         return Err(CheckpointError::BadLength);
     }
-    let (head, tail) = (u64_at(&data, 40), u64_at(&data, 48));
-    let mut buckets = vec![Bucket::default(); nbuckets as usize];
-    for (i, b) in buckets.iter_mut().enumerate() {
-        for (w, e) in b.e.iter_mut().enumerate() {
-            let at = HEADER + i * BUCKET_BYTES + w * ENTRY_BYTES;
-            *e = Entry {
-                w: [
-                    u32_at(&data, at),
-                    u32_at(&data, at + 4),
-                    u32_at(&data, at + 8),
-                ],
-            };
-            if e.is_empty() {
-                continue;
-            }
-            if e.in_dram() {
-                return Err(CheckpointError::DramEntry);
-            }
-            // Locations are read against `head`; entries already dead then are dropped, so
-            // none is older than the flash size when the replay moves the head on.
-            if matches!(e.loc(head), Loc::Flash(a) if a < tail) {
-                *e = Entry::default();
+    if index.buckets.len() as u64 != nbuckets {
+        return Err(CheckpointError::GeometryChanged);
+    }
+    let mut dram_entry = false;
+    for start in (0..nbuckets as usize).step_by(PIECE) {
+        let n = PIECE.min(nbuckets as usize - start);
+        let piece = &mut buf[..n * BUCKET_BYTES];
+        f.read_exact(piece).map_err(|_| CheckpointError::Damaged)?;
+        crc.update(piece);
+        for (i, b) in index.buckets[start..start + n].iter_mut().enumerate() {
+            for (w, e) in b.e.iter_mut().enumerate() {
+                let at = i * BUCKET_BYTES + w * ENTRY_BYTES;
+                *e = Entry {
+                    w: [
+                        u32_at(piece, at),
+                        u32_at(piece, at + 4),
+                        u32_at(piece, at + 8),
+                    ],
+                };
+                if e.is_empty() {
+                    continue;
+                }
+                if e.in_dram() {
+                    dram_entry = true;
+                    *e = Entry::default();
+                    continue;
+                }
+                // Locations are read against `head`; entries already dead then are dropped, so
+                // none is older than the flash size when the replay moves the head on.
+                if matches!(e.loc(head), Loc::Flash(a) if a < tail) {
+                    *e = Entry::default();
+                }
             }
         }
     }
+    let mut foot = [0u8; 12];
+    f.read_exact(&mut foot)
+        .map_err(|_| CheckpointError::Damaged)?;
+    if &foot[4..] != END
+        || u32::from_le_bytes([foot[0], foot[1], foot[2], foot[3]]) != crc.finalize()
+    {
+        return Err(CheckpointError::Damaged);
+    }
+    if dram_entry {
+        return Err(CheckpointError::DramEntry);
+    }
     Ok(Loaded {
-        buckets,
         head,
         tail,
-        cas: u64_at(&data, 56),
+        cas,
         clock,
     })
 }
@@ -169,7 +296,7 @@ pub fn recover(
     let cs = geo.chunk_size;
     let mut report = RecoveryReport::default();
     let (mut cas, mut clock) = (0u64, 0u32);
-    let loaded = load_checkpoint(ckpt, geo);
+    let loaded = load_checkpoint(ckpt, geo, index);
     if let Err(CheckpointError::GeometryChanged) = &loaded {
         // Sizes changed: the old log cannot be addressed; start empty.
         flash.wipe(cs * geo.nchunks)?;
@@ -201,7 +328,6 @@ pub fn recover(
         Ok(l) => {
             report.checkpoint_loaded = true;
             report.checkpoint_note = "loaded".into();
-            index.buckets = l.buckets;
             cas = cas.max(l.cas);
             clock = l.clock;
             let start = l.head / cs;
@@ -351,7 +477,7 @@ mod tests {
     fn checkpoint_refusals_are_typed() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ckpt");
-        let load = |g| load_checkpoint(&path, g);
+        let load = |g: Geometry| load_checkpoint(&path, g, &mut Index::new(g.nbuckets as usize));
         assert!(matches!(load(geo()), Err(CheckpointError::Missing)));
         std::fs::write(&path, b"short").unwrap();
         assert!(matches!(load(geo()), Err(CheckpointError::NotACheckpoint)));
@@ -366,6 +492,12 @@ mod tests {
         write_checkpoint(&path, &snap).unwrap();
         let l = load(geo()).unwrap();
         assert_eq!((l.head, l.cas, l.clock), (4096, 9, 5));
+        // A header damaged into other sizes is a damaged checkpoint, not a reason to wipe.
+        let mut data = std::fs::read(&path).unwrap();
+        data[24] ^= 1;
+        std::fs::write(&path, &data).unwrap();
+        assert!(matches!(load(geo()), Err(CheckpointError::Damaged)));
+        write_checkpoint(&path, &snap).unwrap();
         let other = Geometry {
             nchunks: 16,
             ..geo()
@@ -404,7 +536,8 @@ mod tests {
             std::fs::metadata(&path).unwrap().len(),
             (HEADER + 1024 * 64 + 12) as u64
         );
-        let l = load_checkpoint(&path, geo()).unwrap();
+        let mut l = Index::new(1024);
+        load_checkpoint(&path, geo(), &mut l).unwrap();
         for (i, &a) in live.iter().enumerate() {
             assert_eq!(l.buckets[i].e[WAYS - 1], snap.buckets[i].e[WAYS - 1]);
             assert_eq!(l.buckets[i].e[WAYS - 1].loc(head), Loc::Flash(a));
@@ -454,7 +587,7 @@ mod tests {
             "same length as version 2"
         );
         assert!(matches!(
-            load_checkpoint(&path, geo()),
+            load_checkpoint(&path, geo(), &mut Index::new(1024)),
             Err(CheckpointError::UnknownVersion)
         ));
     }

@@ -38,6 +38,14 @@ pub struct ServerConfig {
     pub verbosity: u8,
     /// Text, binary, or either by a connection's first byte (memcached's `-B`).
     pub protocol: Protocol,
+    /// Serve memcached's UDP protocol on this port of the listen address (memcached's `-U`;
+    /// 0: off, memcached's default).
+    pub udp_port: u16,
+    /// Requests one connection runs in one go before the others get a turn (memcached's `-R`;
+    /// 0: its default, 20).
+    pub reqs_per_event: u32,
+    /// Refuse `stats cachedump` (memcached's `-X`).
+    pub dump_disabled: bool,
 }
 
 impl ServerConfig {
@@ -56,6 +64,9 @@ impl ServerConfig {
             idle_timeout: None,
             protocol: Protocol::Auto,
             verbosity: 0,
+            udp_port: 0,
+            reqs_per_event: 0,
+            dump_disabled: false,
         }
     }
 }
@@ -100,13 +111,36 @@ impl Server {
         };
         // The server's settings travel with its store (`stats`, `stats settings`): two servers
         // in one process each report their own.
+        // UDP on the same address as TCP (memcached's `-U`), bound before anything starts.
+        let udp = match cfg.udp_port {
+            0 => None,
+            port => {
+                let at = std::net::SocketAddr::new(addr.ip(), port);
+                let sock = std::net::UdpSocket::bind(at).map_err(|e| CacheError::Listen {
+                    addr: format!("udp {at}"),
+                    source: e,
+                })?;
+                sock.set_nonblocking(true)?;
+                Some(sock)
+            }
+        };
         let settings = Settings {
             threads: cfg.threads,
             max_conns: cfg.max_conns,
             shutdown_command: cfg.shutdown_command,
             idle_timeout_secs: cfg.idle_timeout.map_or(0, |d| d.as_secs()),
             verbosity: cfg.verbosity,
+            tcp_port: addr.port(),
+            udp_port: udp
+                .as_ref()
+                .and_then(|u| u.local_addr().ok())
+                .map_or(0, |a| a.port()),
+            backlog: cfg.backlog,
+            protocol: cfg.protocol,
+            reqs_per_event: cfg.reqs_per_event,
+            dump_disabled: cfg.dump_disabled,
         };
+        crate::flash::one_malloc_arena();
         let store = Store::open_with(cfg.store.clone(), settings)?;
         if cfg.store.verbose {
             let r = &store.recovery;
@@ -164,6 +198,34 @@ impl Server {
             .enable_all()
             .build()?;
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        // Ends the UDP thread when the accept loop ends, however it ends (a signal, the
+        // shutdown command, `stop`): its sender is dropped there.
+        let (udp_end_tx, udp_end_rx) = tokio::sync::oneshot::channel::<()>();
+        if let Some(sock) = udp {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let st = store.clone();
+            let handle = std::thread::Builder::new()
+                .name("inpath-cache-udp".into())
+                .spawn(move || {
+                    rt.block_on(async move {
+                        let sock = match tokio::net::UdpSocket::from_std(sock) {
+                            Ok(s) => s,
+                            Err(e) => {
+                                eprintln!("inpath cache: udp: {e}");
+                                return;
+                            }
+                        };
+                        tokio::select! {
+                            () = crate::udp::serve(&sock, &st, protocol) => {}
+                            _ = udp_end_rx => {}
+                        }
+                    });
+                    rt.shutdown_timeout(Duration::from_secs(2));
+                })?;
+            workers.push(handle);
+        }
         let st = store.clone();
         let thread = std::thread::Builder::new()
             .name("inpath-cache-main".into())
@@ -176,6 +238,7 @@ impl Server {
                     Ok(l) => runtime.block_on(serve(l, st.clone(), cfg, stop_rx, senders)),
                     Err(e) => eprintln!("inpath cache: {e}"),
                 }
+                drop(udp_end_tx);
                 runtime.shutdown_timeout(Duration::from_secs(2));
                 for w in workers {
                     let _ = w.join();
@@ -247,6 +310,10 @@ impl Drop for Server {
     }
 }
 
+/// Sync ticks between two releases of the allocator's free pages (25: every 5 s at the default
+/// 200 ms).
+const TRIM_EVERY_TICKS: u64 = 25;
+
 async fn serve(
     listener: tokio::net::TcpListener,
     store: Arc<Store>,
@@ -255,6 +322,7 @@ async fn serve(
     workers: Vec<tokio::sync::mpsc::UnboundedSender<std::net::TcpStream>>,
 ) {
     let mut next = 0usize;
+    let mut trim_at = 0u64;
     let mut sync_tick = tokio::time::interval(cfg.sync_interval);
     let mut ckpt_tick = tokio::time::interval(cfg.checkpoint_interval);
     ckpt_tick.tick().await;
@@ -321,10 +389,26 @@ async fn serve(
                     }
                 }
             }
-            _ = sync_tick.tick() => store.flush_log(),
+            _ = sync_tick.tick() => {
+                store.flush_log();
+                trim_at += 1;
+                if trim_at.is_multiple_of(TRIM_EVERY_TICKS) {
+                    // Values evicted from DRAM leave free room scattered over the heap: give
+                    // its whole pages back (tests/cache/memory.rs bounds the process's memory).
+                    let t = std::time::Instant::now();
+                    crate::flash::release_free_memory();
+                    if verbose && t.elapsed() > Duration::from_millis(20) {
+                        eprintln!("inpath cache: returning free memory took {:?}", t.elapsed());
+                    }
+                }
+            }
             _ = ckpt_tick.tick() => {
                 let st = store.clone();
+                let t = std::time::Instant::now();
                 let r = tokio::task::spawn_blocking(move || st.checkpoint()).await;
+                if verbose {
+                    eprintln!("inpath cache: checkpoint written in {:?}", t.elapsed());
+                }
                 if let Ok(Err(e)) = r {
                     eprintln!("inpath cache: checkpoint failed: {e}");
                 }
@@ -379,9 +463,11 @@ async fn connection(
         Protocol::Binary => Some(true),
         Protocol::Auto => None,
     };
+    let per_event = store.settings().reqs_per_event();
     loop {
         // Answer every whole request in the buffer, then write the replies in one go.
         let mut close = false;
+        let mut served = 0u32;
         loop {
             if swallow > 0 {
                 let n = swallow.min(buf.len() - start);
@@ -411,7 +497,24 @@ async fn connection(
             }
             match step {
                 Step::NeedMore => break,
-                Step::Done(n) => start += n,
+                Step::Done(n) => {
+                    start += n;
+                    served += 1;
+                    if served >= per_event && start < buf.len() {
+                        // memcached's -R: after that many requests in one go, the replies go
+                        // out and the other connections of this thread get a turn.
+                        served = 0;
+                        counters.conn_yields.fetch_add(1, Relaxed);
+                        if !out.is_empty() {
+                            if sock.write_all(&out).await.is_err() {
+                                return;
+                            }
+                            counters.bytes_written.fetch_add(out.len() as u64, Relaxed);
+                            out.clear();
+                        }
+                        tokio::task::yield_now().await;
+                    }
+                }
                 Step::Swallow(n, s) => {
                     start += n;
                     swallow = s;

@@ -9,7 +9,7 @@
 use crate::error::{CacheError, Result};
 use crate::flash::{self, open_record, AlignedBuf, FlashFile, ALIGN, CHUNK_HEADER};
 use crate::index::{Entry, Index, KeyHash, Loc, Pos, BUCKET_BYTES, VLEN_MAX};
-use crate::recover::{self, Snapshot};
+use crate::recover;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -24,10 +24,14 @@ pub use crate::types::{
     StoreConfig, StoreReq, StoreRes, KEY_MAX,
 };
 
-/// DRAM cost of one value beyond its key and value bytes (item struct, allocator rounding).
-const DRAM_ITEM_OVERHEAD: usize = 64;
+/// DRAM cost of one value beyond its key and value bytes: its item struct and the allocator's
+/// header and rounding of the key-and-value block (measured against the process's anonymous
+/// memory by `tests/cache/memory.rs`).
+const DRAM_ITEM_OVERHEAD: usize = std::mem::size_of::<DramItem>() + 24;
 /// Sealed chunks queued for the writer thread at most (backpressure beyond).
 const WRITE_QUEUE: usize = 2;
+/// Buckets a checkpoint copies under the store lock at a time (1 MiB).
+const CHECKPOINT_PIECE: usize = 16 << 10;
 /// Random DRAM items sampled per eviction (sampled LRU).
 const LRU_SAMPLES: usize = 5;
 
@@ -113,7 +117,9 @@ impl Geometry {
         let entries = (2 * cfg.memory / cfg.avg_item_size.max(64) as u64).max(4096);
         let nbuckets = Index::buckets_for(entries);
         let index_bytes = nbuckets * 64;
-        let least = index_bytes + (1 << 20).max(2 * cfg.item_max as u64);
+        // Room for the index and one item of the largest size: memcached starts with `-m 2`
+        // too, and answers `SERVER_ERROR out of memory` (with -M) once that is full.
+        let least = index_bytes + cfg.item_max as u64 + DRAM_ITEM_OVERHEAD as u64;
         if cfg.memory < least {
             return Err(CacheError::Config(format!(
                 "memory {} bytes is too small: the index takes {} and the largest items need \
@@ -136,6 +142,12 @@ impl Geometry {
     pub fn has_flash(&self) -> bool {
         self.nchunks > 0
     }
+}
+
+/// RAM and swap of this machine, in bytes (`None` where the system does not say).
+fn machine_memory() -> Option<u64> {
+    let si = nix::sys::sysinfo::sysinfo().ok()?;
+    Some(si.ram_total().saturating_add(si.swap_total()))
 }
 
 /// `cache_memlimit` asked for less than the index and the log buffers need.
@@ -199,6 +211,12 @@ pub struct Counters {
     pub index_false_positives: AtomicU64,
     pub damaged_records: AtomicU64,
     pub checkpoints: AtomicU64,
+    /// Stores refused because the value does not fit with evictions off (`-M`).
+    pub store_no_memory: AtomicU64,
+    /// Stores refused because the value is over the item size limit (`-I`).
+    pub store_too_large: AtomicU64,
+    /// Times a connection gave way to others after `-R` requests in one go.
+    pub conn_yields: AtomicU64,
 }
 
 struct DramItem {
@@ -276,8 +294,19 @@ struct Inner {
     rng: u64,
     total_items: u64,
     evictions: u64,
+    /// Items dropped because their log chunk was reclaimed (`flash_reclaimed_items`).
     reclaimed_items: u64,
     reclaimed_chunks: u64,
+    /// memcached's `reclaimed`: stores that took the room of an expired or flushed item.
+    reused: u64,
+    /// Items flushed or found expired whose room no store has taken yet.
+    reusable: u64,
+    /// memcached's `bytes`: its item size (header, key, suffix, value and `\r\n`, cas) summed
+    /// over the items whose value is in DRAM.
+    item_bytes: u64,
+    /// With CAS off, the second of the last `flush_all`: items written in that second count
+    /// as flushed too (memcached's cliff without CAS).
+    flushed_upto: u32,
     dram_evictions: u64,
     rescued: u64,
     tag_collisions: u64,
@@ -320,6 +349,8 @@ pub struct Store {
     pub conns: Arc<crate::conns::Conns>,
     /// The log level (`Settings::verbosity`, changed by the `verbosity` command).
     verbosity: std::sync::atomic::AtomicU8,
+    /// Bumped by every `flush_all`: a delayed one fires only if no later one came.
+    flush_generation: AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -331,6 +362,15 @@ fn expired(exptime: u32, now: u32) -> bool {
 }
 
 impl Inner {
+    /// memcached's size of an item (`ITEM_ntotal`): a 48-byte header, the key and its NUL, 4
+    /// bytes of flags when they are not 0, the value and its `\r\n`, 8 bytes of cas with CAS.
+    fn mc_size(&self, it: &DramItem) -> u64 {
+        let flags = if it.flags == 0 { 0 } else { 4 };
+        let cas = if self.cas_on { 8 } else { 0 };
+        (48 + it.key_len as usize + 1 + flags + it.data.len() - it.key_len as usize + 2 + cas)
+            as u64
+    }
+
     fn phys(&self, addr: u64) -> usize {
         ((addr / self.geo.chunk_size) % self.geo.nchunks) as usize
     }
@@ -377,6 +417,12 @@ impl Inner {
             Loc::Dram(slot) => {
                 let slot = slot as usize;
                 if slot < self.dram.len() && self.dram[slot].key() == key {
+                    if self.flushed_upto != 0 && self.dram[slot].atime <= self.flushed_upto {
+                        // Written in the second of a flush_all without CAS: flushed too.
+                        self.remove_entry(pos);
+                        self.reusable += 1;
+                        return Found::Miss;
+                    }
                     Found::Dram(pos, slot)
                 } else {
                     Found::Miss
@@ -436,6 +482,7 @@ impl Inner {
         let last = self.dram.len() - 1;
         let item = self.dram.swap_remove(slot);
         self.dram_bytes -= item.cost();
+        self.item_bytes -= self.mc_size(&item);
         if slot != last {
             let kh = self.dram[slot].kh;
             if let Some(pos) = self.index.find_loc(kh, Loc::Dram(last as u64)) {
@@ -625,6 +672,7 @@ impl Inner {
         self.dram_evictions += 1;
         if expired(self.dram[slot].exptime, now) {
             self.remove_entry(pos);
+            self.reusable += 1;
             return;
         }
         if !self.geo.has_flash() {
@@ -665,6 +713,17 @@ impl Inner {
         bits: u8,
     ) -> std::result::Result<usize, NoRoom> {
         if let Some(pos) = self.index.find(kh, key.len()) {
+            if let Loc::Dram(slot) = self.loc(pos) {
+                // The key's old value had expired: its room is taken again (memcached's
+                // `reclaimed`).
+                if self
+                    .dram
+                    .get(slot as usize)
+                    .is_some_and(|it| expired(it.exptime, now))
+                {
+                    self.reusable += 1;
+                }
+            }
             self.remove_entry(pos);
         }
         let cost = key.len() + value.len() + DRAM_ITEM_OVERHEAD;
@@ -710,6 +769,7 @@ impl Inner {
             self.remove_entry(pos);
         }
         self.dram_bytes += item.cost();
+        self.item_bytes += self.mc_size(&item);
         self.dram.push(item);
         let slot = self.dram.len() - 1;
         *self.index.get_mut(pos) = Entry::new(
@@ -768,6 +828,10 @@ impl Inner {
         let addr = self.append(kind, flags, exptime, cas, key, value);
         let blen = self.last_payload;
         self.insert(key, kh, flags, exptime, cas, value, addr, blen, now, bits)?;
+        if self.reusable > 0 {
+            self.reusable -= 1;
+            self.reused += 1;
+        }
         Ok(cas)
     }
 
@@ -818,9 +882,14 @@ impl Inner {
     }
 
     fn clear_all(&mut self) {
+        self.reusable += self.curr_items;
+        if !self.cas_on {
+            self.flushed_upto = now_unix();
+        }
         self.index.clear();
         self.dram.clear();
         self.dram_bytes = 0;
+        self.item_bytes = 0;
         self.live.fill(0);
         self.curr_items = 0;
     }
@@ -839,6 +908,18 @@ impl Store {
     /// [`Store::open`] for a store that a server with these settings runs.
     pub fn open_with(cfg: StoreConfig, settings: Settings) -> Result<Arc<Store>> {
         let geo = Geometry::of(&cfg)?;
+        if let Some(ram) = machine_memory() {
+            if cfg.memory > ram {
+                return Err(CacheError::Config(format!(
+                    "memory {} bytes ({} MiB) is more than this machine has: {} bytes ({} MiB) \
+                     of RAM and swap; give at most that (memcached's -m counts megabytes)",
+                    cfg.memory,
+                    cfg.memory >> 20,
+                    ram,
+                    ram >> 20
+                )));
+            }
+        }
         let flash_size = geo.chunk_size * geo.nchunks;
         let flash = match &cfg.flash_path {
             Some(path) => Some(Arc::new(
@@ -875,8 +956,15 @@ impl Store {
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(1)
             | 1;
+        let index = Index::try_new(geo.nbuckets as usize).ok_or_else(|| {
+            CacheError::Config(format!(
+                "memory {} bytes: the index's {} bytes could not be allocated",
+                cfg.memory,
+                geo.nbuckets * BUCKET_BYTES as u64
+            ))
+        })?;
         let mut inner = Inner {
-            index: Index::new(geo.nbuckets as usize),
+            index,
             dram: Vec::new(),
             dram_bytes: 0,
             dram_budget: geo.dram_budget,
@@ -895,6 +983,10 @@ impl Store {
             evictions: 0,
             reclaimed_items: 0,
             reclaimed_chunks: 0,
+            reused: 0,
+            reusable: 0,
+            item_bytes: 0,
+            flushed_upto: 0,
             dram_evictions: 0,
             rescued: 0,
             tag_collisions: 0,
@@ -943,6 +1035,7 @@ impl Store {
             shutdown: tokio::sync::Notify::new(),
             conns: Arc::default(),
             verbosity: std::sync::atomic::AtomicU8::new(settings.verbosity),
+            flush_generation: AtomicU64::new(0),
         }))
     }
 
@@ -1062,6 +1155,7 @@ impl Store {
         g.total_items = 0;
         g.evictions = 0;
         g.reclaimed_items = 0;
+        g.reused = 0;
         g.dram_evictions = 0;
     }
 
@@ -1074,9 +1168,35 @@ impl Store {
             items: g.curr_items,
             dram_items: g.dram.len() as u64,
             evicted: g.evictions,
-            reclaimed: g.reclaimed_items,
+            reclaimed: g.reused,
             dram_bytes: g.dram_bytes as u64,
         }
+    }
+
+    /// `stats cachedump`: up to `limit` items (0: all) whose values are in DRAM, most recently
+    /// used first, each as (key, value bytes, absolute expiry or 0). Items only on flash are
+    /// not listed (their keys are on flash: a read each).
+    pub fn cachedump(&self, limit: usize) -> Vec<(Vec<u8>, usize, u32)> {
+        let g = lock(&self.inner);
+        let clock = g.clock;
+        let mut order: Vec<(u32, usize)> = g
+            .dram
+            .iter()
+            .enumerate()
+            .map(|(i, it)| (clock.wrapping_sub(it.clock), i))
+            .collect();
+        if limit > 0 && limit < order.len() {
+            order.select_nth_unstable(limit);
+            order.truncate(limit);
+        }
+        order.sort_unstable();
+        order
+            .into_iter()
+            .map(|(_, i)| {
+                let it = &g.dram[i];
+                (it.key().to_vec(), it.value().len(), it.exptime)
+            })
+            .collect()
     }
 
     pub fn flash_direct(&self) -> bool {
@@ -1140,6 +1260,7 @@ impl Store {
                     Found::Dram(pos, slot) => {
                         if expired(g.dram[slot].exptime, now) {
                             g.remove_entry(pos);
+                            g.reusable += 1;
                             self.counters.get_expired.fetch_add(1, Relaxed);
                             return f(&mut g, None, now);
                         }
@@ -1164,6 +1285,9 @@ impl Store {
                 }
             };
             attempts += 1;
+            // The read runs on a blocking thread, so the worker serves its other connections
+            // meanwhile (reading on the worker itself measured no cheaper: 59.6 against 50.3 ms
+            // of server CPU per 1000 flash hits; PERFORMANCE.md, "cache at scale").
             let this = self.clone();
             let bytes = tokio::task::spawn_blocking(move || this.read_record(addr, len))
                 .await
@@ -1208,6 +1332,7 @@ impl Store {
                 }
                 if expired(rec.exptime, now) {
                     g.remove_entry(pos);
+                    g.reusable += 1;
                     self.counters.get_expired.fetch_add(1, Relaxed);
                     return None;
                 }
@@ -1302,6 +1427,7 @@ impl Store {
                 Found::Dram(pos, slot) => {
                     if expired(g.dram[slot].exptime, now) {
                         g.remove_entry(pos);
+                        g.reusable += 1;
                         expired_n += 1;
                         misses += 1;
                         continue;
@@ -1534,6 +1660,24 @@ impl Store {
 
     /// set / add / replace / append / prepend / cas / ms.
     pub async fn store(self: &Arc<Self>, key: &[u8], req: StoreReq<'_>) -> StoreRes {
+        let res = self.store_inner(key, req).await;
+        match res {
+            StoreRes::TooLarge => self.count_too_large(),
+            StoreRes::OutOfMemory => {
+                self.counters.store_no_memory.fetch_add(1, Relaxed);
+            }
+            _ => {}
+        }
+        res
+    }
+
+    /// A store refused for its size (`store_too_large`), also where the protocol refuses it
+    /// before the value is read.
+    pub fn count_too_large(&self) {
+        self.counters.store_too_large.fetch_add(1, Relaxed);
+    }
+
+    async fn store_inner(self: &Arc<Self>, key: &[u8], req: StoreReq<'_>) -> StoreRes {
         self.counters.cmd_set.fetch_add(1, Relaxed);
         if req.value.len() > self.cfg.item_max {
             return StoreRes::TooLarge;
@@ -1767,7 +1911,6 @@ impl Store {
 
     /// flush_all: every item goes (a flush record makes it last across restarts).
     pub fn flush_all(&self) {
-        self.counters.cmd_flush.fetch_add(1, Relaxed);
         let mut g = lock(&self.inner);
         g.append(flash::KIND_FLUSH, 0, 0, 0, &[], &[]);
         g.clear_all();
@@ -1775,7 +1918,18 @@ impl Store {
 
     /// `flush_all` in `secs` seconds (now when 0), as memcached's `flush_all N` and the binary
     /// Flush with an expiry: a timer on the caller's runtime, not kept across a restart.
+    ///
+    /// `secs` follows memcached's time rule: up to 30 days it is a delay, beyond an absolute
+    /// unix time (one already past flushes now). A later `flush_all` replaces a pending one, as
+    /// in memcached (one flush time is kept).
     pub fn flush_all_after(self: &Arc<Self>, secs: u64) {
+        let secs = if secs > 60 * 60 * 24 * 30 {
+            secs.saturating_sub(u64::from(now_unix()))
+        } else {
+            secs
+        };
+        self.counters.cmd_flush.fetch_add(1, Relaxed);
+        let generation = self.flush_generation.fetch_add(1, Relaxed) + 1;
         if secs == 0 {
             self.flush_all();
             return;
@@ -1783,7 +1937,9 @@ impl Store {
         let s = self.clone();
         tokio::spawn(async move {
             tokio::time::sleep(std::time::Duration::from_secs(secs)).await;
-            s.flush_all();
+            if s.flush_generation.load(Relaxed) == generation {
+                s.flush_all();
+            }
         });
     }
 
@@ -1798,7 +1954,11 @@ impl Store {
             // DRAM only: nothing survives a restart, nothing to write.
             return Ok(());
         };
-        let snap = {
+        let ckpt_err = |e: std::io::Error| CacheError::Checkpoint {
+            path: ckpt_path.display().to_string(),
+            source: e,
+        };
+        let (head, tail, cas, clock, geo, nbuckets) = {
             let mut g = lock(&self.inner);
             // DRAM items whose record was reclaimed get a fresh one, so the checkpoint can
             // point every entry at flash.
@@ -1811,34 +1971,50 @@ impl Store {
                 }
             }
             g.flush_open();
-            let mut buckets = g.index.buckets.clone();
-            for b in buckets.iter_mut() {
-                for e in b.e.iter_mut() {
-                    if let (false, Loc::Dram(slot)) = (e.is_empty(), e.loc(g.head)) {
-                        match g.dram.get(slot as usize) {
-                            Some(it) if it.backing >= g.tail => {
-                                e.set_loc(Loc::Flash(it.backing));
-                                e.set_value_len(it.backing_len as usize);
+            (g.head, g.tail, g.cas, g.clock, g.geo, g.index.buckets.len())
+        };
+        // The index goes out a piece at a time, each copied under the lock (a pause of
+        // microseconds, not one of the whole index) and written outside it; no second copy of
+        // the index is ever held. A piece copied later may show entries newer than `head`:
+        // replay from `head` applies those records again, in order, so recovery ends in the
+        // same state. Their records are on the file before the checkpoint is (the log is
+        // flushed and synced after the last piece).
+        let mut w = recover::CheckpointWriter::create(
+            ckpt_path,
+            geo,
+            nbuckets as u64,
+            head,
+            tail,
+            cas,
+            clock,
+        )
+        .map_err(ckpt_err)?;
+        let mut piece: Vec<crate::index::Bucket> = Vec::with_capacity(CHECKPOINT_PIECE);
+        for start in (0..nbuckets).step_by(CHECKPOINT_PIECE) {
+            {
+                let g = lock(&self.inner);
+                piece.clear();
+                let end = (start + CHECKPOINT_PIECE).min(nbuckets);
+                piece.extend_from_slice(&g.index.buckets[start..end]);
+                for b in piece.iter_mut() {
+                    for e in b.e.iter_mut() {
+                        if let (false, Loc::Dram(slot)) = (e.is_empty(), e.loc(g.head)) {
+                            match g.dram.get(slot as usize) {
+                                Some(it) if it.backing >= g.tail => {
+                                    e.set_loc(Loc::Flash(it.backing));
+                                    e.set_value_len(it.backing_len as usize);
+                                }
+                                _ => *e = Entry::default(),
                             }
-                            _ => *e = Entry::default(),
                         }
                     }
                 }
             }
-            Snapshot {
-                buckets,
-                head: g.head,
-                tail: g.tail,
-                cas: g.cas,
-                clock: g.clock,
-                geo: g.geo,
-            }
-        };
+            w.buckets(&piece).map_err(ckpt_err)?;
+        }
+        lock(&self.inner).flush_open();
         self.sync_log()?;
-        recover::write_checkpoint(ckpt_path, &snap).map_err(|e| CacheError::Checkpoint {
-            path: ckpt_path.display().to_string(),
-            source: e,
-        })?;
+        w.commit().map_err(ckpt_err)?;
         self.counters.checkpoints.fetch_add(1, Relaxed);
         Ok(())
     }
@@ -1927,12 +2103,17 @@ impl Store {
             ("bytes_written", ld(&c.bytes_written)),
             ("limit_maxbytes", g.memory_limit.to_string()),
             ("threads", self.settings.threads.to_string()),
-            ("bytes", g.dram_bytes.to_string()),
+            ("bytes", g.item_bytes.to_string()),
             ("curr_items", g.curr_items.to_string()),
             ("total_items", g.total_items.to_string()),
             ("evictions", g.evictions.to_string()),
-            ("reclaimed", g.reclaimed_items.to_string()),
+            ("reclaimed", g.reused.to_string()),
+            ("flash_reclaimed_items", g.reclaimed_items.to_string()),
+            ("store_too_large", ld(&c.store_too_large)),
+            ("store_no_memory", ld(&c.store_no_memory)),
+            ("conn_yields", ld(&c.conn_yields)),
             ("dram_items", g.dram.len().to_string()),
+            ("dram_bytes", g.dram_bytes.to_string()),
             ("dram_limit_bytes", g.dram_budget.to_string()),
             ("dram_evictions", g.dram_evictions.to_string()),
             ("dram_hits", ld(&c.dram_hits)),
@@ -2183,6 +2364,7 @@ mod tests {
                 shutdown_command: false,
                 idle_timeout_secs: 0,
                 verbosity: 0,
+                ..Settings::default()
             },
         );
         let b = open("b", Settings::default());

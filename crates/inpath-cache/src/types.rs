@@ -165,6 +165,33 @@ pub struct Settings {
     /// Log level at start (memcached's `-v` count; `verbosity N` changes it while serving): 1
     /// errors and warnings, 2 also every connection and request line.
     pub verbosity: u8,
+    /// The TCP port listened on (`stats settings` `tcpport`).
+    pub tcp_port: u16,
+    /// The UDP port served (memcached's `-U`; 0: UDP off).
+    pub udp_port: u16,
+    /// The listen backlog (memcached's `-b`, `tcp_backlog`).
+    pub backlog: u32,
+    /// The protocol served (memcached's `-B`, `binding_protocol`).
+    pub protocol: Protocol,
+    /// Requests a connection runs in one go before it gives way to the others (memcached's
+    /// `-R`, 20 by default; 0 is taken as 20); each time counts in `conn_yields`.
+    pub reqs_per_event: u32,
+    /// `stats cachedump` refused (memcached's `-X`).
+    pub dump_disabled: bool,
+}
+
+impl Settings {
+    /// memcached's default `-R`.
+    pub const REQS_PER_EVENT: u32 = 20;
+
+    /// Requests a connection runs before it yields (`reqs_per_event`, 0 meaning the default).
+    pub fn reqs_per_event(&self) -> u32 {
+        if self.reqs_per_event == 0 {
+            Settings::REQS_PER_EVENT
+        } else {
+            self.reqs_per_event
+        }
+    }
 }
 
 /// Sizes derived from the configuration.

@@ -49,20 +49,45 @@ pub fn group(store: &Store, name: Option<&[u8]>) -> Option<Vec<(String, String)>
         Some(b"settings") => {
             let s = store.settings();
             let on_off = |on: bool, yes: &str, no: &str| if on { yes } else { no }.to_string();
+            let protocol = match s.protocol {
+                crate::types::Protocol::Ascii => "ascii",
+                crate::types::Protocol::Binary => "binary",
+                crate::types::Protocol::Auto => "auto-negotiate",
+            };
+            // memcached 1.6.18's names and order, for the settings inpath has.
             vec![
                 ("maxbytes".into(), store.memory_limit().to_string()),
                 ("maxconns".into(), s.max_conns.to_string()),
-                ("num_threads".into(), s.threads.to_string()),
-                ("idle_timeout".into(), s.idle_timeout_secs.to_string()),
-                ("item_size_max".into(), store.item_max().to_string()),
+                ("tcpport".into(), s.tcp_port.to_string()),
+                ("udpport".into(), s.udp_port.to_string()),
+                ("verbosity".into(), store.verbosity().to_string()),
                 (
                     "evictions".into(),
                     on_off(store.evictions_enabled(), "on", "off"),
                 ),
+                ("domain_socket".into(), "NULL".into()),
+                (
+                    "shutdown_command".into(),
+                    on_off(s.shutdown_command, "yes", "no"),
+                ),
+                ("num_threads".into(), s.threads.to_string()),
+                ("num_threads_per_udp".into(), s.threads.to_string()),
+                ("detail_enabled".into(), "no".into()),
+                ("reqs_per_event".into(), s.reqs_per_event().to_string()),
                 (
                     "cas_enabled".into(),
                     on_off(store.cas_enabled(), "yes", "no"),
                 ),
+                ("tcp_backlog".into(), s.backlog.to_string()),
+                ("binding_protocol".into(), protocol.into()),
+                ("item_size_max".into(), store.item_max().to_string()),
+                (
+                    "flush_enabled".into(),
+                    on_off(store.flush_all_enabled(), "yes", "no"),
+                ),
+                ("dump_enabled".into(), on_off(!s.dump_disabled, "yes", "no")),
+                ("idle_timeout".into(), s.idle_timeout_secs.to_string()),
+                ("track_sizes".into(), "no".into()),
                 (
                     "flash_direct_io".into(),
                     u8::from(store.flash_direct()).to_string(),

@@ -395,11 +395,17 @@ async fn command(
             if toks.len() < 2 || toks.len() > 3 {
                 out.extend_from_slice(b"ERROR\r\n");
             } else {
-                // memcached takes the number's leading digits (none: 0).
-                let digits = toks[1].iter().take_while(|b| b.is_ascii_digit()).count();
-                store.set_verbosity(parse_u64(&toks[1][..digits]).unwrap_or(0));
+                // memcached 1.6.18 takes a whole number only (`verbosity 1x`: an error; its
+                // t/strtol-testing.t), and noreply hides the error too.
+                let reply: &[u8] = match parse_u64(toks[1]) {
+                    Some(level) => {
+                        store.set_verbosity(level);
+                        b"OK\r\n"
+                    }
+                    None => BAD_FORMAT,
+                };
                 if !noreply {
-                    out.extend_from_slice(b"OK\r\n");
+                    out.extend_from_slice(reply);
                 }
             }
             Step::Done(consumed)
@@ -457,6 +463,9 @@ async fn command(
             meta::debug(store, toks, out).await;
             Step::Done(consumed)
         }
+        // An unknown command whose last word starts with `HTTP/` is someone speaking HTTP to
+        // the port (`GET / HTTP/1.0`): memcached hangs up without a reply.
+        _ if toks.last().is_some_and(|t| t.starts_with(b"HTTP/")) => Step::Close,
         _ => {
             out.extend_from_slice(b"ERROR\r\n");
             Step::Done(consumed)
@@ -509,6 +518,7 @@ async fn storage(
     }
     let vlen = vlen as usize;
     if vlen > store.item_max() {
+        store.count_too_large();
         out.extend_from_slice(b"SERVER_ERROR object too large for cache\r\n");
         if cmd == b"set" {
             // As memcached: a failed set must not leave the old value behind.
@@ -549,6 +559,52 @@ async fn storage(
     Step::Done(total)
 }
 
+/// memcached's largest `stats cachedump` reply.
+const CACHEDUMP_MAX: usize = 2 << 20;
+/// memcached's slab class ids are below this (`Illegal slab id` otherwise).
+const SLAB_CLASSES: u32 = 64;
+
+/// `stats cachedump CLASS LIMIT`, as memcached answers it: `ITEM key [bytes b; expiry s]` per
+/// item (expiry 0: never), `END`, at most 2 MiB. The cache is one class, `1`; every other class
+/// below 64 is empty. Lists the items whose values are in DRAM, most recently used first.
+fn cachedump(store: &Arc<Store>, toks: &[&[u8]], out: &mut Vec<u8>) {
+    if store.settings().dump_disabled {
+        out.extend_from_slice(b"CLIENT_ERROR stats cachedump not allowed\r\n");
+        return;
+    }
+    if toks.len() < 4 {
+        out.extend_from_slice(b"CLIENT_ERROR bad command line\r\n");
+        return;
+    }
+    let (Some(class), Some(limit)) = (parse_u32(toks[2]), parse_u32(toks[3])) else {
+        out.extend_from_slice(BAD_FORMAT);
+        return;
+    };
+    if class >= SLAB_CLASSES {
+        out.extend_from_slice(b"CLIENT_ERROR Illegal slab id\r\n");
+        return;
+    }
+    if class == 1 {
+        let mut num = itoa::Buffer::new();
+        let mark = out.len();
+        for (key, bytes, exptime) in store.cachedump(limit as usize) {
+            let before = out.len();
+            out.extend_from_slice(b"ITEM ");
+            out.extend_from_slice(&key);
+            out.extend_from_slice(b" [");
+            out.extend_from_slice(num.format(bytes).as_bytes());
+            out.extend_from_slice(b" b; ");
+            out.extend_from_slice(num.format(exptime).as_bytes());
+            out.extend_from_slice(b" s]\r\n");
+            if out.len() - mark + 6 > CACHEDUMP_MAX {
+                out.truncate(before);
+                break;
+            }
+        }
+    }
+    out.extend_from_slice(b"END\r\n");
+}
+
 fn stats(store: &Arc<Store>, toks: &[&[u8]], out: &mut Vec<u8>) {
     let group = toks.get(1).copied();
     let lines = match group {
@@ -568,10 +624,8 @@ fn stats(store: &Arc<Store>, toks: &[&[u8]], out: &mut Vec<u8>) {
             out.extend_from_slice(reply);
             return;
         }
-        // The keys of a slab class: there are no slab classes (nor a cheap walk of the index
-        // for a sample of keys), so say so instead of an empty list.
         Some(b"cachedump") => {
-            out.extend_from_slice(b"SERVER_ERROR stats cachedump is not supported by inpath\r\n");
+            cachedump(store, toks, out);
             return;
         }
         _ => match super::stats::group(store, group) {

@@ -155,3 +155,84 @@ fn a_vanished_flash_file_is_survived() {
     assert_eq!(c.get("k").as_deref(), Some(&b"v"[..]));
     server.stop().unwrap();
 }
+
+/// The fault tests above at a size set by `INPATH_CACHE_FAULT_ITEMS` (a benchmark-sized run by
+/// hand, not in the gate: `INPATH_CACHE_FAULT_ITEMS=2000000 cargo test --release -p
+/// inpath-cache --test cache faults::at_scale -- --ignored --nocapture`): that many 1000-byte
+/// values into 256 MiB of DRAM and a flash file of 1.25 KiB per item; then every read failing
+/// (a sample of keys: misses or right values, DRAM still serving), then a full flash while
+/// another tenth of the keys is written (served from DRAM or missed, never wrong).
+#[test]
+#[ignore = "sized by INPATH_CACHE_FAULT_ITEMS; run by hand"]
+fn at_scale() {
+    static SAMPLES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n: usize = std::env::var("INPATH_CACHE_FAULT_ITEMS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200_000);
+    let dir =
+        tempfile::tempdir_in(std::env::var("INPATH_CACHE_FAULT_DIR").unwrap_or("/tmp".into()))
+            .unwrap();
+    let faults = Arc::new(FlashFaults::default());
+    let mut cfg = config(dir.path(), (n as u64 * 1280) >> 20);
+    cfg.store.memory = 256 << 20;
+    cfg.store.faults = Some(faults.clone());
+    let server = Server::start(cfg).expect("server starts");
+    let mut c = Conn::new(&server);
+    let t = Instant::now();
+    fill(&mut c, n, 1);
+    let held = c.stat("curr_items");
+    eprintln!(
+        "at scale: {n} items set in {:.0?}, {held} held",
+        t.elapsed()
+    );
+    // Each sample reads other keys (an offset into the stride): a key read before is in DRAM.
+    let sample = |c: &mut Conn, v: u64, from: usize, to: usize| -> (usize, usize) {
+        let (mut hits, mut gets) = (0, 0);
+        let stride = ((to - from) / 20_000).max(1);
+        let offset = SAMPLES.fetch_add(1, Relaxed) % stride;
+        for k in (from + offset..to).step_by(stride) {
+            let key = format!("key{k}");
+            gets += 1;
+            if let Some(got) = c.get(&key) {
+                assert_eq!(check(&key, &got), Some(v), "wrong value for {key}");
+                hits += 1;
+            }
+        }
+        (hits, gets)
+    };
+    let (h, g) = sample(&mut c, 1, 0, n);
+    eprintln!("at scale: healthy flash: {h} of {g} sampled gets hit");
+    faults.fail_reads.store(true, Relaxed);
+    let (h, g) = sample(&mut c, 1, 0, n);
+    let errors = c.stat("flash_read_errors");
+    eprintln!("at scale: failing reads: {h} of {g} hit (from DRAM), {errors} read errors");
+    assert!(errors > 0 && h > 0);
+    faults.heal();
+    faults.fail_writes_after(0);
+    let more = n / 10;
+    let mut req = Vec::new();
+    for k in 0..more {
+        let key = format!("key{k}");
+        let v = value(&key, 2, 1000);
+        req.extend_from_slice(format!("set {key} 0 0 {} noreply\r\n", v.len()).as_bytes());
+        req.extend_from_slice(&v);
+        req.extend_from_slice(b"\r\n");
+        if req.len() > 256 << 10 {
+            c.send(&req);
+            req.clear();
+        }
+    }
+    req.extend_from_slice(b"mn\r\n");
+    c.send(&req);
+    assert_eq!(c.line(), "MN");
+    wait_for(&mut c, "flash_write_errors");
+    let (h, g) = sample(&mut c, 2, 0, more);
+    eprintln!(
+        "at scale: full flash: {h} of {g} sampled new values hit (DRAM), {} write errors",
+        c.stat("flash_write_errors")
+    );
+    assert!(h > 0);
+    faults.heal();
+    server.stop().unwrap();
+}

@@ -413,7 +413,7 @@ mod index_size {
         assert!(per <= 16.0, "{per} index bytes per item: {s:?}");
         let items = num(&s, "curr_items");
         assert!(items > 55_000.0, "{s:?}");
-        let conflicts = num(&s, "evictions") - num(&s, "reclaimed");
+        let conflicts = num(&s, "evictions") - num(&s, "flash_reclaimed_items");
         assert!(
             conflicts < items / 100.0,
             "{conflicts} conflict evictions: {s:?}"
@@ -498,7 +498,7 @@ mod index_size {
         let written = fill_until_reclaimed(&rt, &store, 1024, 8.0);
         let s = stats(&store);
         let items = num(&s, "curr_items");
-        let conflicts = num(&s, "evictions") - num(&s, "reclaimed");
+        let conflicts = num(&s, "evictions") - num(&s, "flash_reclaimed_items");
         let (hits, misses) = read_recent(&rt, &store, written, 20_000);
         let absent = 1_000_000;
         let (fp, reads) = absent_gets(&rt, &store, absent);

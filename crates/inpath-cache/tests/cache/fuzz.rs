@@ -716,8 +716,8 @@ impl Gen {
             7 => ("stats detail dump", Expect::Line(b"END".to_vec())),
             8 => ("stats reset", Expect::Line(b"RESET".to_vec())),
             _ => (
-                "stats cachedump 1 1",
-                Expect::Line(b"SERVER_ERROR stats cachedump is not supported by inpath".to_vec()),
+                "stats cachedump 64 1",
+                Expect::Line(b"CLIENT_ERROR Illegal slab id".to_vec()),
             ),
         };
         Req {
@@ -1403,6 +1403,7 @@ fn known_line(l: &[u8]) -> bool {
         b"CLIENT_ERROR ",
         b"SERVER_ERROR ",
         b"STAT ",
+        b"ITEM ",
         b"ERROR",
         b"MEMLIMIT_TOO_SMALL ",
     ];

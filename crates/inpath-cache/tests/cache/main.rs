@@ -15,6 +15,10 @@
 //!   ones answered exactly as a model says, mutated ones never panic, stall or wedge the server.
 //! - [`memory`]: a server in a child process (this binary run again) stays within its DRAM
 //!   budget plus a stated overhead under a load that fills it.
+//! - [`conformance`]: issue 56's drop-in gaps as memcached's `t/` suite expects them (HTTP
+//!   lines, delayed and CAS-less flush_all, `stats settings`, `-M -m 2`, `bytes`, `reclaimed`,
+//!   `conn_yields`, `stats cachedump`) and the UDP protocol, against its documented framing and
+//!   a real memcached.
 //! - [`binary`]: memcached's binary protocol: every opcode, quiet variants, a pipeline split at
 //!   every byte, malformed requests, `-B` detection, the same binary script to a real memcached
 //!   `-B binary`, and libmemcached's tools (when installed).
@@ -25,6 +29,7 @@
 mod common;
 
 mod binary;
+mod conformance;
 mod differential;
 mod dram_only;
 mod faults;

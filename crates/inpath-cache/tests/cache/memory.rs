@@ -42,6 +42,10 @@ const PER_CONNECTION: u64 = 2 * (64 << 10) + 2 * ITEM_MAX as u64 + (256 << 10) +
 const BIG_CONNS: u64 = 8 + 2;
 const SMALL_CONNS: u64 = 64;
 const READ_TIMEOUT: Duration = Duration::from_secs(20);
+/// Set in the child's environment for [`flash_hits_stay_within_the_budget`].
+const FLASH_HITS_VAR: &str = "INPATH_CACHE_MEMORY_FLASH_HITS";
+/// Its DRAM budget (128 MiB of flash, a working set of ~90 MB).
+const FLASH_BUDGET: u64 = 16 << 20;
 
 /// Run by the parent in a child process: serves until standard input closes (the parent's end
 /// of the pipe goes when it finishes or dies), at most five minutes.
@@ -55,6 +59,12 @@ fn child_server() {
     store.memory = BUDGET;
     store.flash_size = 24 << 20;
     store.item_max = ITEM_MAX;
+    if std::env::var_os(FLASH_HITS_VAR).is_some() {
+        // flash_hits_stay_within_the_budget: a working set ten times the DRAM, read at random.
+        store.memory = FLASH_BUDGET;
+        store.flash_size = 128 << 20;
+        store.avg_item_size = 512;
+    }
     let mut cfg = ServerConfig::new("127.0.0.1:0", store);
     cfg.threads = 2;
     cfg.sync_interval = Duration::from_millis(20);
@@ -93,10 +103,17 @@ impl Child {
 }
 
 fn start_child(dir: &std::path::Path) -> (Child, SocketAddr) {
+    start_child_with(dir, false)
+}
+
+fn start_child_with(dir: &std::path::Path, flash_hits: bool) -> (Child, SocketAddr) {
     let exe = std::env::current_exe().unwrap();
+    let mut cmd = Command::new(exe);
+    if flash_hits {
+        cmd.env(FLASH_HITS_VAR, "1");
+    }
     let mut child = Child(
-        Command::new(exe)
-            .args(["--exact", CHILD_TEST, "--nocapture", "--include-ignored"])
+        cmd.args(["--exact", CHILD_TEST, "--nocapture", "--include-ignored"])
             .args(["--test-threads", "1"])
             .env(CHILD_VAR, dir)
             .stdin(Stdio::piped())
@@ -297,5 +314,100 @@ fn memory_stays_within_the_budget() {
         peak <= bound,
         "peak RSS {peak} bytes over the bound {bound} (budget {BUDGET})"
     );
+    drop(child);
+}
+
+/// The flash-hit path (issue 56: 195 MiB of anonymous memory under `-m 64` once): a working set
+/// ten times the budget of small values (100 to 700 bytes), then random gets from four
+/// connections, nearly all of them flash hits that move a value into DRAM and another out. The
+/// child's anonymous memory at the end and its peak resident size stay within the budget plus
+/// the process's own overhead ([`RUNTIME_OVERHEAD`]) and four small connections.
+#[test]
+fn flash_hits_stay_within_the_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let (child, addr) = start_child_with(dir.path(), true);
+    const KEYS: u64 = 150_000;
+    let mut s = connect(addr);
+    let mut req = Vec::new();
+    for i in 0..KEYS {
+        let len = 100 + (i * 7919 % 600) as usize;
+        req.extend_from_slice(format!("set m{i} 0 0 {len} noreply\r\n").as_bytes());
+        req.extend_from_slice(&value(len, i as u8));
+        req.extend_from_slice(b"\r\n");
+        if req.len() > 256 << 10 || i + 1 == KEYS {
+            req.extend_from_slice(b"mn\r\n");
+            s.write_all(&req).unwrap();
+            req.clear();
+            read_until_end(&mut s, b"MN\r\n", false);
+        }
+    }
+    std::thread::scope(|sc| {
+        for t in 0..4u64 {
+            sc.spawn(move || {
+                let mut c = connect(addr);
+                let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ t;
+                for _ in 0..50 {
+                    let mut line = Vec::new();
+                    for _ in 0..50 {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        line.extend_from_slice(format!("get m{}\r\n", x % KEYS).as_bytes());
+                    }
+                    c.write_all(&line).unwrap();
+                    let mut ends = 0;
+                    let mut r = BufReader::new(c.try_clone().unwrap());
+                    let mut l = String::new();
+                    while ends < 50 {
+                        l.clear();
+                        r.read_line(&mut l).expect("reply");
+                        if l == "END\r\n" {
+                            ends += 1;
+                        } else if let Some(n) = l.strip_prefix("VALUE ") {
+                            let len: usize =
+                                n.trim_end().rsplit(' ').next().unwrap().parse().unwrap();
+                            let mut v = vec![0u8; len + 2];
+                            r.read_exact(&mut v).unwrap();
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let mut v = connect(addr);
+    v.write_all(b"stats\r\n").unwrap();
+    let mut text = Vec::new();
+    while !text.ends_with(b"END\r\n") {
+        let mut b = [0u8; 4096];
+        let n = v.read(&mut b).expect("stats");
+        assert!(n > 0, "the server closed");
+        text.extend_from_slice(&b[..n]);
+    }
+    let text = String::from_utf8(text).unwrap();
+    let stat = |name: &str| -> u64 {
+        let l = text
+            .lines()
+            .find(|l| l.starts_with(&format!("STAT {name} ")))
+            .unwrap_or_else(|| panic!("no {name} in {text}"));
+        l.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    assert!(stat("flash_hits") > 5_000, "{text}");
+    let anon = child.status_kib("RssAnon:") << 10;
+    let peak = child.status_kib("VmHWM:") << 10;
+    let bound = FLASH_BUDGET + RUNTIME_OVERHEAD + 4 * (64 << 10);
+    eprintln!(
+        "memory with flash hits: budget {} MiB, {} flash hits, anonymous {:.1} MiB, peak RSS \
+         {:.1} MiB, bound {:.1} MiB",
+        FLASH_BUDGET >> 20,
+        stat("flash_hits"),
+        anon as f64 / (1 << 20) as f64,
+        peak as f64 / (1 << 20) as f64,
+        bound as f64 / (1 << 20) as f64
+    );
+    assert!(
+        anon <= bound,
+        "anonymous memory {anon} over the bound {bound}"
+    );
+    assert!(peak <= bound, "peak RSS {peak} over the bound {bound}");
     drop(child);
 }

@@ -79,9 +79,10 @@ pub struct ServeArgs {
     /// Largest value (memcached -I), e.g. 1m, 512k; at most 2 MiB - 1.
     #[arg(short = 'I', long = "max-item-size", default_value = "1m")]
     item_size: String,
-    /// Expected average item size: the index gets flash-size / this many entries.
-    #[arg(long, default_value = "1KiB")]
-    avg_item_size: String,
+    /// Expected average item size: the index gets flash-size / this many entries [default:
+    /// 1KiB, or larger where that index would take more than half of the memory].
+    #[arg(long)]
+    avg_item_size: Option<String>,
     /// How often the open log chunk is written to the flash file (loss bound on a crash).
     #[arg(long, default_value_t = 200)]
     sync_ms: u64,
@@ -98,7 +99,8 @@ pub struct ServeArgs {
     /// Append the log (standard error) to this file (`logfile` in a memcached config file).
     #[arg(long, value_name = "FILE")]
     logfile: Option<PathBuf>,
-    /// UDP port (memcached -U): only 0, UDP off, memcached's default; inpath serves TCP.
+    /// UDP port (memcached -U): memcached's UDP protocol on the listen address; 0 (the
+    /// default) is off.
     #[arg(short = 'U', long = "udp-port", value_name = "PORT")]
     udp_port: Option<u16>,
     /// Run in the background (memcached -d): standard input and output closed, the log to
@@ -138,8 +140,8 @@ pub struct ServeArgs {
     /// Print the license and exit (memcached -i).
     #[arg(short = 'i', long = "license")]
     license: bool,
-    /// memcached -f, -n, -L, -R, -X, -W: taken and without effect (no slab allocator, no large
-    /// pages, no per-event request cap, no cachedump or watch to disable).
+    /// memcached -f, -n, -L, -W: taken and without effect (no slab allocator, no large pages,
+    /// no watch to disable); -R (requests per event) and -X (no cachedump) as memcached.
     #[arg(short = 'f', long = "slab-growth-factor", hide = true)]
     slab_growth_factor: Option<f64>,
     #[arg(short = 'n', long = "slab-min-size", hide = true)]
@@ -231,7 +233,7 @@ fn flash_seal(path: &std::path::Path, compress: &str) -> Result<inpath_cache::st
     )))
 }
 
-fn serve_config(a: &ServeArgs) -> Result<ServerConfig> {
+fn serve_config(a: &ServeArgs, ext: &ExtStore) -> Result<ServerConfig> {
     let listen = match (&a.listen, &a.listen_addr, a.port) {
         (Some(l), None, None) => l.clone(),
         (Some(_), _, _) => bail!("give --listen HOST:PORT, or -l/-p, not both"),
@@ -249,7 +251,21 @@ fn serve_config(a: &ServeArgs) -> Result<ServerConfig> {
         Some(mb) => mb.checked_mul(1 << 20).context("-m is too large")?,
         None => parse_size(&a.memory).map_err(anyhow::Error::msg)?,
     };
-    let mut store = match a.flash.clone() {
+    let (flash, flash_size) = match (&a.flash, &ext.path) {
+        (Some(_), Some((path, _))) => bail!(
+            "give the flash file once: --flash {} or -o ext_path={}:SIZE, not both",
+            a.flash
+                .as_ref()
+                .map_or(String::new(), |p| p.display().to_string()),
+            path.display()
+        ),
+        (_, Some((path, size))) => (Some(path.clone()), *size),
+        (f, None) => (
+            f.clone(),
+            parse_size(&a.flash_size).map_err(anyhow::Error::msg)?,
+        ),
+    };
+    let mut store = match flash {
         Some(flash) => StoreConfig::new(flash),
         None => StoreConfig::dram_only(),
     };
@@ -257,9 +273,12 @@ fn serve_config(a: &ServeArgs) -> Result<ServerConfig> {
     store.evictions = !a.disable_evictions;
     store.cas = !a.disable_cas;
     store.memory = memory;
-    store.flash_size = parse_size(&a.flash_size).map_err(anyhow::Error::msg)?;
+    store.flash_size = flash_size;
     store.item_max = parse_size(&a.item_size).map_err(anyhow::Error::msg)? as usize;
-    store.avg_item_size = parse_size(&a.avg_item_size).map_err(anyhow::Error::msg)? as usize;
+    store.avg_item_size = match &a.avg_item_size {
+        Some(size) => parse_size(size).map_err(anyhow::Error::msg)? as usize,
+        None => default_avg_item_size(memory, store.flash_path.is_some().then_some(flash_size)),
+    };
     store.verbose = a.verbose > 0;
     if let Some(path) = &a.seal_key {
         store.seal = Some(flash_seal(path, &a.seal_compress)?);
@@ -280,7 +299,37 @@ fn serve_config(a: &ServeArgs) -> Result<ServerConfig> {
         }
     }
     cfg.protocol = protocol(a)?;
+    cfg.udp_port = a.udp_port.unwrap_or(0);
+    cfg.reqs_per_event = match a.max_reqs_per_event {
+        Some(n) => u32::try_from(n)
+            .ok()
+            .filter(|&n| n > 0)
+            .with_context(|| format!("-R {n}: requests per event must be 1 to {}", u32::MAX))?,
+        None => 0,
+    };
+    cfg.dump_disabled = a.disable_dumping;
     Ok(cfg)
+}
+
+/// The average item size the index is sized for when none is given: 1 KiB, doubled while the
+/// index for the flash file (12.8 bytes an entry) would take more than half of `memory`, so an
+/// extstore command line with a large file and a small `-m` still starts (with fewer entries;
+/// `--avg-item-size` chooses).
+fn default_avg_item_size(memory: u64, flash_size: Option<u64>) -> usize {
+    let mut avg = 1024u64;
+    if let Some(flash) = flash_size {
+        let index = |avg: u64| (flash / avg).div_ceil(5) * 64;
+        while index(avg) > memory / 2 && avg < 1 << 20 {
+            avg *= 2;
+        }
+        if avg > 1024 {
+            eprintln!(
+                "inpath cache: the index is sized for items of {avg} bytes on average so that \
+                 it takes at most half of the memory (--avg-item-size to choose)"
+            );
+        }
+    }
+    avg as usize
 }
 
 /// memcached's `-B`: ascii, binary, or auto (the default).
@@ -313,8 +362,10 @@ fn serve(a: &ServeArgs) -> Result<()> {
         println!("inpath is licensed under the Apache License, Version 2.0");
         return Ok(());
     }
-    let no_effect = memcached_options(a)?;
-    let cfg = serve_config(a)?;
+    let mut no_effect = memcached_options(a)?;
+    let ext = extstore(a)?;
+    no_effect.extend(ext.no_effect.iter().cloned());
+    let cfg = serve_config(a, &ext)?;
     process_setup(a, &cfg.listen)?;
     if a.verbose > 0 && !no_effect.is_empty() {
         eprintln!(
@@ -399,9 +450,14 @@ pub struct BenchArgs {
     /// Requests to send first, not measured (fills the cache the look-aside way).
     #[arg(long, default_value_t = 0)]
     warmup: u64,
-    /// Value bytes.
+    /// Value bytes (with --value-dist fixed).
     #[arg(long, default_value_t = 1024)]
     value_size: usize,
+    /// Value sizes: `fixed` (--value-size each) or `etc`: Facebook's ETC pool (Atikoglu et
+    /// al., SIGMETRICS 2012: generalized Pareto, scale 214.476, shape 0.348238) held to 100 B
+    /// to 4 KiB, fixed per key (mean 341 B, median 168 B, 90th percentile 756 B).
+    #[arg(long, default_value = "fixed", value_parser = ["fixed", "etc"])]
+    value_dist: String,
     /// Share of gets (the rest are sets).
     #[arg(long, default_value_t = 0.95)]
     get_ratio: f64,
@@ -429,7 +485,10 @@ pub struct BenchArgs {
 }
 
 /// Sets keys 0..n once each in a random order, pipelined.
-fn prefill(a: &BenchArgs) -> Result<()> {
+/// Returns the key and value bytes sent and the seconds it took.
+fn prefill(a: &BenchArgs) -> Result<(u64, f64)> {
+    let t0 = Instant::now();
+    let mut sent = 0u64;
     let mut order: Vec<u64> = (0..a.keys).collect();
     let mut rng = SplitMix(a.seed ^ 0x5EED);
     for i in (1..order.len()).rev() {
@@ -439,10 +498,11 @@ fn prefill(a: &BenchArgs) -> Result<()> {
     let mut c = Client::connect(&a.server)?;
     let mut batch = Vec::with_capacity(1 << 20);
     for k in order {
-        let v = make_value(k, 0, a.value_size);
-        batch.extend_from_slice(
-            format!("set {}{k} 0 0 {} noreply\r\n", a.key_prefix, v.len()).as_bytes(),
-        );
+        let v = make_value(k, 0, value_len(a, k));
+        let line = format!("set {}{k} 0 0 {} noreply\r\n", a.key_prefix, v.len());
+        sent += (line.len() - "set  0 0  noreply\r\n".len() - v.len().to_string().len() + v.len())
+            as u64;
+        batch.extend_from_slice(line.as_bytes());
         batch.extend_from_slice(&v);
         batch.extend_from_slice(b"\r\n");
         if batch.len() > 256 * 1024 {
@@ -459,7 +519,7 @@ fn prefill(a: &BenchArgs) -> Result<()> {
     if c.read_line()? != b"MN" {
         bail!("prefill: unexpected reply");
     }
-    Ok(())
+    Ok((sent, t0.elapsed().as_secs_f64()))
 }
 
 /// Zipf sampler over 1..=n by inverse CDF on a precomputed table (n up to a few million).
@@ -483,6 +543,18 @@ impl Zipf {
     fn sample(&self, u: f64) -> u64 {
         self.cdf.partition_point(|&c| c < u) as u64
     }
+}
+
+/// The value size of key `k`: `--value-size`, or under `--value-dist etc` a draw from the
+/// ETC distribution fixed by the key (generalized Pareto quantile, held to 100..=4096 bytes).
+fn value_len(a: &BenchArgs, k: u64) -> usize {
+    if a.value_dist != "etc" {
+        return a.value_size;
+    }
+    let u = SplitMix(k ^ 0x5A5A_0E7C_0000_0001).unit_below_one();
+    let (scale, shape) = (214.476_f64, 0.348_238_f64);
+    let x = scale / shape * ((1.0 - u).powf(-shape) - 1.0);
+    (x as usize).clamp(100, 4096)
 }
 
 /// A value that checks itself: its first 8 bytes are a hash of the key and the rest.
@@ -596,7 +668,12 @@ fn bench(a: &BenchArgs) -> Result<()> {
     if !(0.0..=1.0).contains(&a.get_ratio) || a.keys == 0 || a.conns == 0 {
         bail!("--get-ratio must be in 0..1, --keys and --conns at least 1");
     }
-    let zipf = std::sync::Arc::new(Zipf::new(a.keys, a.zipf));
+    // The sampler's table (8 bytes a key) only when requests are sent.
+    let zipf = std::sync::Arc::new(if a.ops + a.warmup > 0 {
+        Zipf::new(a.keys, a.zipf)
+    } else {
+        Zipf { cdf: vec![1.0] }
+    });
     let run = |ops: u64, measure: bool| -> Result<(Tally, f64)> {
         let per = ops / a.conns as u64;
         let t0 = Instant::now();
@@ -625,13 +702,13 @@ fn bench(a: &BenchArgs) -> Result<()> {
                                     None => {
                                         if let Some(us) = a.backend_delay_us {
                                             std::thread::sleep(Duration::from_micros(us));
-                                            cl.set(&key, &make_value(k, 0, a.value_size))?;
+                                            cl.set(&key, &make_value(k, 0, value_len(a, k)))?;
                                         }
                                     }
                                 }
                             } else {
                                 t.sets += 1;
-                                cl.set(&key, &make_value(k, rng.next(), a.value_size))?;
+                                cl.set(&key, &make_value(k, rng.next(), value_len(a, k)))?;
                             }
                             if measure {
                                 t.lat_ns.push(start.elapsed().as_nanos() as u64);
@@ -660,9 +737,7 @@ fn bench(a: &BenchArgs) -> Result<()> {
         }
         Ok((all, secs))
     };
-    if a.prefill {
-        prefill(a)?;
-    }
+    let filled = if a.prefill { Some(prefill(a)?) } else { None };
     if a.warmup > 0 {
         run(a.warmup, false)?;
     }
@@ -704,12 +779,16 @@ fn bench(a: &BenchArgs) -> Result<()> {
         "wrong_values": t.wrong,
         "p50_us": pct(0.5),
         "p99_us": pct(0.99),
+        "p999_us": pct(0.999),
         "server_cpu_seconds": cpu,
         "server_cpu_us_per_1000_ops": if ops > 0.0 { cpu * 1e6 / ops * 1000.0 } else { 0.0 },
         "flash_reads": delta("flash_reads"),
         "flash_hits": delta("flash_hits"),
         "keys": a.keys,
         "value_size": a.value_size,
+        "value_dist": a.value_dist,
+        "prefill_bytes": filled.map(|f| f.0),
+        "prefill_seconds": filled.map(|f| f.1),
         "zipf": a.zipf,
         "conns": a.conns,
         "backend_delay_us": a.backend_delay_us,
@@ -934,17 +1013,203 @@ fn idle_timeout(option: &str) -> Result<Option<Duration>> {
     Ok((secs > 0).then(|| Duration::from_secs(secs)))
 }
 
+/// What memcached's extstore options (`-o ext_*`, memcached 1.6.18's storage.c) ask of inpath:
+/// the flash file and its size from `ext_path`, and the tuning options, each checked as memcached
+/// checks it and taken without effect (inpath's log has no pages, write buffers of its own size,
+/// compaction or recache rate; noted with -v).
+#[derive(Default)]
+struct ExtStore {
+    /// `ext_path=FILE:SIZE`: the flash file and its size in bytes.
+    path: Option<(PathBuf, u64)>,
+    /// The tuning options given, as `-o name=value`.
+    no_effect: Vec<String>,
+}
+
+/// memcached's `ext_*` tuning options that take a whole number, with what they mean there.
+const EXT_WHOLE: [(&str, &str); 11] = [
+    ("ext_page_size", "megabytes per storage page"),
+    ("ext_wbuf_size", "megabytes per page write buffer"),
+    ("ext_threads", "IO threads"),
+    ("ext_io_depth", "reads queued per IO thread"),
+    ("ext_item_size", "bytes an item needs to go to flash"),
+    ("ext_item_age", "seconds idle before an item goes to flash"),
+    ("ext_low_ttl", "seconds under which a TTL counts as low"),
+    ("ext_recache_rate", "reads between recaches of a flash item"),
+    (
+        "ext_compact_under",
+        "free pages under which compaction starts",
+    ),
+    (
+        "ext_drop_under",
+        "free pages under which cold items are dropped",
+    ),
+    (
+        "ext_max_sleep",
+        "microseconds the background threads sleep at most",
+    ),
+];
+
+/// Reads the `-o ext_*` options: one `ext_path` is the flash tier; several are refused by name
+/// (inpath's log is one file), as is the same file twice; the tuning options are checked and
+/// listed.
+fn extstore(a: &ServeArgs) -> Result<ExtStore> {
+    let mut ext = ExtStore::default();
+    let mut paths: Vec<(PathBuf, u64)> = Vec::new();
+    for option in a.extended.iter().flat_map(|o| o.split(',')) {
+        let option = option.trim();
+        let (name, value) = match option.split_once('=') {
+            Some((n, v)) => (n, Some(v)),
+            None => (option, None),
+        };
+        if !(name.starts_with("ext_") || name == "slab_automove_freeratio") {
+            continue;
+        }
+        let whole = EXT_WHOLE.iter().find(|(n, _)| *n == name);
+        match name {
+            "ext_path" => {
+                let v = value.filter(|v| !v.is_empty()).with_context(|| {
+                    "-o ext_path needs FILE:SIZE, as memcached (ext_path=/var/lib/memcached/extstore:64G)"
+                })?;
+                paths.push(ext_path(v)?);
+            }
+            "ext_page_size" if !paths.is_empty() => {
+                bail!("-o ext_page_size must come before any ext_path (as memcached requires)")
+            }
+            _ if whole.is_some() => {
+                let meaning = whole.map_or("", |w| w.1);
+                value.and_then(|v| v.parse::<u32>().ok()).with_context(|| {
+                    format!(
+                        "-o {option}: {name} takes a whole number from 0 to {} ({meaning})",
+                        u32::MAX
+                    )
+                })?;
+                ext.no_effect.push(format!("-o {option}"));
+            }
+            "ext_max_frag" | "slab_automove_freeratio" => {
+                value
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .filter(|f| f.is_finite() && *f >= 0.0)
+                    .with_context(|| format!("-o {option}: {name} takes a fraction such as 0.8"))?;
+                ext.no_effect.push(format!("-o {option}"));
+            }
+            "ext_drop_unread" => {
+                if value.is_some() {
+                    bail!("-o {option}: ext_drop_unread takes no value");
+                }
+                ext.no_effect.push(format!("-o {option}"));
+            }
+            _ => bail!(
+                "-o {name}: not an extstore option of memcached 1.6.18 (ext_path, {}, \
+                 ext_max_frag, ext_drop_unread)",
+                EXT_WHOLE.map(|w| w.0).join(", ")
+            ),
+        }
+    }
+    for (i, (p, _)) in paths.iter().enumerate() {
+        for (q, _) in &paths[..i] {
+            if same_file(p, q) {
+                bail!(
+                    "-o ext_path names the file {} twice ({} and {}): give each file once",
+                    p.display(),
+                    q.display(),
+                    p.display()
+                );
+            }
+        }
+    }
+    if paths.len() > 1 {
+        bail!(
+            "-o ext_path is given {} times ({}): memcached spreads its pages over several \
+             files, inpath keeps its flash log in one file; give one ext_path with the sizes \
+             added, on the fastest device (or run one inpath per device)",
+            paths.len(),
+            paths
+                .iter()
+                .map(|(p, s)| format!("{}:{}M", p.display(), s >> 20))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    ext.path = paths.pop();
+    Ok(ext)
+}
+
+/// `FILE:SIZE[:default]` of `-o ext_path`: SIZE is a whole number and a unit `m`, `g`, `t` or
+/// `p` (either case), as memcached reads it; a bucket other than `default` is refused, as
+/// memcached 1.6.18 refuses it. The file's directory must exist.
+fn ext_path(v: &str) -> Result<(PathBuf, u64)> {
+    let mut parts = v.split(':');
+    let file = parts.next().filter(|f| !f.is_empty());
+    let (Some(file), Some(size)) = (file, parts.next()) else {
+        bail!("-o ext_path={v}: give FILE:SIZE, as memcached (ext_path=/var/lib/memcached/extstore:64G)");
+    };
+    if let Some(bucket) = parts.next() {
+        if bucket != "default" {
+            bail!("-o ext_path={v}: bucket {bucket:?}: only the default bucket is supported (as memcached 1.6.18)");
+        }
+    }
+    let bad = || {
+        anyhow::anyhow!(
+            "-o ext_path={v}: size {size:?} is not a whole number with a unit m, g, t or p \
+             (megabytes to petabytes, as memcached: 64m, 10G)"
+        )
+    };
+    let (digits, unit) = size.split_at(size.len().saturating_sub(1));
+    let shift = match unit.to_ascii_lowercase().as_str() {
+        "m" => 20,
+        "g" => 30,
+        "t" => 40,
+        "p" => 50,
+        _ => return Err(bad()),
+    };
+    let n: u64 = digits.parse().map_err(|_| bad())?;
+    let bytes = n
+        .checked_mul(1 << shift)
+        .filter(|&b| b > 0)
+        .ok_or_else(|| {
+            anyhow::anyhow!("-o ext_path={v}: size must be more than 0 and under 16 EiB")
+        })?;
+    let path = PathBuf::from(file);
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if !dir.is_dir() {
+        bail!(
+            "-o ext_path={v}: the directory {} does not exist (create it first; the file is created)",
+            dir.display()
+        );
+    }
+    Ok((path, bytes))
+}
+
+/// Whether two paths name one file: the same inode where both exist, else the same
+/// canonical directory and name.
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
+        return x.dev() == y.dev() && x.ino() == y.ino();
+    }
+    let canon = |p: &std::path::Path| {
+        let dir = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => std::path::Path::new("."),
+        };
+        std::fs::canonicalize(dir)
+            .ok()
+            .map(|d| d.join(p.file_name().unwrap_or_default()))
+    };
+    canon(a).is_some() && canon(a) == canon(b)
+}
+
 /// memcached options: checks those taken with a value rule, refuses by name those inpath does
 /// not have (saying why), and returns the ones that have no effect here (noted with -v).
 fn memcached_options(a: &ServeArgs) -> Result<Vec<String>> {
     let refuse = |opt: &str, why: &str| -> Result<()> {
         bail!("memcached option {opt} is not supported by inpath cache serve: {why}")
     };
-    if let Some(port) = a.udp_port.filter(|&p| p != 0) {
-        refuse(
-            &format!("-U {port}"),
-            "inpath serves TCP only; give -U 0 (UDP off, memcached's default) or leave it out",
-        )?;
+    if a.max_reqs_per_event == Some(0) {
+        bail!("-R 0: the number of requests per event must be greater than 0");
     }
     if a.unix_socket.is_some() || a.unix_mask.is_some() {
         refuse("-s/-a", "no UNIX socket; listen on TCP with -l and -p")?;
@@ -983,8 +1248,6 @@ fn memcached_options(a: &ServeArgs) -> Result<Vec<String>> {
         (a.slab_growth_factor.is_some(), "-f"),
         (a.slab_min_size.is_some(), "-n"),
         (a.largepages, "-L"),
-        (a.max_reqs_per_event.is_some(), "-R"),
-        (a.disable_dumping, "-X"),
         (a.disable_watch, "-W"),
     ] {
         if given {
@@ -1015,22 +1278,23 @@ fn memcached_options(a: &ServeArgs) -> Result<Vec<String>> {
             | "slab_chunk_max"
             | "slab_reassign"
             | "slab_automove"
-            | "slab_automove_freeratio"
+            | "slab_automove_ratio"
+            | "slab_automove_window"
             | "watcher_logbuf_size"
             | "worker_logbuf_size"
             | "read_buf_mem_limit"
             | "hashexpand"
             | "modern"
-            | "inline_ascii_response" => {
+            | "inline_ascii_response"
+            | "relaxed_privileges"
+            | "drop_privileges" => {
                 no_effect.push(format!("-o {option}"));
             }
             // Taken: its value is read (and checked) by `serve_config`.
             "idle_timeout" => {}
             "track_sizes" => refuse("-o track_sizes", "no size histogram is kept (stats sizes)")?,
-            b if b.starts_with("ext_") => refuse(
-                &format!("-o {name}"),
-                "extstore's options do not apply: inpath's flash tier is --flash and --flash-size",
-            )?,
+            // extstore's: read (and checked) by `extstore`.
+            b if b.starts_with("ext_") || b == "slab_automove_freeratio" => {}
             b if b.starts_with("ssl_") => refuse(&format!("-o {name}"), "no TLS")?,
             _ => bail!(
                 "-o {name}: not a memcached extended option inpath knows (docs/cache.md, \

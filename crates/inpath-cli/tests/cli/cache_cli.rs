@@ -545,12 +545,8 @@ fn memcached_options_inpath_lacks_are_refused_by_name() {
         (&["-Y", "auth.txt"], "-S/-Y is not supported"),
         (&["-e", "/dev/shm/mem"], "-e is not supported"),
         (&["-Z"], "-Z is not supported"),
-        (&["-U", "11211"], "-U 11211 is not supported"),
         (&["-B", "sctp"], "the protocol is ascii, binary or auto"),
-        (
-            &["-o", "ext_path=/ssd/x:1G"],
-            "-o ext_path is not supported",
-        ),
+        (&["-R", "0"], "-R 0: the number of requests per event"),
         (&["-o", "ssl_key=k.pem"], "-o ssl_key is not supported"),
         (
             &["-o", "idle_timeout=soon"],
@@ -645,4 +641,210 @@ fn memcached_command_line_runs_from_dram_with_m_c_and_a() {
     assert_eq!(c.r.read_to_end(&mut rest).unwrap(), 0, "{rest:?}");
     let status = wait_exit(&mut child);
     assert!(status.success(), "{status:?}");
+}
+
+/// memcached's extstore command line and config file start the flash tier on the ext_path file
+/// (its size from SIZE; the ext_* tuning options taken and listed with -v); the bad inputs of
+/// issue 56 are refused at start, naming the value: a missing directory, the same file twice,
+/// two files, a size without a unit, a file larger than the free space, a -m larger than the
+/// machine, -R 0.
+#[test]
+fn memcached_extstore_command_lines_start_the_flash_tier() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    // As memcached's t/extstore.t starts it (ext_page_size before ext_path, as it requires).
+    let ext = format!("ext_page_size=8,ext_wbuf_size=2,ext_threads=1,ext_path={d}/extstore:64m");
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let mut cmd = inpath();
+    cmd.args([
+        "cache",
+        "serve",
+        "-l",
+        "127.0.0.1",
+        "-p",
+        "0",
+        "-U",
+        &udp,
+        "-m",
+        "64",
+        "-v",
+    ])
+    .args([
+        "-o",
+        &ext,
+        "-o",
+        "ext_item_size=512,ext_max_frag=0.8,ext_drop_unread",
+    ]);
+    let (mut child, addr) = spawn_server(cmd);
+    let mut c = Conn::new(&addr);
+    assert_eq!(c.set("k", b"v").unwrap(), "STORED");
+    c.w.write_all(b"stats\r\n").unwrap();
+    let mut stats = std::collections::HashMap::new();
+    loop {
+        let l = c.line().unwrap();
+        if l == "END" {
+            break;
+        }
+        let p: Vec<&str> = l.splitn(3, ' ').collect();
+        stats.insert(p[1].to_string(), p[2].to_string());
+    }
+    let limit: u64 = stats["flash_limit_bytes"].parse().unwrap();
+    assert!(
+        limit > 60 << 20 && limit <= 64 << 20,
+        "the 64m file: {limit}"
+    );
+    let meta = std::fs::metadata(dir.path().join("extstore")).unwrap();
+    assert_eq!(meta.len(), 64 << 20);
+    // UDP answers, and SIGTERM still stops the server (its UDP thread too) with status 0.
+    let u = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    u.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    u.send_to(
+        b"\x00\x07\x00\x00\x00\x01\x00\x00get k\r\n",
+        format!("127.0.0.1:{udp}"),
+    )
+    .unwrap();
+    let mut buf = [0u8; 1500];
+    let n = u.recv(&mut buf).expect("a UDP reply");
+    assert_eq!(
+        &buf[..n],
+        b"\x00\x07\x00\x00\x00\x01\x00\x00VALUE k 0 1\r\nv\r\nEND\r\n"
+    );
+    assert!(Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    assert!(wait_exit(&mut child).success());
+    // The same from a config file (Debian's format), with UDP on.
+    let conf = dir.path().join("memcached.conf");
+    std::fs::write(
+        &conf,
+        format!("-m 64\n-p 0\n-l 127.0.0.1\n-U 0\n-o ext_path={d}/conf.ext:32m\n"),
+    )
+    .unwrap();
+    let mut cmd = inpath();
+    cmd.args(["cache", "serve", "--config"]).arg(&conf);
+    let (mut child, addr) = spawn_server(cmd);
+    let mut c = Conn::new(&addr);
+    assert_eq!(c.set("k", b"v").unwrap(), "STORED");
+    assert!(dir.path().join("conf.ext").exists());
+    kill_server(&mut child);
+
+    let program = crate::common::program(dir.path());
+    let free = free_bytes(d);
+    let huge = format!("ext_path={d}/huge:1000G");
+    let cases: Vec<(Vec<String>, String)> = vec![
+        (
+            vec!["-o".into(), "ext_path=/no/such/dir/x:1G".into()],
+            "the directory /no/such/dir does not exist".into(),
+        ),
+        (
+            vec![
+                "-o".into(),
+                format!("ext_path={d}/a:64m,ext_path={d}/./a:64m"),
+            ],
+            "names the file".into(),
+        ),
+        (
+            vec![
+                "-o".into(),
+                format!("ext_path={d}/a:64m"),
+                "-o".into(),
+                format!("ext_path={d}/b:64m"),
+            ],
+            "-o ext_path is given 2 times".into(),
+        ),
+        (
+            vec!["-o".into(), format!("ext_path={d}/a:64")],
+            "is not a whole number with a unit m, g, t or p".into(),
+        ),
+        (
+            vec!["-o".into(), format!("ext_path={d}/a")],
+            "give FILE:SIZE".into(),
+        ),
+        (
+            vec!["-o".into(), format!("ext_path={d}/a:64m:compact")],
+            "only the default bucket".into(),
+        ),
+        (
+            vec!["-o".into(), format!("ext_path={d}/a:64m,ext_page_size=8")],
+            "ext_page_size must come before any ext_path".into(),
+        ),
+        (
+            vec!["-o".into(), "ext_threads=many".into()],
+            "ext_threads takes a whole number".into(),
+        ),
+        (
+            vec!["-o".into(), "ext_bogus=1".into()],
+            "-o ext_bogus: not an extstore option".into(),
+        ),
+        (
+            vec![
+                "-o".into(),
+                format!("ext_path={d}/a:64m"),
+                "--flash".into(),
+                format!("{d}/b"),
+            ],
+            "give the flash file once".into(),
+        ),
+        (
+            vec!["-m".into(), "99999999999".into()],
+            "is more than this machine has".into(),
+        ),
+    ];
+    for (args, needle) in &cases {
+        let mut argv = vec!["cache", "serve", "-p", "0", "-l", "127.0.0.1"];
+        if !args.contains(&"-m".to_string()) {
+            argv.extend(["-m", "1024"]);
+        }
+        argv.extend(args.iter().map(String::as_str));
+        program.fails(&argv, needle);
+    }
+    if free < 1000 << 30 {
+        program.fails(
+            &[
+                "cache",
+                "serve",
+                "-p",
+                "0",
+                "-l",
+                "127.0.0.1",
+                "-m",
+                "1024",
+                "-o",
+                &huge,
+            ],
+            "free on its filesystem",
+        );
+    }
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| !n.starts_with("extstore") && !n.starts_with("conf") && n != "memcached.conf")
+        .collect();
+    assert!(left.is_empty(), "a refused start created {left:?}");
+}
+
+/// Bytes free on the filesystem of `dir` (`df`), for the test of a flash file larger than that.
+fn free_bytes(dir: &str) -> u64 {
+    let out = Command::new("df")
+        .args(["-B1", "--output=avail", dir])
+        .output()
+        .expect("df");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .nth(1)
+        .and_then(|l| l.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Stops a server with SIGKILL and reaps it.
+fn kill_server(child: &mut Child) {
+    let _ = child.kill();
+    let _ = child.wait();
 }
