@@ -250,26 +250,38 @@ def duckdb_part(sf, base, args, entry):
         os.remove(db)
 
 
-def cold_runs(command, seconds_of, what, programs):
+# Saves the sweep's results so far (set by sweep()): cold runs save after each query, so a
+# long part cut short keeps what it measured and `--resume` goes on from the next query.
+CHECKPOINT = None
+
+
+def cold_runs(command, seconds_of, what, programs, cold=None):
     """Each query in a fresh process after the page cache is dropped (and the engine's
-    `programs` read back in): its seconds, bytes read from storage and peak RssAnon."""
+    `programs` read back in): its seconds, bytes read from storage and peak RssAnon. `cold`
+    holds the queries measured before (kept) and is filled as they run."""
     if not can_drop_caches():
         print(f"{what}: cold runs skipped: dropping the page cache needs root", flush=True)
         return None
-    cold = {}
+    cold = {} if cold is None else cold
     for n in range(1, 23):
+        if str(n) in cold or n in cold:
+            continue
         drop_caches(programs)
         out, wall, anon, read, rc, err = measured(command(n))
         if rc != 0:
             # Recorded, not fatal: a query that fails at a scale (an engine out of memory) is a
             # result of the sweep; the others still run. The totals leave the scale out.
-            cold[n] = {"error": err.strip().splitlines()[-1] if err.strip() else f"exit {rc}",
-                       "read_bytes": read, "anon_peak": anon, "wall": wall}
-            print(f"{what} cold Q{n}: FAILED after {wall:.1f} s: {cold[n]['error']}", flush=True)
+            cold[str(n)] = {"error": err.strip().splitlines()[-1] if err.strip() else f"exit {rc}",
+                            "read_bytes": read, "anon_peak": anon, "wall": wall}
+            print(f"{what} cold Q{n}: FAILED after {wall:.1f} s: {cold[str(n)]['error']}", flush=True)
+            if CHECKPOINT:
+                CHECKPOINT()
             continue
-        cold[n] = {"seconds": seconds_of(out), "read_bytes": read, "anon_peak": anon, "wall": wall}
-        print(f"{what} cold Q{n}: {cold[n]['seconds']:.3f} s, read {read / 1e9:.2f} GB, "
+        cold[str(n)] = {"seconds": seconds_of(out), "read_bytes": read, "anon_peak": anon, "wall": wall}
+        print(f"{what} cold Q{n}: {cold[str(n)]['seconds']:.3f} s, read {read / 1e9:.2f} GB, "
               f"RssAnon {anon / 2**20:.0f} MiB", flush=True)
+        if CHECKPOINT:
+            CHECKPOINT()
     return cold
 
 
@@ -311,10 +323,11 @@ def inpath_part(sf, base, args, entry, offload):
     if "warm" in args.modes:
         inpath_warm(sf, cmd, name, entry)
     if "cold" in args.modes:
-        entry["cold"] = cold_runs(
+        entry["cold"] = entry.get("cold") or {}
+        cold_runs(
             lambda n: [inpath_bin(), "query", "tpch", plain, "--json", "--threads", str(threads), "--runs", "1",
                        "--queries", str(n), "--answers", answers, *extra],
-            inpath_seconds, f"SF {sf} {name}", program_files("inpath"))
+            inpath_seconds, f"SF {sf} {name}", program_files("inpath"), entry["cold"])
 
 
 def inpath_warm(sf, cmd, name, entry):
@@ -344,6 +357,8 @@ def sweep(args):
     results.setdefault("setup", {})
     report = common.Report("query-scale", {"threads": args.thread_list[-1], "runs": args.runs})
     results["setup"] = report.setup
+    global CHECKPOINT
+    CHECKPOINT = lambda: save(results)  # noqa: E731
     parts = args.parts.split(",")
     data = os.path.abspath(args.data or os.path.join(common.OUT, "query-scale"))
     for sf_text in args.scale.split(","):

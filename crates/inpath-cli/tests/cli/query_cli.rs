@@ -660,11 +660,11 @@ fn peak_anon(dir: &Path, args: &[&str]) -> u64 {
 }
 
 /// The host's memory bound that docs/query.md states ("The host's memory"): with offload, the
-/// process's peak anonymous memory stays within three times the device's memory plus 128 MiB,
+/// process's peak anonymous memory stays within three times the device's memory plus 256 MiB,
 /// on the queries that hold the most (joins in key-range passes, counted groups, a large
 /// group-by) at SF 0.5 with 16 MiB of device memory, where Q18 without offload holds several
 /// times the bound; and without offload `--memory-limit` bounds it the same way (plus the same
-/// 128 MiB) where DataFusion's operators can run within the limit.
+/// 256 MiB) where DataFusion's operators can run within the limit.
 #[test]
 fn the_hosts_anonymous_memory_stays_within_its_stated_bound() {
     let dir = tempfile::tempdir().unwrap();
@@ -683,7 +683,7 @@ fn the_hosts_anonymous_memory_stays_within_its_stated_bound() {
         d,
     ));
     let device = 16u64 << 20;
-    let bound = 3 * device + (128 << 20);
+    let bound = 3 * device + (256 << 20);
     for q in ["9", "13", "16", "18", "21"] {
         let peak = peak_anon(
             d,
@@ -732,7 +732,7 @@ fn the_hosts_anonymous_memory_stays_within_its_stated_bound() {
         ],
     );
     assert!(
-        limited <= limit + (128 << 20),
+        limited <= limit + (256 << 20),
         "Q18 under --memory-limit 256MiB: {} MiB",
         limited >> 20
     );
