@@ -66,7 +66,7 @@ pub struct Server {
     store: Arc<Store>,
     stop_tx: Option<tokio::sync::watch::Sender<bool>>,
     thread: Option<std::thread::JoinHandle<()>>,
-    http: Option<inpath_core::http::HttpServer>,
+    http: Option<inpath_net::HttpServer>,
 }
 
 impl Server {
@@ -186,9 +186,10 @@ impl Server {
                 }
             })?;
         let http = match http_listener {
-            Some(l) => Some(inpath_core::http::HttpServer::start(
+            Some(l) => Some(inpath_net::HttpServer::start(
                 l,
                 crate::live::http_api(store.clone(), addr.to_string()),
+                inpath_net::HttpGuard::default(),
             )?),
             None => None,
         };

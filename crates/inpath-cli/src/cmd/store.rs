@@ -607,7 +607,7 @@ fn serve(a: ServeArgs) -> Result<()> {
         let _ = writeln!(out, "listening on {addr}");
         if let Some(listener) = http_listener {
             let api = inpath_store::live::http_api(service.clone(), addr.to_string());
-            match inpath_core::http::HttpServer::start(listener, api) {
+            match inpath_net::HttpServer::start(listener, api, inpath_net::HttpGuard::default()) {
                 Ok(server) => {
                     let _ = writeln!(out, "http on {}", server.local_addr());
                     eprintln!(
