@@ -227,15 +227,7 @@ pub fn write_private(dir: &Path, files: &[(&str, &str)], replace: bool) -> Resul
         for (file, _) in files {
             let path = dir.join(file);
             if path.exists() {
-                return Err(NetError::Setting {
-                    name: "directory",
-                    value: dir.display().to_string(),
-                    valid: format!(
-                        "a directory without {file}: refusing to replace {} (give --force to \
-                         replace the files)",
-                        path.display()
-                    ),
-                });
+                return Err(NetError::Exists { path });
             }
         }
     }
@@ -332,4 +324,27 @@ pub fn init(dir: &Path, options: &InitOptions) -> Result<InitFiles> {
         client_cert,
         client_key,
     })
+}
+
+/// The start of a day `YYYY-MM-DD` (UTC) as a time: for [`Validity`] from the command line.
+pub fn parse_date(text: &str) -> Result<SystemTime> {
+    let bad = || NetError::Setting {
+        name: "date",
+        value: text.to_string(),
+        valid: "a day written YYYY-MM-DD, between 1970-01-01 and 9999-12-31".into(),
+    };
+    let mut parts = text.split('-');
+    let (Some(y), Some(m), Some(d), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(bad());
+    };
+    let year: i32 = y.parse().map_err(|_| bad())?;
+    let month: u8 = m.parse().map_err(|_| bad())?;
+    let day: u8 = d.parse().map_err(|_| bad())?;
+    let month = time::Month::try_from(month).map_err(|_| bad())?;
+    let date = time::Date::from_calendar_date(year, month, day).map_err(|_| bad())?;
+    let secs = date.midnight().assume_utc().unix_timestamp();
+    let secs = u64::try_from(secs).map_err(|_| bad())?;
+    Ok(UNIX_EPOCH + Duration::from_secs(secs))
 }

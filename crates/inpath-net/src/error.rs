@@ -101,6 +101,12 @@ pub enum NetError {
         #[source]
         source: rcgen::Error,
     },
+    /// A file that would be replaced, and replacing was not asked for.
+    #[error("refusing to replace {}: it exists (give --force to replace the files)", path.display())]
+    Exists {
+        /// The file.
+        path: PathBuf,
+    },
     /// A file could not be written (through `inpath_core::output`: all or nothing).
     #[error("cannot write {}", path.display())]
     Write {

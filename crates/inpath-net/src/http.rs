@@ -265,8 +265,7 @@ fn refusal(
              the password, with any user name)"
         }
         Some(token) => {
-            let wait = guard.limiter.admit(peer);
-            if !wait.is_zero() {
+            if let Some(wait) = guard.limiter.admit(peer) {
                 std::thread::sleep(wait);
             }
             if tokens.check(&token).is_some() {

@@ -7,6 +7,7 @@
 //! - [`tls`]: rustls configurations from PEM files (certificate chain and key; a client CA
 //!   file for mutual TLS, the client certificate optional or required; the lowest version),
 //!   reloadable while serving; the words for a failed handshake.
+//! - [`client`]: a client's credentials (CA, certificate, token) and its connection.
 //! - [`stream`]: a blocking connection that is plain or TLS, and the handshakes, for servers
 //!   with a thread per connection. Servers on tokio use `tokio_rustls` (feature `tokio`).
 //! - [`tokens`]: token files (a name, a role `read` or `write`, and the SHA-256 of the token;
@@ -35,6 +36,7 @@
 #![forbid(unsafe_code)]
 
 pub mod certs;
+pub mod client;
 pub mod error;
 pub mod files;
 pub mod http;
@@ -44,6 +46,7 @@ pub mod stream;
 pub mod tls;
 pub mod tokens;
 
+pub use client::{CredentialFiles, Credentials};
 pub use error::{NetError, Result};
 pub use http::{HttpGuard, HttpServer};
 pub use limit::{Limiter, Slowing};

@@ -92,23 +92,23 @@ impl Limiter {
         e.at = now;
     }
 
-    /// How long an attempt from `ip` must wait before its credential is checked (zero for an
-    /// address that has not failed often just now). Takes the address's next slot.
-    pub fn admit(&self, ip: IpAddr) -> Duration {
+    /// Whether an attempt from `ip` is slowed, and how long it must wait before its
+    /// credential is checked: `None` for an address that has not failed often just now;
+    /// else the wait for the address's next slot, which it takes (zero when the slot is
+    /// free already: attempts slower than the delay do not wait).
+    pub fn admit(&self, ip: IpAddr) -> Option<Duration> {
         let now = Instant::now();
         let mut map = self.addresses.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(e) = map.get_mut(&ip) else {
-            return Duration::ZERO;
-        };
+        let e = map.get_mut(&ip)?;
         self.drained(e, now);
         // `free_per_second` failures (about a second's worth) are free; the next waits.
         if e.score <= f64::from(self.slowing.free_per_second) - 1.0 {
-            return Duration::ZERO;
+            return None;
         }
         let slot = e.next_slot.max(now);
         e.next_slot = slot + self.slowing.delay;
         self.slowed.fetch_add(1, Ordering::Relaxed);
-        slot - now
+        Some(slot - now)
     }
 
     /// Counts a failed attempt from `ip`.

@@ -214,13 +214,34 @@ pub fn accept(
             }
             Ok(_) => {}
             Err(e) => {
-                // Hand the alert to the client before closing.
+                // Hand the alert to the client, then let it arrive: see `linger`.
                 let _ = conn.write_tls(&mut tcp);
+                linger(&mut tcp);
                 return Err(HandshakeError::from_io(e, true, timeout));
             }
         }
     }
     Ok(Stream::Server(Box::new(StreamOwned::new(conn, tcp))))
+}
+
+/// Before closing a refused connection: a FIN after what was written (the alert), then what
+/// the peer still sends is read and dropped (at most 1 MiB, for at most 1 s). Closing with
+/// unread bytes (a TLS 1.3 client sends its first request right after its certificate)
+/// makes the kernel send a reset, and a reset discards the alert before the peer reads it.
+pub fn linger(tcp: &mut TcpStream) {
+    let _ = tcp.shutdown(std::net::Shutdown::Write);
+    let _ = tcp.set_read_timeout(Some(Duration::from_millis(100)));
+    let start = Instant::now();
+    let mut left = 1usize << 20;
+    let mut buf = [0u8; 16 << 10];
+    while left > 0 && start.elapsed() < Duration::from_secs(1) {
+        match tcp.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => left = left.saturating_sub(n),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
 }
 
 /// The client side of a TLS handshake on `tcp` with the server `name`, finished within

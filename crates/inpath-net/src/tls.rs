@@ -31,17 +31,18 @@ pub fn provider() -> Arc<CryptoProvider> {
 }
 
 /// Whether a server asks for client certificates, and whether it requires one (memcached's
-/// `ssl_verify_mode` 0, 1 or 3, and 2). A certificate that is presented is always checked
+/// `ssl_verify_mode` 0, 1, and 2 or 3). A certificate that is presented is always checked
 /// against the client CA file.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ClientCerts {
     /// Not asked for (memcached's mode 0, `None`).
     #[default]
     Ignore,
-    /// Asked for and checked when given; a client without one still connects (modes 1,
-    /// `Request`, and 3, `Once`: TLS 1.3 has no renegotiation, so asking once is asking).
+    /// Asked for and checked when given; a client without one still connects (mode 1,
+    /// `Request`).
     Request,
-    /// Required: a client without a certificate signed by the CA is refused (mode 2).
+    /// Required: a client without a certificate signed by the CA is refused (modes 2,
+    /// `Require`, and 3, `Once`: there is no renegotiation here, so once is always).
     Require,
 }
 
@@ -88,6 +89,9 @@ pub struct ServerTlsFiles {
     pub client_certs: ClientCerts,
     /// The lowest protocol version accepted.
     pub min_version: MinVersion,
+    /// Let clients resume sessions (a cache of 256 in memory; memcached's
+    /// `ssl_session_cache`, off by default there, on here for the store).
+    pub session_cache: bool,
 }
 
 impl ServerTlsFiles {
@@ -99,6 +103,7 @@ impl ServerTlsFiles {
             client_ca: None,
             client_certs: ClientCerts::Ignore,
             min_version: MinVersion::Tls12,
+            session_cache: true,
         }
     }
 
@@ -146,7 +151,7 @@ impl ServerTlsFiles {
                 builder.with_client_cert_verifier(verifier)
             }
         };
-        let config = builder
+        let mut config = builder
             .with_single_cert(chain, key)
             .map_err(|source| NetError::Tls {
                 what: format!(
@@ -156,6 +161,10 @@ impl ServerTlsFiles {
                 ),
                 source,
             })?;
+        if !self.session_cache {
+            config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
+            config.send_tls13_tickets = 0;
+        }
         Ok(Arc::new(config))
     }
 }
