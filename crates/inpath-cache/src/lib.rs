@@ -21,14 +21,16 @@
 //!
 //! 1. Leaves: `error` ([`CacheError`]), `types` (configuration, [`Settings`], [`Geometry`], the
 //!    store's request and result types, the seal hook, the recovery report, [`VERSION`]),
-//!    [`conns`] (the open connections, for `stats conns`) and `aligned` (the O_DIRECT buffer:
-//!    the only module allowed `unsafe` code).
+//!    [`conns`] (the open connections, for `stats conns`), [`access`] (TLS, listeners and
+//!    users: memcached's `-Z`, `-l`, `-Y`, `-S`; the counters `stats` shows) and `aligned`
+//!    (the O_DIRECT buffer: the only module allowed `unsafe` code).
 //! 2. [`flash`] (the file, chunk headers, checksummed records) and [`index`] (the DRAM index).
 //! 3. `recover`: checkpoint writing and loading, log replay into a fresh index.
 //! 4. [`store`]: DRAM values, the log writer, eviction and reclaim, checkpoints, `stats`.
 //! 5. `proto`: the memcached text protocol (`proto::text`), meta commands (`proto::meta`) and
 //!    binary protocol (`proto::binary`), which share only the `proto::types` leaf.
-//! 6. [`live`]: `stats` as JSON and metrics over HTTP.
+//! 6. `gate`: authentication in front of the protocol (`-Y`, `-S`) and `refresh_certs`;
+//!    [`live`]: `stats` as JSON and metrics over HTTP.
 //! 7. [`server`]: the accept loop, workers, periodic flushes and checkpoints.
 //!
 //! There are no process-wide settings: a server passes its [`Settings`] to the store it opens
@@ -37,11 +39,13 @@
 #![deny(unsafe_code)]
 
 // The aligned O_DIRECT buffer needs raw allocation; every other module is safe code.
+pub mod access;
 #[allow(unsafe_code)]
 mod aligned;
 pub mod conns;
 mod error;
 pub mod flash;
+mod gate;
 pub mod index;
 pub mod live;
 mod proto;
@@ -50,6 +54,7 @@ pub mod server;
 pub mod store;
 mod types;
 
+pub use access::{Listener, Security, Users};
 pub use error::{CacheError, Result};
 pub use server::{Server, ServerConfig};
 pub use store::{ClassSummary, MemLimitTooSmall, Store};

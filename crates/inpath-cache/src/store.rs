@@ -318,6 +318,8 @@ pub struct Store {
     shutdown: tokio::sync::Notify,
     /// The server's open connections (`stats conns`).
     pub conns: Arc<crate::conns::Conns>,
+    /// Authentication and TLS counters and settings (`stats`, `stats settings`).
+    pub access: Arc<crate::access::AccessCounters>,
     /// The log level (`Settings::verbosity`, changed by the `verbosity` command).
     verbosity: std::sync::atomic::AtomicU8,
 }
@@ -942,6 +944,7 @@ impl Store {
             closed: AtomicBool::new(false),
             shutdown: tokio::sync::Notify::new(),
             conns: Arc::default(),
+            access: Arc::default(),
             verbosity: std::sync::atomic::AtomicU8::new(settings.verbosity),
         }))
     }
@@ -1983,6 +1986,7 @@ impl Store {
             "0".into()
         };
         v.push(("index_bytes_per_item", per));
+        v.extend(self.access.stats());
         v
     }
 }

@@ -49,7 +49,7 @@ pub fn group(store: &Store, name: Option<&[u8]>) -> Option<Vec<(String, String)>
         Some(b"settings") => {
             let s = store.settings();
             let on_off = |on: bool, yes: &str, no: &str| if on { yes } else { no }.to_string();
-            vec![
+            let mut lines = vec![
                 ("maxbytes".into(), store.memory_limit().to_string()),
                 ("maxconns".into(), s.max_conns.to_string()),
                 ("num_threads".into(), s.threads.to_string()),
@@ -67,7 +67,9 @@ pub fn group(store: &Store, name: Option<&[u8]>) -> Option<Vec<(String, String)>
                     "flash_direct_io".into(),
                     u8::from(store.flash_direct()).to_string(),
                 ),
-            ]
+            ];
+            lines.extend(store.access.settings());
+            lines
         }
         Some(_) => return None,
     })
