@@ -239,7 +239,9 @@ pub fn http_plan(
         tls: tls.is_some(),
         auth: tokens.is_some(),
     };
-    check_listener(&format!("{service} --http"), &addr, protection, insecure)?;
+    // The error names the flag: the server's own port may be fine.
+    check_listener(&format!("{service} --http"), &addr, protection, insecure)
+        .map_err(|e| anyhow::anyhow!("--http: {e}"))?;
     Ok(Some((
         addr,
         HttpGuard {
