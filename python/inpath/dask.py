@@ -262,17 +262,23 @@ def _make_plugin_class():
 
         name = PLUGIN_NAME
 
-        def __init__(self, directories, keys=None):
+        def __init__(self, directories, keys=None, remote=None):
             self.directories = dict(directories)
             self.keys = keys
+            self.remote = dict(remote or {})
 
         def setup(self, worker):
-            from .store import Store
+            from .store import Store, _is_address
 
             where = self.directories.get(worker.name, self.directories.get(worker.address))
             if where is None:
                 where = self.directories.get(str(worker.name))
-            self.store = None if where is None else Store(where, keys=self.keys)
+            if where is None:
+                self.store = None
+            elif _is_address(where):
+                self.store = Store(where, **self.remote)
+            else:
+                self.store = Store(where, keys=self.keys)
             self.directory = where
 
     return _StorePlugin
@@ -351,13 +357,27 @@ class ShardedStore:
     results merge into the answer for the whole file: global byte offsets, global item indices.
     Only results cross the network. A worker that is gone gives an :class:`inpath.InpathError`
     naming its shards, never a partial answer.
+
+    A worker's entry may be a store server's ``HOST:PORT`` instead of a directory (a worker
+    beside an ``inpath store serve``); the keywords ``tls_ca``, ``tls_cert``, ``tls_key``,
+    ``token_file``, ``token`` and ``server_name`` are then :class:`inpath.store.Store`'s, and
+    paths are read on the worker (docs/SECURITY.md). Prefer ``token_file`` to ``token``: a
+    token given here travels to the workers with the plugin, through Dask's own connections.
     """
 
-    def __init__(self, client, directories, *, keys=None, timeout=600):
+    _REMOTE = ("tls_ca", "tls_cert", "tls_key", "token", "token_file", "server_name")
+
+    def __init__(self, client, directories, *, keys=None, timeout=600, **remote):
+        unknown = sorted(set(remote) - set(self._REMOTE))
+        if unknown:
+            raise InpathError(
+                f"ShardedStore takes no keyword {', '.join(unknown)} (the server keywords are "
+                f"{', '.join(self._REMOTE)})"
+            )
         self.client = client
         self.timeout = timeout
         self.catalog = {}
-        plugin = _make_plugin_class()(directories, keys)
+        plugin = _make_plugin_class()(directories, keys, remote)
         client.register_plugin(plugin, name=PLUGIN_NAME)
 
     def _workers(self):

@@ -47,13 +47,32 @@ class Store:
     handles of a local store; a server uses the keys it was started with. Handles are ints
     or ``"ID@GENERATION"`` strings (a replaced file then raises instead of mixing versions).
     Errors raise :class:`inpath.InpathError` naming the handle, range or page.
+
+    A server with TLS and authentication (docs/SECURITY.md) takes ``tls_ca`` (the CA file
+    that signs its certificate: TLS on), ``tls_cert`` and ``tls_key`` (a client certificate),
+    ``token`` or ``token_file`` (sent once per connection; default: the ``INPATH_TOKEN``
+    environment variable) and ``server_name`` (the name its certificate holds, when it is not
+    the host connected to). A refusal raises :class:`inpath.InpathError` saying why.
     """
 
-    def __init__(self, where, *, keys=None):
+    def __init__(self, where, *, keys=None, tls_ca=None, tls_cert=None, tls_key=None,
+                 token=None, token_file=None, server_name=None):
+        remote_only = {"tls_ca": tls_ca, "tls_cert": tls_cert, "tls_key": tls_key,
+                       "token": token, "token_file": token_file, "server_name": server_name}
         if _is_address(where):
             addr = where[len("tcp://"):] if where.startswith("tcp://") else where
-            self._s = _inpath._Store.connect(addr)
+            if token is None and token_file is None:
+                token = os.environ.get("INPATH_TOKEN")
+            fs = lambda p: None if p is None else os.fspath(p)  # noqa: E731
+            self._s = _inpath._Store.connect(
+                addr, fs(tls_ca), fs(tls_cert), fs(tls_key), token, fs(token_file), server_name
+            )
         else:
+            given = sorted(k for k, v in remote_only.items() if v is not None)
+            if given:
+                raise _inpath.InpathError(
+                    f"{', '.join(given)}: for a server (HOST:PORT), not a store directory"
+                )
             self._s = _inpath._Store(os.fspath(where), keys)
 
     @property

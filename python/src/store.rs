@@ -52,10 +52,36 @@ impl PyStore {
         })
     }
 
-    /// A connection to `inpath store serve` at `addr` (`HOST:PORT`).
+    /// A connection to `inpath store serve` at `addr` (`HOST:PORT`): TLS when `tls_ca` is
+    /// given (with a client certificate when `tls_cert` is), a token sent once when `token`
+    /// or `token_file` is.
     #[staticmethod]
-    fn connect(py: Python<'_>, addr: String) -> PyResult<PyStore> {
-        let client = py.detach(|| Client::connect(&addr)).map_err(store_err)?;
+    #[pyo3(signature = (addr, tls_ca=None, tls_cert=None, tls_key=None, token=None, token_file=None, server_name=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn connect(
+        py: Python<'_>,
+        addr: String,
+        tls_ca: Option<PathBuf>,
+        tls_cert: Option<PathBuf>,
+        tls_key: Option<PathBuf>,
+        token: Option<String>,
+        token_file: Option<PathBuf>,
+        server_name: Option<String>,
+    ) -> PyResult<PyStore> {
+        let files = inpath_net::CredentialFiles {
+            ca: tls_ca,
+            cert: tls_cert,
+            key: tls_key,
+            token_file,
+            token,
+            server_name,
+        };
+        let client = py
+            .detach(|| -> Result<Client, StoreError> {
+                let credentials = files.load().map_err(Box::new)?;
+                Client::connect_with(&addr, &credentials)
+            })
+            .map_err(store_err)?;
         Ok(PyStore {
             target: Target::Remote(Mutex::new(client)),
             keys: inpath_seal::KeyRing::new(),

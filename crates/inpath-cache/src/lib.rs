@@ -21,14 +21,17 @@
 //!
 //! 1. Leaves: `error` ([`CacheError`]), `types` (configuration, [`Settings`], [`Geometry`], the
 //!    store's request and result types, the seal hook, the recovery report, [`VERSION`]),
-//!    [`conns`] (the open connections, for `stats conns`) and `aligned` (the O_DIRECT buffer
-//!    and the allocator's settings: the only module allowed `unsafe` code).
+//!    [`conns`] (the open connections, for `stats conns`), [`access`] (TLS, listeners and
+//!    users: memcached's `-Z`, `-l`, `-Y`, `-S`; the counters `stats` shows) and `aligned`
+//!    (the O_DIRECT buffer and the allocator's settings: the only module allowed `unsafe`
+//!    code).
 //! 2. [`flash`] (the file, chunk headers, checksummed records) and [`index`] (the DRAM index).
 //! 3. `recover`: checkpoint writing and loading, log replay into a fresh index.
 //! 4. [`store`]: DRAM values, the log writer, eviction and reclaim, checkpoints, `stats`.
 //! 5. `proto`: the memcached text protocol (`proto::text`), meta commands (`proto::meta`) and
 //!    binary protocol (`proto::binary`), which share only the `proto::types` leaf.
-//! 6. [`live`]: `stats` as JSON and metrics over HTTP.
+//! 6. `gate`: authentication in front of the protocol (`-Y`, `-S`) and `refresh_certs`;
+//!    [`live`]: `stats` as JSON and metrics over HTTP.
 //! 7. `udp`: memcached's UDP frames around the same protocol steps (`-U`).
 //! 8. [`server`]: the accept loop, workers, UDP, periodic flushes and checkpoints.
 //!
@@ -37,6 +40,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod access;
 // The aligned O_DIRECT buffer needs raw allocation, the allocator's settings a C call; every
 // other module is safe code.
 #[allow(unsafe_code)]
@@ -44,6 +48,7 @@ mod aligned;
 pub mod conns;
 mod error;
 pub mod flash;
+mod gate;
 pub mod index;
 pub mod live;
 mod proto;
@@ -53,6 +58,7 @@ pub mod store;
 mod types;
 mod udp;
 
+pub use access::{Listener, Security, Users};
 pub use error::{CacheError, Result};
 pub use server::{Server, ServerConfig};
 pub use store::{ClassSummary, MemLimitTooSmall, Store};

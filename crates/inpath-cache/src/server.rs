@@ -27,6 +27,8 @@ pub struct ServerConfig {
     pub handle_signals: bool,
     /// Serve `stats` as JSON, metrics and the live page over HTTP here (`crate::live`).
     pub http: Option<String>,
+    /// HTTPS and a token for the HTTP port (`inpath_net`).
+    pub http_guard: inpath_net::HttpGuard,
     /// Connections the kernel queues before they are accepted (memcached's `-b`).
     pub backlog: u32,
     /// Whether the `shutdown` command stops the server (memcached's `-A`).
@@ -46,6 +48,9 @@ pub struct ServerConfig {
     pub reqs_per_event: u32,
     /// Refuse `stats cachedump` (memcached's `-X`).
     pub dump_disabled: bool,
+    /// TLS, more listeners and authentication (memcached's `-Z`, `-l a,notls:b`, `-Y`, `-S`;
+    /// `crate::access`). The default protects nothing, as memcached's.
+    pub security: crate::access::Security,
 }
 
 impl ServerConfig {
@@ -59,6 +64,7 @@ impl ServerConfig {
             checkpoint_interval: Duration::from_secs(60),
             handle_signals: false,
             http: None,
+            http_guard: inpath_net::HttpGuard::default(),
             backlog: 1024,
             shutdown_command: false,
             idle_timeout: None,
@@ -67,6 +73,7 @@ impl ServerConfig {
             udp_port: 0,
             reqs_per_event: 0,
             dump_disabled: false,
+            security: crate::access::Security::default(),
         }
     }
 }
@@ -74,10 +81,11 @@ impl ServerConfig {
 /// A running server.
 pub struct Server {
     addr: SocketAddr,
+    listening_on: Vec<(SocketAddr, bool)>,
     store: Arc<Store>,
     stop_tx: Option<tokio::sync::watch::Sender<bool>>,
     thread: Option<std::thread::JoinHandle<()>>,
-    http: Option<inpath_core::http::HttpServer>,
+    http: Option<inpath_net::HttpServer>,
 }
 
 impl Server {
@@ -98,6 +106,21 @@ impl Server {
             use std::os::fd::AsRawFd;
             i64::from(listener.as_raw_fd())
         };
+        // memcached's further `-l` addresses, each with its own TLS setting.
+        let mut also = Vec::with_capacity(cfg.security.also_listen.len());
+        let main_tls = cfg.security.tls.is_some() && cfg.security.main_tls;
+        let mut listening_on = vec![(addr, main_tls)];
+        for l in &cfg.security.also_listen {
+            let sock = bind(&l.addr, cfg.backlog).map_err(|e| CacheError::Listen {
+                addr: l.addr.clone(),
+                source: e,
+            })?;
+            sock.set_nonblocking(true)?;
+            let tls = cfg.security.tls.is_some() && l.tls;
+            listening_on.push((sock.local_addr()?, tls));
+            also.push((sock, tls));
+        }
+        let cfg_http_guard = cfg.http_guard.clone();
         let http_listener = match &cfg.http {
             Some(http) => {
                 Some(
@@ -142,6 +165,7 @@ impl Server {
         };
         crate::flash::one_malloc_arena();
         let store = Store::open_with(cfg.store.clone(), settings)?;
+        store.access.configure(&cfg.security);
         if cfg.store.verbose {
             let r = &store.recovery;
             eprintln!(
@@ -166,25 +190,28 @@ impl Server {
         let mut workers = Vec::with_capacity(cfg.threads);
         let mut senders = Vec::with_capacity(cfg.threads);
         let protocol = cfg.protocol;
+        let security = std::sync::Arc::new(cfg.security.clone());
         for i in 0..cfg.threads {
-            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<std::net::TcpStream>();
+            let (tx, mut rx) =
+                tokio::sync::mpsc::unbounded_channel::<(std::net::TcpStream, bool)>();
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .max_blocking_threads(32)
                 .build()?;
             let st = store.clone();
+            let sec = security.clone();
             let handle = std::thread::Builder::new()
                 .name(format!("inpath-cache-{i}"))
                 .spawn(move || {
                     rt.block_on(async move {
-                        while let Some(sock) = rx.recv().await {
+                        while let Some((sock, tls)) = rx.recv().await {
                             let Ok(sock) = tokio::net::TcpStream::from_std(sock) else {
                                 st.counters.curr_connections.fetch_sub(1, Relaxed);
                                 continue;
                             };
-                            let st = st.clone();
+                            let (st, sec) = (st.clone(), sec.clone());
                             tokio::spawn(async move {
-                                connection(sock, &st, idle, protocol).await;
+                                accepted(sock, tls, &st, &sec, idle, protocol).await;
                                 st.counters.curr_connections.fetch_sub(1, Relaxed);
                             });
                         }
@@ -230,11 +257,14 @@ impl Server {
         let thread = std::thread::Builder::new()
             .name("inpath-cache-main".into())
             .spawn(move || {
-                let listener = {
+                let listeners = {
                     let _guard = runtime.enter();
-                    tokio::net::TcpListener::from_std(listener)
+                    std::iter::once((listener, main_tls))
+                        .chain(also)
+                        .map(|(l, tls)| tokio::net::TcpListener::from_std(l).map(|l| (l, tls)))
+                        .collect::<std::io::Result<Vec<_>>>()
                 };
-                match listener {
+                match listeners {
                     Ok(l) => runtime.block_on(serve(l, st.clone(), cfg, stop_rx, senders)),
                     Err(e) => eprintln!("inpath cache: {e}"),
                 }
@@ -249,14 +279,16 @@ impl Server {
                 }
             })?;
         let http = match http_listener {
-            Some(l) => Some(inpath_core::http::HttpServer::start(
+            Some(l) => Some(inpath_net::HttpServer::start(
                 l,
                 crate::live::http_api(store.clone(), addr.to_string()),
+                cfg_http_guard,
             )?),
             None => None,
         };
         Ok(Server {
             addr,
+            listening_on,
             store,
             stop_tx: Some(stop_tx),
             thread: Some(thread),
@@ -268,9 +300,19 @@ impl Server {
         self.addr
     }
 
+    /// Every address served (the main one first), each with whether it speaks TLS.
+    pub fn listening_on(&self) -> &[(SocketAddr, bool)] {
+        &self.listening_on
+    }
+
     /// The HTTP API's address, when `http` was set.
     pub fn http_addr(&self) -> Option<SocketAddr> {
         self.http.as_ref().map(|h| h.local_addr())
+    }
+
+    /// The HTTP API's scheme (`http` or `https`), when `http` was set.
+    pub fn http_scheme(&self) -> Option<&'static str> {
+        self.http.as_ref().map(|h| h.scheme())
     }
 
     pub fn store(&self) -> &Arc<Store> {
@@ -315,12 +357,32 @@ impl Drop for Server {
 const TRIM_EVERY_TICKS: u64 = 25;
 
 async fn serve(
-    listener: tokio::net::TcpListener,
+    mut listeners: Vec<(tokio::net::TcpListener, bool)>,
     store: Arc<Store>,
     cfg: ServerConfig,
     mut stop: tokio::sync::watch::Receiver<bool>,
-    workers: Vec<tokio::sync::mpsc::UnboundedSender<std::net::TcpStream>>,
+    workers: Vec<tokio::sync::mpsc::UnboundedSender<(std::net::TcpStream, bool)>>,
 ) {
+    // The first listener is accepted here; the others (memcached's further `-l` addresses)
+    // each on a task of their own that hands its connections over.
+    let (listener, main_tls) = listeners.remove(0);
+    let (more_tx, mut more_rx) = tokio::sync::mpsc::channel(64);
+    for (l, tls) in listeners {
+        let tx = more_tx.clone();
+        tokio::spawn(async move {
+            loop {
+                match l.accept().await {
+                    Ok(accepted) => {
+                        if tx.send((accepted, tls)).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+                }
+            }
+        });
+    }
+    drop(more_tx);
     let mut next = 0usize;
     let mut trim_at = 0u64;
     let mut sync_tick = tokio::time::interval(cfg.sync_interval);
@@ -352,10 +414,16 @@ async fn serve(
                 None => std::future::pending().await,
             }
         };
+        let accepted = async {
+            tokio::select! {
+                a = listener.accept() => a.map(|a| (a, main_tls)),
+                Some((a, tls)) = more_rx.recv() => Ok((a, tls)),
+            }
+        };
         tokio::select! {
-            accepted = listener.accept() => {
+            accepted = accepted => {
                 match accepted {
-                    Ok((sock, _)) => {
+                    Ok(((sock, _), tls)) => {
                         let c = &store.counters;
                         if c.curr_connections.load(Relaxed) as usize >= cfg.max_conns {
                             c.rejected_connections.fetch_add(1, Relaxed);
@@ -371,7 +439,7 @@ async fn serve(
                         match sock.into_std() {
                             Ok(std_sock) => {
                                 next = (next + 1) % workers.len();
-                                if workers[next].send(std_sock).is_err() {
+                                if workers[next].send((std_sock, tls)).is_err() {
                                     c.curr_connections.fetch_sub(1, Relaxed);
                                 }
                             }
@@ -426,9 +494,13 @@ async fn serve(
     }
 }
 
-async fn connection(
-    mut sock: tokio::net::TcpStream,
+/// A connection handed to a worker: the TLS handshake first on a TLS listener (counted in
+/// `ssl_handshake_errors` when it fails), then the requests.
+async fn accepted(
+    sock: tokio::net::TcpStream,
+    tls: bool,
     store: &Arc<Store>,
+    security: &crate::access::Security,
     idle_timeout: Option<Duration>,
     protocol: Protocol,
 ) {
@@ -436,13 +508,84 @@ async fn connection(
         use std::os::fd::AsRawFd;
         i64::from(sock.as_raw_fd())
     };
+    let (peer, local) = (sock.peer_addr().ok(), sock.local_addr().ok());
+    let on = Endpoint {
+        fd,
+        peer,
+        local,
+        tls,
+    };
+    match (tls, &security.tls) {
+        (true, Some(config)) => {
+            // A plain client gets no TLS alert it could not read: the connection closes, as
+            // memcached closes it.
+            let mut first = [0u8; 3];
+            let peeked = tokio::time::timeout(TLS_HANDSHAKE, sock.peek(&mut first)).await;
+            let plain = match peeked {
+                Ok(Ok(n)) => n == 0 || !inpath_net::tls::looks_like_tls(&first[..n]),
+                _ => true,
+            };
+            if plain {
+                store.access.ssl_handshake_errors.fetch_add(1, Relaxed);
+                if store.verbosity() >= 1 {
+                    eprintln!("<{fd} not a TLS handshake on a TLS listener: closed");
+                }
+                return;
+            }
+            let acceptor = inpath_net::tokio_rustls::TlsAcceptor::from(config.config());
+            let handshake = tokio::time::timeout(TLS_HANDSHAKE, acceptor.accept(sock)).await;
+            match handshake {
+                Ok(Ok(stream)) => {
+                    connection(stream, on, store, security, idle_timeout, protocol).await
+                }
+                Ok(Err(e)) => {
+                    store.access.ssl_handshake_errors.fetch_add(1, Relaxed);
+                    if store.verbosity() >= 1 {
+                        eprintln!(
+                            "<{fd} TLS handshake failed: {}",
+                            inpath_net::tls::describe_io(&e, true)
+                        );
+                    }
+                }
+                Err(_) => {
+                    store.access.ssl_handshake_errors.fetch_add(1, Relaxed);
+                    if store.verbosity() >= 1 {
+                        eprintln!("<{fd} TLS handshake timed out");
+                    }
+                }
+            }
+        }
+        _ => connection(sock, on, store, security, idle_timeout, protocol).await,
+    }
+}
+
+/// How long a client has to finish its TLS handshake.
+const TLS_HANDSHAKE: Duration = Duration::from_secs(10);
+
+/// Where a connection came in.
+struct Endpoint {
+    fd: i64,
+    peer: Option<SocketAddr>,
+    local: Option<SocketAddr>,
+    tls: bool,
+}
+
+async fn connection<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    mut sock: S,
+    on: Endpoint,
+    store: &Arc<Store>,
+    security: &crate::access::Security,
+    idle_timeout: Option<Duration>,
+    protocol: Protocol,
+) {
+    let fd = on.fd;
     // memcached's -vv: connections, and each request's line with its reply's first line.
     let chatty = || store.verbosity() >= 2;
     if chatty() {
         eprintln!("<{fd} new auto-negotiating client connection");
     }
-    let registered = match (sock.peer_addr(), sock.local_addr()) {
-        (Ok(peer), Ok(local)) => Some(store.conns.register(
+    let registered = match (on.peer, on.local) {
+        (Some(peer), Some(local)) => Some(store.conns.register(
             fd,
             Some(peer),
             local,
@@ -450,6 +593,8 @@ async fn connection(
         )),
         _ => None,
     };
+    let mut gate = crate::gate::Gate::new(security, on.tls);
+    let peer_ip = on.peer.map(|p| p.ip());
     let state = registered.as_ref().map(|r| r.state.clone());
     let _closed = Closed { fd, store };
     let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
@@ -487,10 +632,17 @@ async fn connection(
                 eprintln!("{fd}: Client using the {name} protocol");
             }
             let mark = out.len();
-            let step = if is_binary {
-                proto::binary::step(store, &buf[start..], &mut out).await
-            } else {
-                proto::step(store, &buf[start..], &mut out).await
+            let step = match gate.step(security, store, peer_ip, &buf[start..], is_binary, &mut out)
+            {
+                crate::gate::Gated::Done(step) => step,
+                crate::gate::Gated::Wait(wait) => {
+                    tokio::time::sleep(wait).await;
+                    continue;
+                }
+                crate::gate::Gated::Pass if is_binary => {
+                    proto::binary::step(store, &buf[start..], &mut out).await
+                }
+                crate::gate::Gated::Pass => proto::step(store, &buf[start..], &mut out).await,
             };
             if chatty() && !is_binary && !matches!(step, Step::NeedMore) {
                 log_exchange(fd, &buf[start..], &out[mark..]);
@@ -598,7 +750,7 @@ async fn connection(
 /// dropped (at most 4 MiB, for at most 2 s) before the socket closes. Closing with unread input
 /// makes the kernel answer with a reset, which throws away replies not yet sent, the error line
 /// among them.
-async fn linger(mut sock: tokio::net::TcpStream) {
+async fn linger<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(mut sock: S) {
     let _ = sock.shutdown().await;
     let mut sink = vec![0u8; 16 * 1024];
     let drain = async {

@@ -347,6 +347,8 @@ pub struct Store {
     shutdown: tokio::sync::Notify,
     /// The server's open connections (`stats conns`).
     pub conns: Arc<crate::conns::Conns>,
+    /// Authentication and TLS counters and settings (`stats`, `stats settings`).
+    pub access: Arc<crate::access::AccessCounters>,
     /// The log level (`Settings::verbosity`, changed by the `verbosity` command).
     verbosity: std::sync::atomic::AtomicU8,
     /// Bumped by every `flush_all`: a delayed one fires only if no later one came.
@@ -1034,6 +1036,7 @@ impl Store {
             closed: AtomicBool::new(false),
             shutdown: tokio::sync::Notify::new(),
             conns: Arc::default(),
+            access: Arc::default(),
             verbosity: std::sync::atomic::AtomicU8::new(settings.verbosity),
             flush_generation: AtomicU64::new(0),
         }))
@@ -2164,6 +2167,7 @@ impl Store {
             "0".into()
         };
         v.push(("index_bytes_per_item", per));
+        v.extend(self.access.stats());
         v
     }
 }

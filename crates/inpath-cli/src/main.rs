@@ -4,6 +4,7 @@
 
 mod cmd;
 mod common;
+mod security;
 
 use clap::{Parser, Subcommand};
 
@@ -50,6 +51,9 @@ enum Command {
     /// A page store with kernels beside the pages (BlueDBM): put, ls, read, rm, grep, nn, bfs,
     /// chase.
     Store(cmd::store::StoreArgs),
+    /// Certificates and tokens for the servers' TLS and authentication: `tls init`,
+    /// `tls token`.
+    Tls(cmd::tls::TlsArgs),
 }
 
 fn main() {
@@ -76,6 +80,7 @@ fn main() {
         Command::Cache(args) => cmd::cache::run(args),
         Command::Query(args) => cmd::query::run(args),
         Command::Store(args) => cmd::store::run_store(args),
+        Command::Tls(args) => cmd::tls::run(args),
     };
     common::exit_with(result);
 }

@@ -4,9 +4,8 @@
 //! Hand-written rather than hyper or axum: each API is a few GETs with small JSON or text
 //! answers, one request per connection (`Connection: close`), so a bounded request-head reader
 //! (8 KiB, 5 s) and a fixed response writer cover it with no dependency tree to build and audit.
-//! [`parse_head`] and [`Response::to_bytes`] are the protocol; [`HttpServer`] is a blocking
-//! accept loop on a thread of its own (the wire server drives the same two functions from its
-//! tokio sockets).
+//! [`parse_head`] and [`Response::to_bytes`] are the protocol; the server that drives them,
+//! plain or over TLS and with an optional token, is `inpath_net::HttpServer`.
 //!
 //! [`LIVE_PAGE`] is one self-contained HTML page (no external script, style or font: it works
 //! offline) that a browser gets from `GET /` (or `/live`): it asks `GET /` for the JSON index,
@@ -15,19 +14,12 @@
 //! `Accept` header prefers `text/html`.
 
 use serde_json::{json, Value};
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 /// The largest request head read (request line and headers).
 pub const MAX_HEAD: usize = 8 << 10;
 /// How long a client has to send its request head, and to take the answer.
 pub const TIMEOUT: Duration = Duration::from_secs(5);
-/// Connections answered at once; more wait in the listen backlog.
-pub const MAX_CONNECTIONS: usize = 64;
-
 /// The live page (see the module documentation).
 pub const LIVE_PAGE: &str = include_str!("live.html");
 
@@ -120,6 +112,7 @@ impl Response {
             200 => "OK",
             400 => "Bad Request",
             404 => "Not Found",
+            401 => "Unauthorized",
             405 => "Method Not Allowed",
             431 => "Request Header Fields Too Large",
             503 => "Service Unavailable",
@@ -212,120 +205,8 @@ pub fn parse_head(head: &[u8]) -> Result<Request, Response> {
     })
 }
 
-/// What a server answers each request with.
+/// What a server answers each request with (`inpath_net::HttpServer` drives it).
 pub type Handler = dyn Fn(&Request) -> Response + Send + Sync;
-
-/// A blocking HTTP server on a thread of its own; stopped (and joined) by [`HttpServer::stop`]
-/// or when dropped.
-pub struct HttpServer {
-    addr: SocketAddr,
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl HttpServer {
-    /// Starts answering on `listener` with `handler`, at most [`MAX_CONNECTIONS`] at once.
-    pub fn start(listener: TcpListener, handler: Arc<Handler>) -> std::io::Result<HttpServer> {
-        let addr = listener.local_addr()?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("inpath-http".into())
-            .spawn(move || accept_loop(listener, handler, flag))?;
-        Ok(HttpServer {
-            addr,
-            stop,
-            thread: Some(thread),
-        })
-    }
-
-    /// The address it answers on.
-    pub fn local_addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    /// Stops accepting and waits for the accept thread to end.
-    pub fn stop(mut self) {
-        self.shutdown();
-    }
-
-    fn shutdown(&mut self) {
-        if let Some(thread) = self.thread.take() {
-            self.stop.store(true, Ordering::SeqCst);
-            // Wakes the blocking accept; the loop then sees the flag.
-            let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
-            let _ = thread.join();
-        }
-    }
-}
-
-impl Drop for HttpServer {
-    fn drop(&mut self) {
-        self.shutdown();
-    }
-}
-
-fn accept_loop(listener: TcpListener, handler: Arc<Handler>, stop: Arc<AtomicBool>) {
-    let open = Arc::new(AtomicUsize::new(0));
-    for stream in listener.incoming() {
-        if stop.load(Ordering::SeqCst) {
-            break;
-        }
-        let Ok(stream) = stream else {
-            std::thread::sleep(Duration::from_millis(50));
-            continue;
-        };
-        if open.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
-            open.fetch_sub(1, Ordering::SeqCst);
-            let busy = Response::text(503, "too many connections; try again\n");
-            let _ = answer_with(stream, busy);
-            continue;
-        }
-        let (handler, open) = (handler.clone(), open.clone());
-        let spawned = std::thread::Builder::new()
-            .name("inpath-http-conn".into())
-            .spawn(move || {
-                let _ = respond(stream, &*handler);
-                open.fetch_sub(1, Ordering::SeqCst);
-            });
-        if spawned.is_err() {
-            // The closure (and its count) is gone with the failed spawn.
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-fn answer_with(mut stream: TcpStream, response: Response) -> std::io::Result<()> {
-    stream.set_write_timeout(Some(TIMEOUT))?;
-    stream.write_all(&response.to_bytes(true))?;
-    stream.shutdown(std::net::Shutdown::Both)
-}
-
-fn respond(mut stream: TcpStream, handler: &Handler) -> std::io::Result<()> {
-    stream.set_read_timeout(Some(TIMEOUT))?;
-    stream.set_write_timeout(Some(TIMEOUT))?;
-    let mut head = Vec::with_capacity(1024);
-    let mut buf = [0u8; 1024];
-    loop {
-        let n = stream.read(&mut buf)?;
-        if n == 0 {
-            return Ok(());
-        }
-        head.extend_from_slice(&buf[..n]);
-        if head_complete(&head) {
-            break;
-        }
-        if head.len() > MAX_HEAD {
-            return answer_with(stream, Response::text(431, "request head too large\n"));
-        }
-    }
-    let (response, with_body) = match parse_head(&head) {
-        Ok(request) => (handler(&request), request.wants_body()),
-        Err(response) => (response, true),
-    };
-    stream.write_all(&response.to_bytes(with_body))?;
-    stream.shutdown(std::net::Shutdown::Both)
-}
 
 /// Prometheus gauges from a flat list of `(name, value)` pairs: each value that parses as a
 /// number becomes `PREFIX_NAME VALUE` with a `# TYPE` line; the others are left out.
@@ -352,14 +233,6 @@ pub fn metrics_from_pairs<'a>(
 mod tests {
     use super::*;
 
-    fn get(addr: SocketAddr, head: &str) -> String {
-        let mut s = TcpStream::connect(addr).unwrap();
-        s.write_all(head.as_bytes()).unwrap();
-        let mut out = String::new();
-        s.read_to_string(&mut out).unwrap();
-        out
-    }
-
     #[test]
     fn heads_parse_and_bad_ones_are_answered() {
         let r =
@@ -376,36 +249,6 @@ mod tests {
         );
         assert_eq!(parse_head(b"nonsense\r\n\r\n").unwrap_err().status, 400);
         assert_eq!(parse_head(b"").unwrap_err().status, 400);
-    }
-
-    #[test]
-    fn a_server_answers_routes_too_large_heads_and_stops() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let server = HttpServer::start(
-            listener,
-            Arc::new(|r: &Request| match r.path.as_str() {
-                "" if r.is_live_page() => Response::live_page(),
-                "" => Response::json(200, "{\"service\": \"test\"}".into()),
-                _ => Response::json(404, "{\"error\": \"no\"}".into()),
-            }),
-        )
-        .unwrap();
-        let addr = server.local_addr();
-        let json = get(addr, "GET / HTTP/1.1\r\n\r\n");
-        assert!(json.starts_with("HTTP/1.1 200 OK\r\n"), "{json}");
-        assert!(json.ends_with("{\"service\": \"test\"}\n"), "{json}");
-        let page = get(addr, "GET / HTTP/1.1\r\nAccept: text/html\r\n\r\n");
-        assert!(page.contains("Content-Type: text/html"), "{page}");
-        assert!(page.contains("<!doctype html>"));
-        let head = get(addr, "HEAD /nope HTTP/1.1\r\n\r\n");
-        assert!(
-            head.starts_with("HTTP/1.1 404") && head.ends_with("\r\n\r\n"),
-            "{head}"
-        );
-        let big = format!("GET / HTTP/1.1\r\nX: {}\r\n", "a".repeat(MAX_HEAD + 10));
-        assert!(get(addr, &big).starts_with("HTTP/1.1 431"));
-        server.stop();
-        assert!(TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err());
     }
 
     #[test]

@@ -297,6 +297,18 @@ pub enum StoreError {
         max_conns: usize,
     },
 
+    /// A store server refused a connection or a request: no credential, a wrong one, a role
+    /// that may not do it, a plain client on a TLS port. Nothing was changed.
+    #[error("refused: {detail}")]
+    Refused {
+        /// Why, and what would be accepted.
+        detail: String,
+    },
+
+    /// TLS or authentication could not be set up (a certificate, key or token file).
+    #[error(transparent)]
+    Security(#[from] Box<inpath_net::NetError>),
+
     /// The reader was shut down while a request was in flight.
     #[error("the reader stopped before request {tag} completed")]
     ReaderStopped {

@@ -42,6 +42,7 @@ pub mod catalog;
 pub mod chase;
 mod error;
 pub mod graph;
+pub mod guard;
 pub mod hamming;
 pub mod kernel;
 pub mod live;

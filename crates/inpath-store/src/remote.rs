@@ -14,18 +14,20 @@
 //! and the Python package (`inpath.store.Store`) both use this module.
 
 use crate::error::{Result, StoreError};
+use crate::guard::{self, GuardCounters, Security, Session, Verdict};
 use crate::kernel::run_counted;
 use crate::tap::{Crc, HandleReader};
 use crate::{
     CsrGraph, FlashReader, Hamming, HammingKernel, HandleRef, Literal, LshIndex, LshParams,
     OpenHandle, PutOptions, ReaderCounters, RegexSearch, RunStats, Stop, Store, Tier,
 };
+use inpath_net::{Credentials, Role, Stream};
 use inpath_seal::{Cipher, Compression, Key, KeyRing, SealConfig};
 use inpath_taps::{tap_name, TAP_NAMES};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -225,6 +227,15 @@ impl Request {
         }
     }
 
+    /// The role a request needs on a server that authenticates: `write` for what changes
+    /// the store (`put`, `rm`, `index`), `read` for the rest.
+    pub fn role(&self) -> Role {
+        match self {
+            Request::Put { .. } | Request::Rm { .. } | Request::Index { .. } => Role::Write,
+            _ => Role::Read,
+        }
+    }
+
     /// The handle the request names, if it names one.
     pub fn handle(&self) -> Option<&str> {
         match self {
@@ -271,6 +282,8 @@ pub struct Service {
     /// A store the caller opened just before, for the next request (see
     /// [`Service::with_opened`]).
     opened: Mutex<Option<Store>>,
+    /// Refused connections and requests (a served store with TLS or authentication).
+    guard: GuardCounters,
 }
 
 /// Kernel runs [`Service::stats`] lists under `recent`.
@@ -459,6 +472,7 @@ impl Service {
             totals: Totals::default(),
             recent: Mutex::new(std::collections::VecDeque::with_capacity(RECENT_RUNS)),
             opened: Mutex::new(None),
+            guard: GuardCounters::default(),
         }
     }
 
@@ -474,6 +488,11 @@ impl Service {
     /// The reader kernels and taps read through.
     pub fn reader(&self) -> &FlashReader {
         &self.reader
+    }
+
+    /// The counters of refused connections and requests (`stats` shows them).
+    pub fn guard_counters(&self) -> &GuardCounters {
+        &self.guard
     }
 
     fn store(&self) -> Result<Store> {
@@ -1072,7 +1091,7 @@ impl Service {
         let cpu = cpu_now() - self.cpu_at_start;
         let scanned = load(&t.bytes_scanned);
         let c = self.reader.counters();
-        json!({
+        let mut v = json!({
             "dir": self.dir.display().to_string(),
             "uptime_seconds": self.started.elapsed().as_secs_f64(),
             "requests": load(&t.requests),
@@ -1086,7 +1105,11 @@ impl Service {
             "cpu_seconds": cpu,
             "cpu_seconds_per_gb": if scanned > 0 { cpu / (scanned as f64 / 1e9) } else { 0.0 },
             "recent": self.recent.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect::<Vec<_>>(),
-        })
+        });
+        if let (Some(obj), Value::Object(g)) = (v.as_object_mut(), self.guard.json()) {
+            obj.extend(g);
+        }
+        v
     }
 
     /// Resolves a `read` request: the handle and the byte range.
@@ -1172,6 +1195,25 @@ enum Ended {
     Left(#[from] std::io::Error),
     #[error("the client left in the middle of a put: {0}")]
     LeftInPut(String),
+    #[error("{0}")]
+    Refused(String),
+}
+
+impl FrameError {
+    /// The error in words for a client: a TLS refusal that arrives after the handshake (a
+    /// client certificate refused under TLS 1.3) in rustls' reason, not as a broken read.
+    fn client_text(&self) -> String {
+        match self {
+            FrameError::Read { source, .. } | FrameError::ClosedInFrame { source, .. }
+                if source
+                    .get_ref()
+                    .is_some_and(|e| e.is::<inpath_net::rustls::Error>()) =>
+            {
+                inpath_net::stream::io_text(source, false)
+            }
+            other => other.to_string(),
+        }
+    }
 }
 
 fn read_frame(
@@ -1184,6 +1226,8 @@ fn read_frame(
     while got < 4 {
         match r.read(&mut len[got..]) {
             Ok(0) if got == 0 => return Ok(None),
+            // A TLS client that leaves without close_notify, between frames: a clean end.
+            Err(e) if got == 0 && e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
             Ok(0) => return Err(FrameError::ClosedInLength { what }),
             Ok(n) => got += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -1246,26 +1290,54 @@ pub fn parse_request(frame: &[u8]) -> Result<Request> {
 
 /// Serves one connection until the client closes it or a write fails (the client left).
 /// Returns why it ended early.
-fn serve_connection(service: &Service, mut stream: TcpStream) -> std::result::Result<(), Ended> {
-    stream.set_nodelay(true).ok();
+fn serve_connection(
+    service: &Service,
+    security: &Security,
+    session: &mut Session,
+) -> std::result::Result<(), Ended> {
+    session.stream.tcp().set_nodelay(true).ok();
     // A client that stops in the middle of a request frame is dropped after this long.
-    stream.set_read_timeout(Some(Duration::from_secs(300))).ok();
+    let _ = session
+        .stream
+        .tcp()
+        .set_read_timeout(Some(Duration::from_secs(300)));
+    let _ = session.stream.tcp().set_write_timeout(None);
     let gone = Ended::Left;
     loop {
-        let frame = match read_frame(&mut stream, MAX_REQUEST, "request") {
+        let frame = match read_frame(&mut session.stream, MAX_REQUEST, "request") {
             Ok(Some(f)) => f,
             Ok(None) => return Ok(()),
             Err(e) => {
                 // Tell the client if it is still there; then close.
-                let _ = write_frame(&mut stream, &error_frame(&e));
+                let _ = write_frame(&mut session.stream, &error_frame(&e));
                 return Err(e.into());
             }
         };
-        let req = match parse_request(&frame) {
+        let parsed = parse_request(&frame);
+        let needed = parsed.as_ref().ok().map(Request::role);
+        match session.check(security, &service.guard, &frame, needed) {
+            Verdict::Serve => {}
+            Verdict::Answer(v) => {
+                write_frame(&mut session.stream, &answer_of(Ok(v))).map_err(gone)?;
+                continue;
+            }
+            Verdict::Refuse { error, close } => {
+                service.totals.errors.fetch_add(1, Ordering::Relaxed);
+                let text = error.to_string();
+                write_frame(&mut session.stream, &answer_of(Err(error))).map_err(gone)?;
+                if close {
+                    session.stream.close();
+                    return Err(Ended::Refused(text));
+                }
+                continue;
+            }
+        }
+        let stream = &mut session.stream;
+        let req = match parsed {
             Ok(r) => r,
             Err(e) => {
                 service.totals.errors.fetch_add(1, Ordering::Relaxed);
-                write_frame(&mut stream, &answer_of(Err(e))).map_err(gone)?;
+                write_frame(stream, &answer_of(Err(e))).map_err(gone)?;
                 continue;
             }
         };
@@ -1280,16 +1352,16 @@ fn serve_connection(service: &Service, mut stream: TcpStream) -> std::result::Re
                 Ok(x) => x,
                 Err(e) => {
                     service.totals.errors.fetch_add(1, Ordering::Relaxed);
-                    write_frame(&mut stream, &answer_of(Err(e))).map_err(gone)?;
+                    write_frame(stream, &answer_of(Err(e))).map_err(gone)?;
                     continue;
                 }
             };
-            write_frame(&mut stream, &answer_of(Ok(json!({ "length": length })))).map_err(gone)?;
+            write_frame(stream, &answer_of(Ok(json!({ "length": length })))).map_err(gone)?;
             let mut pending = Vec::with_capacity(STREAM_FRAME);
             let result = service.read_into(&h, *offset, length, |bytes| {
                 pending.extend_from_slice(bytes);
                 if pending.len() >= STREAM_FRAME {
-                    write_frame(&mut stream, &pending)?;
+                    write_frame(stream, &pending)?;
                     pending.clear();
                 }
                 Ok(())
@@ -1297,9 +1369,9 @@ fn serve_connection(service: &Service, mut stream: TcpStream) -> std::result::Re
             match result {
                 Ok(()) => {
                     if !pending.is_empty() {
-                        write_frame(&mut stream, &pending).map_err(gone)?;
+                        write_frame(stream, &pending).map_err(gone)?;
                     }
-                    write_frame(&mut stream, &[]).map_err(gone)?;
+                    write_frame(stream, &[]).map_err(gone)?;
                     service
                         .totals
                         .bytes_returned
@@ -1311,7 +1383,7 @@ fn serve_connection(service: &Service, mut stream: TcpStream) -> std::result::Re
                     stream
                         .write_all(&STREAM_ERROR.to_le_bytes())
                         .map_err(gone)?;
-                    write_frame(&mut stream, &answer_of(Err(e))).map_err(gone)?;
+                    write_frame(stream, &answer_of(Err(e))).map_err(gone)?;
                 }
             }
             continue;
@@ -1322,17 +1394,13 @@ fn serve_connection(service: &Service, mut stream: TcpStream) -> std::result::Re
                 Ok(p) => p,
                 Err(e) => {
                     service.totals.errors.fetch_add(1, Ordering::Relaxed);
-                    write_frame(&mut stream, &answer_of(Err(e))).map_err(gone)?;
+                    write_frame(stream, &answer_of(Err(e))).map_err(gone)?;
                     continue;
                 }
             };
-            write_frame(
-                &mut stream,
-                &answer_of(Ok(json!({ "send": plan.length() }))),
-            )
-            .map_err(gone)?;
+            write_frame(stream, &answer_of(Ok(json!({ "send": plan.length() })))).map_err(gone)?;
             let mut frames = FrameReader {
-                stream: &mut stream,
+                stream: &mut *stream,
                 left: None,
                 ended: false,
                 broken: None,
@@ -1348,17 +1416,17 @@ fn serve_connection(service: &Service, mut stream: TcpStream) -> std::result::Re
             if result.is_err() {
                 service.totals.errors.fetch_add(1, Ordering::Relaxed);
             }
-            write_frame(&mut stream, &answer_of(result)).map_err(gone)?;
+            write_frame(stream, &answer_of(result)).map_err(gone)?;
             continue;
         }
         let answer = answer_of(service.answer(&req));
-        write_frame(&mut stream, &answer).map_err(gone)?;
+        write_frame(stream, &answer).map_err(gone)?;
     }
 }
 
 /// The data frames of a `put` as a [`Read`]: ends at the empty frame.
-struct FrameReader<'s> {
-    stream: &'s mut TcpStream,
+struct FrameReader<'s, R: Read> {
+    stream: &'s mut R,
     /// Bytes left in the current frame (`None`: at a frame's length).
     left: Option<usize>,
     ended: bool,
@@ -1366,7 +1434,7 @@ struct FrameReader<'s> {
     broken: Option<String>,
 }
 
-impl FrameReader<'_> {
+impl<R: Read> FrameReader<'_, R> {
     fn fail(&mut self, e: String) -> std::io::Error {
         self.broken = Some(e.clone());
         std::io::Error::other(e)
@@ -1384,7 +1452,7 @@ impl FrameReader<'_> {
     }
 }
 
-impl Read for FrameReader<'_> {
+impl<R: Read> Read for FrameReader<'_, R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         if self.ended || buf.is_empty() {
             return Ok(0);
@@ -1427,12 +1495,15 @@ impl Read for FrameReader<'_> {
 }
 
 /// Listens on `listen` and serves each connection on its own thread, at most `max_conns` at
-/// once (a connection over the limit is told so and closed). Calls `bound` with the address
-/// once listening (the CLI prints it). Runs until the process is stopped.
+/// once (a connection over the limit is told so and closed), protected by `security` (TLS,
+/// credentials: [`guard`]). Calls `bound` with the address once listening (the CLI prints
+/// it). Runs until the process is stopped. The listener policy (no unprotected port beyond
+/// loopback) is the caller's: `inpath_net::policy::check`.
 pub fn serve(
     service: Arc<Service>,
     listen: &str,
     max_conns: usize,
+    security: Arc<Security>,
     bound: impl FnOnce(SocketAddr),
 ) -> Result<()> {
     let io = |source| StoreError::Connection {
@@ -1456,21 +1527,40 @@ pub fn serve(
         {
             let mut n = open.lock().unwrap_or_else(|p| p.into_inner());
             if *n >= max_conns {
-                let busy = StoreError::Busy { max_conns };
-                let _ = write_frame(&mut stream, &error_frame(&busy));
+                // In plain text, which a TLS client cannot read: it sees the close.
+                if security.tls.is_none() {
+                    let busy = StoreError::Busy { max_conns };
+                    let _ = write_frame(&mut stream, &error_frame(&busy));
+                }
                 continue;
             }
             *n += 1;
         }
         service.totals.connections.fetch_add(1, Ordering::Relaxed);
-        let (service, open) = (Arc::clone(&service), Arc::clone(&open));
+        let (service, open, security) = (
+            Arc::clone(&service),
+            Arc::clone(&open),
+            Arc::clone(&security),
+        );
         let peer = stream.peer_addr().ok();
         let spawned = std::thread::Builder::new()
             .name("inpath-store-conn".into())
             .spawn(move || {
-                if let Err(e) = serve_connection(&service, stream) {
-                    let who = peer.map_or("a client".to_string(), |p| p.to_string());
-                    eprintln!("inpath store serve: {who}: {e}");
+                let who = || peer.map_or("a client".to_string(), |p| p.to_string());
+                match guard::open(&security, &service.guard, stream) {
+                    Ok(mut session) => {
+                        if let Err(e) = serve_connection(&service, &security, &mut session) {
+                            eprintln!("inpath store serve: {}: {e}", who());
+                        }
+                    }
+                    Err(refusal) => {
+                        eprintln!("inpath store serve: {}: refused: {}", who(), refusal.reason);
+                        if let Some((mut tcp, error)) = refusal.plain.map(|b| *b) {
+                            if write_frame(&mut tcp, &error_frame(&error)).is_ok() {
+                                guard::linger(tcp);
+                            }
+                        }
+                    }
                 }
                 *open.lock().unwrap_or_else(|p| p.into_inner()) -= 1;
             });
@@ -1483,44 +1573,89 @@ pub fn serve(
 
 /// A connection to a store server.
 pub struct Client {
-    stream: TcpStream,
+    stream: Stream,
     addr: String,
 }
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Client").field("addr", &self.addr).finish()
+        f.debug_struct("Client")
+            .field("addr", &self.addr)
+            .field("tls", &self.stream.is_tls())
+            .finish()
+    }
+}
+
+impl Drop for Client {
+    /// Ends a TLS connection with `close_notify`, so the server sees a clean end.
+    fn drop(&mut self) {
+        self.stream.close();
     }
 }
 
 impl Client {
-    /// Connects to `addr` (`HOST:PORT`), waiting at most 10 seconds.
+    /// Connects to `addr` (`HOST:PORT`) in plain TCP without a credential, waiting at most
+    /// 10 seconds.
     pub fn connect(addr: &str) -> Result<Client> {
-        let fail = |what: &str, source| StoreError::Connection {
+        Client::connect_with(addr, &Credentials::default())
+    }
+
+    /// Connects to `addr` with `credentials`: TLS when they have a CA, then the token, if
+    /// any, in an `auth` frame (a server that refuses it says why).
+    pub fn connect_with(addr: &str, credentials: &Credentials) -> Result<Client> {
+        use inpath_net::client::ConnectError;
+        let stream = inpath_net::client::connect(addr, credentials, Duration::from_secs(10))
+            .map_err(|e| match e {
+                ConnectError::Resolve(source) => StoreError::Connection {
+                    addr: addr.to_string(),
+                    what: "cannot resolve the address".into(),
+                    source,
+                },
+                ConnectError::Connect(source) => StoreError::Connection {
+                    addr: addr.to_string(),
+                    what: "cannot connect".into(),
+                    source,
+                },
+                other => StoreError::Remote {
+                    addr: addr.to_string(),
+                    detail: format!("TLS: {other}"),
+                },
+            })?;
+        let mut client = Client {
+            stream,
             addr: addr.to_string(),
-            what: what.to_string(),
-            source,
         };
-        let mut last = None;
-        for a in addr
-            .to_socket_addrs()
-            .map_err(|e| fail("cannot resolve the address", e))?
-        {
-            match TcpStream::connect_timeout(&a, Duration::from_secs(10)) {
-                Ok(stream) => {
-                    stream.set_nodelay(true).ok();
-                    return Ok(Client {
-                        stream,
-                        addr: addr.to_string(),
+        if let Some(token) = &credentials.token {
+            if !client.stream.is_tls() {
+                let loopback = client
+                    .stream
+                    .tcp()
+                    .peer_addr()
+                    .is_ok_and(|a| inpath_net::policy::is_loopback(a.ip()));
+                if !loopback {
+                    return Err(StoreError::Refused {
+                        detail: format!(
+                            "a token is only sent over TLS, and {addr} is not loopback: give \
+                             --tls-ca"
+                        ),
                     });
                 }
-                Err(e) => last = Some(e),
             }
+            write_frame(&mut client.stream, &guard::auth_frame(token)).map_err(|source| {
+                StoreError::Connection {
+                    addr: addr.to_string(),
+                    what: "cannot send the token".into(),
+                    source,
+                }
+            })?;
+            client.receive()?;
         }
-        Err(fail(
-            "cannot connect",
-            last.unwrap_or_else(|| std::io::Error::other("the address resolves to nothing")),
-        ))
+        Ok(client)
+    }
+
+    /// Whether the connection is TLS.
+    pub fn is_tls(&self) -> bool {
+        self.stream.is_tls()
     }
 
     /// The server's address.
@@ -1549,7 +1684,7 @@ impl Client {
 
     fn receive(&mut self) -> Result<Value> {
         let frame = read_frame(&mut self.stream, MAX_ANSWER, "answer")
-            .map_err(|e| self.remote(e.to_string()))?
+            .map_err(|e| self.remote(e.client_text()))?
             .ok_or_else(|| self.remote("the server closed the connection"))?;
         let v: Value = serde_json::from_slice(&frame)
             .map_err(|e| self.remote(format!("the answer is not JSON: {e}")))?;
@@ -1660,6 +1795,7 @@ impl Client {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::TcpStream;
 
     fn pair() -> (TcpStream, TcpStream) {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();

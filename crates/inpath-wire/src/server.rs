@@ -70,6 +70,8 @@ pub struct ServerConfig {
     pub split: JobSplit,
     /// Where to serve the HTTP results API, if anywhere.
     pub http: Option<String>,
+    /// HTTPS and a token for the HTTP API (`inpath_net`; plain and open by default).
+    pub http_guard: inpath_net::HttpGuard,
     /// Where result lines go.
     pub log: LogTarget,
     /// Close a connection after this long without a byte moving either way.
@@ -116,6 +118,7 @@ impl ServerConfig {
             directions: vec![Direction::C2s],
             split: JobSplit::Connection,
             http: None,
+            http_guard: inpath_net::HttpGuard::default(),
             log: LogTarget::Stdout,
             idle_timeout: Some(Duration::from_secs(300)),
             connect_timeout: Duration::from_secs(5),
@@ -385,7 +388,28 @@ impl Server {
             "split": config.split.name(),
             "tap_policy": config.tap_policy.name(),
         }));
-        let http_task = http.map(|l| tokio::spawn(crate::http::serve(l, hub.clone())));
+        // The API answers on a thread of its own (inpath_net's server: plain or HTTPS, with an
+        // optional token), stopped when the relay stops.
+        let http_server = match http.map(|l| l.into_std()) {
+            Some(Ok(l)) => {
+                let api = crate::http::handler(hub.clone());
+                match l
+                    .set_nonblocking(false)
+                    .and_then(|()| inpath_net::HttpServer::start(l, api, config.http_guard.clone()))
+                {
+                    Ok(s) => Some(s),
+                    Err(e) => {
+                        hub.log(&json!({"event": "http_error", "detail": e.to_string()}));
+                        None
+                    }
+                }
+            }
+            Some(Err(e)) => {
+                hub.log(&json!({"event": "http_error", "detail": e.to_string()}));
+                None
+            }
+            None => None,
+        };
         let limit = config.max_connections;
         let slots = Arc::new(Semaphore::new(limit));
         let ctx = Arc::new(Ctx {
@@ -435,8 +459,10 @@ impl Server {
         stop.send_replace(NOW);
         // Every connection task holds a slot until its results are written.
         let _all = slots.acquire_many(all).await;
-        if let Some(task) = http_task {
-            task.abort();
+        if let Some(server) = http_server {
+            tokio::task::spawn_blocking(move || server.stop())
+                .await
+                .ok();
         }
         let m = &hub.metrics;
         hub.log(&json!({

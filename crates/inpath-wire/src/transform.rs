@@ -38,6 +38,19 @@ pub enum TransformError {
     /// The sealed stream has a bad header or a record that fails authentication.
     #[error("sealed stream: {0}")]
     Stream(inpath_seal::Error),
+    /// A record of a cipher the unsealer does not take: records without encryption or
+    /// authentication can be forged without the key, so an unsealer made with
+    /// [`UnsealFactory::only`] refuses every other cipher.
+    #[error(
+        "sealed stream: a record of cipher {found}, where only {expected} is taken (a record \
+         that is not authenticated can be forged without the key)"
+    )]
+    Cipher {
+        /// The record's cipher.
+        found: String,
+        /// The one cipher taken.
+        expected: String,
+    },
     /// A record's length does not fit this machine's address space.
     #[error("sealed record too large")]
     RecordTooLarge,
@@ -155,6 +168,7 @@ impl Transform for SealTransform {
 pub struct UnsealFactory {
     unsealer: Arc<inpath_seal::Unsealer>,
     max_page: u64,
+    only: Option<inpath_seal::Cipher>,
 }
 
 impl UnsealFactory {
@@ -164,7 +178,16 @@ impl UnsealFactory {
         UnsealFactory {
             unsealer: Arc::new(inpath_seal::Unsealer::new(ring).with_max_page(max_page)),
             max_page,
+            only: None,
         }
+    }
+
+    /// Takes only records of `cipher` (the relay's own `--seal-cipher`): with aes256-gcm, the
+    /// default, every record is authenticated, and a record claiming no encryption (which
+    /// needs no key to forge) ends the connection.
+    pub fn only(mut self, cipher: inpath_seal::Cipher) -> Self {
+        self.only = Some(cipher);
+        self
     }
 }
 
@@ -177,6 +200,7 @@ impl TransformFactory for UnsealFactory {
         Box::new(UnsealTransform {
             unsealer: self.unsealer.clone(),
             max_page: self.max_page,
+            only: self.only,
             pending: Vec::new(),
         })
     }
@@ -185,6 +209,7 @@ impl TransformFactory for UnsealFactory {
 struct UnsealTransform {
     unsealer: Arc<inpath_seal::Unsealer>,
     max_page: u64,
+    only: Option<inpath_seal::Cipher>,
     /// Bytes of records not yet complete.
     pending: Vec<u8>,
 }
@@ -199,6 +224,14 @@ impl Transform for UnsealTransform {
                 self.max_page,
             )
             .map_err(TransformError::Stream)?;
+            if let Some(expected) = self.only {
+                if header.cipher != expected {
+                    return Err(TransformError::Cipher {
+                        found: header.cipher.name().to_string(),
+                        expected: expected.name().to_string(),
+                    });
+                }
+            }
             let len =
                 usize::try_from(header.record_len()).map_err(|_| TransformError::RecordTooLarge)?;
             if self.pending.len() - at < len {
@@ -286,5 +319,34 @@ mod tests {
         ));
         let (_, mut unseal) = pair(Cipher::Gcm);
         assert!(unseal.push(&[0u8; 64], &mut Vec::new()).is_err());
+    }
+
+    #[test]
+    fn an_unsealer_for_one_cipher_refuses_forged_plain_records() {
+        // A record without encryption needs no key: anyone could send one.
+        let config = SealConfig {
+            compression: Compression::None,
+            cipher: Cipher::None,
+        };
+        let forged = SealFactory::new(config, 0, Key::new(&[0u8; 32]).unwrap(), 1000).unwrap();
+        let mut sealed = Vec::new();
+        let mut forger = forged.make();
+        forger.push(b"DROP TABLE", &mut sealed).unwrap();
+        let mut ring = KeyRing::new();
+        ring.insert(3, Key::new(&[7u8; 32]).unwrap());
+        let mut open = UnsealFactory::new(&ring, 1 << 20).make();
+        let mut clear = Vec::new();
+        open.push(&sealed, &mut clear).unwrap();
+        assert_eq!(clear, b"DROP TABLE", "without only(), any cipher is opened");
+        let mut strict = UnsealFactory::new(&ring, 1 << 20).only(Cipher::Gcm).make();
+        let e = strict.push(&sealed, &mut Vec::new()).unwrap_err();
+        assert!(e.to_string().contains("cipher none"), "{e}");
+        let (mut seal, _) = pair(Cipher::Gcm);
+        let mut good = Vec::new();
+        seal.push(b"ok", &mut good).unwrap();
+        let mut strict = UnsealFactory::new(&ring, 1 << 20).only(Cipher::Gcm).make();
+        let mut clear = Vec::new();
+        strict.push(&good, &mut clear).unwrap();
+        assert_eq!(clear, b"ok");
     }
 }

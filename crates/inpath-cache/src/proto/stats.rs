@@ -54,8 +54,9 @@ pub fn group(store: &Store, name: Option<&[u8]>) -> Option<Vec<(String, String)>
                 crate::types::Protocol::Binary => "binary",
                 crate::types::Protocol::Auto => "auto-negotiate",
             };
-            // memcached 1.6.18's names and order, for the settings inpath has.
-            vec![
+            // memcached 1.6.18's names and order, for the settings inpath has; then the
+            // security settings (`ssl_*`, `auth_*`).
+            let mut lines = vec![
                 ("maxbytes".into(), store.memory_limit().to_string()),
                 ("maxconns".into(), s.max_conns.to_string()),
                 ("tcpport".into(), s.tcp_port.to_string()),
@@ -92,7 +93,9 @@ pub fn group(store: &Store, name: Option<&[u8]>) -> Option<Vec<(String, String)>
                     "flash_direct_io".into(),
                     u8::from(store.flash_direct()).to_string(),
                 ),
-            ]
+            ];
+            lines.extend(store.access.settings());
+            lines
         }
         Some(_) => return None,
     })

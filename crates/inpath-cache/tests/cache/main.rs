@@ -22,6 +22,9 @@
 //! - [`binary`]: memcached's binary protocol: every opcode, quiet variants, a pipeline split at
 //!   every byte, malformed requests, `-B` detection, the same binary script to a real memcached
 //!   `-B binary`, and libmemcached's tools (when installed).
+//! - [`security`]: TLS with client certificates and a `notls:` listener, `-Y`, `-S`: every
+//!   refusal, 1,000 wrong passwords slowed, and the same answers as memcached with the same
+//!   options (its TLS, its `-Y`, its Cyrus SASL).
 //!
 //! Every server listens on a port the system picks and keeps its flash in its own temporary
 //! directory, so the tests can share the process.
@@ -37,3 +40,4 @@ mod flash;
 mod fuzz;
 mod memory;
 mod protocol;
+mod security;

@@ -1,6 +1,8 @@
 //! `inpath cache`: the BlueCache engine as a memcached-compatible server (`serve`) and its load
 //! generator (`bench`). docs/cache.md.
 
+mod security;
+
 use crate::common::{parse_size, SplitMix};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
@@ -26,10 +28,15 @@ enum Action {
   inpath cache serve -p 11211 -l 127.0.0.1 -m 1024 -t 4 -c 4096 -I 1m --flash /ssd/cache.flash
 
   inpath cache serve --config /etc/memcached.conf --flash /var/cache/inpath.flash
+  inpath cache serve -l 10.0.0.5,notls:127.0.0.1:11212 -Z \
+      -o ssl_chain_cert=tls/server.pem,ssl_key=tls/server.key,ssl_ca_cert=tls/ca.pem,ssl_verify_mode=2
+  inpath cache serve -l 10.0.0.5 -Z -o ssl_chain_cert=tls/server.pem,ssl_key=tls/server.key -Y users.txt
 
 memcached's own command line works too: every option of memcached 1.6's -h is taken with
 memcached's meaning (-p -l -m -t -c -I -U 0 -d -P -u -r -k -F -B -b -v -vv, -o options that
-apply, -A, -M without --flash, -C) or refused by name saying why (-s, TLS, SASL, extstore...).
+apply, -A, -M without --flash, -C, -Z with the ssl_* options and notls:, -Y, -S) or refused by
+name saying why (-s, extstore...). An address beyond loopback needs TLS and authentication, or
+--insecure-no-auth; without -l the port is on loopback. See docs/SECURITY.md.
 Without --flash the cache runs from DRAM alone, as memcached does. --config reads a
 memcached config file such as Debian's /etc/memcached.conf. SIGTERM or SIGINT shuts down cleanly
 with a final checkpoint; a restart, clean or after a crash, serves again what was flushed (every
@@ -45,13 +52,16 @@ with a final checkpoint; a restart, clean or after a crash, serves again what wa
 #[derive(Args)]
 #[command(mut_arg("threads", |a| a.help("Worker threads (memcached -t) [default: 4]").short('t')))]
 pub struct ServeArgs {
-    /// Address to listen on (HOST:PORT).
+    /// Address to listen on (HOST:PORT). Beyond loopback it needs TLS and authentication
+    /// (-Z with ssl_verify_mode=2, -Y or -S), or --insecure-no-auth.
     #[arg(long)]
     listen: Option<String>,
-    /// TCP port (memcached -p); with -l or the default address 0.0.0.0.
+    /// TCP port (memcached -p), on the -l addresses or, without -l, on loopback (127.0.0.1;
+    /// memcached listens on every interface).
     #[arg(short = 'p', long = "port")]
     port: Option<u16>,
-    /// Interface to listen on (memcached -l).
+    /// Addresses to listen on (memcached -l): HOST, HOST:PORT, [V6]:PORT or *, separated by
+    /// commas; under -Z a notls: prefix serves that one in plain text.
     #[arg(short = 'l', long = "listen-addr")]
     listen_addr: Option<String>,
     /// DRAM budget: index, log buffers and hot values (e.g. 256MiB).
@@ -69,10 +79,8 @@ pub struct ServeArgs {
     flash_size: String,
     #[command(flatten)]
     threads: crate::common::Threads,
-    /// Serve stats as JSON, Prometheus metrics and a live page for a browser over HTTP here
-    /// (HOST:PORT; not a memcached option).
-    #[arg(long, value_name = "HOST:PORT")]
-    http: Option<String>,
+    #[command(flatten)]
+    web: crate::security::HttpArgs,
     /// Most simultaneous connections (memcached -c).
     #[arg(short = 'c', long = "max-conns", default_value_t = 1024, value_parser = crate::common::parse_max_connections)]
     max_conns: usize,
@@ -164,21 +172,17 @@ pub struct ServeArgs {
     /// No CAS values: gets reports 0 and cas is not checked (memcached -C).
     #[arg(short = 'C', long = "disable-cas")]
     disable_cas: bool,
-    /// memcached options inpath refuses, by name (-s, -a, -D, -S, -Y, -e, -Z).
+    /// memcached options inpath refuses, by name (-s, -a, -D, -e).
     #[arg(short = 's', long = "unix-socket", hide = true)]
     unix_socket: Option<String>,
     #[arg(short = 'a', long = "unix-mask", hide = true)]
     unix_mask: Option<String>,
     #[arg(short = 'D', hide = true)]
     prefix_delimiter: Option<String>,
-    #[arg(short = 'S', long = "enable-sasl", hide = true)]
-    enable_sasl: bool,
-    #[arg(short = 'Y', long = "auth-file", hide = true)]
-    auth_file: Option<String>,
     #[arg(short = 'e', long = "memory-file", hide = true)]
     memory_file: Option<String>,
-    #[arg(short = 'Z', long = "enable-ssl", hide = true)]
-    enable_ssl: bool,
+    #[command(flatten)]
+    security: security::SecurityArgs,
     /// Seal every flash record (key and value) with the seal engine: compress, then
     /// AES-256-GCM with the first key of this key file (`inpath seal keygen`). A stolen flash
     /// file then reveals only record sizes and expiry times.
@@ -233,20 +237,18 @@ fn flash_seal(path: &std::path::Path, compress: &str) -> Result<inpath_cache::st
     )))
 }
 
-fn serve_config(a: &ServeArgs, ext: &ExtStore) -> Result<ServerConfig> {
-    let listen = match (&a.listen, &a.listen_addr, a.port) {
-        (Some(l), None, None) => l.clone(),
-        (Some(_), _, _) => bail!("give --listen HOST:PORT, or -l/-p, not both"),
-        (None, l, p) => {
-            let host = l.clone().unwrap_or_else(|| "0.0.0.0".into());
-            let host = if host.contains(':') && !host.starts_with('[') {
-                format!("[{host}]")
-            } else {
-                host
-            };
-            format!("{host}:{}", p.unwrap_or(11211))
-        }
-    };
+fn serve_config(a: &ServeArgs, ext: &ExtStore) -> Result<(ServerConfig, Vec<String>)> {
+    // The listeners and what protects them (-l, -p, --listen, -Z and ssl_*, -Y, -S).
+    let plan = security::plan(
+        &a.security,
+        &a.extended,
+        a.listen.as_deref(),
+        a.listen_addr.as_deref(),
+        a.port,
+        a.protocol.as_deref(),
+        a.udp_port,
+    )?;
+    let listen = plan.listen.clone();
     let memory = match a.memory_mb {
         Some(mb) => mb.checked_mul(1 << 20).context("-m is too large")?,
         None => parse_size(&a.memory).map_err(anyhow::Error::msg)?,
@@ -289,7 +291,18 @@ fn serve_config(a: &ServeArgs, ext: &ExtStore) -> Result<ServerConfig> {
     cfg.sync_interval = Duration::from_millis(a.sync_ms.max(1));
     cfg.checkpoint_interval = Duration::from_secs(a.checkpoint_secs.max(1));
     cfg.handle_signals = true;
-    cfg.http = a.http.clone();
+    let http = crate::security::http_plan(
+        "cache serve",
+        &a.web,
+        plan.security.tls.clone(),
+        None,
+        plan.security.limiter.clone(),
+        a.security.insecure,
+    )?;
+    if let Some((addr, guard)) = http {
+        cfg.http = Some(addr);
+        cfg.http_guard = guard;
+    }
     cfg.backlog = a.backlog;
     cfg.shutdown_command = a.enable_shutdown;
     cfg.verbosity = a.verbose;
@@ -298,7 +311,11 @@ fn serve_config(a: &ServeArgs, ext: &ExtStore) -> Result<ServerConfig> {
             cfg.idle_timeout = idle_timeout(option.trim())?;
         }
     }
-    cfg.protocol = protocol(a)?;
+    cfg.protocol = match plan.protocol {
+        Some(p) => p,
+        None => protocol(a)?,
+    };
+    cfg.security = plan.security;
     cfg.udp_port = a.udp_port.unwrap_or(0);
     cfg.reqs_per_event = match a.max_reqs_per_event {
         Some(n) => u32::try_from(n)
@@ -308,7 +325,7 @@ fn serve_config(a: &ServeArgs, ext: &ExtStore) -> Result<ServerConfig> {
         None => 0,
     };
     cfg.dump_disabled = a.disable_dumping;
-    Ok(cfg)
+    Ok((cfg, plan.notes))
 }
 
 /// The average item size the index is sized for when none is given: 1 KiB, doubled while the
@@ -365,7 +382,10 @@ fn serve(a: &ServeArgs) -> Result<()> {
     let mut no_effect = memcached_options(a)?;
     let ext = extstore(a)?;
     no_effect.extend(ext.no_effect.iter().cloned());
-    let cfg = serve_config(a, &ext)?;
+    let (cfg, notes) = serve_config(a, &ext)?;
+    for note in &notes {
+        eprintln!("inpath cache: {note}");
+    }
     process_setup(a, &cfg.listen)?;
     if a.verbose > 0 && !no_effect.is_empty() {
         eprintln!(
@@ -416,8 +436,15 @@ fn serve(a: &ServeArgs) -> Result<()> {
             st.recovery.checkpoint_note,
         );
     }
-    if let Some(http) = server.http_addr() {
-        eprintln!("inpath cache: live page http://{http}/ (JSON: /stats, /metrics)");
+    if let Some(line) = security_line(&a.security, server.store()) {
+        eprintln!("inpath cache: {line}");
+    }
+    for (addr, tls) in server.listening_on().iter().skip(1) {
+        let how = if *tls { "TLS" } else { "plain text" };
+        eprintln!("inpath cache: also listening on {addr} ({how})");
+    }
+    if let (Some(http), Some(scheme)) = (server.http_addr(), server.http_scheme()) {
+        eprintln!("inpath cache: live page {scheme}://{http}/ (JSON: /stats, /metrics)");
     }
     if let Some(path) = &a.seal_key {
         eprintln!(
@@ -433,6 +460,34 @@ fn serve(a: &ServeArgs) -> Result<()> {
     server.wait().context("final checkpoint")?;
     eprintln!("inpath cache: stopped");
     Ok(())
+}
+
+/// What protects the server, for the log at start (`None`: nothing, as memcached by default).
+fn security_line(a: &security::SecurityArgs, store: &inpath_cache::Store) -> Option<String> {
+    let settings: std::collections::HashMap<String, String> =
+        store.access.settings().into_iter().collect();
+    let mut parts = Vec::new();
+    if a.enable_ssl {
+        let mode = settings.get("ssl_verify_mode").map_or("0", String::as_str);
+        parts.push(format!(
+            "TLS ({}+; client certificates {})",
+            settings
+                .get("ssl_min_version")
+                .map_or("tlsv1.2", String::as_str),
+            match mode {
+                "0" => "not asked for",
+                "1" => "checked when given",
+                _ => "required",
+            }
+        ));
+    }
+    if let Some(f) = &a.auth_file {
+        parts.push(format!("ASCII authentication (-Y {})", f.display()));
+    }
+    if a.enable_sasl {
+        parts.push("SASL PLAIN (-S)".into());
+    }
+    (!parts.is_empty()).then(|| parts.join(", "))
 }
 
 #[derive(Args)]
@@ -1224,22 +1279,10 @@ fn memcached_options(a: &ServeArgs) -> Result<Vec<String>> {
     if a.prefix_delimiter.is_some() {
         refuse("-D", "no per-prefix statistics are kept (stats detail)")?;
     }
-    if a.enable_sasl || a.auth_file.is_some() {
-        refuse(
-            "-S/-Y",
-            "no SASL or ASCII authentication; keep the server on a trusted network",
-        )?;
-    }
     if a.memory_file.is_some() {
         refuse(
             "-e",
             "the restartable cache is the flash file: --flash PATH survives restarts",
-        )?;
-    }
-    if a.enable_ssl {
-        refuse(
-            "-Z",
-            "no TLS; put a TLS proxy in front, or keep the server on a trusted network",
         )?;
     }
     protocol(a)?;
@@ -1295,7 +1338,8 @@ fn memcached_options(a: &ServeArgs) -> Result<Vec<String>> {
             "track_sizes" => refuse("-o track_sizes", "no size histogram is kept (stats sizes)")?,
             // extstore's: read (and checked) by `extstore`.
             b if b.starts_with("ext_") || b == "slab_automove_freeratio" => {}
-            b if b.starts_with("ssl_") => refuse(&format!("-o {name}"), "no TLS")?,
+            // TLS: read by `security::plan`.
+            b if security::is_ssl_option(b) => {}
             _ => bail!(
                 "-o {name}: not a memcached extended option inpath knows (docs/cache.md, \
                  \"Migrating from memcached\", lists those taken)"

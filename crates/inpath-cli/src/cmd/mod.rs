@@ -7,4 +7,5 @@ pub mod query;
 pub mod seal;
 pub mod sketch;
 pub mod store;
+pub mod tls;
 pub mod wire;

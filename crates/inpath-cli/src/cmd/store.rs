@@ -142,9 +142,18 @@ Options are the `inpath wire --tap corr:...` ones: type, streams, constant=nan|z
   inpath store grep --remote 127.0.0.1:7420 3 needle --count
   inpath store ls --remote 127.0.0.1:7420 --json
 
+  inpath tls init tls --host store1.example.com
+  inpath tls token --tokens tokens --name ci --role read -o ci.token
+  inpath store serve /srv/store --listen 0.0.0.0:7420 --tls-cert tls/server.pem \
+      --tls-key tls/server.key --tokens tokens --tls-client-ca tls/ca.pem --client-cert-role write
+  inpath store grep --remote store1.example.com:7420 3 needle --tls-ca tls/ca.pem --token-file ci.token
+
 The server owns the directory and the keys; clients send requests and get results (counts,
 offsets, neighbours) and, only through `read`, raw bytes. It prints `listening on ADDR` once
-bound (port 0 picks a free port) and runs until stopped. Protocol: docs/FORMATS.md.")]
+bound (port 0 picks a free port) and runs until stopped. Protocol: docs/FORMATS.md.
+Beyond loopback the port needs TLS and authentication: client certificates (--tls-client-ca)
+or tokens (--tokens), each with a role (read: kernels, read, ls, stats; write: also put, rm,
+index); a refused request changes nothing and says why. See docs/SECURITY.md.")]
     Serve(ServeArgs),
 }
 
@@ -173,16 +182,20 @@ struct TapArgs {
 struct ServeArgs {
     /// Store directory.
     dir: PathBuf,
-    /// Address to listen on (HOST:PORT; port 0 picks a free one).
+    /// Address to listen on (HOST:PORT; port 0 picks a free one). Beyond loopback it needs
+    /// TLS and authentication (--tls-cert with --tls-client-ca or --tokens), or
+    /// --insecure-no-auth.
     #[arg(long, default_value = "127.0.0.1:7420")]
     listen: String,
     /// Most connections served at once.
     #[arg(long, default_value_t = 64, value_parser = crate::common::parse_max_connections)]
     max_conns: usize,
-    /// Serve the counters and the latest scans over HTTP here (HOST:PORT): /stats, /metrics,
-    /// and a live page for a browser at /.
-    #[arg(long, value_name = "HOST:PORT")]
-    http: Option<String>,
+    #[command(flatten)]
+    auth: crate::security::ServerAuth,
+    #[command(flatten)]
+    insecure: crate::security::Insecure,
+    #[command(flatten)]
+    web: crate::security::HttpArgs,
     #[command(flatten)]
     read: ReadPathArgs,
     #[command(flatten)]
@@ -198,6 +211,24 @@ struct Location {
     /// The store is a server (`inpath store serve`) at the address given instead of DIR.
     #[arg(long)]
     remote: bool,
+    #[command(flatten)]
+    tls: crate::security::ClientTls,
+}
+
+impl Location {
+    /// A connection to the server at `store`, over TLS and with a token when the flags say.
+    fn connect(&self) -> Result<Client> {
+        let credentials = self.tls.credentials()?;
+        Ok(Client::connect_with(&self.store, &credentials)?)
+    }
+
+    /// Refuses the client TLS flags on a local store.
+    fn local_only(&self) -> Result<()> {
+        if self.tls.given() {
+            bail!("--tls-ca, --tls-cert, --tls-key and --token-file are for a server (--remote)");
+        }
+        Ok(())
+    }
 }
 
 /// How a verb that writes a handle lays out and seals its pages.
@@ -558,8 +589,9 @@ impl Target {
                     "--key-file is for a local store; a server uses the keys it was started with"
                 );
             }
-            return Ok(Target::Remote(Client::connect(&at.store)?));
+            return Ok(Target::Remote(at.connect()?));
         }
+        at.local_only()?;
         let dir = PathBuf::from(&at.store);
         // Opened here so a bad directory or key file is reported before any work; the
         // service answers the request from this opening.
@@ -586,6 +618,18 @@ impl Target {
 }
 
 fn serve(a: ServeArgs) -> Result<()> {
+    let tls = a.auth.tls()?;
+    let tokens = crate::security::tokens(a.auth.tokens.as_ref())?;
+    let limiter = a.auth.limiter();
+    let security = std::sync::Arc::new(inpath_store::guard::Security {
+        tls: tls.clone(),
+        tokens: tokens.clone(),
+        cert_role: a.auth.cert_role()?,
+        limiter: limiter.clone(),
+    });
+    crate::security::check_listener("store serve", &a.listen, security.protection(), a.insecure)?;
+    let http_port =
+        crate::security::http_port("store serve", &a.web, tls, tokens, limiter, a.insecure)?;
     open(&a.dir, &a.keys)?;
     let ring = match &a.keys.key_file {
         Some(path) => Some(read_keys(path, a.keys.allow_insecure_key_file)?.ring),
@@ -593,26 +637,27 @@ fn serve(a: ServeArgs) -> Result<()> {
     };
     let service = std::sync::Arc::new(Service::new(a.dir.clone(), ring, a.read.reader()));
     let dir = a.dir.display().to_string();
-    let http_listener = match &a.http {
-        Some(addr) => Some(
-            std::net::TcpListener::bind(addr)
-                .with_context(|| format!("--http {addr}: cannot listen"))?,
-        ),
-        None => None,
-    };
     let mut http = None;
-    remote::serve(service.clone(), &a.listen, a.max_conns, |addr| {
+    let protected = security.describe();
+    remote::serve(service.clone(), &a.listen, a.max_conns, security, |addr| {
         // The address first, on standard output (port 0 picks one): scripts read it.
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "listening on {addr}");
-        if let Some(listener) = http_listener {
+        if let Some((listener, guard)) = http_port {
             let api = inpath_store::live::http_api(service.clone(), addr.to_string());
-            match inpath_core::http::HttpServer::start(listener, api) {
+            let locked = if guard.tokens.is_some() {
+                ", token required"
+            } else {
+                ""
+            };
+            match inpath_net::HttpServer::start(listener, api, guard) {
                 Ok(server) => {
+                    let _ = service.guard_counters().http.set(server.counters().clone());
                     let _ = writeln!(out, "http on {}", server.local_addr());
                     eprintln!(
-                        "inpath store serve: live page http://{0}/ (JSON: /stats, /metrics)",
-                        server.local_addr()
+                        "inpath store serve: live page {1}://{0}/ (JSON: /stats, /metrics{locked})",
+                        server.local_addr(),
+                        server.scheme()
                     );
                     http = Some(server);
                 }
@@ -620,7 +665,10 @@ fn serve(a: ServeArgs) -> Result<()> {
             }
         }
         let _ = out.flush();
-        eprintln!("inpath store serve: {dir} on {addr} (results only; raw bytes through `read`)");
+        eprintln!(
+            "inpath store serve: {dir} on {addr}, {protected} (results only; raw bytes through \
+             `read`)"
+        );
     })?;
     drop(http);
     Ok(())
@@ -707,6 +755,7 @@ fn put(a: PutArgs) -> Result<()> {
     if a.at.remote {
         return put_remote(a);
     }
+    a.at.local_only()?;
     let dir = PathBuf::from(&a.at.store);
     let layout = page_layout(&a.pages)?;
     let mut store =
@@ -751,7 +800,7 @@ fn put_remote(a: PutArgs) -> Result<()> {
         compress: a.pages.compress.clone(),
         key_id: a.pages.key_id,
     };
-    let mut client = Client::connect(&a.at.store)?;
+    let mut client = a.at.connect()?;
     let v = client
         .put(&req, std::io::BufReader::with_capacity(1 << 20, file))
         .with_context(|| format!("cannot put {} into {}", a.file.display(), a.at.store))?;
@@ -1214,6 +1263,7 @@ fn chase(a: ChaseArgs) -> Result<()> {
     if a.at.remote {
         bail!("--raw is the local pread baseline; it does not run against a server");
     }
+    a.at.local_only()?;
     let dir = PathBuf::from(&a.at.store);
     let mut runs = Vec::with_capacity(repeat);
     let (entry, sequence, stop) = {

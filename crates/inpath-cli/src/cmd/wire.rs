@@ -19,7 +19,7 @@ enum Action {
     /// Forward connections unchanged to a destination and tap the bytes as they pass.
     #[command(after_help = "Examples:
   inpath wire relay --listen 127.0.0.1:9000 --to 127.0.0.1:9001 --tap sketch:format=u32
-  inpath wire relay --listen :9000 --to db:5432 --direction both --tap crc --http 127.0.0.1:9100
+  inpath wire relay --listen 127.0.0.1:9000 --to db:5432 --direction both --tap crc --http 9100
   inpath wire relay --listen 127.0.0.1:9000 --to 127.0.0.1:9001 --tap sketch --job-bytes 1G --log jobs.jsonl
   inpath wire relay --listen 127.0.0.1:9000 --to 127.0.0.1:9001 --tap sketch:format=u32 --tap-policy lossy
 
@@ -105,7 +105,11 @@ fn seal_transforms(
         std::sync::Arc::new(SealFactory::new(config, keys.first_id, key, page)?);
     // Records from the far side may use a different page size; cap what one record may claim.
     let unseal: std::sync::Arc<dyn inpath_wire::transform::TransformFactory> =
-        std::sync::Arc::new(UnsealFactory::new(&keys.ring, (page as u64).max(64 << 20)));
+        // Only records of this relay's own cipher: with aes256-gcm every record is
+        // authenticated, and one claiming no encryption (forged without the key) is refused.
+        std::sync::Arc::new(
+            UnsealFactory::new(&keys.ring, (page as u64).max(64 << 20)).only(cipher),
+        );
     Ok(if near {
         vec![(Direction::C2s, seal), (Direction::S2c, unseal)]
     } else {
@@ -137,9 +141,12 @@ struct CommonArgs {
     /// the taps see the payloads.
     #[arg(long)]
     job_per_message: bool,
-    /// Serve live results over HTTP here: /connections, /combined, /metrics.
-    #[arg(long, value_name = "HOST:PORT")]
-    http: Option<String>,
+    /// Live results (/connections, /combined, /metrics and the live page): --http, with
+    /// HTTPS and a token as for the other servers.
+    #[command(flatten)]
+    http: crate::security::HttpArgs,
+    #[command(flatten)]
+    insecure: crate::security::Insecure,
     /// Append the JSON result lines to this file instead of standard output.
     #[arg(long, value_name = "FILE")]
     log: Option<PathBuf>,
@@ -195,9 +202,13 @@ pub fn run(args: WireArgs) -> Result<()> {
             config.connect_timeout = seconds("--connect-timeout", relay.connect_timeout)?
                 .context("--connect-timeout must be above 0")?;
             config.transforms = seal_transforms(&relay)?;
+            check_listener(&relay.common, Some(&relay))?;
             (config, relay.common)
         }
-        Action::Sink(sink) => (ServerConfig::sink(&sink.common.listen), sink.common),
+        Action::Sink(sink) => {
+            check_listener(&sink.common, None)?;
+            (ServerConfig::sink(&sink.common.listen), sink.common)
+        }
     };
     for spec in &common.taps {
         config.taps.push(inpath_taps::parse_tap(spec)?);
@@ -207,7 +218,18 @@ pub fn run(args: WireArgs) -> Result<()> {
     } else if common.job_per_message {
         config.split = JobSplit::Message;
     }
-    config.http = common.http.clone();
+    let service = format!("wire {}", config.mode.name());
+    if let Some((addr, guard)) = crate::security::http_plan(
+        &service,
+        &common.http,
+        None,
+        None,
+        std::sync::Arc::new(inpath_net::Limiter::default()),
+        common.insecure,
+    )? {
+        config.http = Some(addr);
+        config.http_guard = guard;
+    }
     config.log = match &common.log {
         Some(path) => LogTarget::File(path.clone()),
         None => LogTarget::Stdout,
@@ -237,6 +259,7 @@ async fn serve(config: ServerConfig, quiet: bool) -> Result<()> {
     let to = config.to.clone();
     let taps: Vec<String> = config.taps.iter().map(|t| t.describe()).collect();
     let log = config.log.clone();
+    let scheme = config.http_guard.scheme();
     let server = Server::bind(config).await?;
     let shutdown = server.shutdown();
     let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
@@ -266,7 +289,7 @@ async fn serve(config: ServerConfig, quiet: bool) -> Result<()> {
         ));
         if let Some(http) = server.http_addr() {
             text.push_str(&format!(
-                "\n  live results: http://{http}/connections, /combined, /metrics"
+                "\n  live results: {scheme}://{http}/connections, /combined, /metrics"
             ));
         }
         eprintln!("{text}");
@@ -292,6 +315,81 @@ async fn serve(config: ServerConfig, quiet: bool) -> Result<()> {
         eprintln!("inpath wire: stopped; every job's result is written");
     }
     Ok(())
+}
+
+/// The listener policy for a relay or sink (docs/SECURITY.md): beyond loopback, only the far
+/// end of a sealed link (`--unseal KEYFILE` with the authenticated aes256-gcm cipher) is
+/// protected, since every record it takes must carry the key; anything else needs
+/// --insecure-no-auth, and is then announced at start.
+fn check_listener(common: &CommonArgs, relay: Option<&RelayArgs>) -> Result<()> {
+    // An address that does not resolve is the server's to report (in its own words).
+    let Ok(addrs) = inpath_net::policy::resolve(&common.listen) else {
+        return Ok(());
+    };
+    let open: Vec<_> = addrs
+        .iter()
+        .filter(|a| !inpath_net::policy::is_loopback(a.ip()))
+        .collect();
+    let Some(first) = open.first() else {
+        return Ok(());
+    };
+    let (mode, risk, fix) = match relay {
+        None => (
+            "sink",
+            "feed its taps".to_string(),
+            "put a relay with --unseal KEYFILE in front of it (the sink on loopback, the relay \
+             taking sealed records from a relay with --seal KEYFILE beside the senders)"
+                .to_string(),
+        ),
+        Some(r) => {
+            let to = &r.to;
+            match &r.unseal {
+                None => (
+                    "relay",
+                    format!("reach {to} through it"),
+                    "make it the far end of a sealed link: --unseal KEYFILE here and --seal \
+                     KEYFILE on a relay beside the clients (every record is then \
+                     authenticated with the key; docs/wire.md)"
+                        .to_string(),
+                ),
+                Some(_) => {
+                    let (cipher, _) = inpath_seal::Cipher::parse(&r.seal_cipher)
+                        .map_err(|e| anyhow::anyhow!("--seal-cipher: {e}"))?;
+                    if cipher == inpath_seal::Cipher::Gcm {
+                        return Ok(());
+                    }
+                    (
+                        "relay",
+                        format!("reach {to} through it with records forged without the key"),
+                        format!(
+                            "keep --unseal with the authenticated cipher (--seal-cipher \
+                             aes256-gcm, the default, on both relays): --seal-cipher {} does \
+                             not authenticate records",
+                            r.seal_cipher
+                        ),
+                    )
+                }
+            }
+        }
+    };
+    let reach = if first.ip().is_unspecified() {
+        "every network interface".to_string()
+    } else {
+        format!("{} (not loopback)", first.ip())
+    };
+    let listen = &common.listen;
+    if common.insecure.insecure_no_auth {
+        eprintln!(
+            "warning: inpath wire {mode} listens on {listen}, {reach}, without authentication \
+             (--insecure-no-auth): anyone who can reach it can {risk}"
+        );
+        return Ok(());
+    }
+    bail!(
+        "refusing to listen on {listen}: it is {reach}, and anyone who can reach it could \
+         {risk}. Listen on loopback (127.0.0.1), or {fix}, or accept an open port with \
+         --insecure-no-auth (docs/SECURITY.md)"
+    )
 }
 
 fn seconds(flag: &str, value: f64) -> Result<Option<Duration>> {

@@ -541,13 +541,25 @@ fn memcached_options_inpath_lacks_are_refused_by_name() {
         (&["-a", "700"], "-s/-a is not supported"),
         (&["-M"], "-M with --flash is not supported"),
         (&["-D", ":"], "-D is not supported"),
-        (&["-S"], "-S/-Y is not supported"),
-        (&["-Y", "auth.txt"], "-S/-Y is not supported"),
+        // The security options are taken (tests/cache/security.rs); what they lack is named.
+        (&["-S"], "give --sasl-pwdb FILE or set MEMCACHED_SASL_PWDB"),
+        (&["-Y", "auth.txt"], "cannot read auth file auth.txt"),
+        (
+            &["-S", "-B", "ascii"],
+            "You cannot allow the ASCII protocol while using SASL",
+        ),
         (&["-e", "/dev/shm/mem"], "-e is not supported"),
-        (&["-Z"], "-Z is not supported"),
+        (
+            &["-Z"],
+            "-Z needs the server's certificate: -o ssl_chain_cert=FILE",
+        ),
+        (&["-o", "ssl_verify_mode=9"], "Invalid ssl_verify_mode 9"),
         (&["-B", "sctp"], "the protocol is ascii, binary or auto"),
         (&["-R", "0"], "-R 0: the number of requests per event"),
-        (&["-o", "ssl_key=k.pem"], "-o ssl_key is not supported"),
+        (
+            &["-Z", "-o", "ssl_chain_cert=c.pem,ssl_key=k.pem"],
+            "cannot read TLS certificate chain c.pem",
+        ),
         (
             &["-o", "idle_timeout=soon"],
             "idle_timeout takes whole seconds",
@@ -568,6 +580,21 @@ fn memcached_options_inpath_lacks_are_refused_by_name() {
             "127.0.0.1",
         ];
         argv.extend_from_slice(args);
+        program.fails(&argv, needle);
+    }
+    // Listeners: notls: without -Z; an open port without TLS and authentication.
+    for (listen, needle) in [
+        (
+            "notls:127.0.0.1",
+            "'notls' option is valid only when SSL is enabled",
+        ),
+        ("0.0.0.0", "or accept an open port with --insecure-no-auth"),
+        (
+            "127.0.0.1,10.255.255.1",
+            "refusing to listen on 10.255.255.1:0",
+        ),
+    ] {
+        let argv = ["cache", "serve", "--flash", flash, "-p", "0", "-l", listen];
         program.fails(&argv, needle);
     }
     assert!(

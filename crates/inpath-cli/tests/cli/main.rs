@@ -9,6 +9,8 @@
 //! - [`demo_cli`]: `inpath demo` runs every section and its self-checks say "equal".
 //! - [`input_paths`]: mapped, streamed, pipe, `/dev/stdin`, FIFO and any thread count agree.
 //! - [`query_cli`]: `inpath query gen|import|sql|tpch|inspect`.
+//! - [`security_cli`]: `inpath tls init|token`, `store serve` with TLS, certificates and
+//!   tokens, the listener policy.
 //! - [`sketch_cli`]: `inpath sketch` end to end.
 //! - [`store_cli`]: `inpath store` put, ls, read, rm, grep (against grep), nn and bad inputs.
 //! - [`store_graph_cli`]: `inpath store put-graph | bfs | put-chase | chase`.
@@ -23,6 +25,7 @@ mod corr;
 mod demo_cli;
 mod input_paths;
 mod query_cli;
+mod security_cli;
 mod sketch_cli;
 mod store_cli;
 mod store_graph_cli;

@@ -1462,3 +1462,120 @@ fn endless_overflowing_unseekable_and_out_of_range_inputs() {
         "is a character device",
     );
 }
+
+#[test]
+fn security_bad_inputs() {
+    let f = Fixture::new();
+    let table: &[(&[&str], &str)] = &[
+        (
+            &["tls", "init", "pki", "--days", "0"],
+            "0 is not in 1..=36500",
+        ),
+        (
+            &[
+                "tls",
+                "init",
+                "pki",
+                "--not-before",
+                "2020-13-01",
+                "--not-after",
+                "2020-12-31",
+            ],
+            "YYYY-MM-DD",
+        ),
+        (
+            &[
+                "tls",
+                "init",
+                "pki",
+                "--not-before",
+                "2020-02-01",
+                "--not-after",
+                "2020-01-01",
+            ],
+            "the end after the start",
+        ),
+        (
+            &[
+                "tls", "token", "--tokens", "t", "--name", "a b", "--role", "read",
+            ],
+            "a token name is 1 to 64",
+        ),
+        (
+            &[
+                "tls", "token", "--tokens", "t", "--name", "ci", "--role", "admin",
+            ],
+            "role \"admin\" is not valid",
+        ),
+        (
+            &[
+                "tls", "token", "--tokens", "data.csv", "--name", "ci", "--role", "read",
+            ],
+            "token file data.csv, line 1",
+        ),
+        (
+            &["store", "serve", "adir", "--listen", "0.0.0.0:0"],
+            "or accept an open port with --insecure-no-auth",
+        ),
+        (
+            &[
+                "store",
+                "serve",
+                "adir",
+                "--tls-cert",
+                "data.csv",
+                "--tls-key",
+                "keys.txt",
+            ],
+            "holds no certificate",
+        ),
+        (
+            &["store", "serve", "adir", "--tokens", "data.csv"],
+            "line 1: expected `NAME ROLE",
+        ),
+        (
+            &[
+                "store",
+                "serve",
+                "adir",
+                "--tls-cert",
+                "a",
+                "--tls-key",
+                "b",
+                "--tls-min-version",
+                "1.1",
+            ],
+            "1.2 or 1.3",
+        ),
+        (&["store", "serve", "adir", "--tls-cert", "a"], "--tls-key"),
+        (
+            &["store", "ls", "adir", "--tls-ca", "data.csv"],
+            "are for a server (--remote)",
+        ),
+        (
+            &[
+                "store",
+                "ls",
+                "--remote",
+                "127.0.0.1:1",
+                "--tls-ca",
+                "data.csv",
+            ],
+            "holds no certificate",
+        ),
+        (
+            &[
+                "store",
+                "ls",
+                "--remote",
+                "127.0.0.1:1",
+                "--token-file",
+                "open.txt",
+            ],
+            "chmod 600",
+        ),
+    ];
+    for (args, fragment) in table {
+        f.fails(args, fragment);
+    }
+}

@@ -482,3 +482,197 @@ fn corr_tap_and_seal_flags_refuse_bad_settings() {
         "key file",
     );
 }
+
+/// An HTTP/1.1 GET over `inpath_net`'s client (plain, or TLS with `ca`); the whole answer.
+fn http_answer(addr: &str, ca: Option<&Path>, head: &str) -> String {
+    let credentials = inpath_net::CredentialFiles {
+        ca: ca.map(Path::to_path_buf),
+        ..Default::default()
+    }
+    .load()
+    .unwrap();
+    let mut s = inpath_net::client::connect(addr, &credentials, Duration::from_secs(10)).unwrap();
+    s.write_all(head.as_bytes()).unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
+#[test]
+fn open_ports_need_a_sealed_link_or_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys.txt");
+    let keys = keys.to_str().unwrap();
+    assert!(inpath()
+        .args(["seal", "keygen", "-o", keys])
+        .output()
+        .unwrap()
+        .status
+        .success());
+    // Nothing here binds beyond loopback: each case fails before (or, for the protected
+    // relay, at its destination's bad address, after the policy let it through).
+    fails(
+        &["wire", "sink", "--listen", "0.0.0.0:0"],
+        "refusing to listen on 0.0.0.0:0: it is every network interface, and anyone who can \
+         reach it could feed its taps",
+    );
+    fails(
+        &["wire", "sink", "--listen", "0.0.0.0:0"],
+        "or accept an open port with --insecure-no-auth",
+    );
+    fails(
+        &[
+            "wire",
+            "relay",
+            "--listen",
+            "0.0.0.0:0",
+            "--to",
+            "127.0.0.1:0x",
+        ],
+        "make it the far end of a sealed link: --unseal KEYFILE",
+    );
+    fails(
+        &[
+            "wire",
+            "relay",
+            "--listen",
+            "0.0.0.0:0",
+            "--to",
+            "127.0.0.1:0x",
+            "--seal",
+            keys,
+        ],
+        "refusing to listen on 0.0.0.0:0",
+    );
+    fails(
+        &[
+            "wire",
+            "relay",
+            "--listen",
+            "0.0.0.0:0",
+            "--to",
+            "127.0.0.1:0x",
+            "--unseal",
+            keys,
+            "--seal-cipher",
+            "aes256-ctr",
+        ],
+        "--seal-cipher aes256-ctr does not authenticate records",
+    );
+    // The far end of a sealed link with the authenticated cipher passes the policy.
+    let out = inpath()
+        .args([
+            "wire",
+            "relay",
+            "--listen",
+            "0.0.0.0:0",
+            "--to",
+            "127.0.0.1:0x",
+            "--unseal",
+            keys,
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("bad address"),
+        "{err}"
+    );
+    assert!(!err.contains("refusing"), "{err}");
+    // The live page beyond loopback, unprotected, is refused too.
+    fails(
+        &[
+            "wire",
+            "sink",
+            "--listen",
+            "127.0.0.1:0",
+            "--http",
+            "0.0.0.0:0",
+        ],
+        "--http: refusing to listen on 0.0.0.0:0",
+    );
+}
+
+#[test]
+fn the_live_results_serve_https_with_a_token_on_loopback() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    crate::common::ok(d, &["tls", "init", "tls"]);
+    let token = crate::common::ok(
+        d,
+        &[
+            "tls", "token", "--tokens", "tokens", "--name", "web", "--role", "read",
+        ],
+    );
+    let token = token.trim();
+    let at = |p: &str| d.join(p).to_str().unwrap().to_string();
+    let (cert, key, tokens) = (at("tls/server.pem"), at("tls/server.key"), at("tokens"));
+    let (mut sink, sink_addr) = start(
+        d,
+        "sink",
+        &[
+            "sink",
+            "--tap",
+            "crc",
+            "--http",
+            "0",
+            "--http-tls-cert",
+            &cert,
+            "--http-tls-key",
+            &key,
+            "--http-tokens",
+            &tokens,
+        ],
+    );
+    let line = log_lines(&d.join("sink.jsonl"))
+        .into_iter()
+        .find(|l| l["event"] == "listening")
+        .unwrap();
+    let http = line["http"].as_str().unwrap().to_string();
+    assert!(
+        http.starts_with("127.0.0.1:"),
+        "a port alone is loopback: {http}"
+    );
+    let mut client = TcpStream::connect(&sink_addr).unwrap();
+    client.write_all(b"some bytes").unwrap();
+    drop(client);
+    let ca = d.join("tls/ca.pem");
+    let get = |path: &str, auth: &str| {
+        http_answer(
+            &http,
+            Some(&ca),
+            &format!("GET {path} HTTP/1.1\r\nHost: x\r\n{auth}\r\n"),
+        )
+    };
+    let none = get("/connections", "");
+    assert!(
+        none.starts_with("HTTP/1.1 401") && none.contains("a token is required"),
+        "{none}"
+    );
+    let wrong = get("/metrics", "Authorization: Bearer inpath_wrong\r\n");
+    assert!(
+        wrong.starts_with("HTTP/1.1 401") && wrong.contains("not valid"),
+        "{wrong}"
+    );
+    let health = get("/health", "");
+    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+    let bearer = format!("Authorization: Bearer {token}\r\n");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let ok = get("/connections", &bearer);
+        assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
+        if ok.contains("\"crc\"") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the connection never showed: {ok}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Plain HTTP on the HTTPS port is told so; the server keeps serving.
+    let plain = http_answer(&http, None, "GET /health HTTP/1.1\r\n\r\n");
+    assert!(plain.contains("this port speaks HTTPS"), "{plain}");
+    assert!(get("/metrics", &bearer).starts_with("HTTP/1.1 200"));
+    terminate(&mut sink);
+}

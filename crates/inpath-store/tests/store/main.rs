@@ -10,6 +10,8 @@
 //! - [`kernels`]: search and nearest-neighbour kernels against naive references and grep,
 //!   every lane count and chunk size, in memory and through the store's reader.
 //! - [`lsh`]: LSH by bit sampling: recall on planted near-duplicates, the index file's checks.
+//! - [`security`]: `store serve` with TLS, client certificates and tokens: every refusal in
+//!   words with nothing changed, slowing of 1,000 wrong tokens.
 //! - [`store`]: the page store and its reader: round trips in every seal tier, tags and ports,
 //!   bad inputs with their exact errors.
 
@@ -19,4 +21,5 @@ mod graph;
 mod hamming;
 mod kernels;
 mod lsh;
+mod security;
 mod store;
