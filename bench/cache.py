@@ -45,7 +45,6 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def target_dir():
@@ -56,28 +55,7 @@ def inpath_bin():
     return os.path.join(target_dir(), "release", "inpath")
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
-
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
-
-
-def wait_port(port):
-    for _ in range(200):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on {port}")
 
 
 class Proc:
@@ -95,14 +73,14 @@ class Proc:
 def start_inpath(port, memory_mib, flash, flash_mib, threads, extra=()):
     p = Proc([inpath_bin(), "cache", "serve", "--listen", f"127.0.0.1:{port}", "--memory", f"{memory_mib}MiB",
               "--flash", flash, "--flash-size", f"{flash_mib}MiB", "-t", str(threads), *extra])
-    wait_port(port)
+    common.wait_port(port)
     return p
 
 
 def start_inpath_dram(port, memory_mib, threads):
     p = Proc([inpath_bin(), "cache", "serve", "-l", "127.0.0.1", "-p", str(port), "-m", str(memory_mib),
               "-t", str(threads), "-c", "4096"])
-    wait_port(port)
+    common.wait_port(port)
     return p
 
 
@@ -112,7 +90,7 @@ def start_memcached(port, memory_mib, threads):
     if os.geteuid() == 0:
         args += ["-u", "root"]
     p = Proc(args)
-    wait_port(port)
+    common.wait_port(port)
     return p
 
 
@@ -133,10 +111,10 @@ def warm(port, keys, warmup, backend_us, conns):
 
 def measure(port, pid, keys, ops, backend_us, conns, seed=2):
     # The server's CPU is read around the measured run alone.
-    c0 = cpu_seconds(pid)
+    c0 = common.cpu_seconds(pid)
     out = subprocess.run(bench_args(port, keys, ops, seed, backend_us, conns), check=True,
                          capture_output=True, text=True)
-    c1 = cpu_seconds(pid)
+    c1 = common.cpu_seconds(pid)
     r = json.loads(out.stdout)
     r["server_cpu_us_per_1000_ops_proc"] = (c1 - c0) * 1e6 / r["ops"] * 1000
     return r
@@ -218,7 +196,7 @@ def main():
     try:
         memcslap_section(args, report, tmp)
         # (1) Both servers up at once; measured runs alternate, medians reported.
-        pi, pm = free_port(), free_port()
+        pi, pm = common.free_port(), common.free_port()
         si = start_inpath(pi, args.memory_mib, os.path.join(tmp, "dram.flash"), flash_mib, args.threads)
         sm = start_memcached(pm, args.memory_mib, args.threads)
         try:
@@ -239,7 +217,7 @@ def main():
             sm.stop()
         # (2) and (3): one server at a time (the page cache must not help inpath's flash file).
         for who in ("inpath", "memcached"):
-            port = free_port()
+            port = common.free_port()
             if who == "inpath":
                 p = start_inpath(port, args.memory_mib, os.path.join(tmp, "big.flash"), flash_mib, args.threads)
             else:
@@ -366,7 +344,7 @@ def memcslap_section(args, report, tmp):
         report.note("(4) skipped: memcslap is not installed (apt-get install libmemcached-tools)")
         return
     servers = {}
-    ports = {"memcached": free_port(), "inpath": free_port(), "inpath-dram": free_port()}
+    ports = {"memcached": common.free_port(), "inpath": common.free_port(), "inpath-dram": common.free_port()}
     # memcslap's values average about 2.6 KB: its 50k keys take ~130 MB, so the DRAM budget is
     # --slap-memory-mib (256 by default) to keep the working set in DRAM for every server.
     mem = args.slap_memory_mib
@@ -384,9 +362,9 @@ def memcslap_section(args, report, tmp):
         for _ in range(args.reps):
             for who in order:
                 pid = servers[who].p.pid
-                c0 = cpu_seconds(pid)
+                c0 = common.cpu_seconds(pid)
                 ops, secs, cpu_ops = run(who)
-                c1 = cpu_seconds(pid)
+                c1 = common.cpu_seconds(pid)
                 per[who].append((c1 - c0) * 1e6 / cpu_ops * 1000)
                 rate[who].append(ops / secs)
         return per, rate
@@ -441,7 +419,7 @@ def seal_cost(args):
         keys = os.path.join(tmp, "keys.txt")
         subprocess.run([inpath_bin(), "seal", "keygen", "-o", keys], check=True, capture_output=True)
         for name, extra in (("plain", []), ("sealed", ["--seal-key", keys])):
-            port = free_port()
+            port = common.free_port()
             p = start_inpath(port, args.memory_mib, os.path.join(tmp, f"{name}.flash"), 10 * args.memory_mib,
                              args.threads, extra)
             try:
@@ -512,9 +490,9 @@ def scale_bench(port, pid, n, ops, zipf, conns, get_ratio, seed):
     args = [inpath_bin(), "cache", "bench", "--server", f"127.0.0.1:{port}", "--keys", str(n),
             "--ops", str(ops), "--value-dist", "etc", "--zipf", str(zipf), "--get-ratio", str(get_ratio),
             "--conns", str(conns), "--seed", str(seed), "--json"]
-    c0 = cpu_seconds(pid)
+    c0 = common.cpu_seconds(pid)
     out = subprocess.run(args, check=True, capture_output=True, text=True, timeout=3600)
-    c1 = cpu_seconds(pid)
+    c1 = common.cpu_seconds(pid)
     r = json.loads(out.stdout)
     r["server_cpu_ms_per_1000"] = (c1 - c0) * 1e3 / max(1, r["ops"]) * 1000
     return r
@@ -539,14 +517,14 @@ def scale_piece(args, mib, who, out_dir, tmp):
     """One server at one DRAM budget: load, measure, restart, kill -9, restart."""
     n, ops = args.scale_items, args.scale_ops
     flash = os.path.join(tmp, f"{who}.flash")
-    port = free_port()
+    port = common.free_port()
     r = {"server": who, "memory_mib": mib, "items_set": n, "flash_gib": args.scale_flash_gib}
     log = open(os.path.join(out_dir, f"{mib}-{who}.log"), "a")
     p = scale_start(who, port, mib, flash, args.scale_flash_gib, args.threads, log)
     try:
         wait_serving(port, "none")
         pid = p.pid
-        w0, c0 = disk_written(pid), cpu_seconds(pid)
+        w0, c0 = disk_written(pid), common.cpu_seconds(pid)
         load = subprocess.run([inpath_bin(), "cache", "bench", "--server", f"127.0.0.1:{port}", "--keys", str(n),
                                "--ops", "0", "--value-dist", "etc", "--prefill", "--json"],
                               check=True, capture_output=True, text=True, timeout=7200)
@@ -554,7 +532,7 @@ def scale_piece(args, mib, who, out_dir, tmp):
         time.sleep(10)  # what the servers still write after the last set
         r["load_seconds"] = load["prefill_seconds"]
         r["load_sets_per_s"] = n / load["prefill_seconds"]
-        r["load_server_cpu_ms_per_1000"] = (cpu_seconds(pid) - c0) * 1e3 / n * 1000
+        r["load_server_cpu_ms_per_1000"] = (common.cpu_seconds(pid) - c0) * 1e3 / n * 1000
         r["bytes_set"] = load["prefill_bytes"]
         r["disk_bytes_written"] = disk_written(pid) - w0
         r["write_amplification"] = r["disk_bytes_written"] / load["prefill_bytes"]
@@ -605,10 +583,10 @@ def scale_piece(args, mib, who, out_dir, tmp):
         slap = {}
         for test in ("get", "set"):
             for conc in (4, 64):
-                c0 = cpu_seconds(pid)
+                c0 = common.cpu_seconds(pid)
                 reqs, secs = memcslap(port, test, conc, max(1000, 200_000 // conc), flush=False)
                 slap[f"{test}_c{conc}"] = {"requests": reqs, "seconds": secs, "per_s": reqs / secs,
-                                           "server_cpu_ms_per_1000": (cpu_seconds(pid) - c0) * 1e3 / reqs * 1000}
+                                           "server_cpu_ms_per_1000": (common.cpu_seconds(pid) - c0) * 1e3 / reqs * 1000}
         r["memcslap"] = slap
     finally:
         p.kill()

@@ -17,6 +17,7 @@ import platform
 import re
 import statistics
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -245,3 +246,34 @@ def need(module, hint="run bench/setup.sh first"):
         return __import__(module)
     except ImportError:
         sys.exit(f"bench: Python module {module!r} is missing ({hint})")
+
+
+# Servers under benchmark: a free loopback port, waiting for one to listen, a process's CPU.
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def free_port():
+    """A TCP port nothing on loopback listens on now."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_port(port, tries=400):
+    """Returns once something accepts on loopback's `port` (every 0.05 s, `tries` times)."""
+    for _ in range(tries):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+def cpu_seconds(pid):
+    """User plus system CPU seconds of process `pid` so far (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS

@@ -416,6 +416,30 @@ def nice_step(raw):
     return 10 * power
 
 
+
+def log_axis(body, values, x0, x1, y0, y1, unit):
+    """A plot area with a log-scale y axis spanning `values` by whole decades (grid lines at
+    1, 2 and 5 of each, labelled with `unit`) appended to `body`; returns the value-to-y map."""
+    lo = 10 ** math.floor(math.log10(min(values)))
+    hi = 10 ** math.ceil(math.log10(max(values)))
+    if hi == lo:
+        hi = lo * 10
+
+    def Y(v):
+        return y1 - (math.log10(v) - math.log10(lo)) / (math.log10(hi) - math.log10(lo)) * (y1 - y0)
+
+    body.append(f'<rect x="{x0}" y="{y0}" width="{x1 - x0}" height="{y1 - y0}" fill="#fafafa" stroke="#bbb"/>')
+    d = round(math.log10(lo))
+    while 10**d <= hi * 1.0001:
+        for m in (1, 2, 5):
+            v = m * 10**d
+            if lo <= v <= hi:
+                body.append(f'<line x1="{x0}" y1="{f1(Y(v))}" x2="{x1}" y2="{f1(Y(v))}" '
+                            f'stroke="{"#d0d0d0" if m == 1 else "#eeeeee"}"/>')
+                body.append(text(x0 - 6, Y(v) + 4, f"{v:g}{unit}", size=10, anchor="end", fill="#444"))
+        d += 1
+    return Y
+
 def tpch_chart(run, run_label, threads=None):
     sources = []
     for name in ("query", "query-offload"):
@@ -449,24 +473,10 @@ def tpch_chart(run, run_label, threads=None):
               ("inpath, no offload", "offload_off_s", PEER_COLOUR),
               ("inpath, offload", "offload_on_s", OFFLOAD_COLOUR)]
     values = [rows[(q, t)][k] for q in range(1, 23) for _, k, _ in series]
-    lo = 10 ** math.floor(math.log10(min(values)))
-    hi = 10 ** math.ceil(math.log10(max(values)))
     width, height = 980, 445
     x0, x1, y0, y1 = 70, 960, 96, 420
-
-    def Y(v):
-        return y1 - (math.log10(v) - math.log10(lo)) / (math.log10(hi) - math.log10(lo)) * (y1 - y0)
-
-    body = [f'<rect x="{x0}" y="{y0}" width="{x1 - x0}" height="{y1 - y0}" fill="#fafafa" stroke="#bbb"/>']
-    d = round(math.log10(lo))
-    while 10**d <= hi * 1.0001:
-        for m in (1, 2, 5):
-            v = m * 10**d
-            if lo <= v <= hi:
-                body.append(f'<line x1="{x0}" y1="{f1(Y(v))}" x2="{x1}" y2="{f1(Y(v))}" '
-                            f'stroke="{"#d0d0d0" if m == 1 else "#eeeeee"}"/>')
-                body.append(text(x0 - 6, Y(v) + 4, f"{v:g} s", size=10, anchor="end", fill="#444"))
-        d += 1
+    body = []
+    Y = log_axis(body, values, x0, x1, y0, y1, " s")
     group = (x1 - x0) / 22
     bw = (group - 8) / 3
     for q in range(1, 23):
@@ -541,8 +551,6 @@ def scale_chart(run, run_label):
     for x0, x1, ser, ylabel, unit in panels:
         y0, y1 = 110, 420
         ys = [y for _, _, _, pts in ser for _, y in pts]
-        lo = 10 ** math.floor(math.log10(min(ys)))
-        hi = 10 ** math.ceil(math.log10(max(ys)))
         xlo = 10 ** math.floor(math.log10(min(xs)))
         xhi = 10 ** math.ceil(math.log10(max(xs)))
         if xhi == xlo:
@@ -551,19 +559,7 @@ def scale_chart(run, run_label):
         def X(v, xlo=xlo, xhi=xhi, x0=x0, x1=x1):
             return x0 + (math.log10(v) - math.log10(xlo)) / (math.log10(xhi) - math.log10(xlo)) * (x1 - x0)
 
-        def Y(v, lo=lo, hi=hi, y0=y0, y1=y1):
-            return y1 - (math.log10(v) - math.log10(lo)) / (math.log10(hi) - math.log10(lo)) * (y1 - y0)
-
-        body.append(f'<rect x="{x0}" y="{y0}" width="{x1 - x0}" height="{y1 - y0}" fill="#fafafa" stroke="#bbb"/>')
-        d = round(math.log10(lo))
-        while 10**d <= hi * 1.0001:
-            for m in (1, 2, 5):
-                v = m * 10**d
-                if lo <= v <= hi:
-                    body.append(f'<line x1="{x0}" y1="{f1(Y(v))}" x2="{x1}" y2="{f1(Y(v))}" '
-                                f'stroke="{"#d0d0d0" if m == 1 else "#eeeeee"}"/>')
-                    body.append(text(x0 - 6, Y(v) + 4, f"{v:g}", size=10, anchor="end", fill="#444"))
-            d += 1
+        Y = log_axis(body, ys, x0, x1, y0, y1, "")
         for sf in xs:
             body.append(f'<line x1="{f1(X(sf))}" y1="{y0}" x2="{f1(X(sf))}" y2="{y1}" stroke="#eeeeee"/>')
             body.append(text(X(sf), y1 + 15, f"SF {sf:g}", size=10, anchor="middle", fill="#333"))

@@ -35,7 +35,6 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 
-TICKS = os.sysconf("SC_CLK_TCK")
 KEYS = 10_000
 VALUE = b"v" * 32
 
@@ -45,28 +44,7 @@ def inpath_bin():
     return os.path.join(target, "release", "inpath")
 
 
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
 
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def wait_port(port):
-    for _ in range(400):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on {port}")
 
 
 def stop(proc):
@@ -114,13 +92,13 @@ def store_rows(report, tmp, pki, mib, reps):
                     "-o", token], check=True, stdout=subprocess.DEVNULL)
     servers = {}
     for mode in ("plain", "tls"):
-        port = free_port()
+        port = common.free_port()
         extra = [] if mode == "plain" else [
             "--tls-cert", os.path.join(pki, "server.pem"), "--tls-key", os.path.join(pki, "server.key"),
             "--tls-min-version", "1.3", "--tokens", tokens]
         proc = subprocess.Popen([inpath, "store", "serve", store, "--listen", f"127.0.0.1:{port}", *extra],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_port(port)
+        common.wait_port(port)
         client = [] if mode == "plain" else ["--tls-ca", os.path.join(pki, "ca.pem"), "--token-file", token]
         servers[mode] = (proc, f"127.0.0.1:{port}", client)
     try:
@@ -174,12 +152,12 @@ def cache_rows(report, pki, gets, clients):
     ca = os.path.join(pki, "ca.pem")
     results = {}
     for mode in ("plain", "tls"):
-        port = free_port()
+        port = common.free_port()
         extra = [] if mode == "plain" else [
             "-Z", "-o", f"ssl_chain_cert={os.path.join(pki, 'server.pem')},ssl_key={os.path.join(pki, 'server.key')}"]
         proc = subprocess.Popen([inpath, "cache", "serve", "-l", "127.0.0.1", "-p", str(port), "-m", "64",
                                  "-t", "2", *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_port(port)
+        common.wait_port(port)
         try:
             s = connect(port, ca if mode == "tls" else None)
             for i in range(KEYS):
@@ -193,7 +171,7 @@ def cache_rows(report, pki, gets, clients):
             for batch, n in ((1, gets // 10), (100, gets)):
                 out = multiprocessing.Queue()
                 per = n // clients
-                before = cpu_seconds(proc.pid)
+                before = common.cpu_seconds(proc.pid)
                 start = time.perf_counter()
                 workers = [multiprocessing.Process(target=client_run,
                                                    args=(port, ca if mode == "tls" else None, per, batch, c, out))
@@ -204,7 +182,7 @@ def cache_rows(report, pki, gets, clients):
                 for w in workers:
                     w.join()
                 wall = time.perf_counter() - start
-                cpu = cpu_seconds(proc.pid) - before
+                cpu = common.cpu_seconds(proc.pid) - before
                 results[(mode, batch)] = (total, wall, cpu)
         finally:
             stop(proc)
