@@ -381,7 +381,6 @@ impl ExecutionPlan for DeviceExec {
                 Err(e) => Err(e),
             }
         };
-        let start = |graph: &TaskGraph, fallback: bool| begin(self.device.submit(graph), fallback);
         // Comparators bound to subqueries' values, now that they have run; a value the
         // device cannot compare with exactly (NULL, beyond 64 bits) leaves the plan to the
         // host.
@@ -403,28 +402,36 @@ impl ExecutionPlan for DeviceExec {
             }
         };
         let graph = bound.as_ref().unwrap_or(&self.graph);
-        let fallback = self.host.is_some() || self.alternate.is_some();
         // With an alternate graph, each order is tried whole before either runs in key-range
         // passes: the alternate (the larger table of each join streaming) holding its builds
         // whole is cheaper than the planner's order in passes (Q21 at SF 1: 0.08 against
         // 0.18 s). Then the planner's in passes (its whole attempt is not made again), the
-        // alternate's in passes, and last the host.
-        let first = match &self.alternate {
-            None => start(graph, fallback),
-            Some(alternate) => {
-                let whole = |g: &TaskGraph| begin(self.device.submit_whole(g), true);
-                match whole(graph) {
-                    Err(e) if declined(&e) => match whole(alternate) {
-                        Err(e) if declined(&e) => match start(graph, true) {
-                            Err(e) if declined(&e) => start(alternate, self.host.is_some()),
-                            other => other,
-                        },
-                        other => other,
-                    },
-                    other => other,
+        // alternate's in passes, and last the host. (whole only, graph)
+        let attempts: Vec<(bool, &TaskGraph)> = match &self.alternate {
+            None => vec![(false, graph)],
+            Some(alternate) => vec![
+                (true, graph),
+                (true, alternate),
+                (false, graph),
+                (false, alternate),
+            ],
+        };
+        let last = attempts.len() - 1;
+        let mut first = None;
+        for (i, (whole_only, g)) in attempts.into_iter().enumerate() {
+            let submitted = match whole_only {
+                true => self.device.submit_whole(g),
+                false => self.device.submit(g),
+            };
+            match begin(submitted, i < last || self.host.is_some()) {
+                Err(e) if declined(&e) && i < last => continue,
+                started => {
+                    first = Some(started);
+                    break;
                 }
             }
-        };
+        }
+        let first = first.expect("the last attempt ends the loop");
         let (first, stream) = match (first, &self.host) {
             (Ok(started), _) => started,
             (Err(e), Some(host)) if declined(&e) => {
