@@ -156,23 +156,7 @@ impl LocalDevice {
         let mut held = 0u64;
         for task in &graph.tasks[..last] {
             let reader = self.tables.get(&task.table)?;
-            let mut pages = reader.page_count();
-            for product in &task.selector.products {
-                if let [crate::graph::Comparator {
-                    column,
-                    test: crate::graph::Test::Int { op, value },
-                }] = product.as_slice()
-                {
-                    let v = inpath_table::format::Scalar::Int(*value);
-                    let (lo, hi) = match op {
-                        crate::graph::CmpOp::Eq => (Some(&v), Some(&v)),
-                        crate::graph::CmpOp::Lt | crate::graph::CmpOp::Le => (None, Some(&v)),
-                        crate::graph::CmpOp::Gt | crate::graph::CmpOp::Ge => (Some(&v), None),
-                        crate::graph::CmpOp::Ne => continue,
-                    };
-                    pages = pages.min(reader.prune(*column, lo, hi).ok()?.len());
-                }
-            }
+            let pages = super::prepare::pruned_pages(task, reader).ok()?.len();
             let rows = (pages as u64 * reader.rows_per_page() as u64).min(reader.row_count());
             let width = match task.operator {
                 Operator::Nop => task.keep.len() as u64 * 4 + 8,

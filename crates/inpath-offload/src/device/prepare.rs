@@ -397,30 +397,35 @@ impl Prepared {
         }
     }
 
-    /// The pages left after zone maps: products of one integer comparator confine the column
-    /// to a range.
+    /// The pages left after zone maps ([`pruned_pages`]).
     pub(super) fn pruned_pages(&self) -> Result<Vec<usize>> {
-        let mut pages: Vec<usize> = (0..self.reader.page_count()).collect();
-        for product in &self.task.selector.products {
-            let [Comparator {
-                column,
-                test: Test::Int { op, value },
-            }] = product.as_slice()
-            else {
-                continue;
-            };
-            let v = inpath_table::format::Scalar::Int(*value);
-            let (lo, hi) = match op {
-                CmpOp::Eq => (Some(v.clone()), Some(v)),
-                CmpOp::Lt | CmpOp::Le => (None, Some(v)),
-                CmpOp::Gt | CmpOp::Ge => (Some(v), None),
-                CmpOp::Ne => continue,
-            };
-            let keep = self.reader.prune(*column, lo.as_ref(), hi.as_ref())?;
-            pages.retain(|p| keep.binary_search(p).is_ok());
-        }
-        Ok(pages)
+        pruned_pages(&self.task, &self.reader)
     }
+}
+
+/// The pages of `reader` left to `task` after zone maps: products of one integer comparator
+/// confine the column to a range.
+pub(super) fn pruned_pages(task: &TableTask, reader: &TableReader) -> Result<Vec<usize>> {
+    let mut pages: Vec<usize> = (0..reader.page_count()).collect();
+    for product in &task.selector.products {
+        let [Comparator {
+            column,
+            test: Test::Int { op, value },
+        }] = product.as_slice()
+        else {
+            continue;
+        };
+        let v = inpath_table::format::Scalar::Int(*value);
+        let (lo, hi) = match op {
+            CmpOp::Eq => (Some(v.clone()), Some(v)),
+            CmpOp::Lt | CmpOp::Le => (None, Some(v)),
+            CmpOp::Gt | CmpOp::Ge => (Some(v), None),
+            CmpOp::Ne => continue,
+        };
+        let keep = reader.prune(*column, lo.as_ref(), hi.as_ref())?;
+        pages.retain(|p| keep.binary_search(p).is_ok());
+    }
+    Ok(pages)
 }
 
 /// Rows of a page the transformer works on: a run, or picked rows (ascending).
