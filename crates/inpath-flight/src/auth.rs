@@ -127,7 +127,10 @@ mod tests {
             Some("inpath_x")
         );
         let unpadded = base64::engine::general_purpose::STANDARD_NO_PAD.encode("ci:inpath_xy");
-        assert_eq!(token_of(&format!("Basic {unpadded}")).as_deref(), Some("inpath_xy"));
+        assert_eq!(
+            token_of(&format!("Basic {unpadded}")).as_deref(),
+            Some("inpath_xy")
+        );
         assert_eq!(token_of("Basic !!!"), None);
         assert_eq!(token_of("Digest abc"), None);
         assert_eq!(token_of("Bearer"), None);
