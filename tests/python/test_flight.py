@@ -54,6 +54,7 @@ def stop(proc):
                 proc.wait()
     proc.stdout.close()
     proc.stderr.close()
+    return proc.returncode
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +69,8 @@ def server(inpath_bin, tables):
     proc, uri = start([inpath_bin, "query", "serve", str(tables), "--listen", "127.0.0.1:0",
                        "--offload", "--threads", "2"])
     yield proc, uri
-    stop(proc)
+    # SIGTERM stops it cleanly, after the statements in flight.
+    assert stop(proc) == 0
 
 
 def query_text(n):
