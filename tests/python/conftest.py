@@ -1,6 +1,7 @@
 """Shared fixtures: the release `inpath` binary (scripts/test.sh builds it)."""
 
 import os
+import signal
 import subprocess
 
 import pytest
@@ -38,3 +39,20 @@ def naive(data, pat):
         out.append(i)
         i = data.find(pat, i + 1)
     return out
+
+
+def stop_server(proc, timeout=20):
+    """Stops a server started by a test: SIGTERM, a bounded wait, then SIGKILL; closes its
+    pipes and returns its exit status."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe:
+            pipe.close()
+    return proc.returncode

@@ -20,7 +20,7 @@ import pytest
 import inpath
 import inpath.query
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, run_cli, stop_server
 
 pa = pytest.importorskip("pyarrow")
 flight = pytest.importorskip("pyarrow.flight")
@@ -43,18 +43,7 @@ def start(args):
     return proc, m.group(1)
 
 
-def stop(proc):
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    proc.stdout.close()
-    proc.stderr.close()
-    return proc.returncode
+stop = stop_server
 
 
 @pytest.fixture(scope="module")

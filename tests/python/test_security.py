@@ -11,6 +11,8 @@ import subprocess
 
 import pytest
 
+from conftest import stop_server
+
 pymemcache = pytest.importorskip("pymemcache")
 from pymemcache.client.base import Client  # noqa: E402
 
@@ -38,15 +40,7 @@ def start(args, pattern):
 
 
 def stop(proc):
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    proc.stdout.close()
+    stop_server(proc, timeout=15)
 
 
 def context(pki, client_cert=True):
