@@ -5,7 +5,6 @@ the certificates are made by `inpath tls init` in a temporary directory."""
 
 import os
 import re
-import signal
 import ssl
 import subprocess
 
