@@ -75,6 +75,7 @@ pub struct SqlSession {
     runtime: tokio::runtime::Runtime,
     counters: Arc<ScanCounters>,
     tables: Vec<String>,
+    readers: Vec<(String, Arc<inpath_table::reader::TableReader>)>,
     offload: Option<Arc<OffloadRule>>,
 }
 
@@ -316,6 +317,7 @@ impl SqlSession {
             runtime,
             counters: Arc::new(ScanCounters::default()),
             tables,
+            readers: Vec::new(),
             offload: None,
         })
     }
@@ -405,6 +407,10 @@ impl SqlSession {
             .unwrap_or(0);
         let sort_merge = rule.is_none() && host.sort_merge.unwrap_or(largest > host.limit() / 4);
         let ctx = SqlSession::new_context(threads, rule.clone(), host, sort_merge)?;
+        let readers = opened
+            .iter()
+            .map(|(name, t)| (name.clone(), t.reader.clone()))
+            .collect();
         for (name, table) in opened {
             ctx.register_table(
                 datafusion::common::TableReference::bare(name),
@@ -418,6 +424,7 @@ impl SqlSession {
             runtime,
             counters,
             tables,
+            readers,
             offload: rule,
         })
     }
@@ -487,6 +494,50 @@ impl SqlSession {
     /// The registered table names.
     pub fn tables(&self) -> &[String] {
         &self.tables
+    }
+
+    /// The column table registered as `name` (`None` for a Parquet session's tables).
+    pub fn reader(&self, name: &str) -> Option<&inpath_table::reader::TableReader> {
+        self.readers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, r)| r.as_ref())
+    }
+
+    /// Runs `future` to completion on the session's threads (the calling thread waits):
+    /// how a server drives [`plan_query`](Self::plan_query) and the stream of its plan from a
+    /// thread of its own.
+    pub fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
+        self.runtime.block_on(future)
+    }
+
+    /// Plans a statement that only reads: a query (`SELECT`, `WITH`, `VALUES`, `EXPLAIN`),
+    /// never DDL (`CREATE`, `DROP`), DML (`INSERT`, `COPY ... TO`) or `SET`, which are refused
+    /// with the reason; what servers run for their clients. Its physical plan, whose
+    /// [`schema`](datafusion::physical_plan::ExecutionPlan::schema) is the result's.
+    pub async fn plan_query(
+        &self,
+        text: &str,
+    ) -> Result<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+        let options = datafusion::execution::context::SQLOptions::new()
+            .with_allow_ddl(false)
+            .with_allow_dml(false)
+            .with_allow_statements(false);
+        let frame = self
+            .ctx
+            .sql_with_options(text, options)
+            .await
+            .map_err(sql_error)?;
+        frame.create_physical_plan().await.map_err(sql_error)
+    }
+
+    /// The batches of a plan from [`plan_query`](Self::plan_query) as they come, never
+    /// gathered: dropping the stream stops the statement.
+    pub fn execute_stream(
+        &self,
+        plan: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+    ) -> Result<datafusion::physical_plan::SendableRecordBatchStream> {
+        datafusion::physical_plan::execute_stream(plan, self.ctx.task_ctx()).map_err(sql_error)
     }
 
     /// The DataFusion context (to register more tables or functions).

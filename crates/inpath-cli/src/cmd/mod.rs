@@ -4,6 +4,7 @@ pub mod codec;
 pub mod corr;
 pub mod demo;
 pub mod query;
+pub mod query_serve;
 pub mod seal;
 pub mod sketch;
 pub mod store;

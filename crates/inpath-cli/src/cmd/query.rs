@@ -37,6 +37,12 @@ enum QueryCommand {
     /// Show what offload makes of the TPC-H queries (or a statement): each query's class
     /// (full, partial, host), its Table Task graphs, and why anything stays on the host.
     Explain(ExplainArgs),
+    /// Serve the tables in DIR over Arrow Flight SQL to clients on other machines (ADBC,
+    /// pyarrow, JDBC, the Spark connector), with offload on this side.
+    Serve(super::query_serve::ServeArgs),
+    /// Divide the tables in DIR by page ranges into one directory per node (to serve a table
+    /// from several servers).
+    Split(super::query_serve::SplitArgs),
     /// Serve offload Table Tasks over standard input and output: the device's side of
     /// `--offload --device process`, which starts it (not run by hand).
     ServeDevice(ServeDeviceArgs),
@@ -44,7 +50,7 @@ enum QueryCommand {
 
 /// How a session offloads Table Tasks to the device (issue 14).
 #[derive(Args, Clone)]
-struct OffloadArgs {
+pub(crate) struct OffloadArgs {
     /// Run what the device can (aggregates over one table's or a join tree's filtered,
     /// computed rows) beside the pages, on the device's own lanes and memory; the host merges
     /// its partial results.
@@ -384,7 +390,7 @@ struct TpchArgs {
     offload: OffloadArgs,
 }
 
-fn default_threads() -> usize {
+pub(crate) fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
@@ -437,6 +443,8 @@ pub fn run(args: QueryArgs) -> anyhow::Result<()> {
         QueryCommand::Tpch(a) => tpch(a),
         QueryCommand::Inspect(a) => inspect(a),
         QueryCommand::Explain(a) => explain(a),
+        QueryCommand::Serve(a) => super::query_serve::serve(a),
+        QueryCommand::Split(a) => super::query_serve::split(a),
         QueryCommand::ServeDevice(a) => serve_device(a),
     }
 }
@@ -484,7 +492,7 @@ fn import(args: ImportArgs) -> anyhow::Result<()> {
     ))
 }
 
-fn open_session(
+pub(crate) fn open_session(
     dir: &Path,
     keys: &KeyFile,
     threads: usize,
