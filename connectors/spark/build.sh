@@ -34,7 +34,7 @@ fi
 # 1. The Flight client's jars, once (or again when pom.xml changes).
 if [ ! -f target/lib/.done ] || [ pom.xml -nt target/lib/.done ]; then
   rm -rf target/lib
-  mvn -q -B -Dmaven.repo.local="$here/target/m2" dependency:copy-dependencies \
+  mvn -q -B -Dstyle.color=never -Dmaven.repo.local="$here/target/m2" dependency:copy-dependencies \
     -DoutputDirectory=target/lib -DincludeScope=runtime >&2
   touch target/lib/.done
 fi
@@ -46,7 +46,7 @@ if [ -f "$jar" ] && [ -z "$(find src build.sh target/lib/.done -newer "$jar" -pr
 fi
 
 # 2. Compile.
-rm -rf target/classes target/fat
+rm -rf target/classes target/fat target/services
 mkdir -p target/classes target/fat
 find src/main/java -name '*.java' > target/sources.txt
 javac --release 17 -Xlint:all,-serial,-options,-processing,-path,-try,-classfile -Werror -encoding UTF-8 \
@@ -56,19 +56,21 @@ cp -r src/main/resources/. target/classes/
 # 3. One jar: the dependencies' classes, the connector's, the services files joined.
 (
   cd target/fat
-  for dep in ../lib/*.jar; do
-    unzip -qqo "$dep" -x 'META-INF/*.SF' 'META-INF/*.RSA' 'META-INF/*.DSA' 'META-INF/MANIFEST.MF' \
-      'META-INF/services/*' 'module-info.class' 'META-INF/versions/*/module-info.class'
-    mkdir -p ../services
-    unzip -qo "$dep" 'META-INF/services/*' -d ../services/"$(basename "$dep")" 2>/dev/null || true
+  mkdir -p ../services
+  for dep in ../lib/*.jar ../classes; do
+    if [ -d "$dep" ]; then cp -r "$dep"/. .; else unzip -qqo "$dep"; fi
+    if [ -d META-INF/services ]; then
+      for f in META-INF/services/*; do
+        cat "$f" >> "../services/$(basename "$f")"
+        echo >> "../services/$(basename "$f")"
+      done
+      rm -rf META-INF/services
+    fi
   done
+  rm -f META-INF/*.SF META-INF/*.RSA META-INF/*.DSA META-INF/MANIFEST.MF module-info.class
+  rm -f META-INF/versions/*/module-info.class
   mkdir -p META-INF/services
-  for f in ../services/*/META-INF/services/* ../classes/META-INF/services/*; do
-    [ -f "$f" ] || continue
-    cat "$f" >> "META-INF/services/$(basename "$f")"
-    echo >> "META-INF/services/$(basename "$f")"
-  done
-  cp -r ../classes/dev .
+  cp ../services/* META-INF/services/
 )
 rm -rf target/services
 jar --create --file "$jar.tmp" -C target/fat .
