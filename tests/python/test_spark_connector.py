@@ -324,3 +324,31 @@ def test_a_stream_cut_mid_way_is_read_again_by_spark_s_retry(views, servers):
         assert got == spark.sql(sql.format("pq_lineitem")).collect()
     finally:
         proxy.close()
+
+
+def test_tls_and_a_token(views, inpath_bin, data, tmp_path):
+    spark = views
+    run_cli(inpath_bin, "tls", "init", str(tmp_path / "tls"))
+    run_cli(inpath_bin, "tls", "token", "--tokens", str(tmp_path / "tokens"), "--name", "spark",
+            "--role", "read", "-o", str(tmp_path / "spark.token"))
+    token = (tmp_path / "spark.token").read_text().split()[0]
+    tls = tmp_path / "tls"
+    proc = subprocess.Popen([inpath_bin, "query", "serve", str(data / "tpch"), "--listen",
+                             "127.0.0.1:0", "--tls-cert", str(tls / "server.pem"), "--tls-key",
+                             str(tls / "server.key"), "--tokens", str(tmp_path / "tokens"),
+                             "--threads", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        m = re.match(r"listening on (grpc\+tls://[\d.]+:\d+)", proc.stdout.readline())
+        assert m, proc.stderr.read() if proc.poll() is not None else "no address"
+        uri = m.group(1)
+        df = inpath_table(spark, [uri], "nation", token=token, tls_ca=str(tls / "ca.pem"))
+        assert df.count() == 25
+        assert df.where("n_regionkey = 1").count() == 5
+        with pytest.raises(Exception) as e:
+            inpath_table(spark, [uri], "nation", token="inpath_wrong",
+                         tls_ca=str(tls / "ca.pem")).schema
+        msg = str(e.value)
+        assert f"inpath: server {uri}" in msg and "check the option token" in msg, msg
+    finally:
+        stop(proc)
