@@ -119,7 +119,12 @@ final class InpathReader implements PartitionReader<ColumnarBatch> {
       server = null;
     }
     if (allocator != null) {
-      allocator.close();
+      try {
+        allocator.close();
+      } catch (IllegalStateException e) {
+        // Buffers still held after a stream broke off: they go with the allocator; the
+        // task's own error (if any) is the one to report, not this.
+      }
       allocator = null;
     }
   }
