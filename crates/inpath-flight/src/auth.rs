@@ -40,8 +40,9 @@ pub fn token_of(value: &str) -> Option<String> {
         return Some(rest.to_string());
     }
     if scheme.eq_ignore_ascii_case("basic") {
-        let raw = base64::engine::general_purpose::STANDARD
-            .decode(rest)
+        // Padded or not (Go's Flight client sends it unpadded).
+        let raw = base64::engine::general_purpose::STANDARD_NO_PAD
+            .decode(rest.trim_end_matches('='))
             .ok()?;
         let text = String::from_utf8(raw).ok()?;
         return text.split_once(':').map(|(_, token)| token.to_string());
@@ -124,6 +125,11 @@ mod tests {
         assert_eq!(
             token_of(&format!("Basic {basic}")).as_deref(),
             Some("inpath_x")
+        );
+        let unpadded = base64::engine::general_purpose::STANDARD_NO_PAD.encode("ci:inpath_xy");
+        assert_eq!(
+            token_of(&format!("Basic {unpadded}")).as_deref(),
+            Some("inpath_xy")
         );
         assert_eq!(token_of("Basic !!!"), None);
         assert_eq!(token_of("Digest abc"), None);

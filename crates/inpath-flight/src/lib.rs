@@ -92,12 +92,15 @@ pub fn serve(
     options: ServeOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
+    // The session's own runtime must not be dropped inside this one's (tokio refuses): the
+    // last reference is this one, dropped after the server's runtime ends.
+    let keep = session.clone();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("inpath-flight-io")
         .enable_all()
         .build()?;
-    runtime.block_on(async move {
+    let served = runtime.block_on(async move {
         listener.set_nonblocking(true)?;
         let listener = tokio::net::TcpListener::from_std(listener)?;
         let accepted = conn::accept(listener, options.tls.clone());
@@ -116,5 +119,8 @@ pub fn serve(
             .serve_with_incoming_shutdown(svc, incoming, shutdown)
             .await?;
         Ok(())
-    })
+    });
+    drop(runtime);
+    drop(keep);
+    served
 }

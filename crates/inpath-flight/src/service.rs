@@ -479,7 +479,7 @@ impl FlightSqlService for FlightSql {
         query: CommandGetCatalogs,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let schema = query.clone().into_builder().schema();
+        let schema = query.into_builder().schema();
         command_info(query, &schema, request.into_inner())
     }
 
@@ -546,7 +546,7 @@ impl FlightSqlService for FlightSql {
         query: CommandGetTableTypes,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let schema = query.clone().into_builder().schema();
+        let schema = query.into_builder().schema();
         command_info(query, &schema, request.into_inner())
     }
 

@@ -134,7 +134,7 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
     inpath query serve node1/tpch --listen 127.0.0.1:7431 & \
     inpath query serve node2/tpch --listen 127.0.0.1:7432 &\n\n\
 Each table's pages are divided into as many ranges as there are outputs, in order: part k \
-gets pages [k*P/N, (k+1)*P/N). A table of fewer pages than parts leaves the later parts an \
+gets pages [ceil(k*P/N), ceil((k+1)*P/N)). A table of fewer pages than parts leaves the later parts an \
 empty table of the same schema, so every node holds every table. Sealed tables are written \
 with their own tier (the key file must hold their key).")]
 pub struct SplitArgs {
@@ -188,7 +188,9 @@ pub fn split(a: SplitArgs) -> anyhow::Result<()> {
         for (k, out) in a.out.iter().enumerate() {
             std::fs::create_dir_all(out)
                 .with_context(|| format!("--out {}: cannot create it", out.display()))?;
-            let range: Vec<usize> = (k * pages / parts..(k + 1) * pages / parts).collect();
+            // Rounded up: a table of fewer pages than parts fills the first parts.
+            let range: Vec<usize> =
+                ((k * pages).div_ceil(parts)..((k + 1) * pages).div_ceil(parts)).collect();
             let mut writer = inpath_table::TableWriter::create(
                 &out.join(name),
                 reader.schema(),
