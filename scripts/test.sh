@@ -216,6 +216,10 @@ wait_for_job "$browser_pid" "$browser_log" "installing Debian's chromium"
 # Built by maturin into the workspace's target directory with the same wrapper and profile, so
 # the engines and their dependencies compiled above are reused.
 .venv/bin/pip install --quiet --disable-pip-version-check ./python
+# The Spark connector's jar (tests/python/test_spark_connector.py): Maven fetches the Flight
+# client's jars once into connectors/spark/target (cold: about 20 s with the compile); warm,
+# when nothing changed, the script only prints the jar's path (about a second).
+bash connectors/spark/build.sh
 .venv/bin/python -m pytest -q tests/python
 
 # What left the gate (CONTRIBUTING.md, "Test tiers"): the engines' whole suites again with the
