@@ -219,6 +219,8 @@ def test_splits_follow_page_ranges_and_hold_every_row_once(server, tables):
         assert abs(n - p["rows"]) <= 7
         total += n
     assert total == s["rows"]
+    status = action(client, "inpath.status", {})
+    assert status["rows"] >= 4 and status["bytes"] > 0
     # One page or no ordered column: one range, no column.
     one = action(client, "inpath.splits", {"table": "region", "parts": 4})
     assert one["column"] is None and len(one["splits"]) == 1

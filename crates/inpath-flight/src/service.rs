@@ -66,6 +66,8 @@ pub struct Counters {
     pub rows: AtomicU64,
     /// Batches sent.
     pub batches: AtomicU64,
+    /// Bytes of Arrow IPC sent (the FlightData messages' headers and bodies).
+    pub bytes: AtomicU64,
 }
 
 /// The Flight SQL service over one session.
@@ -241,10 +243,17 @@ impl FlightSql {
             .map_err(|_| Status::internal("the statement's thread ended without a schema"))??;
         let batches =
             futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (b, rx)) });
+        let sent = self.counters.clone();
         let data = FlightDataEncoderBuilder::new()
             .with_schema(schema)
             .build(batches)
-            .map(|d| d.map_err(Status::from));
+            .map(move |d| {
+                if let Ok(d) = &d {
+                    let n = d.data_header.len() + d.data_body.len();
+                    sent.bytes.fetch_add(n as u64, Ordering::Relaxed);
+                }
+                d.map_err(Status::from)
+            });
         Ok(Response::new(Box::pin(data)))
     }
 
@@ -642,6 +651,7 @@ impl FlightSqlService for FlightSql {
                     "failed": c.failed.load(Ordering::Relaxed),
                     "rows": c.rows.load(Ordering::Relaxed),
                     "batches": c.batches.load(Ordering::Relaxed),
+                    "bytes": c.bytes.load(Ordering::Relaxed),
                     "max_statements": self.max_statements,
                     "tables": self.session.tables(),
                 }))

@@ -5,6 +5,7 @@ pub mod corr;
 pub mod demo;
 pub mod query;
 pub mod query_serve;
+pub mod query_session;
 pub mod seal;
 pub mod sketch;
 pub mod store;

@@ -1,7 +1,7 @@
 //! `inpath query serve` (the Arrow Flight SQL server, `inpath-flight`) and `inpath query
 //! split` (a directory of tables divided by page ranges into one directory per node).
 
-use super::query::{default_threads, open_session, OffloadArgs};
+use super::query_session::{default_threads, open_session, OffloadArgs};
 use crate::cmd::seal::sealing_key;
 use crate::common::{thousands, KeyFile};
 use anyhow::{bail, Context};
