@@ -13,8 +13,10 @@ tables as temp views over the connector (`partitions_per_server` 2) and over the
 
 Per query and side, after one warm-up run of the query on that side (page cache warm):
 - wall seconds of `spark.sql(q).collect()` (median of --reps);
-- bytes that reached Spark's JVM: the growth of `rchar` in /proc/<JVM>/io, which counts what
-  its read calls returned from files (Parquet) and from sockets (Flight) alike;
+- bytes that crossed into Spark: over Flight, the Arrow IPC bytes the servers sent (their
+  `inpath.status` counter); from Parquet, the growth of `rchar` in /proc/<JVM>/io (what the
+  JVM's read calls returned; Netty's socket reads are not counted there, so the Flight side
+  needs the servers' count);
 - Spark's CPU seconds (the JVM's user + system) and, for inpath, the servers' CPU seconds.
 
 Answers are compared (rows sorted, floats to 1e-9 relative). "inpath" is Spark over inpath,
@@ -148,6 +150,7 @@ def main():
         spark = (SparkSession.builder.master("local[2]").appName("inpath-spark-bench")
                  .config("spark.jars", jar)
                  .config("spark.ui.enabled", "false")
+                 .config("spark.ui.showConsoleProgress", "false")
                  .config("spark.driver.memory", "4g")
                  .config("spark.driver.host", "127.0.0.1")
                  .config("spark.driver.bindAddress", "127.0.0.1")
@@ -215,13 +218,13 @@ def main():
             report.add(f"Q{n:02} SF {args.sf:g}", 1, i_t, "Spark over Parquet", p_t, unit=("queries/s", 1),
                        extra={"equal": ok, "flight_bytes": f_b, "spark_read_bytes": i_r, "parquet_spark_read_bytes": p_r,
                               "spark_cpu_s": i_c, "parquet_spark_cpu_s": p_c, "servers_cpu_s": s_c})
-            report.note(f"Q{n:02}: Flight {f_b / 1e6:9.1f} MB; bytes into Spark {i_r / 1e6:10.1f} MB (inpath) vs {p_r / 1e6:10.1f} MB "
-                        f"(Parquet); Spark CPU {i_c:6.2f} vs {p_c:6.2f} s; servers' CPU {s_c:6.2f} s; "
+            report.note(f"Q{n:02}: into Spark {f_b / 1e6:10.3f} MB over Flight vs {p_r / 1e6:10.1f} MB of Parquet "
+                        f"read; Spark CPU {i_c:6.2f} vs {p_c:6.2f} s; servers' CPU {s_c:6.2f} s; "
                         f"answers {'equal' if ok else 'DIFFER'}")
         report.add(f"22-query total SF {args.sf:g}", 1, totals["inpath_s"], "Spark over Parquet",
                    totals["parquet_s"], unit=("runs/s", 1), extra=totals)
-        report.note(f"total: Flight {totals['flight_bytes'] / 1e9:.3f} GB; bytes into Spark {totals['inpath_read'] / 1e9:.2f} GB vs "
-                    f"{totals['parquet_read'] / 1e9:.2f} GB; Spark CPU {totals['inpath_cpu']:.1f} vs "
+        report.note(f"total: into Spark {totals['flight_bytes'] / 1e9:.3f} GB over Flight vs "
+                    f"{totals['parquet_read'] / 1e9:.2f} GB of Parquet read; Spark CPU {totals['inpath_cpu']:.1f} vs "
                     f"{totals['parquet_cpu']:.1f} s; servers' CPU {totals['server_cpu']:.1f} s")
         report.save()
         spark.stop()
