@@ -94,6 +94,7 @@ class Report:
             {
                 "cpu": _cpu_model(),
                 "cpu_flags": _cpu_flags(),
+                "l2_per_core": _l2_size(),
                 "isa_cap": os.environ.get("INPATH_ISA", "none"),
                 "cores": os.cpu_count(),
                 "python": platform.python_version(),
@@ -101,7 +102,8 @@ class Report:
             }
         )
         print(
-            f"# {engine} benchmark on {self.setup['cpu']} ({self.setup['cores']} cores); "
+            f"# {engine} benchmark on {self.setup['cpu']} ({self.setup['cores']} cores, "
+            f"L2 {self.setup['l2_per_core'] or 'unknown'} per core); "
             f"flags: {' '.join(self.setup['cpu_flags']) or '-'}; INPATH_ISA={self.setup['isa_cap']}"
         )
 
@@ -195,6 +197,23 @@ def _cpu_model():
     if family and model:
         name += f" (family {family} model {model})"
     return name
+
+
+def _l2_size():
+    """CPU 0's level-2 cache as Linux reports it (`1024K`), or None: the sketch's and the
+    kernels' figures depend on it (a 512 KiB L2 on Zen 1-3, 1 MiB on Zen 4, 2 MiB on Sapphire
+    Rapids)."""
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for index in sorted(os.listdir(base)):
+            def read(name):
+                with open(os.path.join(base, index, name)) as f:
+                    return f.read().strip()
+            if index.startswith("index") and read("level") == "2" and read("type") in ("Unified", "Data"):
+                return read("size")
+    except OSError:
+        pass
+    return None
 
 
 # AMD's core generation by family and model range (family 0x19 holds both Zen 3 and Zen 4).
