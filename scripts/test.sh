@@ -184,8 +184,12 @@ export INPATH_PYTHON="$PWD/.venv/bin/python"
 # suites run every kernel level this CPU has (AVX-512, AVX2, portable) in process.
 machine
 
-phase "cargo fmt --check"
+phase "cargo fmt --check; the extension's features (scripts/check_features.py)"
 cargo fmt --all -- --check
+# The Python phase builds the extension from this build's artifacts only when Cargo resolves its
+# dependencies' features as the workspace's (else DataFusion compiles twice): checked here, in
+# a second, instead of found as a slow Python phase.
+python3 scripts/check_features.py
 
 phase "build and lint (release, every crate and test)"
 cargo test --release --workspace --no-run --quiet
