@@ -49,8 +49,6 @@ phase() {
 print_phases() {
   local status=$?
   end_phase
-  # A phase that failed may leave a background job (the aarch64 check) running.
-  jobs -p | xargs -r kill 2>/dev/null || true
   local i total=$(( $(date +%s) - run_t0 ))
   echo "== phases ($mode, $(nproc) cores; wall seconds)"
   for i in "${!phase_names[@]}"; do
@@ -196,36 +194,25 @@ python3 scripts/check_features.py
 phase "build and lint (release, every crate and test)"
 cargo test --release --workspace --no-run --quiet
 
+phase "rust tests"
+cargo test --release --workspace
+
 # The portable code must build for aarch64 (Graviton, Ampere, Apple): check the crates that hold
 # kernels for that target, warnings as errors. The format's and the device's kernels
 # (inpath-table, inpath-offload: Arrow only) are checked too; the DataFusion host and the CLI
-# hold no kernels, and checking them would add a second DataFusion build. Needs rustup's
-# aarch64 standard library and a cross C compiler (zstd's C sources); where they cannot be had,
-# say so and go on. It runs in the background beside the Rust tests (which leave a core idle
-# much of the time: servers, child processes), in a target directory of its own so neither
-# cargo waits for the other's lock: 47 s as a phase of its own, about 50 s cold in its own
-# directory.
-aarch64_log="$(mktemp)"
-(
-  if command -v rustup >/dev/null 2>&1 && command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 \
-    && { rustup target list --installed | grep -qx aarch64-unknown-linux-gnu \
-         || timeout 180 rustup target add aarch64-unknown-linux-gnu >/dev/null 2>&1; }; then
-    CARGO_TARGET_DIR="$CARGO_TARGET_DIR/aarch64-check" \
-      CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc RUSTFLAGS="-D warnings" \
-      cargo check --release --quiet --target aarch64-unknown-linux-gnu \
-      -p inpath-core -p inpath-sketch -p inpath-corr -p inpath-seal -p inpath-wire -p inpath-store \
-      -p inpath-cache -p inpath-table -p inpath-offload
-  else
-    echo "test.sh: skipped: the aarch64 target (rustup target add aarch64-unknown-linux-gnu) or aarch64-linux-gnu-gcc is not available"
-  fi
-) > "$aarch64_log" 2>&1 &
-aarch64_pid=$!
-
-phase "rust tests (the aarch64 check beside them)"
-cargo test --release --workspace
-
-phase "cargo check --target aarch64-unknown-linux-gnu (what is left of it)"
-wait_for_job "$aarch64_pid" "$aarch64_log" "cargo check --target aarch64-unknown-linux-gnu"
+# hold no kernels, and checking them would add a second DataFusion build. Needs rustup's aarch64 standard library and a
+# cross C compiler (zstd's C sources); where they cannot be had, say so and go on.
+phase "cargo check --target aarch64-unknown-linux-gnu"
+if command -v rustup >/dev/null 2>&1 && command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 \
+  && { rustup target list --installed | grep -qx aarch64-unknown-linux-gnu \
+       || timeout 180 rustup target add aarch64-unknown-linux-gnu >/dev/null 2>&1; }; then
+  CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc RUSTFLAGS="-D warnings" \
+    cargo check --release --quiet --target aarch64-unknown-linux-gnu \
+    -p inpath-core -p inpath-sketch -p inpath-corr -p inpath-seal -p inpath-wire -p inpath-store \
+    -p inpath-cache -p inpath-table -p inpath-offload
+else
+  echo "test.sh: skipped: the aarch64 target (rustup target add aarch64-unknown-linux-gnu) or aarch64-linux-gnu-gcc is not available"
+fi
 
 phase "python package (pip install ./python) and pytest"
 wait_for_job "$venv_pid" "$venv_log" "scripts/venv.sh"
