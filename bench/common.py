@@ -15,6 +15,7 @@ import json
 import os
 import platform
 import re
+import resource
 import statistics
 import shutil
 import socket
@@ -64,6 +65,21 @@ def run_ours(args):
     """Runs `inpath-bench ARGS...` and returns its list of measurements (dicts)."""
     result = subprocess.run([bench_bin(), *args], cwd=ROOT, check=True, capture_output=True, text=True)
     return json.loads(result.stdout)
+
+
+def run_child(cmd, ok=(0,)):
+    """Runs `cmd` to completion; returns (wall seconds, CPU seconds, minor page faults, stdout),
+    the CPU and faults from the kernel's accounting of the finished child. An exit status not
+    in `ok` raises (grep and rg exit 1 when nothing matches: pass ok=(0, 1))."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if out.returncode not in ok:
+        raise subprocess.CalledProcessError(out.returncode, cmd, out.stdout, out.stderr)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, after.ru_minflt - before.ru_minflt, out.stdout
 
 
 def time_median(fn, reps=5, warmup=1):
@@ -204,13 +220,15 @@ def _l2_size():
     kernels' figures depend on it (a 512 KiB L2 on Zen 1-3, 1 MiB on Zen 4, 2 MiB on Sapphire
     Rapids)."""
     base = "/sys/devices/system/cpu/cpu0/cache"
+
+    def read(index, name):
+        with open(os.path.join(base, index, name)) as f:
+            return f.read().strip()
+
     try:
-        for index in sorted(os.listdir(base)):
-            def read(name):
-                with open(os.path.join(base, index, name)) as f:
-                    return f.read().strip()
-            if index.startswith("index") and read("level") == "2" and read("type") in ("Unified", "Data"):
-                return read("size")
+        for index in sorted(i for i in os.listdir(base) if i.startswith("index")):
+            if read(index, "level") == "2" and read(index, "type") in ("Unified", "Data"):
+                return read(index, "size")
     except OSError:
         pass
     return None

@@ -14,7 +14,7 @@ and counts each command's minor page faults (the kernel's accounting of the fini
                               against  inpath --version (the floor every command pays)
   inpath query sql Q6 at SF 1 with --offload, whole process
                               against  DuckDB's Q6 in process on its own database file (warm)
-  inpath corr, 16 x 2 M u32 (the reference's 64-byte lines), whole process, 1 and 2 threads
+  inpath corr, 16 x 2 M u32 (bench/corr.py's data), whole process, 1 and 2 threads
                               against  numpy.corrcoef in process on the array in memory
 
 Data is generated under bench/out/startup/ (about 0.7 GB at SF 1 for both engines) and removed
@@ -24,28 +24,22 @@ tpchgen-cli for DuckDB's side of Q6.
 
 import argparse
 import os
-import resource
 import shutil
 import statistics
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
+import corr  # noqa: E402 - its data generator; needs numpy, pandas and duckdb (bench/setup.sh)
 
 QUERIES = os.path.join(common.ROOT, "crates", "inpath-query", "tpch", "queries")
 
 
 def child(cmd):
     """Runs `cmd` to completion; returns (wall seconds, minor faults, stdout)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
-    start = time.perf_counter()
-    done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    wall = time.perf_counter() - start
-    if done.returncode not in (0, 1):  # grep and rg exit 1 when nothing matches
-        sys.exit(f"startup.py: {' '.join(cmd)} exited {done.returncode}")
-    return wall, resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt - before, done.stdout
+    wall, _, faults, out = common.run_child(cmd, ok=(0, 1))  # grep and rg exit 1 on no match
+    return wall, faults, out
 
 
 def paired(a, b, reps):
@@ -125,22 +119,19 @@ def main():
             w, f, out = child([inpath, "query", "sql", sf1, "--offload", "--csv", q6])
             walls.append(w)
             faults.append(f)
-        ours = out.decode().strip().splitlines()[-1]
+        ours = out.strip().splitlines()[-1]
         if abs(float(ours) - float(duck_rows[0][0])) > 1e-4:
             sys.exit(f"startup.py: Q6 gave {ours}, DuckDB {duck_rows[0][0]}")
         report.add("Q6 SF 1 offload, whole process vs DuckDB in process", 1, statistics.median(walls),
                    f"DuckDB {duckdb.__version__} in process, 2 threads", duck_s,
                    {"faults": statistics.median(faults)}, unit=("runs/s", 1))
 
-        # corr as a whole command against numpy.corrcoef on the array in memory.
-        rng = np.random.default_rng(3)
-        base = rng.integers(0, 2**31, 2_000_000, dtype=np.uint64)
-        data = np.empty((2_000_000, 16), dtype=np.uint32)
-        for j in range(16):
-            noise = rng.integers(0, 2**31, 2_000_000, dtype=np.uint64)
-            data[:, j] = ((base * (16 - j) + noise * (j + 1)) // 17).astype(np.uint32)
+        # corr as a whole command against numpy.corrcoef on the array in memory: bench/corr.py's
+        # 16 x 2 M u32 (the reference's 64-byte lines), made by its generator with its seed.
         lines = os.path.join(work, "c16.bin")
-        data.tofile(lines)
+        rows = 2 << 20
+        corr.generate(lines, rows, 16, np.uint32, seed=16)
+        data = corr.load(lines, rows, 16, np.uint32)
         numpy_s, _, _ = common.time_median(lambda: np.corrcoef(data, rowvar=False), reps=7)
         for threads in (1, 2):
             cmd = [inpath, "corr", "--layout", "lines", "--type", "u32", "--threads", str(threads), lines]

@@ -56,7 +56,6 @@ show that a tap in the store runs at the engine's own speed.
 import argparse
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
@@ -89,15 +88,8 @@ def run_peer(cmd):
 
 def child_run(cmd, ok=(0,)):
     """Runs `cmd`; returns (wall seconds, CPU seconds of the child, stdout)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if out.returncode not in ok:
-        raise subprocess.CalledProcessError(out.returncode, cmd, out.stdout, out.stderr)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, out.stdout
+    wall, cpu, _, out = common.run_child(cmd, ok)
+    return wall, cpu, out
 
 
 def evict(path):

@@ -4,10 +4,10 @@ split`), against the engine's own answers and Spark over the same data in Parque
 
 TPC-H at SF 0.1: the 22 queries equal the engine's answers on the whole tables in process
 (`inpath.query.sql`, which the query suite checks against DuckDB's pinned answers; Spark over
-Parquet as the oracle cost 20 s more of the gate for the same check); Q1's and Q6's aggregates are
-pushed to the servers (only groups reach Spark); schemas that differ across servers are
-refused at planning, a table one server lacks is named with the server, and a server killed
-after planning fails the query naming it.
+Parquet as the oracle cost 20 s more of the gate for the same check); Q1's and Q6's
+aggregates are pushed to the servers (only groups reach Spark); schemas that differ across
+servers are refused at planning, a table one server lacks is named with the server, and a
+server killed after planning fails the query naming it.
 
 The connector's jar comes from connectors/spark/build.sh (scripts/test.sh runs it before
 pytest; here it is run again, a second when the jar is up to date). Spark must start in a JVM
@@ -24,6 +24,7 @@ import threading
 
 import pytest
 
+import inpath.query
 from conftest import ROOT, run_cli
 
 QUERIES = os.path.join(ROOT, "crates/inpath-query/tpch/queries")
@@ -170,8 +171,6 @@ def assert_same(got, expected, what):
 
 
 def test_the_22_queries_equal_the_engines_answers(views, data):
-    import inpath.query
-
     spark = views
     for n in range(1, 23):
         sql = query_text(n)
