@@ -34,7 +34,9 @@
 //! go from a logical page to its physical place only through it.
 
 use crate::error::{Result, StoreError};
+use inpath_core::source::Mapping;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The catalog's magic number.
 pub const MAGIC: [u8; 8] = *b"INPSTORE";
@@ -48,6 +50,8 @@ pub const MAX_PAGE: u32 = 16 << 20;
 pub const MAX_NAME: usize = 4096;
 
 const HEADER: usize = 24;
+/// Catalogs from this size on are parsed from a read-only mapping instead of a copy.
+const MAP_CATALOG_FROM: u64 = 256 << 10;
 const ENTRY_FIXED: usize = 40;
 const EXTENT: usize = 12;
 
@@ -86,8 +90,9 @@ pub struct Entry {
     pub tier: Tier,
     /// The codec in words: `raw`, or the seal compression and cipher (`deflate-1+aes256-gcm`).
     pub codec: String,
-    /// Logical page → physical place in the data file.
-    pub extents: Vec<Extent>,
+    /// Logical page → physical place in the data file. Shared: an entry is cloned for every
+    /// handle opened, and the map of a 1 GB handle of 8 KiB pages is 2 MB.
+    pub extents: Arc<Vec<Extent>>,
 }
 
 impl Entry {
@@ -210,7 +215,7 @@ impl Catalog {
             out.extend_from_slice(&(e.extents.len() as u64).to_le_bytes());
             out.extend_from_slice(e.name.as_bytes());
             out.extend_from_slice(codec);
-            for x in &e.extents {
+            for x in e.extents.iter() {
                 out.extend_from_slice(&x.offset.to_le_bytes());
                 out.extend_from_slice(&x.len.to_le_bytes());
             }
@@ -357,7 +362,7 @@ impl Catalog {
                 page_size,
                 tier,
                 codec,
-                extents,
+                extents: Arc::new(extents),
             });
             at += need;
         }
@@ -375,16 +380,43 @@ impl Catalog {
 
     /// Reads the catalog of the store in `dir`.
     pub fn load(dir: &Path) -> Result<Catalog> {
+        use std::io::Read;
         let path = catalog_path(dir);
-        let bytes = match std::fs::read(&path) {
-            Ok(b) => b,
+        let read_err = |source| StoreError::Read {
+            path: path.clone(),
+            source,
+        };
+        let mut file = match std::fs::File::open(&path) {
+            Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(StoreError::NotAStore {
                     dir: dir.to_path_buf(),
                 })
             }
-            Err(source) => return Err(StoreError::Read { path, source }),
+            Err(source) => return Err(read_err(source)),
         };
+        let len = file.metadata().map_err(read_err)?.len();
+        // A large catalog (1.5 MB for a 1 GB handle of 8 KiB pages) is parsed from the page
+        // cache in place: reading it would copy it into as many fresh pages, ~0.5 ms of a
+        // command that greps the handle in 45 ms. The catalog is replaced by renaming, never
+        // rewritten in place; a truncation under us is caught by the mapping's guard.
+        if len >= MAP_CATALOG_FROM {
+            if let Some(map) = file
+                .try_clone()
+                .ok()
+                .and_then(|f| Mapping::map_for_reads(f, &path))
+            {
+                let catalog = Catalog::from_bytes(map.bytes(), &path)?;
+                map.check_unchanged()
+                    .map_err(|e| StoreError::CatalogDamaged {
+                        path: path.clone(),
+                        detail: e.to_string(),
+                    })?;
+                return Ok(catalog);
+            }
+        }
+        let mut bytes = Vec::with_capacity(len.min(MAP_CATALOG_FROM) as usize);
+        file.read_to_end(&mut bytes).map_err(read_err)?;
         Catalog::from_bytes(&bytes, &path)
     }
 
@@ -416,7 +448,7 @@ mod tests {
                     page_size: 8192,
                     tier: Tier::Raw,
                     codec: "raw".into(),
-                    extents: vec![
+                    extents: Arc::new(vec![
                         Extent {
                             offset: 0,
                             len: 8192,
@@ -425,7 +457,7 @@ mod tests {
                             offset: 8192,
                             len: 1808,
                         },
-                    ],
+                    ]),
                 },
                 Entry {
                     handle: 2,
@@ -435,7 +467,7 @@ mod tests {
                     page_size: 4096,
                     tier: Tier::Sealed,
                     codec: "none+aes256-gcm".into(),
-                    extents: vec![],
+                    extents: Default::default(),
                 },
             ],
         }

@@ -309,6 +309,13 @@ pub enum StoreError {
     #[error(transparent)]
     Security(#[from] Box<inpath_net::NetError>),
 
+    /// Not one read worker thread could be started (the system allows no more threads).
+    #[error("cannot start a read worker thread: {detail}")]
+    ReadWorkers {
+        /// The system's reason.
+        detail: String,
+    },
+
     /// The reader was shut down while a request was in flight.
     #[error("the reader stopped before request {tag} completed")]
     ReaderStopped {

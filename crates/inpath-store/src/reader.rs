@@ -35,7 +35,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -154,7 +154,12 @@ struct Counters {
 /// The pool of read workers. Dropping it stops the workers after the reads already queued.
 pub struct FlashReader {
     jobs: Option<SyncSender<Job>>,
-    workers: Vec<JoinHandle<()>>,
+    /// The queue the workers take jobs from, kept to start them on the first request.
+    queue: Arc<Mutex<Receiver<Job>>>,
+    /// The worker threads, started by the first read asked for: a command whose kernels read
+    /// the mapped file never starts them (4 threads and their stacks, ~0.5 ms of a short
+    /// search).
+    workers: OnceLock<Vec<JoinHandle<()>>>,
     next_tag: AtomicU64,
     counters: Arc<Counters>,
     pool: Arc<Pool>,
@@ -164,7 +169,7 @@ pub struct FlashReader {
 impl std::fmt::Debug for FlashReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FlashReader")
-            .field("workers", &self.workers.len())
+            .field("workers", &self.config.workers)
             .field("depth", &self.config.depth)
             .field("segment", &self.config.segment)
             .field("direct", &self.config.direct)
@@ -180,7 +185,7 @@ fn mix(mut z: u64) -> u64 {
 }
 
 impl FlashReader {
-    /// Starts the workers.
+    /// A reader; its workers start with the first read asked for.
     pub fn new(config: ReaderConfig) -> FlashReader {
         let config = ReaderConfig {
             workers: config.workers.clamp(1, MAX_WORKERS),
@@ -189,37 +194,48 @@ impl FlashReader {
             ..config
         };
         let (tx, rx) = sync_channel::<Job>(config.depth);
-        let rx = Arc::new(Mutex::new(rx));
-        let counters = Arc::new(Counters::default());
-        let pool = Arc::new(Pool::default());
-        let mut workers = Vec::with_capacity(config.workers);
-        for i in 0..config.workers {
-            let rx = Arc::clone(&rx);
-            let counters = Arc::clone(&counters);
-            let pool = Arc::clone(&pool);
-            let (jitter, direct) = (config.jitter, config.direct);
-            let spawned = std::thread::Builder::new()
-                .name(format!("inpath-store-read-{i}"))
-                .spawn(move || worker(&rx, &counters, &pool, jitter, direct));
-            match spawned {
-                Ok(handle) => workers.push(handle),
-                // The system allows no more threads: the reader runs with those it has.
-                Err(_) if !workers.is_empty() => break,
-                Err(e) => panic!("cannot start even one read worker thread: {e}"),
-            }
-        }
-        let config = ReaderConfig {
-            workers: workers.len(),
-            ..config
-        };
         FlashReader {
             jobs: Some(tx),
-            workers,
+            queue: Arc::new(Mutex::new(rx)),
+            workers: OnceLock::new(),
             next_tag: AtomicU64::new(0),
-            counters,
-            pool,
+            counters: Arc::new(Counters::default()),
+            pool: Arc::new(Pool::default()),
             config,
         }
+    }
+
+    /// Starts the worker threads once (the system may allow fewer than configured; none is
+    /// an error, named by the read that needed them).
+    fn start_workers(&self) -> Result<()> {
+        let mut refused = None;
+        let workers = self.workers.get_or_init(|| {
+            let mut workers = Vec::with_capacity(self.config.workers);
+            for i in 0..self.config.workers {
+                let rx = Arc::clone(&self.queue);
+                let counters = Arc::clone(&self.counters);
+                let pool = Arc::clone(&self.pool);
+                let (jitter, direct) = (self.config.jitter, self.config.direct);
+                let spawned = std::thread::Builder::new()
+                    .name(format!("inpath-store-read-{i}"))
+                    .spawn(move || worker(&rx, &counters, &pool, jitter, direct));
+                match spawned {
+                    Ok(handle) => workers.push(handle),
+                    // The system allows no more threads: the reader runs with those it has.
+                    Err(e) => {
+                        refused = Some(e.to_string());
+                        break;
+                    }
+                }
+            }
+            workers
+        });
+        if workers.is_empty() {
+            return Err(StoreError::ReadWorkers {
+                detail: refused.unwrap_or_else(|| "refused before".into()),
+            });
+        }
+        Ok(())
     }
 
     /// The reader's configuration (with its minimums applied).
@@ -333,7 +349,7 @@ fn worker(
 impl Drop for FlashReader {
     fn drop(&mut self) {
         drop(self.jobs.take());
-        for w in self.workers.drain(..) {
+        for w in self.workers.take().unwrap_or_default() {
             let _ = w.join();
         }
     }
@@ -420,6 +436,7 @@ impl Port<'_> {
             .as_ref()
             .expect("a live reader has a queue");
         while self.next_page < self.last && self.issued.len() < self.reader.config.depth {
+            self.reader.start_workers()?;
             let tag = self.reader.next_tag.fetch_add(1, Ordering::Relaxed);
             let start = self.next_page;
             let end = self

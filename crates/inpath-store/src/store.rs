@@ -250,7 +250,7 @@ impl Store {
                 Tier::Raw
             },
             codec,
-            extents: Vec::new(),
+            extents: Default::default(),
         };
         let path = self.data_path(&entry);
         let mut out = OutputFile::create(&path, inputs)?;
@@ -264,7 +264,7 @@ impl Store {
         )?;
         out.commit()?;
         entry.size = size;
-        entry.extents = extents;
+        entry.extents = Arc::new(extents);
 
         let mut catalog = self.catalog.clone();
         match previous {

@@ -406,6 +406,43 @@ fn a_damaged_catalog_is_refused_with_its_reason() {
     ));
 }
 
+/// A catalog of 256 KiB or more is parsed from a mapping instead of a copy: the same entries
+/// as the copy gives, and the same refusal of a damaged one.
+#[test]
+fn a_large_catalog_reads_the_same_mapped_and_damage_is_still_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::create(dir.path()).unwrap();
+    let opts = PutOptions {
+        page_size: 512,
+        ..PutOptions::default()
+    };
+    // 24,000 pages of 512 bytes: a 288 KB extent map.
+    let bytes = data(24_000 * 512 - 100, 9);
+    store.put_reader(&bytes[..], "big", &opts).unwrap();
+    store.put_reader(&b"abc"[..], "small", &opts).unwrap();
+    let path = dir.path().join("catalog");
+    let good = std::fs::read(&path).unwrap();
+    assert!(good.len() >= 256 << 10, "{} bytes", good.len());
+    let copied = inpath_store::catalog::Catalog::from_bytes(&good, &path).unwrap();
+    let opened = Store::open(dir.path()).unwrap();
+    assert_eq!(opened.entries(), &copied.entries[..]);
+    assert_eq!(opened.entries()[0].pages(), 24_000);
+    let h = opened
+        .open_handle(opened.handle_ref("big").unwrap())
+        .unwrap();
+    assert_eq!(h.read(0, bytes.len() as u64).unwrap(), bytes);
+
+    let mut bad = good.clone();
+    let at = good.len() - 1000;
+    bad[at] ^= 1;
+    std::fs::write(&path, &bad).unwrap();
+    let err = Store::open(dir.path()).unwrap_err();
+    assert!(err.to_string().contains("is damaged: CRC-32 is "), "{err}");
+    std::fs::write(&path, &good[..good.len() - 4000]).unwrap();
+    let err = Store::open(dir.path()).unwrap_err();
+    assert!(matches!(err, StoreError::CatalogDamaged { .. }), "{err:?}");
+}
+
 #[test]
 fn damaged_and_wrongly_keyed_sealed_pages_are_told_apart() {
     let dir = tempfile::tempdir().unwrap();
