@@ -18,6 +18,7 @@ mod groups;
 mod lane;
 mod passes;
 mod prepare;
+mod reduce;
 mod run;
 mod spill;
 mod stats;

@@ -91,7 +91,7 @@ fn combine_for(graph: &TaskGraph) -> (Combine, TaskGraph) {
 
 /// Which values of a column compare as the same key: integers of any width, dates, or
 /// decimals of one scale.
-fn key_kind(t: LogicalType) -> Option<(u8, i8)> {
+pub(super) fn key_kind(t: LogicalType) -> Option<(u8, i8)> {
     match t {
         LogicalType::Int32 | LogicalType::Int64 => Some((0, 0)),
         LogicalType::Date32 => Some((1, 0)),
