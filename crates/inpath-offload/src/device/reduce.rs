@@ -219,8 +219,11 @@ mod tests {
     use crate::graph::{Agg, AggFunc, Comparator, Selector, Test};
     use std::collections::HashMap;
 
-    /// Tables by name: rows, and per column a name and whether it is an integer key.
-    struct Fake(HashMap<&'static str, (u64, Vec<(&'static str, bool)>)>);
+    /// Per column of a fake table: its name and whether it is an integer key.
+    type Columns = Vec<(&'static str, bool)>;
+
+    /// Tables by name: rows and columns.
+    struct Fake(HashMap<&'static str, (u64, Columns)>);
 
     impl Tables for Fake {
         fn rows(&self, table: &str) -> Option<u64> {
