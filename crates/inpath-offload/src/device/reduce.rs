@@ -15,7 +15,7 @@
 //! have removed later, so the answers are the same (the TPC-H suites run with it).
 
 use crate::graph::{
-    Join, JoinKind, JoinMethod, MaskSource, Operator, Output, Program, Source, TableTask, TaskGraph,
+    Join, JoinKind, JoinMethod, MaskSource, Operator, Output, Source, TableTask, TaskGraph,
 };
 
 /// A table's size and its columns' join kinds, as the device knows them.
@@ -107,22 +107,12 @@ pub(super) fn reduced(graph: &TaskGraph, tables: &dyn Tables) -> Option<TaskGrap
             continue;
         }
         let restrict = TableTask {
-            table: by.table.clone(),
-            mask: MaskSource::All,
             selector: by.selector.clone(),
-            transformer: Program::default(),
-            flags: Vec::new(),
-            joins: Vec::new(),
-            filter: None,
-            operator: Operator::Nop,
             keep: vec![Source::Column(c)],
             output: Output {
                 fields: vec![(name, ty)],
             },
-            order: None,
-            count_groups: None,
-            whole_groups: false,
-            having: Vec::new(),
+            ..TableTask::nop(by.table.clone())
         };
         if !adds
             .iter()
@@ -253,22 +243,7 @@ mod tests {
     }
 
     fn task(table: &str) -> TableTask {
-        TableTask {
-            table: table.into(),
-            mask: MaskSource::All,
-            selector: Selector::default(),
-            transformer: Program::default(),
-            flags: Vec::new(),
-            joins: Vec::new(),
-            filter: None,
-            operator: Operator::Nop,
-            keep: Vec::new(),
-            output: Output { fields: Vec::new() },
-            order: None,
-            count_groups: None,
-            whole_groups: false,
-            having: Vec::new(),
-        }
+        TableTask::nop(table)
     }
 
     fn named() -> Selector {
@@ -315,10 +290,9 @@ mod tests {
         };
     }
 
-    /// TPC-H Q7's shape with lineitem last: a filtered nation joined through the supplier
-    /// lineitem brought restricts the supplier build.
-    #[test]
-    fn a_filtered_build_restricts_the_build_its_key_came_from() {
+    /// A filtered nation, supplier, and lineitem last joining both (nation through the
+    /// supplier's s_nationkey), counted.
+    fn lineitem_last() -> TaskGraph {
         let mut nation = task("nation");
         nation.selector = named();
         keeps(&mut nation, vec![Source::Column(0)]);
@@ -330,11 +304,19 @@ mod tests {
             inner(0, Source::Build { join: 0, column: 1 }, 0),
         ];
         count(&mut lineitem);
-        let graph = TaskGraph {
+        TaskGraph {
             version: crate::GRAPH_VERSION,
-            tasks: vec![nation.clone(), supplier, lineitem],
-        };
+            tasks: vec![nation, supplier, lineitem],
+        }
+    }
+
+    /// TPC-H Q7's shape with lineitem last: a filtered nation joined through the supplier
+    /// lineitem brought restricts the supplier build.
+    #[test]
+    fn a_filtered_build_restricts_the_build_its_key_came_from() {
+        let graph = lineitem_last();
         graph.check().unwrap();
+        let nation = &graph.tasks[0];
         let r = reduced(&graph, &fake()).expect("a reduction");
         r.check().unwrap();
         assert_eq!(r.tasks.len(), 4);
@@ -389,21 +371,7 @@ mod tests {
     /// key, no selector.
     #[test]
     fn no_reduction_where_it_could_change_an_answer_or_would_not_pay() {
-        let mut nation = task("nation");
-        nation.selector = named();
-        keeps(&mut nation, vec![Source::Column(0)]);
-        let mut supplier = task("supplier");
-        keeps(&mut supplier, vec![Source::Column(0), Source::Column(1)]);
-        let mut lineitem = task("lineitem");
-        lineitem.joins = vec![
-            inner(1, Source::Column(1), 0),
-            inner(0, Source::Build { join: 0, column: 1 }, 0),
-        ];
-        count(&mut lineitem);
-        let base = TaskGraph {
-            version: crate::GRAPH_VERSION,
-            tasks: vec![nation, supplier, lineitem],
-        };
+        let base = lineitem_last();
         assert!(reduced(&base, &fake()).is_some());
 
         // The restricting table is not a quarter of the restricted one's size.

@@ -468,6 +468,27 @@ impl Having {
 }
 
 impl TableTask {
+    /// A NOP task over every row of `table` that selects, joins and keeps nothing yet: what
+    /// a build task is made from.
+    pub fn nop(table: impl Into<String>) -> TableTask {
+        TableTask {
+            table: table.into(),
+            mask: MaskSource::All,
+            selector: Selector::default(),
+            transformer: Program::default(),
+            flags: Vec::new(),
+            joins: Vec::new(),
+            filter: None,
+            operator: Operator::Nop,
+            keep: Vec::new(),
+            output: Output { fields: Vec::new() },
+            order: None,
+            count_groups: None,
+            whole_groups: false,
+            having: Vec::new(),
+        }
+    }
+
     /// The columns of the rows a build task holds for later joins: what a NOP task keeps, or
     /// an aggregating task's output columns (its groups' keys and values).
     pub fn row_width(&self) -> usize {

@@ -219,20 +219,8 @@ pub(super) fn chain_for(
             })
             .collect();
         let task = TableTask {
-            table: reader.table().to_string(),
-            mask: MaskSource::All,
             selector,
-            transformer: Program::default(),
-            flags: Vec::new(),
-            joins: Vec::new(),
-            filter: None,
-            operator: Operator::Nop,
-            keep: Vec::new(),
-            output: Output { fields: Vec::new() },
-            order: None,
-            count_groups: None,
-            whole_groups: false,
-            having: Vec::new(),
+            ..TableTask::nop(reader.table())
         };
         return Ok(Chain {
             tasks: vec![task],
