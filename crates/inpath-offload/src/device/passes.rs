@@ -18,7 +18,6 @@ use arrow_array::RecordBatch;
 use arrow_row::{RowConverter, SortField};
 use arrow_schema::SchemaRef;
 use inpath_table::error::{Error, Result};
-use inpath_table::format::LogicalType;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::Arc;
@@ -89,17 +88,6 @@ fn combine_for(graph: &TaskGraph) -> (Combine, TaskGraph) {
     (combine, pass)
 }
 
-/// Which values of a column compare as the same key: integers of any width, dates, or
-/// decimals of one scale.
-pub(super) fn key_kind(t: LogicalType) -> Option<(u8, i8)> {
-    match t {
-        LogicalType::Int32 | LogicalType::Int64 => Some((0, 0)),
-        LogicalType::Date32 => Some((1, 0)),
-        LogicalType::Decimal128 { scale, .. } => Some((2, scale)),
-        _ => None,
-    }
-}
-
 impl LocalDevice {
     /// Spills (groups merged across key-range passes that outgrow a quarter of the memory)
     /// under `dir` (none: the system's temporary directory), sealed as its most protected
@@ -119,7 +107,7 @@ impl LocalDevice {
     pub(super) fn partitioning(&self, graph: &TaskGraph) -> Option<Partitioning> {
         let kind = |t: usize, c: usize| -> Option<(u8, i8)> {
             let reader = self.tables.get(&graph.tasks.get(t)?.table)?;
-            key_kind(reader.manifest().columns.get(c)?.logical)
+            super::reduce::key_kind(reader.manifest().columns.get(c)?.logical)
         };
         let last = graph.tasks.len().checked_sub(1)?;
         Partitioning::candidates(graph)

@@ -17,6 +17,7 @@
 use crate::graph::{
     Join, JoinKind, JoinMethod, MaskSource, Operator, Output, Source, TableTask, TaskGraph,
 };
+use inpath_table::format::LogicalType;
 
 /// A table's size and its columns' join kinds, as the device knows them.
 pub(super) trait Tables {
@@ -25,6 +26,17 @@ pub(super) trait Tables {
     /// The name, Arrow type (as text) and join-key kind of column `column` of `table`; `None`
     /// for a column that cannot be a join key.
     fn key_column(&self, table: &str, column: usize) -> Option<(String, String, (u8, i8))>;
+}
+
+/// Which values of a column compare as the same key: integers of any width, dates, or
+/// decimals of one scale.
+pub(super) fn key_kind(t: LogicalType) -> Option<(u8, i8)> {
+    match t {
+        LogicalType::Int32 | LogicalType::Int64 => Some((0, 0)),
+        LogicalType::Date32 => Some((1, 0)),
+        LogicalType::Decimal128 { scale, .. } => Some((2, scale)),
+        _ => None,
+    }
 }
 
 /// How much larger the restricted table must be than the one that restricts it: the new task
@@ -196,7 +208,7 @@ impl Tables
 
     fn key_column(&self, table: &str, column: usize) -> Option<(String, String, (u8, i8))> {
         let reader = self.get(table)?;
-        let kind = super::passes::key_kind(reader.manifest().columns.get(column)?.logical)?;
+        let kind = key_kind(reader.manifest().columns.get(column)?.logical)?;
         let schema = reader.schema();
         let field = schema.fields().get(column)?;
         Some((field.name().clone(), field.data_type().to_string(), kind))
