@@ -43,6 +43,17 @@ pub(super) fn key_kind(t: LogicalType) -> Option<(u8, i8)> {
 /// reads the small table once more, which costs little only where it is small.
 const SIZE_RATIO: u64 = 4;
 
+impl super::LocalDevice {
+    /// The graph this device runs for `graph`: with its semi-join reductions, where any
+    /// applies (every path that runs or plans a graph goes through here).
+    pub(super) fn reduced<'a>(&self, graph: &'a TaskGraph) -> std::borrow::Cow<'a, TaskGraph> {
+        match reduced(graph, &self.tables) {
+            Some(g) => std::borrow::Cow::Owned(g),
+            None => std::borrow::Cow::Borrowed(graph),
+        }
+    }
+}
+
 /// `graph` with its semi-join reductions (see the module docs), or `None` when none applies.
 pub(super) fn reduced(graph: &TaskGraph, tables: &dyn Tables) -> Option<TaskGraph> {
     // How many joins read each task's rows: a build read by two joins is not reduced.

@@ -621,8 +621,7 @@ impl Device for LocalDevice {
     fn submit(&self, graph: &TaskGraph) -> Result<DeviceStream> {
         let text = Arc::new(graph.to_json());
         self.admit(graph, &text)?;
-        let reduced = super::reduce::reduced(graph, &self.tables);
-        let graph = reduced.as_ref().unwrap_or(graph);
+        let graph = &*self.reduced(graph);
         // A graph the device can split into key-range passes runs through a driver that
         // tries it whole first (or goes straight to the passes that worked before); any other
         // runs as it is, and is remembered when it declines.
@@ -637,8 +636,7 @@ impl Device for LocalDevice {
         let own = Arc::new(graph.to_json());
         let text = Arc::new(format!("whole {own}"));
         self.admit(graph, &text)?;
-        let reduced = super::reduce::reduced(graph, &self.tables);
-        let graph = reduced.as_ref().unwrap_or(graph);
+        let graph = &*self.reduced(graph);
         match self.partitioning(graph) {
             // Its whole attempt through the passes' driver, which notes what the passes would
             // start from when it declines, so that a later run in passes skips it.
@@ -678,10 +676,7 @@ impl Device for LocalDevice {
     }
 
     fn passes_plan(&self, graph: &TaskGraph) -> Option<super::PassesPlan> {
-        match super::reduce::reduced(graph, &self.tables) {
-            Some(reduced) => self.plan_passes(&reduced),
-            None => self.plan_passes(graph),
-        }
+        self.plan_passes(&self.reduced(graph))
     }
 
     fn reset_stats(&self) {
