@@ -172,6 +172,13 @@ pub struct OffloadExplain {
     /// Per graph: how the device would split it into key-range passes should the rows it
     /// holds outgrow the memory (none: it would decline, and the host run the plan).
     pub passes: Vec<Option<inpath_offload::PassesPlan>>,
+    /// Per graph: the graph as the device runs it, its own rewrites applied (semi-join
+    /// reductions; a device in its own process reports the graph as it was sent).
+    pub device_graphs: Vec<TaskGraph>,
+    /// The semi-join reductions the device adds, over all graphs: `nation restricts
+    /// supplier.s_nationkey` (the small table whose filtered keys restrict a column of the
+    /// table named second where it is read).
+    pub reductions: Vec<String>,
 }
 
 impl std::fmt::Debug for SqlSession {
@@ -481,6 +488,15 @@ impl SqlSession {
             .iter()
             .map(|g| rule.device().passes_plan(g))
             .collect();
+        let device_graphs: Vec<TaskGraph> = graphs
+            .iter()
+            .map(|g| rule.device().device_graph(g))
+            .collect();
+        let reductions = graphs
+            .iter()
+            .zip(&device_graphs)
+            .flat_map(|(g, d)| self.reductions(g, d))
+            .collect();
         Ok(OffloadExplain {
             plan: text,
             class,
@@ -488,7 +504,39 @@ impl SqlSession {
             decisions,
             host_scans,
             passes,
+            device_graphs,
+            reductions,
         })
+    }
+
+    /// The semi-join reductions `device` holds beyond `graph`: the tasks it adds come first,
+    /// each the build of a semi join on a column of the task it restricts.
+    fn reductions(&self, graph: &TaskGraph, device: &TaskGraph) -> Vec<String> {
+        let added = device.tasks.len().saturating_sub(graph.tasks.len());
+        let column = |table: &str, c: &inpath_offload::graph::Source| match c {
+            inpath_offload::graph::Source::Column(c) => self
+                .reader(table)
+                .and_then(|r| r.schema().fields().get(*c).map(|f| f.name().clone()))
+                .unwrap_or_else(|| format!("column {c}")),
+            other => format!("{other:?}"),
+        };
+        let mut out = Vec::new();
+        for task in &device.tasks[added.min(device.tasks.len())..] {
+            for j in &task.joins {
+                if j.build >= added || j.kind != inpath_offload::graph::JoinKind::Semi {
+                    continue;
+                }
+                if let (Some(by), Some(key)) = (device.tasks.get(j.build), j.probe_keys.first()) {
+                    out.push(format!(
+                        "{} restricts {}.{}",
+                        by.table,
+                        task.table,
+                        column(&task.table, key)
+                    ));
+                }
+            }
+        }
+        out
     }
 
     /// The registered table names.

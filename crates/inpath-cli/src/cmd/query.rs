@@ -463,6 +463,9 @@ fn explain(args: ExplainArgs) -> anyhow::Result<()> {
         if e.host_scans > 0 {
             notes.push(format!("{} scans on the host", e.host_scans));
         }
+        if !e.reductions.is_empty() {
+            notes.push(format!("semi-join reductions: {}", e.reductions.join(", ")));
+        }
         for p in e.passes.iter().flatten() {
             let restricting = match p.restricts.is_empty() {
                 true => String::new(),
@@ -490,8 +493,11 @@ fn explain(args: ExplainArgs) -> anyhow::Result<()> {
             notes.join("; ")
         ));
         if args.graphs && !args.json.on {
-            for g in &e.graphs {
+            for (g, d) in e.graphs.iter().zip(&e.device_graphs) {
                 text.push_str(&format!("{}\n", g.to_json()));
+                if d != g {
+                    text.push_str(&format!("as the device runs it: {}\n", d.to_json()));
+                }
             }
             text.push_str(&format!("{}\n", e.plan.trim_end()));
         }
@@ -501,6 +507,8 @@ fn explain(args: ExplainArgs) -> anyhow::Result<()> {
             "graphs": e.graphs,
             "host_scans": e.host_scans,
             "passes": e.passes,
+            "device_graphs": e.device_graphs,
+            "reductions": e.reductions,
             "decisions": e.decisions.iter().map(|d| serde_json::json!({
                 "what": d.what,
                 "table": d.table,

@@ -66,6 +66,11 @@ pub trait Device: Send + Sync + std::fmt::Debug {
     fn passes_plan(&self, _graph: &TaskGraph) -> Option<PassesPlan> {
         None
     }
+    /// The graph the device runs for `graph`, with its own rewrites (semi-join reductions)
+    /// applied, for `explain`; a device that rewrites nothing runs `graph` as it is.
+    fn device_graph(&self, graph: &TaskGraph) -> TaskGraph {
+        graph.clone()
+    }
 }
 
 /// What [`Device::passes_plan`] tells: the key the passes would split, the columns they would

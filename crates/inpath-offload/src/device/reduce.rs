@@ -137,9 +137,17 @@ pub(super) fn reduced(graph: &TaskGraph, tables: &dyn Tables) -> Option<TaskGrap
             },
             ..TableTask::nop(by.table.clone())
         };
-        if !adds
-            .iter()
-            .any(|(t, r, col)| *t == x && *col == cx && *r == restrict)
+        // Already restricted so (a graph reduced before): nothing more to add.
+        let done = x_task.joins.iter().any(|j| {
+            j.kind == JoinKind::Semi
+                && j.probe_keys == [Source::Column(cx)]
+                && j.build_keys == [0]
+                && graph.tasks.get(j.build) == Some(&restrict)
+        });
+        if !done
+            && !adds
+                .iter()
+                .any(|(t, r, col)| *t == x && *col == cx && *r == restrict)
         {
             adds.push((x, restrict, cx));
         }
@@ -359,8 +367,8 @@ mod tests {
         );
         assert_eq!(r.tasks[3].joins[0].build, 2);
         assert_eq!(r.tasks[3].joins[1].build, 1);
-        // Applying it again restricts once more, never differently.
-        assert!(reduced(&r, &fake()).is_some());
+        // A reduced graph is reduced no further: the restriction is there already.
+        assert!(reduced(&r, &fake()).is_none());
     }
 
     /// The last task's own selector restricts a build its join key reaches through an inner

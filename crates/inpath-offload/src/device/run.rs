@@ -679,6 +679,10 @@ impl Device for LocalDevice {
         self.plan_passes(&self.reduced(graph))
     }
 
+    fn device_graph(&self, graph: &TaskGraph) -> TaskGraph {
+        self.reduced(graph).into_owned()
+    }
+
     fn reset_stats(&self) {
         let c = &self.counters;
         for a in [

@@ -130,6 +130,40 @@ fn all_22_queries_answer_with_offload_and_q1_q6_run_on_the_device() {
     );
     assert_eq!(classes, sealed_classes);
 
+    // Explain shows the graph the device runs: Q7's two nations restrict supplier and
+    // customer where they are read (semi-join reductions), through build tasks the device
+    // adds before the others.
+    let on = SqlSession::open_with(
+        &dir.path().join("plain"),
+        &KeyRing::new(),
+        2,
+        offload(None, None),
+    )
+    .unwrap();
+    let explained = on.explain_offload(query(7).unwrap()).unwrap();
+    let mut reductions = explained.reductions.clone();
+    reductions.sort();
+    assert_eq!(
+        reductions,
+        [
+            "nation restricts customer.c_nationkey",
+            "nation restricts supplier.s_nationkey"
+        ],
+        "{:?}",
+        explained.device_graphs
+    );
+    let (planned, run) = (&explained.graphs[0], &explained.device_graphs[0]);
+    assert_eq!(run.tasks.len(), planned.tasks.len() + 2);
+    assert_eq!(
+        (&*run.tasks[0].table, &*run.tasks[1].table),
+        ("nation", "nation")
+    );
+    run.check().unwrap();
+    // Q1 reads one table: nothing to reduce, the graph runs as planned.
+    let explained = on.explain_offload(query(1).unwrap()).unwrap();
+    assert!(explained.reductions.is_empty());
+    assert_eq!(explained.device_graphs, explained.graphs);
+
     // Offload on and off give the same rows for the offloaded queries, for any lanes and
     // budget that holds a page.
     let off = SqlSession::open(&dir.path().join("sealed"), &ring(), 2).unwrap();
