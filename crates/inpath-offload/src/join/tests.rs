@@ -301,9 +301,12 @@ fn sorted_keys_are_not_copied_and_positional_slots_stay_within_their_share() {
     };
     let merged = build(&quarter, 2 << 20);
     assert_eq!(merged.method(), "merge");
-    // The kept keys (4 bytes each), a presence bitmap over their range, and every 16th key
-    // (8 bytes each).
-    assert_eq!(merged.bytes(), 40_000 * 4 + 160_000 / 8 + 40_000 / 16 * 8);
+    // The kept keys (4 bytes each), a presence bitmap over their range, every 16th key (8
+    // bytes each), and the keys below each bitmap word (the keys are unique: 4 bytes a word).
+    assert_eq!(
+        merged.bytes(),
+        40_000 * 4 + 160_000 / 8 + 40_000 / 16 * 8 + 160_000 / 64 * 4
+    );
     assert!(merged.unique_keys());
     let (take, rows) = merged.probe(&[8, 9, 159_996], None, JoinKind::Inner);
     assert_eq!((take, rows), (vec![0, 2], vec![2, 39_999]));
@@ -375,6 +378,78 @@ fn presence_bitmaps_grow_with_the_memory_left() {
         assert_eq!(large.probe(&probe, None, kind), want, "{kind:?}");
         if kind != JoinKind::Inner {
             assert_eq!(build(32 << 20, true).probe(&probe, None, kind).0, want.0);
+        }
+    }
+}
+
+/// Unique keys with a presence bitmap find a present key's place by counting (ranks), not by
+/// searching: for keys that arrived sorted and keys radix-sorted here, probed in any order,
+/// every kind of join answers as a brute-force reference does. Keys with duplicates get no
+/// ranks (a count of keys is not a place among rows).
+#[test]
+fn ranks_over_a_presence_bitmap_place_unique_keys_as_a_search_does() {
+    let mut r = StdRng::seed_from_u64(59);
+    let sparse: Vec<i64> = (0..3_000).map(|i| i * 37 + (i % 5) - 40).collect();
+    let mut shuffled = sparse.clone();
+    for i in (1..shuffled.len()).rev() {
+        shuffled.swap(i, r.gen_range(0..=i));
+    }
+    let mut dups = sparse.clone();
+    dups.extend(sparse.iter().step_by(3));
+    let probe: Vec<i64> = (0..40_000)
+        .map(|_| r.gen_range(-100..3_000 * 37 + 100))
+        .chain(sparse.iter().rev().copied())
+        .collect();
+    for (keys, ranked) in [(&sparse, true), (&shuffled, true), (&dups, false)] {
+        let built = Built::within(
+            vec![Kept::Int(keys.clone().into())],
+            Vec::new(),
+            &[0],
+            JoinMethod::Merge,
+            false,
+            32 << 20,
+        )
+        .unwrap();
+        let ranks = match &built.index {
+            Index::Sorted {
+                present: Some(_),
+                ranks,
+                ..
+            } => ranks.len(),
+            other => panic!("not a sorted index with a bitmap: {other:?}"),
+        };
+        assert_eq!(ranks > 0, ranked, "ranked {ranked}");
+        for kind in [JoinKind::Inner, JoinKind::Semi, JoinKind::Anti] {
+            let (take, rows) = built.probe(&probe, None, kind);
+            let mut want_take = Vec::new();
+            let mut want_rows = Vec::new();
+            for (i, k) in probe.iter().enumerate() {
+                let mut matches: Vec<u32> = (0..keys.len() as u32)
+                    .filter(|&b| keys[b as usize] == *k)
+                    .collect();
+                matches.sort_unstable();
+                match kind {
+                    JoinKind::Inner => {
+                        for b in matches {
+                            want_take.push(i as u32);
+                            want_rows.push(b);
+                        }
+                    }
+                    JoinKind::Semi if !matches.is_empty() => want_take.push(i as u32),
+                    JoinKind::Anti if matches.is_empty() => want_take.push(i as u32),
+                    _ => {}
+                }
+            }
+            let mut got: Vec<(u32, u32)> = take.iter().copied().zip(rows.iter().copied()).collect();
+            let mut want: Vec<(u32, u32)> = want_take.iter().copied().zip(want_rows).collect();
+            got.sort_unstable();
+            want.sort_unstable();
+            assert_eq!(take.len(), want_take.len(), "{kind:?}, ranked {ranked}");
+            if kind == JoinKind::Inner {
+                assert_eq!(got, want, "{kind:?}, ranked {ranked}");
+            } else {
+                assert_eq!(take, want_take, "{kind:?}, ranked {ranked}");
+            }
         }
     }
 }
