@@ -30,8 +30,8 @@ mod join;
 pub mod process;
 
 pub use device::{
-    Device, DeviceStats, DeviceStream, LocalDevice, PassesPlan, SpillTo, DEFAULT_MEMORY_FLOOR,
-    DEFAULT_MEMORY_PER_SF,
+    Device, DeviceGraph, DeviceStats, DeviceStream, LocalDevice, PassesPlan, SpillTo,
+    DEFAULT_MEMORY_FLOOR, DEFAULT_MEMORY_PER_SF,
 };
 pub use graph::{TableTask, TaskGraph, GRAPH_VERSION};
 pub use process::{serve, ProcessDevice};

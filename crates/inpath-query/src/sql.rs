@@ -488,15 +488,12 @@ impl SqlSession {
             .iter()
             .map(|g| rule.device().passes_plan(g))
             .collect();
-        let device_graphs: Vec<TaskGraph> = graphs
-            .iter()
-            .map(|g| rule.device().device_graph(g))
-            .collect();
-        let reductions = graphs
-            .iter()
-            .zip(&device_graphs)
-            .flat_map(|(g, d)| self.reductions(g, d))
-            .collect();
+        let (mut device_graphs, mut reductions) = (Vec::new(), Vec::new());
+        for g in &graphs {
+            let d = rule.device().device_graph(g);
+            device_graphs.push(d.graph);
+            reductions.extend(d.reductions);
+        }
         Ok(OffloadExplain {
             plan: text,
             class,
@@ -507,36 +504,6 @@ impl SqlSession {
             device_graphs,
             reductions,
         })
-    }
-
-    /// The semi-join reductions `device` holds beyond `graph`: the tasks it adds come first,
-    /// each the build of a semi join on a column of the task it restricts.
-    fn reductions(&self, graph: &TaskGraph, device: &TaskGraph) -> Vec<String> {
-        let added = device.tasks.len().saturating_sub(graph.tasks.len());
-        let column = |table: &str, c: &inpath_offload::graph::Source| match c {
-            inpath_offload::graph::Source::Column(c) => self
-                .reader(table)
-                .and_then(|r| r.schema().fields().get(*c).map(|f| f.name().clone()))
-                .unwrap_or_else(|| format!("column {c}")),
-            other => format!("{other:?}"),
-        };
-        let mut out = Vec::new();
-        for task in &device.tasks[added.min(device.tasks.len())..] {
-            for j in &task.joins {
-                if j.build >= added || j.kind != inpath_offload::graph::JoinKind::Semi {
-                    continue;
-                }
-                if let (Some(by), Some(key)) = (device.tasks.get(j.build), j.probe_keys.first()) {
-                    out.push(format!(
-                        "{} restricts {}.{}",
-                        by.table,
-                        task.table,
-                        column(&task.table, key)
-                    ));
-                }
-            }
-        }
-        out
     }
 
     /// The registered table names.

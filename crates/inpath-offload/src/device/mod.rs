@@ -67,10 +67,24 @@ pub trait Device: Send + Sync + std::fmt::Debug {
         None
     }
     /// The graph the device runs for `graph`, with its own rewrites (semi-join reductions)
-    /// applied, for `explain`; a device that rewrites nothing runs `graph` as it is.
-    fn device_graph(&self, graph: &TaskGraph) -> TaskGraph {
-        graph.clone()
+    /// applied and named, for `explain`; a device that rewrites nothing runs `graph` as it is.
+    fn device_graph(&self, graph: &TaskGraph) -> DeviceGraph {
+        DeviceGraph {
+            graph: graph.clone(),
+            reductions: Vec::new(),
+        }
     }
+}
+
+/// What [`Device::device_graph`] tells: the graph as the device runs it and the rewrites that
+/// made it from the one submitted.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeviceGraph {
+    /// The graph the device runs.
+    pub graph: TaskGraph,
+    /// Its semi-join reductions, each as `nation restricts supplier.s_nationkey`: the small
+    /// table whose filtered keys restrict the named column where that table is read.
+    pub reductions: Vec<String>,
 }
 
 /// What [`Device::passes_plan`] tells: the key the passes would split, the columns they would

@@ -186,6 +186,31 @@ pub(super) fn reduced(graph: &TaskGraph, tables: &dyn Tables) -> Option<TaskGrap
     })
 }
 
+/// The reductions `run` (what [`reduced`] made of `graph`) holds, each as `nation restricts
+/// supplier.s_nationkey`: the tasks it added come first, each the build of a semi join
+/// appended to the task it restricts.
+pub(super) fn described(graph: &TaskGraph, run: &TaskGraph, tables: &dyn Tables) -> Vec<String> {
+    let added = run.tasks.len().saturating_sub(graph.tasks.len());
+    let mut out = Vec::new();
+    for task in run.tasks.iter().skip(added) {
+        for j in task
+            .joins
+            .iter()
+            .filter(|j| j.build < added && j.kind == JoinKind::Semi)
+        {
+            let (Some(by), [Source::Column(c)]) = (run.tasks.get(j.build), j.probe_keys.as_slice())
+            else {
+                continue;
+            };
+            let column = tables
+                .key_column(&task.table, *c)
+                .map_or_else(|| format!("column {c}"), |(name, _, _)| name);
+            out.push(format!("{} restricts {}.{column}", by.table, task.table));
+        }
+    }
+    out
+}
+
 /// The task and table column that build `b`'s kept column `k` copies, through inner joins,
 /// where every task on the way is read by exactly one join (so rows dropped at the origin are
 /// dropped nowhere else).

@@ -679,8 +679,12 @@ impl Device for LocalDevice {
         self.plan_passes(&self.reduced(graph))
     }
 
-    fn device_graph(&self, graph: &TaskGraph) -> TaskGraph {
-        self.reduced(graph).into_owned()
+    fn device_graph(&self, graph: &TaskGraph) -> super::DeviceGraph {
+        let run = self.reduced(graph).into_owned();
+        super::DeviceGraph {
+            reductions: super::reduce::described(graph, &run, &self.tables),
+            graph: run,
+        }
     }
 
     fn reset_stats(&self) {

@@ -673,9 +673,7 @@ impl SortedProbe<'_> {
             }
         }
     }
-}
 
-impl SortedProbe<'_> {
     /// The probe where the keys are unique and a presence bitmap covers them: a present key's
     /// place is the keys below its word plus the bits set before it in the word.
     fn run_ranked(
