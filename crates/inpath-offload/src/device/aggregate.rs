@@ -1,7 +1,7 @@
 //! The Swissknife aggregate: group ids of a block's rows and their accumulators.
 
 use super::exact::{exact_sum, sum_by_group, sums_in_i64, FEW_GROUPS};
-use super::groups::DENSE_SLOTS;
+use super::groups::{DENSE_SLOTS, LOOKUP_BYTES, RANGE_SLOTS};
 use super::lane::Lane;
 use super::prepare::{Identity, Rows};
 use crate::arch;
@@ -138,19 +138,23 @@ impl<'a> Lane<'a> {
             }
         }
         let mut ids = Vec::with_capacity(n);
-        // A dense table takes at most a quarter of the lane's budget; one keyed by a register's
-        // range (which may hold far fewer groups than slots) at most a sixteenth.
-        let budget_quarter = match by_range {
-            true => (self.budget / 16) as usize,
-            false => (self.budget / 4) as usize,
-        };
+        // A dense table takes at most a quarter of the lane's budget. One keyed by a register's
+        // range may hold far fewer groups than it has slots: it replaces the map only once its
+        // 4 bytes a slot cost no more than the map's share of the groups held after this block
+        // would, so it never costs more memory than the map it replaces.
+        let quarter = (self.budget / 4) as usize;
+        let most_slots = if by_range { RANGE_SLOTS } else { DENSE_SLOTS };
         let dense_strides = sizes
             .iter()
             .try_fold((Vec::new(), 1usize), |(mut st, p), s| {
                 let s = (*s)?;
                 st.push(p);
                 let next = p.checked_mul(s.max(1))?;
-                (next <= DENSE_SLOTS && next * 4 <= budget_quarter).then_some((st, next))
+                (next <= most_slots && next * 4 <= quarter).then_some((st, next))
+            });
+        let worth = !by_range
+            || dense_strides.as_ref().is_some_and(|(_, slots)| {
+                slots.saturating_mul(4) <= (self.groups.len + n).saturating_mul(LOOKUP_BYTES)
             });
         let mut key = vec![0i64; keys.len()];
         // Dictionaries are the column's own, shared by every page, so the dense table's shape
@@ -159,9 +163,17 @@ impl<'a> Lane<'a> {
             (Some((s, t)), Some((s2, n2))) if s == s2 && t.len() == *n2);
         if !keep {
             match dense_strides {
-                Some((strides, slots)) if self.groups.len == 0 => {
-                    self.groups.dense = Some((strides, vec![u32::MAX; slots]));
+                Some((strides, slots))
+                    if worth && (self.groups.len == 0 || self.groups.dense.is_none()) =>
+                {
+                    // Groups held in the map take their slots; should one lie outside the
+                    // table (it cannot, by the zone maps), they all stay in the map.
+                    if let Some(table) = self.groups.slotted(&strides, &offsets, slots) {
+                        self.groups.dense = Some((strides, table));
+                    }
                 }
+                // Fewer groups than the table would pay for: they stay in the map.
+                Some(_) if self.groups.dense.is_none() => {}
                 _ => {
                     if self.groups.dense.take().is_some() {
                         for g in 0..self.groups.len {

@@ -35,9 +35,36 @@ impl Groups {
         }
     }
 
-    /// Bytes one group holds (keys, accumulators, counts, and its share of the lookup).
+    /// Bytes one group holds (keys, accumulators, counts, and its share of the map's lookup:
+    /// a dense table's slots are counted apart, by [`Groups::bytes`]).
     pub(super) fn per_group(&self) -> usize {
-        self.keys.len() * 8 + self.acc.len() * 24 + 32
+        let lookup = match self.dense {
+            Some(_) => 0,
+            None => LOOKUP_BYTES,
+        };
+        self.keys.len() * 8 + self.acc.len() * 24 + lookup
+    }
+
+    /// A dense table of `slots` slots (`strides` apart per key, each key's value less its
+    /// `offsets` entry) with the groups held given their slots, the maps emptied; `None`
+    /// (the maps kept) if a group's keys fall outside the table.
+    pub(super) fn slotted(
+        &mut self,
+        strides: &[usize],
+        offsets: &[i64],
+        slots: usize,
+    ) -> Option<Vec<u32>> {
+        let mut table = vec![u32::MAX; slots];
+        for g in 0..self.len {
+            let mut at = 0i64;
+            for ((k, s), o) in self.keys.iter().zip(strides).zip(offsets) {
+                at = at.checked_add(k[g].checked_sub(*o)?.checked_mul(*s as i64)?)?;
+            }
+            *table.get_mut(usize::try_from(at).ok()?)? = g as u32;
+        }
+        self.sparse = HashMap::default();
+        self.packed = HashMap::default();
+        Some(table)
     }
 
     pub(super) fn bytes(&self) -> u64 {
@@ -273,3 +300,11 @@ const PARALLEL_MERGE: usize = 1 << 16;
 
 /// Largest dense group table (composite dictionary codes).
 pub(super) const DENSE_SLOTS: usize = 1 << 22;
+
+/// Largest dense group table keyed by register values over their columns' zone-map ranges
+/// (its 4 bytes a slot are also bounded by a quarter of the lane's memory).
+pub(super) const RANGE_SLOTS: usize = 1 << 28;
+
+/// Bytes a group's entry takes in the group maps (a 128-bit key and a 32-bit id, with the
+/// map's spare room).
+pub(super) const LOOKUP_BYTES: usize = 32;

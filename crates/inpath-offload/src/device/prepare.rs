@@ -1,7 +1,7 @@
 //! A task prepared for the lanes: columns resolved against the tables, what is kept and
 //! emitted, the pages that survive the zone maps.
 
-use super::groups::{Groups, DENSE_SLOTS};
+use super::groups::{Groups, RANGE_SLOTS};
 use crate::graph::{
     Agg, AggFunc, CmpOp, Comparator, GroupKey, Op, Operator, Source, TableTask, Test,
 };
@@ -270,7 +270,7 @@ impl Prepared {
                 }
             }
         }
-        // A register key loaded from a column whose values span at most DENSE_SLOTS (by its
+        // A register key loaded from a column whose values span at most RANGE_SLOTS (by its
         // zone maps) is a dense table's key, as dictionary codes are: its value less the
         // column's least.
         let register_ranges = identities
@@ -288,7 +288,7 @@ impl Prepared {
                     (lo, hi) = (lo.min(a), hi.max(b));
                 }
                 let size = usize::try_from(hi.checked_sub(lo)?.checked_add(1)?).ok()?;
-                (size <= DENSE_SLOTS).then_some((i64::try_from(lo).ok()?, size))
+                (size <= RANGE_SLOTS).then_some((i64::try_from(lo).ok()?, size))
             })
             .collect();
         Ok(Prepared {

@@ -217,3 +217,55 @@ fn like_matches_sql_patterns() {
         );
     }
 }
+
+/// Groups held in the map move to a dense table over their keys' ranges: each group at the
+/// slot its keys give (less each key's least value, times its stride), every other slot
+/// empty, the maps emptied; a key outside the table leaves the groups in the map.
+#[test]
+fn groups_in_the_map_take_their_slots_in_a_dense_table() {
+    use super::groups::Groups;
+    let mut r = StdRng::seed_from_u64(5);
+    // Two keys: a in -40..=-10 (31 values), b in 100..=106 (7 values); a's stride 1, b's 31.
+    let (strides, offsets, slots) = (vec![1usize, 31], vec![-40i64, 100], 31 * 7);
+    let mut g = Groups::new(2, 1);
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..150 {
+        let key = [r.gen_range(-40..=-10i64), r.gen_range(100..=106i64)];
+        if seen.insert(key) {
+            let id = g.push_group(&key);
+            let packed = ((key[1] as u64 as u128) << 64) | key[0] as u64 as u128;
+            g.packed.insert(packed, id);
+        }
+    }
+    assert!(g.len > 50 && g.len < slots);
+    let map_bytes = g.bytes();
+    let table = g
+        .slotted(&strides, &offsets, slots)
+        .expect("every key in range");
+    assert_eq!(table.len(), slots);
+    assert!(g.packed.is_empty() && g.sparse.is_empty());
+    for (at, &id) in table.iter().enumerate() {
+        let key = [(at % 31) as i64 - 40, (at / 31) as i64 + 100];
+        match seen.contains(&key) {
+            true => {
+                assert_ne!(id, u32::MAX, "{key:?}");
+                assert_eq!([g.keys[0][id as usize], g.keys[1][id as usize]], key);
+            }
+            false => assert_eq!(id, u32::MAX, "{key:?}"),
+        }
+    }
+    g.dense = Some((strides.clone(), table));
+    // A group's bytes no longer count a map entry; the slots are counted instead.
+    assert_eq!(g.bytes(), (g.len * (2 * 8 + 24) + slots * 4) as u64);
+    assert!(map_bytes > g.len as u64 * 40);
+
+    // One key past the table: nothing moves.
+    let mut h = Groups::new(1, 1);
+    for v in [3i64, 9, 12] {
+        let id = h.push_group(&[v]);
+        h.packed.insert(v as u64 as u128, id);
+    }
+    assert!(h.slotted(&[1], &[3], 9).is_none());
+    assert_eq!(h.packed.len(), 3);
+    assert!(h.slotted(&[1], &[3], 10).is_some());
+}
