@@ -41,6 +41,10 @@ pub(super) struct Lane<'a> {
     pub(super) kept_places: Vec<Vec<u64>>,
     /// Bytes of what the lane keeps, held against the device's memory.
     pub(super) kept_bytes: u64,
+    /// A presence build ([`Prepared::presence`]): the bits of the keys seen, and the rows
+    /// that set them.
+    pub(super) present: Vec<u64>,
+    pub(super) present_rows: u64,
     /// The task's flags over the page being read, as mask words.
     pub(super) flag_words: Vec<Vec<u64>>,
     /// The page's columns kept bit-packed, by column.
@@ -86,6 +90,8 @@ impl<'a> Lane<'a> {
             kept_ints: vec![Ints::default(); plan.task.keep.len()],
             kept_places: vec![Vec::new(); plan.origins.len()],
             kept_bytes: 0,
+            present: Vec::new(),
+            present_rows: 0,
             flag_words: Vec::new(),
             packed: HashMap::new(),
             spare_deltas: Vec::new(),
@@ -134,8 +140,10 @@ impl<'a> Lane<'a> {
         let LanePages::Run(run) = pages else {
             return Ok(());
         };
+        // (A presence build's bitmap is whole from its first page.)
         if self.plan.task.operator != Operator::Nop
             || self.plan.task.keep.is_empty()
+            || self.plan.presence.is_some()
             || self.plan.task.order.is_some()
             || done < 4
             || done * 20 < run.len()
@@ -878,6 +886,9 @@ impl<'a> Lane<'a> {
         matched: &[&[u32]],
     ) -> Result<()> {
         let plan = self.plan;
+        if let Some((least, span)) = plan.presence {
+            return self.keep_present(arrays, rows, least, span);
+        }
         let mut bytes = 0u64;
         for (o, origin) in plan.origins.iter().enumerate() {
             let places: Vec<u64> = match *origin {
@@ -937,6 +948,52 @@ impl<'a> Lane<'a> {
                 ),
             });
         }
+        Ok(())
+    }
+
+    /// A presence build's block: each selected row's key sets its bit (the bitmap, `span`
+    /// bits from `least`, taken on the first block and held against the lane's memory).
+    fn keep_present(
+        &mut self,
+        arrays: &HashMap<usize, ArrayRef>,
+        rows: &Rows,
+        least: i64,
+        span: usize,
+    ) -> Result<()> {
+        let KeepAs::Int(Source::Column(column)) = self.plan.keep_as[0] else {
+            return Err(Error::Offload {
+                detail: "a presence build whose key is not a column kept by value".into(),
+            });
+        };
+        let values = self.load_column(arrays, column, rows, &|| format!("key column {column}"))?;
+        if self.present.is_empty() {
+            self.present = vec![0u64; span.div_ceil(64)];
+            let bytes = self.present.len() as u64 * 8;
+            self.kept_bytes += bytes;
+            self.counters.hold(bytes);
+            if self.kept_bytes > self.budget {
+                return Err(Error::DeviceDeclined {
+                    memory: true,
+                    detail: format!(
+                        "the key bitmap table {} keeps for a join outgrows a lane's {} KiB of \
+                         device memory",
+                        self.plan.task.table,
+                        self.budget >> 10
+                    ),
+                });
+            }
+        }
+        for &v in &values {
+            let d = v.wrapping_sub(least) as u64;
+            // The zone maps bound every key: one outside them would be damage.
+            if d >= span as u64 {
+                return Err(Error::Offload {
+                    detail: format!("a join key {v} outside its column's zone maps"),
+                });
+            }
+            self.present[(d / 64) as usize] |= 1 << (d % 64);
+        }
+        self.present_rows += values.len() as u64;
         Ok(())
     }
 

@@ -44,6 +44,10 @@ pub(super) struct Prepared {
     /// A build for a semi or anti join: rows repeating the previous row's kept values are
     /// dropped.
     pub(super) distinct: bool,
+    /// A presence build (a semi or anti join's one integer key, nothing else kept): the key's
+    /// least value by its zone maps and how many values they span. Lanes then set the key's
+    /// bit in a bitmap of that many bits instead of keeping rows.
+    pub(super) presence: Option<(i64, usize)>,
     /// A build for a semi or anti join with a residual condition on kept column `c`: one row
     /// per run of equal keys (every other kept column), `c` holding the run's first value
     /// and whether another followed (see `join::encode_residual`).
@@ -307,6 +311,7 @@ impl Prepared {
             keep_as,
             origins,
             distinct: false,
+            presence: None,
             summarize: None,
             hold_groups: false,
             complete_key: None,
@@ -365,6 +370,18 @@ impl Prepared {
 
     /// A page's smallest and largest value of an integer column without nulls, from its zone
     /// map.
+    /// The least value of table column `column` and how many values its zone maps span over
+    /// every page, where every page has one (integers without nulls).
+    pub(super) fn column_range(&self, column: usize) -> Option<(i64, u64)> {
+        let (mut lo, mut hi) = (i128::MAX, i128::MIN);
+        for page in 0..self.reader.page_count() {
+            let (a, b) = page_range(&self.reader, column, page)?;
+            (lo, hi) = (lo.min(a), hi.max(b));
+        }
+        let span = u64::try_from(hi.checked_sub(lo)?.checked_add(1)?).ok()?;
+        Some((i64::try_from(lo).ok()?, span))
+    }
+
     pub(super) fn page_range(&self, column: usize, page: usize) -> Option<(i128, i128)> {
         page_range(&self.reader, column, page)
     }

@@ -394,6 +394,19 @@ impl Built {
         Ok(built)
     }
 
+    /// A semi or anti join's build made as a presence bitmap by the lanes: `bits` from `min`,
+    /// set by `rows` rows; its `width` kept columns hold no values (such a join never fetches
+    /// one).
+    pub(crate) fn presence(min: i64, bits: Vec<u64>, width: usize, rows: usize) -> Built {
+        Built {
+            columns: (0..width).map(|_| Kept::Int(Ints::default())).collect(),
+            places: Vec::new(),
+            index: Index::Bitmap { min, bits },
+            rows,
+            unique: false,
+        }
+    }
+
     fn sorted_keys<'a>(&'a self, keys: &'a SortedKeys) -> &'a Ints {
         static NONE: Ints = Ints::Narrow(Vec::new());
         match keys {

@@ -333,6 +333,57 @@ fn every_join_kind_equals_a_nested_loop_reference() {
     );
 }
 
+/// A semi or anti join whose build keeps only its integer key: the lanes set the keys' bits in
+/// a bitmap over the key column's zone-map range instead of keeping its rows. 60,000 build
+/// rows over 2,000 keys (unsorted, repeated) would hold 240 KB kept as 32-bit values, beyond a
+/// 128 KiB device, and run in key-range passes; their bitmap (256 bytes a lane) fits, so the
+/// graph runs whole, with or without a filter on the build, and answers as the reference does,
+/// under an ample budget too. A build keeping more than its key keeps its rows (the test
+/// above).
+#[test]
+fn a_semi_or_anti_build_of_one_key_is_a_bitmap_the_lanes_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut r = StdRng::seed_from_u64(54);
+    let build = kws(
+        (0..60_000).map(|_| r.gen_range(-500..1500)).collect(),
+        &mut r,
+    );
+    let probe = kws((0..3000).map(|_| r.gen_range(-700..1700)).collect(), &mut r);
+    let b = write_table(dir.path(), "b", &build, 1000);
+    let p = write_table(dir.path(), "p", &probe, 100);
+    let mut cases = 0;
+    for kind in [JoinKind::Semi, JoinKind::Anti] {
+        let j = join(kind, false, false, JoinMethod::Auto);
+        for w_above in [None, Some(0)] {
+            let (probe_task, funcs, _) = probe_task(j.clone(), Shape::Aggregate, None);
+            let mut keys_only = build_task("b", w_above);
+            keys_only.keep = vec![Source::Column(0)];
+            keys_only.output.fields.truncate(1);
+            let graph = TaskGraph {
+                version: inpath_offload::GRAPH_VERSION,
+                tasks: vec![keys_only, probe_task],
+            };
+            let want = reference(&build, &probe, &j, Shape::Aggregate, w_above, None, &funcs);
+            for (lanes, budget) in [(3, 128 << 10), (2, 64 << 20)] {
+                let what = format!("{kind:?}, w above {w_above:?}, {lanes} lanes, {budget} bytes");
+                let d = device(&[("b", &b), ("p", &p)], lanes, budget);
+                let got = run(&d, &graph).unwrap_or_else(|e| panic!("{what}: {e}"));
+                assert_eq!(merge_groups(&rows(&got), 0, &funcs), want, "{what}");
+                let s = d.stats();
+                assert_eq!(
+                    (s.graphs_partitioned, s.passes, s.graphs_refused),
+                    (0, 0, 0),
+                    "{what}: {s:?}"
+                );
+                assert!(s.rows_kept > 0 && s.peak_memory <= budget, "{what}: {s:?}");
+                assert!(idle(&d), "{what}: the bitmap is released");
+                cases += 1;
+            }
+        }
+    }
+    assert_eq!(cases, 8);
+}
+
 /// 40,000 build rows kept (four columns) outgrow 512 KiB: the device runs the graph in
 /// key-range passes instead (the build restricted to each range of the probe's key) and
 /// answers as the reference does, holding nothing afterwards; the second time it goes
