@@ -453,3 +453,95 @@ fn ranks_over_a_presence_bitmap_place_unique_keys_as_a_search_does() {
         }
     }
 }
+
+/// Two-column keys whose first column is dense with short runs take the runs index: a unique
+/// first key (suppliers by key and nation), two to four rows a first key grouped (a part's
+/// suppliers) or shuffled. Every join kind equals nested loops over the pairs, `unique_keys`
+/// says whether a pair repeats, and the same builds searched as sorted pairs (no room, or
+/// JoinMethod::Merge) answer alike. A first key with long runs or spread over a wide range
+/// keeps the sorted pairs.
+#[test]
+fn two_column_keys_with_a_dense_first_key_take_the_runs_index() {
+    let mut r = StdRng::seed_from_u64(61);
+    let suppliers: Vec<(i64, i64)> = (1..=500).map(|k| (k, r.gen_range(0..25))).collect();
+    let parts: Vec<(i64, i64)> = (1..=300)
+        .flat_map(|p| (0..r.gen_range(2..=4)).map(move |s| (p, (p * 7 + s * 13) % 97)))
+        .collect();
+    let mut shuffled = parts.clone();
+    for i in (1..shuffled.len()).rev() {
+        shuffled.swap(i, r.gen_range(0..=i));
+    }
+    // A pair repeated: not unique, and both rows match.
+    let mut repeated = parts.clone();
+    repeated.push(parts[10]);
+    let long_runs: Vec<(i64, i64)> = (0..2000).map(|i| (i % 50, i)).collect();
+    let sparse: Vec<(i64, i64)> = (0..300).map(|i| (i * 1000, i % 5)).collect();
+    let cases = [
+        ("suppliers", &suppliers, "positional", true),
+        ("parts", &parts, "positional", true),
+        ("shuffled", &shuffled, "positional", true),
+        ("repeated", &repeated, "positional", false),
+        ("long runs", &long_runs, "sort-merge", true),
+        ("sparse", &sparse, "merge", true),
+    ];
+    let pack = |(a, b): (i64, i64)| pack_keys(vec![vec![a], vec![b]]).0[0];
+    for (name, build, method, unique) in cases {
+        let columns = || {
+            vec![
+                Kept::Int(build.iter().map(|p| p.0).collect::<Vec<_>>().into()),
+                Kept::Int(build.iter().map(|p| p.1).collect::<Vec<_>>().into()),
+            ]
+        };
+        // (A real budget: sorted pairs take a presence bitmap over their packed range within
+        // a sixteenth of it.)
+        let ample = 64 << 20;
+        let built = Built::within(
+            columns(),
+            Vec::new(),
+            &[0, 1],
+            JoinMethod::Auto,
+            false,
+            ample,
+        )
+        .unwrap();
+        assert_eq!(built.method(), method, "{name}");
+        assert_eq!(built.unique_keys(), unique, "{name}");
+        let tight =
+            Built::within(columns(), Vec::new(), &[0, 1], JoinMethod::Auto, false, 64).unwrap();
+        let merge = Built::within(
+            columns(),
+            Vec::new(),
+            &[0, 1],
+            JoinMethod::Merge,
+            false,
+            ample,
+        )
+        .unwrap();
+        assert_ne!(tight.method(), "positional", "{name}");
+        assert_ne!(merge.method(), "positional", "{name}");
+        // Probes: every build pair, pairs off by one in either key, first keys beyond the range.
+        let mut probe: Vec<(i64, i64)> = build.clone();
+        probe.extend(build.iter().map(|&(a, b)| (a, b + 1)));
+        probe.extend(build.iter().map(|&(a, b)| (a + 1, b)));
+        probe.extend([(-5, 0), (i32::MAX as i64, 1), (0, -1)]);
+        for i in (1..probe.len()).rev() {
+            probe.swap(i, r.gen_range(0..=i));
+        }
+        let build_keys: Vec<i64> = build.iter().map(|&p| pack(p)).collect();
+        let probe_keys: Vec<i64> = probe.iter().map(|&p| pack(p)).collect();
+        for kind in [JoinKind::Inner, JoinKind::Semi, JoinKind::Anti] {
+            let want = reference(&build_keys, &probe_keys, kind);
+            for (how, b) in [("auto", &built), ("tight", &tight), ("merge", &merge)] {
+                let (take, rows) = b.probe(&probe_keys, None, kind);
+                let mut got: Vec<(u32, u32)> = match kind {
+                    JoinKind::Inner => take.into_iter().zip(rows).collect(),
+                    _ => take.into_iter().map(|i| (i, u32::MAX)).collect(),
+                };
+                got.sort_unstable();
+                let mut want = want.clone();
+                want.sort_unstable();
+                assert_eq!(got, want, "{name}, {how}, {kind:?}");
+            }
+        }
+    }
+}
