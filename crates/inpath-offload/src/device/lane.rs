@@ -936,14 +936,21 @@ impl<'a> Lane<'a> {
             self.kept_ints[c].extend(&values);
             bytes += (self.kept_ints[c].bytes() - before) as u64;
         }
+        self.hold_kept(bytes, "rows")
+    }
+
+    /// Holds `bytes` more of a build's kept `what` (rows, a key bitmap) against the lane's
+    /// memory: a decline for memory once they outgrow it.
+    fn hold_kept(&mut self, bytes: u64, what: &str) -> Result<()> {
         self.kept_bytes += bytes;
         self.counters.hold(bytes);
         if self.kept_bytes > self.budget {
             return Err(Error::DeviceDeclined {
                 memory: true,
                 detail: format!(
-                    "the rows table {} keeps for a join outgrow a lane's {} KiB of device memory",
-                    plan.task.table,
+                    "the {what} table {} keeps for a join outgrow a lane's {} KiB of device \
+                     memory",
+                    self.plan.task.table,
                     self.budget >> 10
                 ),
             });
@@ -968,20 +975,7 @@ impl<'a> Lane<'a> {
         let values = self.load_column(arrays, column, rows, &|| format!("key column {column}"))?;
         if self.present.is_empty() {
             self.present = vec![0u64; span.div_ceil(64)];
-            let bytes = self.present.len() as u64 * 8;
-            self.kept_bytes += bytes;
-            self.counters.hold(bytes);
-            if self.kept_bytes > self.budget {
-                return Err(Error::DeviceDeclined {
-                    memory: true,
-                    detail: format!(
-                        "the key bitmap table {} keeps for a join outgrows a lane's {} KiB of \
-                         device memory",
-                        self.plan.task.table,
-                        self.budget >> 10
-                    ),
-                });
-            }
+            self.hold_kept(self.present.len() as u64 * 8, "key bitmap")?;
         }
         for &v in &values {
             let d = v.wrapping_sub(least) as u64;

@@ -102,20 +102,7 @@ impl LocalDevice {
             }
             let b = Built::presence(least, bits, task.keep.len(), rows as usize);
             Counters::add(&self.counters.rows_kept, rows);
-            if b.bytes() > budget {
-                self.counters
-                    .note_overflow(b.bytes() as f64 / self.memory_budget.max(1) as f64);
-                return Err(Error::DeviceDeclined {
-                    memory: true,
-                    detail: format!(
-                        "the key bitmap of {} takes {} KiB; the device has {} KiB left",
-                        task.table,
-                        b.bytes().div_ceil(1024),
-                        budget >> 10
-                    ),
-                });
-            }
-            return Ok(b);
+            return self.within_budget(b, budget, || format!("the key bitmap of {}", task.table));
         }
         // The lanes' rows in lane order: pages in table order.
         let mut ints: Vec<Ints> = vec![Ints::default(); task.keep.len()];
@@ -152,24 +139,35 @@ impl LocalDevice {
             .collect();
         let b = Built::within(columns, places, keys, method, presence_only, budget)?;
         Counters::add(&self.counters.rows_kept, b.len() as u64);
-        if b.bytes() > budget {
-            self.counters
-                .note_overflow(b.bytes() as f64 / self.memory_budget.max(1) as f64);
-            return Err(Error::DeviceDeclined {
-                memory: true,
-                detail: format!(
-                    "the {} rows table {} keeps for a join take {} KiB; the device has {} KiB \
-                     left of {} KiB ({} KiB kept for the last task's pages)",
-                    b.len(),
-                    task.table,
-                    b.bytes().div_ceil(1024),
-                    budget >> 10,
-                    self.memory_budget >> 10,
-                    reserve >> 10
-                ),
-            });
+        let rows = b.len();
+        self.within_budget(b, budget, || {
+            format!(
+                "the {rows} rows table {} keeps for a join ({} KiB kept for the last task's \
+                 pages)",
+                task.table,
+                reserve >> 10
+            )
+        })
+    }
+
+    /// `b`, or (when it takes more than the `budget` bytes left) a decline for memory naming
+    /// `what` it is, with the overflow noted for the passes.
+    fn within_budget(&self, b: Built, budget: u64, what: impl Fn() -> String) -> Result<Built> {
+        if b.bytes() <= budget {
+            return Ok(b);
         }
-        Ok(b)
+        self.counters
+            .note_overflow(b.bytes() as f64 / self.memory_budget.max(1) as f64);
+        Err(Error::DeviceDeclined {
+            memory: true,
+            detail: format!(
+                "{} take {} KiB; the device has {} KiB left of {} KiB",
+                what(),
+                b.bytes().div_ceil(1024),
+                budget >> 10,
+                self.memory_budget >> 10
+            ),
+        })
     }
 
     /// Runs a build task's plan on every lane over its pages (after zone maps), `budget`
@@ -326,21 +324,10 @@ impl LocalDevice {
             budget,
         )?;
         Counters::add(&self.counters.rows_kept, b.len() as u64);
-        if b.bytes() > budget {
-            self.counters
-                .note_overflow(b.bytes() as f64 / self.memory_budget.max(1) as f64);
-            return Err(Error::DeviceDeclined {
-                memory: true,
-                detail: format!(
-                    "the {} groups of {} kept for a join take {} KiB; the device has {} KiB left",
-                    b.len(),
-                    task.table,
-                    b.bytes().div_ceil(1024),
-                    budget >> 10
-                ),
-            });
-        }
-        Ok(b)
+        let groups = b.len();
+        self.within_budget(b, budget, || {
+            format!("the {groups} groups of {} kept for a join", task.table)
+        })
     }
 }
 
