@@ -286,13 +286,9 @@ impl Prepared {
                 let Some(&Op::Load { column }) = task.transformer.ops.get(r) else {
                     return None;
                 };
-                let (mut lo, mut hi) = (i128::MAX, i128::MIN);
-                for page in 0..reader.page_count() {
-                    let (a, b) = page_range(&reader, column, page)?;
-                    (lo, hi) = (lo.min(a), hi.max(b));
-                }
-                let size = usize::try_from(hi.checked_sub(lo)?.checked_add(1)?).ok()?;
-                (size <= RANGE_SLOTS).then_some((i64::try_from(lo).ok()?, size))
+                let (least, span) = column_range(&reader, column)?;
+                let size = usize::try_from(span).ok()?;
+                (size <= RANGE_SLOTS).then_some((least, size))
             })
             .collect();
         Ok(Prepared {
@@ -368,20 +364,13 @@ impl Prepared {
         None
     }
 
-    /// A page's smallest and largest value of an integer column without nulls, from its zone
-    /// map.
-    /// The least value of table column `column` and how many values its zone maps span over
-    /// every page, where every page has one (integers without nulls).
+    /// See [`column_range`].
     pub(super) fn column_range(&self, column: usize) -> Option<(i64, u64)> {
-        let (mut lo, mut hi) = (i128::MAX, i128::MIN);
-        for page in 0..self.reader.page_count() {
-            let (a, b) = page_range(&self.reader, column, page)?;
-            (lo, hi) = (lo.min(a), hi.max(b));
-        }
-        let span = u64::try_from(hi.checked_sub(lo)?.checked_add(1)?).ok()?;
-        Some((i64::try_from(lo).ok()?, span))
+        column_range(&self.reader, column)
     }
 
+    /// A page's smallest and largest value of an integer column without nulls, from its zone
+    /// map.
     pub(super) fn page_range(&self, column: usize, page: usize) -> Option<(i128, i128)> {
         page_range(&self.reader, column, page)
     }
@@ -469,6 +458,18 @@ impl Rows<'_> {
 }
 
 /// A page's smallest and largest value of an integer column without nulls, from its zone map.
+/// The least value of table column `column` and how many values its zone maps span over every
+/// page, where every page has one (integers without nulls).
+fn column_range(reader: &TableReader, column: usize) -> Option<(i64, u64)> {
+    let (mut lo, mut hi) = (i128::MAX, i128::MIN);
+    for page in 0..reader.page_count() {
+        let (a, b) = page_range(reader, column, page)?;
+        (lo, hi) = (lo.min(a), hi.max(b));
+    }
+    let span = u64::try_from(hi.checked_sub(lo)?.checked_add(1)?).ok()?;
+    Some((i64::try_from(lo).ok()?, span))
+}
+
 fn page_range(reader: &TableReader, column: usize, page: usize) -> Option<(i128, i128)> {
     let z = reader.zone_map(column, page).ok()?;
     match (&z.min, &z.max) {
