@@ -46,9 +46,18 @@ phase() {
   phase_t0=$(date +%s)
   echo "== $1"
 }
+kill_tree() {
+  local child
+  for child in $(pgrep -P "$1" 2>/dev/null); do kill_tree "$child"; done
+  kill "$1" 2>/dev/null || true
+}
 print_phases() {
   local status=$?
   end_phase
+  # A phase that failed may leave background jobs (pytest, the aarch64 check) running: stop
+  # them and what they started.
+  local pid
+  for pid in $(jobs -p); do kill_tree "$pid"; done
   local i total=$(( $(date +%s) - run_t0 ))
   echo "== phases ($mode, $(nproc) cores; wall seconds)"
   for i in "${!phase_names[@]}"; do
@@ -194,27 +203,11 @@ python3 scripts/check_features.py
 phase "build and lint (release, every crate and test)"
 cargo test --release --workspace --no-run --quiet
 
-phase "rust tests"
-cargo test --release --workspace
-
-# The portable code must build for aarch64 (Graviton, Ampere, Apple): check the crates that hold
-# kernels for that target, warnings as errors. The format's and the device's kernels
-# (inpath-table, inpath-offload: Arrow only) are checked too; the DataFusion host and the CLI
-# hold no kernels, and checking them would add a second DataFusion build. Needs rustup's aarch64 standard library and a
-# cross C compiler (zstd's C sources); where they cannot be had, say so and go on.
-phase "cargo check --target aarch64-unknown-linux-gnu"
-if command -v rustup >/dev/null 2>&1 && command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 \
-  && { rustup target list --installed | grep -qx aarch64-unknown-linux-gnu \
-       || timeout 180 rustup target add aarch64-unknown-linux-gnu >/dev/null 2>&1; }; then
-  CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc RUSTFLAGS="-D warnings" \
-    cargo check --release --quiet --target aarch64-unknown-linux-gnu \
-    -p inpath-core -p inpath-sketch -p inpath-corr -p inpath-seal -p inpath-wire -p inpath-store \
-    -p inpath-cache -p inpath-table -p inpath-offload
-else
-  echo "test.sh: skipped: the aarch64 target (rustup target add aarch64-unknown-linux-gnu) or aarch64-linux-gnu-gcc is not available"
-fi
-
-phase "python package (pip install ./python) and pytest"
+# After the build, three jobs share the two cores: the Rust tests (1.3 cores on average:
+# servers, child processes), pytest (0.4: Spark's JVM, servers and the browser wait more than
+# they compute) and the aarch64 check (the only one that compiles). One after another they took
+# 106 + 93 + 50 s; side by side about the longest of them (CONTRIBUTING.md, "Phases").
+phase "python package (pip install ./python) and the Spark connector's jar"
 wait_for_job "$venv_pid" "$venv_log" "scripts/venv.sh"
 wait_for_job "$browser_pid" "$browser_log" "installing Debian's chromium"
 # Built by maturin into the workspace's target directory with the same wrapper and profile, so
@@ -224,7 +217,48 @@ wait_for_job "$browser_pid" "$browser_log" "installing Debian's chromium"
 # client's jars once into connectors/spark/target (cold: about 20 s with the compile); warm,
 # when nothing changed, the script only prints the jar's path (about a second).
 bash connectors/spark/build.sh
-.venv/bin/python -m pytest -q tests/python
+
+phase "rust tests, pytest and the aarch64 check side by side"
+# `side_job NAME LOG CMD...`: runs CMD in the background, its output in LOG, its wall time as
+# LOG's last line; `wait_for_job` shows the log.
+side_job() {
+  local name=$1 log=$2
+  shift 2
+  ( t0=$(date +%s); if "$@"; then rc=0; else rc=$?; fi
+    echo "   ($name: $(( $(date +%s) - t0 )) s)"; exit $rc ) > "$log" 2>&1 &
+}
+# The portable code must build for aarch64 (Graviton, Ampere, Apple): check the crates that hold
+# kernels for that target, warnings as errors. The format's and the device's kernels
+# (inpath-table, inpath-offload: Arrow only) are checked too; the DataFusion host and the CLI
+# hold no kernels, and checking them would add a second DataFusion build. Needs rustup's aarch64
+# standard library and a cross C compiler (zstd's C sources); where they cannot be had, say so
+# and go on. In a target directory of its own, so that no cargo waits for another's lock.
+aarch64_check() {
+  if command -v rustup >/dev/null 2>&1 && command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 \
+    && { rustup target list --installed | grep -qx aarch64-unknown-linux-gnu \
+         || timeout 180 rustup target add aarch64-unknown-linux-gnu >/dev/null 2>&1; }; then
+    CARGO_TARGET_DIR="$CARGO_TARGET_DIR/aarch64-check" \
+      CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc RUSTFLAGS="-D warnings" \
+      cargo check --release --quiet --target aarch64-unknown-linux-gnu \
+      -p inpath-core -p inpath-sketch -p inpath-corr -p inpath-seal -p inpath-wire -p inpath-store \
+      -p inpath-cache -p inpath-table -p inpath-offload
+  else
+    echo "test.sh: skipped: the aarch64 target (rustup target add aarch64-unknown-linux-gnu) or aarch64-linux-gnu-gcc is not available"
+  fi
+}
+aarch64_log="$(mktemp)"
+side_job "cargo check --target aarch64-unknown-linux-gnu" "$aarch64_log" aarch64_check
+aarch64_pid=$!
+pytest_log="$(mktemp)"
+side_job pytest "$pytest_log" .venv/bin/python -m pytest -q tests/python
+pytest_pid=$!
+rust_t0=$(date +%s)
+cargo test --release --workspace
+echo "   (rust tests: $(( $(date +%s) - rust_t0 )) s)"
+echo "== pytest"
+wait_for_job "$pytest_pid" "$pytest_log" "pytest"
+echo "== cargo check --target aarch64-unknown-linux-gnu"
+wait_for_job "$aarch64_pid" "$aarch64_log" "cargo check --target aarch64-unknown-linux-gnu"
 
 # What left the gate (CONTRIBUTING.md, "Test tiers"): the engines' whole suites again with the
 # kernels capped by INPATH_ISA at each level below this CPU's best. The gate covers those levels
