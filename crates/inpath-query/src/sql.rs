@@ -530,20 +530,24 @@ impl SqlSession {
     /// never DDL (`CREATE`, `DROP`), DML (`INSERT`, `COPY ... TO`) or `SET`, which are refused
     /// with the reason; what servers run for their clients. Its physical plan, whose
     /// [`schema`](datafusion::physical_plan::ExecutionPlan::schema) is the result's.
-    pub async fn plan_query(
-        &self,
-        text: &str,
-    ) -> Result<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
-        let options = datafusion::execution::context::SQLOptions::new()
-            .with_allow_ddl(false)
-            .with_allow_dml(false)
-            .with_allow_statements(false);
-        let frame = self
-            .ctx
-            .sql_with_options(text, options)
-            .await
-            .map_err(sql_error)?;
-        frame.create_physical_plan().await.map_err(sql_error)
+    ///
+    /// The future is boxed: a crate that awaits an `async fn` compiles its state machine, and
+    /// with it DataFusion's SQL planner, again (inpath-flight did: 907,000 lines of LLVM IR
+    /// and a minute of the build; 122,000 with the box); behind the box it is compiled once,
+    /// here.
+    pub fn plan_query<'a>(&'a self, text: &'a str) -> PlanFuture<'a> {
+        Box::pin(async move {
+            let options = datafusion::execution::context::SQLOptions::new()
+                .with_allow_ddl(false)
+                .with_allow_dml(false)
+                .with_allow_statements(false);
+            let frame = self
+                .ctx
+                .sql_with_options(text, options)
+                .await
+                .map_err(sql_error)?;
+            frame.create_physical_plan().await.map_err(sql_error)
+        })
     }
 
     /// The batches of a plan from [`plan_query`](Self::plan_query) as they come, never
@@ -600,6 +604,28 @@ impl SqlSession {
         }
     }
 }
+
+/// Runs `text` to completion on a DataFusion context of the caller's (plain DataFusion: none of
+/// this crate's tables or rules unless the caller registered them), on `runtime`: the
+/// reference that tests and benchmarks compare a session's answers with. Not `async`, so that
+/// DataFusion's planner, behind `SessionContext::sql`'s future, is compiled here and not again
+/// in every crate that calls it.
+pub fn collect_sql(
+    ctx: &SessionContext,
+    runtime: &tokio::runtime::Runtime,
+    text: &str,
+) -> datafusion::error::Result<Vec<RecordBatch>> {
+    runtime.block_on(async { ctx.sql(text).await?.collect().await })
+}
+
+/// What [`SqlSession::plan_query`] returns: the statement's physical plan, once planned.
+pub type PlanFuture<'a> = std::pin::Pin<
+    Box<
+        dyn std::future::Future<Output = Result<Arc<dyn datafusion::physical_plan::ExecutionPlan>>>
+            + Send
+            + 'a,
+    >,
+>;
 
 /// A DataFusion error as ours; errors from our own pages come back with their table, column
 /// and page.

@@ -246,11 +246,7 @@ pub(crate) fn in_memory(batch: &RecordBatch) -> impl Fn(&str) -> Vec<String> {
         )
         .unwrap();
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    move |sql: &str| {
-        rows_text(
-            &runtime.block_on(async { reference.sql(sql).await.unwrap().collect().await.unwrap() }),
-        )
-    }
+    move |sql: &str| rows_text(&inpath_query::sql::collect_sql(&reference, &runtime, sql).unwrap())
 }
 
 #[test]

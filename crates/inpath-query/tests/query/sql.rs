@@ -256,9 +256,7 @@ fn pushdown_gives_the_rows_of_no_pushdown_on_random_predicates() {
         };
         let text = format!("SELECT * FROM t WHERE {pred} ORDER BY id");
         let ours = session.sql(&text).unwrap();
-        let theirs = runtime
-            .block_on(async { reference.sql(&text).await?.collect().await })
-            .unwrap();
+        let theirs = inpath_query::sql::collect_sql(&reference, &runtime, &text).unwrap();
         assert_eq!(rows_of(&ours.batches), rows_of(&theirs), "{pred}");
         checked += usize::from(ours.row_count() > 0);
     }
