@@ -204,9 +204,10 @@ phase "build and lint (release, every crate and test)"
 cargo test --release --workspace --no-run --quiet
 
 # After the build, three jobs share the two cores: the Rust tests (1.3 cores on average:
-# servers, child processes), pytest (0.4: Spark's JVM, servers and the browser wait more than
-# they compute) and the aarch64 check (the only one that compiles). One after another they took
-# 106 + 93 + 50 s; side by side about the longest of them (CONTRIBUTING.md, "Phases").
+# servers, child processes), pytest (its Spark JVMs compute more than its wall time shows) and
+# the aarch64 check (the only one that compiles). One after another they took 106 + 93 + 50 s
+# on a warm tree; side by side they fill both cores and end together, 193-221 s on a fresh
+# clone against 323 s as separate phases (CONTRIBUTING.md, "Phases").
 phase "python package (pip install ./python) and the Spark connector's jar"
 wait_for_job "$venv_pid" "$venv_log" "scripts/venv.sh"
 wait_for_job "$browser_pid" "$browser_log" "installing Debian's chromium"
